@@ -1,0 +1,38 @@
+// The atoms that name operations in typed-actor interfaces. Each handler takes an atom and an
+// envelope; the atom selects the operation and the envelope's schema is checked on reading.
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace crescent {
+
+// conductor
+using schedule_atom = caf::atom_constant<caf::atom("schedule")>;
+using report_atom = caf::atom_constant<caf::atom("report")>;
+using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+// workers
+using reserve_atom = caf::atom_constant<caf::atom("reserve")>;
+using release_atom = caf::atom_constant<caf::atom("release")>;
+using prefill_atom = caf::atom_constant<caf::atom("prefill")>;
+using kv_ready_atom = caf::atom_constant<caf::atom("kv_ready")>;
+using step_atom = caf::atom_constant<caf::atom("step")>;
+// request
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;
+using tokens_atom = caf::atom_constant<caf::atom("tokens")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+// store master and block owners
+using put_start_atom = caf::atom_constant<caf::atom("put_start")>;
+using put_commit_atom = caf::atom_constant<caf::atom("put_commit")>;
+using put_revoke_atom = caf::atom_constant<caf::atom("put_revoke")>;
+using get_prefix_atom = caf::atom_constant<caf::atom("get_prefix")>;
+using corrupt_atom = caf::atom_constant<caf::atom("corrupt")>;
+using allocate_atom = caf::atom_constant<caf::atom("allocate")>;
+using free_atom = caf::atom_constant<caf::atom("free")>;
+// node agent
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+
+} // namespace crescent

@@ -1,0 +1,62 @@
+@0x850f66f4869d9af4;
+# Protocol of the conductor: placement of requests, and the reports it learns load and
+# cache contents from.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("crescent::wire");
+
+# request -> conductor: where should this request run?
+struct ScheduleRequest {
+  requestId @0 :UInt64;
+  promptTokens @1 :UInt32;        # at most the model's context limit
+  maxNewTokens @2 :UInt32;
+  blockKeys @3 :List(UInt64);     # chained keys of the prompt's full blocks, in order
+}
+
+struct Placement {
+  prefillInstance @0 :UInt32;
+  decodeInstance @1 :UInt32;
+  cachedBlocks @2 :UInt32;        # prefix blocks the conductor believes the prefill node holds
+}
+
+# conductor -> request
+struct ScheduleReply {
+  requestId @0 :UInt64;
+  union {
+    placed @1 :Placement;
+    rejected @2 :Text;            # why, for the user
+  }
+}
+
+# prefill worker -> conductor, when a prefill job ends (either way).
+struct PrefillReport {
+  requestId @0 :UInt64;
+  instance @1 :UInt32;
+  node @2 :UInt32;
+  ok @3 :Bool;
+  computedTokens @4 :UInt32;
+  reusedTokens @5 :UInt32;
+  computeNs @6 :UInt64;
+  storedKeys @7 :List(UInt64);    # blocks newly committed to the pool by this job
+}
+
+# request -> conductor, when a request ends (completed, rejected after placement, failed).
+struct RequestReport {
+  requestId @0 :UInt64;
+  completed @1 :Bool;
+}
+
+# node agent -> conductor, every heartbeat interval.
+struct Heartbeat {
+  node @0 :UInt32;
+  sequence @1 :UInt64;
+}
+
+struct ConductorStats {
+  placed @0 :UInt64;
+  rejected @1 :UInt64;
+  badMessages @2 :UInt64;
+  liveNodes @3 :UInt32;
+  prefillQueueJobs @4 :List(UInt32);  # per prefill instance
+  decodeActive @5 :List(UInt32);      # per decode instance
+}

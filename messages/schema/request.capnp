@@ -1,0 +1,59 @@
+@0xa748564e1bfb3fcc;
+# Protocol of the request actor: a client submits a spec and gets the outcome; workers report
+# progress to it.
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("crescent::wire");
+
+# client -> request actor.
+struct RequestSpec {
+  requestId @0 :UInt64;
+  tokens @1 :List(UInt32);
+  blockKeys @2 :List(UInt64);
+  maxNewTokens @3 :UInt32;
+  deadlineMs @4 :UInt32;        # the request fails with a reason if not done by then
+}
+
+# prefill worker -> request actor.
+struct PrefillDone {
+  requestId @0 :UInt64;
+  firstToken @1 :UInt32;
+  computedTokens @2 :UInt32;
+  reusedTokens @3 :UInt32;
+  loadMisses @4 :UInt32;
+  computeNs @5 :UInt64;
+}
+
+# decode worker -> request actor, once per decode step that produced tokens for it.
+struct TokenBatch {
+  requestId @0 :UInt64;
+  tokens @1 :List(UInt32);
+  final @2 :Bool;
+}
+
+# any worker -> request actor: the request cannot go on.
+struct RequestFailed {
+  requestId @0 :UInt64;
+  reason @1 :Text;
+}
+
+enum Status {
+  completed @0;
+  rejected @1;
+  failed @2;
+}
+
+# request actor -> client. Times are nanoseconds on the actor clock (simulated in tests).
+struct RequestOutcome {
+  requestId @0 :UInt64;
+  status @1 :Status;
+  reason @2 :Text;
+  arrivalNs @3 :Int64;
+  tokenTimesNs @4 :List(Int64);  # one per generated token; the first is the TTFT point
+  tokens @5 :List(UInt32);
+  computedTokens @6 :UInt32;
+  reusedTokens @7 :UInt32;
+  loadMisses @8 :UInt32;
+  prefillInstance @9 :UInt32;
+  decodeInstance @10 :UInt32;
+}
