@@ -1,0 +1,26 @@
+#include "storage/block_key.hpp"
+
+#include <xxhash.h>
+
+#include <cassert>
+
+namespace crescent::storage {
+
+uint64_t chain_key(uint64_t parent_key, std::span<const uint32_t> tokens) {
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent_key);
+}
+
+std::vector<uint64_t> chain_block_keys(std::span<const uint32_t> tokens, uint32_t block_tokens,
+                                       uint64_t root_key) {
+  assert(block_tokens > 0);
+  std::vector<uint64_t> keys;
+  keys.reserve(tokens.size() / block_tokens);
+  uint64_t parent = root_key;
+  for (size_t begin = 0; begin + block_tokens <= tokens.size(); begin += block_tokens) {
+    parent = chain_key(parent, tokens.subspan(begin, block_tokens));
+    keys.push_back(parent);
+  }
+  return keys;
+}
+
+} // namespace crescent::storage

@@ -1,0 +1,23 @@
+// Block keys: the identity of a KV block in the pool.
+//
+// A prompt is cut into blocks of block_tokens tokens. The key of block i hashes its tokens with
+// the key of block i - 1 as seed, so it stands for the whole prefix 0..i: two prompts share key
+// i exactly when they share their first (i + 1) * block_tokens tokens (up to hash collisions of
+// xxh3-64). The chain starts from a root that fingerprints the model, so different models never
+// share keys. Only full blocks have keys; a partial last block is always recomputed.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace crescent::storage {
+
+/// The key of the block holding `tokens`, which follows the block keyed `parent_key`.
+uint64_t chain_key(uint64_t parent_key, std::span<const uint32_t> tokens);
+
+/// Keys of every full block of `tokens`, in order.
+std::vector<uint64_t> chain_block_keys(std::span<const uint32_t> tokens, uint32_t block_tokens,
+                                       uint64_t root_key);
+
+} // namespace crescent::storage
