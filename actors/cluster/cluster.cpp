@@ -1,0 +1,177 @@
+#include "actors/cluster/cluster.hpp"
+
+#include "actors/block_owner/block_owner.hpp"
+#include "actors/conductor/conductor.hpp"
+#include "actors/decode_worker/decode_worker.hpp"
+#include "actors/node_agent/node_agent.hpp"
+#include "actors/prefill_worker/prefill_worker.hpp"
+#include "actors/store_master/store_master.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/send.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace crescent {
+
+namespace {
+
+caf::expected<std::string> make_temp_dir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "crescent-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    return make_error(errc::io_error, "cannot create a temporary directory for block metadata");
+  return pattern;
+}
+
+template <class Handle>
+caf::strong_actor_ptr ptr(const Handle& h) {
+  return caf::actor_cast<caf::strong_actor_ptr>(h);
+}
+
+} // namespace
+
+cluster::cluster(caf::actor_system& sys, cluster_config cfg)
+    : sys_(sys), cfg_(std::move(cfg)), dir_(std::make_shared<directory>()),
+      transfer_(std::make_shared<transport::transfer_engine>(cfg_.access_key_seed)) {}
+
+cluster::~cluster() {
+  stop();
+  if (!temp_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(temp_dir_, ignored);
+  }
+}
+
+caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
+                                                       const cluster_config& cfg) {
+  if (auto err = validate(cfg))
+    return err;
+  std::unique_ptr<cluster> c{new cluster(sys, cfg)};
+  for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
+    for (uint32_t i = 0; i < cfg.nodes[n].prefill_instances; ++i)
+      c->dir_->prefill_node.push_back(n);
+    for (uint32_t i = 0; i < cfg.nodes[n].decode_instances; ++i)
+      c->dir_->decode_node.push_back(n);
+  }
+  if (auto err = c->spawn_storage())
+    return err;
+  conductor_options copt;
+  copt.nodes = static_cast<uint32_t>(cfg.nodes.size());
+  copt.prefill_node = c->dir_->prefill_node;
+  copt.decode_node = c->dir_->decode_node;
+  copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
+  copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
+  c->dir_->conductor = spawn_conductor(sys, std::move(copt));
+  c->all_.push_back(ptr(c->dir_->conductor));
+  if (auto err = c->spawn_workers())
+    return err;
+  c->spawn_node_agents();
+  return c;
+}
+
+caf::error cluster::spawn_storage() {
+  std::string path = cfg_.store.db_path;
+  if (path.empty()) {
+    auto tmp = make_temp_dir();
+    if (!tmp)
+      return std::move(tmp.error());
+    temp_dir_ = *tmp;
+    path = temp_dir_ + "/metadata";
+  }
+  storage::metadata_options mopt;
+  mopt.sync_commits = cfg_.store.sync_commits;
+  auto md = storage::metadata_store::open(path, mopt);
+  if (!md)
+    return std::move(md.error());
+  const uint64_t page = cfg_.model.page_bytes();
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
+    auto slots = static_cast<uint32_t>(cfg_.nodes[n].pool_bytes / page);
+    auto pool = storage::dram_pool::create(transfer_, n, page, slots);
+    if (!pool)
+      return std::move(pool.error());
+    dir_->block_owners.push_back(spawn_block_owner(sys_, n, std::move(*pool)));
+    all_.push_back(ptr(dir_->block_owners.back()));
+  }
+  dir_->store_master = spawn_store_master(sys_, std::move(*md), dir_);
+  all_.push_back(ptr(dir_->store_master));
+  return caf::none;
+}
+
+caf::error cluster::spawn_workers() {
+  const uint64_t page = cfg_.model.page_bytes();
+  const uint32_t block = cfg_.model.block_tokens;
+  for (uint32_t i = 0; i < dir_->prefill_node.size(); ++i) {
+    auto engine = gpu::make_reference_engine(cfg_.model, cfg_.engine);
+    if (!engine)
+      return std::move(engine.error());
+    const auto pages = (cfg_.model.context_tokens_max + block - 1) / block;
+    auto pool = storage::dram_pool::create(transfer_, dir_->prefill_node[i], page, pages);
+    if (!pool)
+      return std::move(pool.error());
+    prefill_worker_options opt{i, dir_->prefill_node[i], cfg_.prefill.chunk_tokens,
+                               cfg_.prefill.queue_jobs_max, cfg_.simulated_time};
+    dir_->prefill.push_back(
+        spawn_prefill_worker(sys_, opt, {std::move(*engine), std::move(*pool), transfer_, dir_}));
+    all_.push_back(ptr(dir_->prefill.back()));
+  }
+  for (uint32_t i = 0; i < dir_->decode_node.size(); ++i) {
+    auto engine = gpu::make_reference_engine(cfg_.model, cfg_.engine);
+    if (!engine)
+      return std::move(engine.error());
+    auto pool = storage::dram_pool::create(transfer_, dir_->decode_node[i], page,
+                                           static_cast<uint32_t>(cfg_.decode.kv_bytes / page));
+    if (!pool)
+      return std::move(pool.error());
+    decode_worker_options opt{i, dir_->decode_node[i], cfg_.decode.batch_max,
+                              cfg_.decode.request_tokens_max, cfg_.simulated_time};
+    dir_->decode.push_back(
+        spawn_decode_worker(sys_, opt, {std::move(*engine), std::move(*pool), transfer_, dir_}));
+    all_.push_back(ptr(dir_->decode.back()));
+  }
+  return caf::none;
+}
+
+void cluster::spawn_node_agents() {
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
+    std::vector<caf::strong_actor_ptr> watched{ptr(dir_->block_owners[n])};
+    for (uint32_t i = 0; i < dir_->prefill.size(); ++i)
+      if (dir_->prefill_node[i] == n)
+        watched.push_back(ptr(dir_->prefill[i]));
+    for (uint32_t i = 0; i < dir_->decode.size(); ++i)
+      if (dir_->decode_node[i] == n)
+        watched.push_back(ptr(dir_->decode[i]));
+    dir_->node_agents.push_back(spawn_node_agent(
+        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_));
+    all_.push_back(ptr(dir_->node_agents.back()));
+  }
+  // The directory is complete: from here on actors may read it.
+  for (auto& agent : dir_->node_agents)
+    caf::anon_send(agent, start_atom::value);
+}
+
+request_options cluster::request_defaults() const {
+  request_options opt;
+  opt.block_tokens = cfg_.model.block_tokens;
+  opt.vocab = cfg_.model.vocab;
+  opt.context_tokens_max = cfg_.model.context_tokens_max;
+  opt.root_key = cfg_.model.fingerprint();
+  opt.default_deadline_ms = cfg_.request_deadline_ms;
+  return opt;
+}
+
+request_actor cluster::spawn_request() {
+  return spawn_request_actor(sys_, request_defaults(), dir_);
+}
+
+void cluster::stop() {
+  // Node agents first, so none of them reports its node's actors going down as a failure.
+  for (auto& agent : dir_->node_agents)
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  for (auto& a : all_)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  all_.clear();
+}
+
+} // namespace crescent

@@ -1,0 +1,58 @@
+// Bring-up of a whole cluster inside one actor system: the embedded cluster of `crescent run`
+// and of the tests. It creates the memory, engines and metadata store every actor needs first,
+// so that configuration and resource errors surface here as errors, before any actor runs.
+//
+// Shutdown: stop() asks every actor to exit; the caller then waits for the actor system to
+// drain (actor_system::await_all_actors_done) before destroying the cluster, which removes the
+// temporary metadata directory if it created one.
+#pragma once
+
+#include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/directory.hpp"
+#include "actors/request/request.hpp"
+#include "storage/dram_pool.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+class cluster {
+ public:
+  static caf::expected<std::unique_ptr<cluster>> start(caf::actor_system& sys,
+                                                       const cluster_config& cfg);
+
+  ~cluster();
+  cluster(const cluster&) = delete;
+  cluster& operator=(const cluster&) = delete;
+
+  const directory& dir() const { return *dir_; }
+  const cluster_config& config() const { return cfg_; }
+  transport::transfer_engine& transfer() { return *transfer_; }
+  request_options request_defaults() const;
+
+  /// Spawns a request actor for this cluster; send it (run_atom, RequestSpec).
+  request_actor spawn_request();
+
+  /// Asks every actor of the cluster to exit.
+  void stop();
+
+ private:
+  cluster(caf::actor_system& sys, cluster_config cfg);
+  caf::error spawn_storage();
+  caf::error spawn_workers();
+  void spawn_node_agents();
+
+  caf::actor_system& sys_;
+  cluster_config cfg_;
+  std::shared_ptr<directory> dir_;
+  std::shared_ptr<transport::transfer_engine> transfer_;
+  std::string temp_dir_; // created by start when cfg.store.db_path is empty; removed at the end
+  std::vector<caf::strong_actor_ptr> all_;
+};
+
+} // namespace crescent

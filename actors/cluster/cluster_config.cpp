@@ -1,0 +1,62 @@
+#include "actors/cluster/cluster_config.hpp"
+
+#include "messages/errors.hpp"
+
+namespace crescent {
+
+namespace {
+
+caf::error field_error(const std::string& field, const std::string& what) {
+  return make_error(errc::bad_config, field + ": " + what);
+}
+
+} // namespace
+
+caf::error validate(const cluster_config& cfg) {
+  if (auto err = gpu::validate(cfg.model))
+    return err;
+  if (cfg.nodes.empty() || cfg.nodes.size() > cluster_nodes_max)
+    return field_error("nodes", "a cluster has 1 to 64 nodes");
+  uint32_t prefill = 0;
+  uint32_t decode = 0;
+  const uint64_t page = cfg.model.page_bytes();
+  for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+    const auto& n = cfg.nodes[i];
+    const std::string name = "nodes[" + std::to_string(i) + "]";
+    if (n.prefill_instances > instances_per_node_max || n.decode_instances > instances_per_node_max)
+      return field_error(name, "at most 16 prefill and 16 decode instances per node");
+    if (n.pool_bytes < page || n.pool_bytes / page > (1u << 24))
+      return field_error(name + ".pool_mib", "the pool must hold 1 to 2^24 blocks of " +
+                                                 std::to_string(page) + " bytes");
+    prefill += n.prefill_instances;
+    decode += n.decode_instances;
+  }
+  if (prefill == 0 || decode == 0)
+    return field_error("nodes", "the cluster needs at least one prefill and one decode instance");
+  if (cfg.prefill.chunk_tokens == 0 || cfg.prefill.chunk_tokens > cfg.model.context_tokens_max)
+    return field_error("prefill.chunk_tokens", "must be in [1, model.context_tokens_max]");
+  if (cfg.prefill.queue_jobs_max == 0 || cfg.prefill.queue_jobs_max > 65536)
+    return field_error("prefill.queue_jobs_max", "must be in [1, 65536]");
+  if (cfg.decode.batch_max == 0 || cfg.decode.batch_max > 4096)
+    return field_error("decode.batch_max", "must be in [1, 4096]");
+  if (cfg.decode.request_tokens_max < 2 ||
+      cfg.decode.request_tokens_max > cfg.model.context_tokens_max)
+    return field_error("decode.request_tokens_max", "must be in [2, model.context_tokens_max]");
+  const uint64_t request_pages =
+      (uint64_t{cfg.decode.request_tokens_max} + cfg.model.block_tokens - 1) /
+      cfg.model.block_tokens;
+  if (cfg.decode.kv_bytes / page < request_pages || cfg.decode.kv_bytes / page > (1u << 24))
+    return field_error("decode.kv_mib", "must hold at least one request of "
+                                        "decode.request_tokens_max tokens");
+  if (cfg.heartbeat_interval_ms == 0 ||
+      cfg.heartbeat_interval_ms >= cfg.conductor.heartbeat_timeout_ms)
+    return field_error("heartbeat_interval_ms",
+                       "must be positive and below conductor.heartbeat_timeout_ms");
+  if (cfg.request_deadline_ms == 0)
+    return field_error("request_deadline_ms", "must be positive");
+  if (cfg.engine.modeled_flops_per_s < 1e6 || cfg.engine.modeled_flops_per_s > 1e18)
+    return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
+  return caf::none;
+}
+
+} // namespace crescent

@@ -1,0 +1,73 @@
+// Everything needed to bring a cluster up: the model, the nodes and what runs on each, and the
+// limits of every actor. Defaults describe the embedded default cluster: four nodes, two with a
+// prefill instance and two with a decode instance, a block owner on each, one conductor and one
+// store master.
+#pragma once
+
+#include "gpu/engine.hpp"
+#include "gpu/model_config.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+struct node_config {
+  uint32_t prefill_instances = 0;
+  uint32_t decode_instances = 0;
+  uint64_t pool_bytes = 64ull << 20; // this node's DRAM pool of KV blocks
+};
+
+struct prefill_config {
+  uint32_t chunk_tokens = 128;   // tokens per compute step
+  uint32_t queue_jobs_max = 256; // jobs waiting at one instance, at most
+};
+
+struct decode_config {
+  uint64_t kv_bytes = 64ull << 20;    // KV memory of one decode instance
+  uint32_t batch_max = 64;            // sequences per decode step
+  uint32_t request_tokens_max = 8192; // prompt + output of one request, at most
+};
+
+struct conductor_config {
+  uint32_t heartbeat_timeout_ms = 5000; // a node silent this long takes no new requests
+};
+
+struct store_config {
+  std::string db_path;      // RocksDB directory; empty: a fresh temporary directory
+  bool sync_commits = true; // fsync each committed batch
+};
+
+struct cluster_config {
+  gpu::model_config model;
+  gpu::engine_options engine;
+  std::vector<node_config> nodes{{1, 0}, {1, 0}, {0, 1}, {0, 1}};
+  prefill_config prefill;
+  decode_config decode;
+  conductor_config conductor;
+  store_config store;
+  uint32_t heartbeat_interval_ms = 1000;
+  uint32_t request_deadline_ms = 300000;
+  /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
+  /// simulated time (with modeled engine timing), off in real time.
+  bool simulated_time = false;
+  uint64_t access_key_seed = 0; // 0: random access keys
+};
+
+/// Limits on the cluster shape.
+inline constexpr size_t cluster_nodes_max = 64;
+inline constexpr uint32_t instances_per_node_max = 16;
+
+/// Checks every field; the error names the field ("nodes[2].pool_bytes: ...").
+caf::error validate(const cluster_config& cfg);
+
+/// Reads a YAML cluster file over the defaults. Unknown keys are errors (a typo must not be
+/// silently ignored); every error names the file, the field and, where known, the line.
+caf::expected<cluster_config> load_cluster_config(const std::string& path);
+caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
+                                                   const std::string& source_name);
+
+} // namespace crescent

@@ -1,0 +1,260 @@
+// The YAML form of cluster_config. Every key is checked: unknown keys, wrong types and values
+// out of range are errors that name the file, the line and the field.
+#include "actors/cluster/cluster_config.hpp"
+#include "messages/errors.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace crescent {
+
+namespace {
+
+class yaml_reader {
+ public:
+  explicit yaml_reader(std::string source) : source_(std::move(source)) {}
+
+  caf::error error_at(const YAML::Node& node, const std::string& field, const std::string& what) {
+    std::string where = source_;
+    if (node.IsDefined() && node.Mark().line >= 0)
+      where += ":" + std::to_string(node.Mark().line + 1);
+    return make_error(errc::bad_config, where + ": " + field + ": " + what);
+  }
+
+  template <class T>
+  caf::error read_uint(const YAML::Node& node, const std::string& field, T& out, uint64_t min,
+                       uint64_t max) {
+    uint64_t value = 0;
+    try {
+      if (!node.IsScalar())
+        return error_at(node, field, "expected a number");
+      auto text = node.Scalar();
+      if (text.empty() || text[0] == '-')
+        return error_at(node, field, "expected a non-negative integer, got '" + text + "'");
+      value = node.as<uint64_t>();
+    } catch (const YAML::Exception&) {
+      return error_at(node, field, "expected an integer, got '" + node.Scalar() + "'");
+    }
+    if (value < min || value > max)
+      return error_at(node, field,
+                      std::to_string(value) + " is not in [" + std::to_string(min) + ", " +
+                          std::to_string(max) + "]");
+    out = static_cast<T>(value);
+    return caf::none;
+  }
+
+  caf::error read_double(const YAML::Node& node, const std::string& field, double& out) {
+    try {
+      out = node.as<double>();
+      return caf::none;
+    } catch (const YAML::Exception&) {
+      return error_at(node, field, "expected a number");
+    }
+  }
+
+  caf::error read_bool(const YAML::Node& node, const std::string& field, bool& out) {
+    try {
+      out = node.as<bool>();
+      return caf::none;
+    } catch (const YAML::Exception&) {
+      return error_at(node, field, "expected true or false");
+    }
+  }
+
+  caf::error read_string(const YAML::Node& node, const std::string& field, std::string& out) {
+    if (!node.IsScalar())
+      return error_at(node, field, "expected a string");
+    out = node.Scalar();
+    return caf::none;
+  }
+
+  using handler = std::function<caf::error(const YAML::Node&, const std::string&)>;
+
+  /// Visits a mapping: each key must have a handler; the handler reads the value.
+  caf::error visit(const YAML::Node& map, const std::string& prefix,
+                   const std::map<std::string, handler>& handlers) {
+    if (!map.IsMap())
+      return error_at(map, prefix.empty() ? "(top level)" : prefix, "expected a mapping");
+    for (const auto& kv : map) {
+      auto key = kv.first.as<std::string>();
+      auto field = prefix.empty() ? key : prefix + "." + key;
+      auto h = handlers.find(key);
+      if (h == handlers.end())
+        return error_at(kv.first, field, "unknown field");
+      if (auto err = h->second(kv.second, field))
+        return err;
+    }
+    return caf::none;
+  }
+
+ private:
+  std::string source_;
+};
+
+constexpr uint64_t u32_max = std::numeric_limits<uint32_t>::max();
+
+caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m) {
+  return r.visit(
+      n, "model",
+      {{"layers", [&](auto& v, auto& f) { return r.read_uint(v, f, m.layers, 1, 64); }},
+       {"d_model", [&](auto& v, auto& f) { return r.read_uint(v, f, m.d_model, 1, 8192); }},
+       {"heads", [&](auto& v, auto& f) { return r.read_uint(v, f, m.heads, 1, 256); }},
+       {"kv_heads", [&](auto& v, auto& f) { return r.read_uint(v, f, m.kv_heads, 1, 256); }},
+       {"ffn", [&](auto& v, auto& f) { return r.read_uint(v, f, m.ffn, 1, 65536); }},
+       {"vocab", [&](auto& v, auto& f) { return r.read_uint(v, f, m.vocab, 2, 1u << 18); }},
+       {"block_tokens",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, m.block_tokens, 1, 4096); }},
+       {"context_tokens_max",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, m.context_tokens_max, 1, 1u << 17); }},
+       {"seed", [&](auto& v, auto& f) { return r.read_uint(v, f, m.seed, 0, UINT64_MAX); }}});
+}
+
+caf::error read_engine(yaml_reader& r, const YAML::Node& n, gpu::engine_options& e) {
+  return r.visit(n, "engine",
+                 {{"timing",
+                   [&](auto& v, auto& f) -> caf::error {
+                     std::string s;
+                     if (auto err = r.read_string(v, f, s))
+                       return err;
+                     if (s == "measured")
+                       e.timing = gpu::timing_mode::measured;
+                     else if (s == "modeled")
+                       e.timing = gpu::timing_mode::modeled;
+                     else
+                       return r.error_at(v, f, "expected 'measured' or 'modeled', got '" + s + "'");
+                     return caf::none;
+                   }},
+                  {"modeled_flops_per_s",
+                   [&](auto& v, auto& f) { return r.read_double(v, f, e.modeled_flops_per_s); }}});
+}
+
+caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_config>& nodes) {
+  if (!n.IsSequence())
+    return r.error_at(n, "nodes", "expected a list of nodes");
+  nodes.clear();
+  for (size_t i = 0; i < n.size(); ++i) {
+    node_config node;
+    auto name = "nodes[" + std::to_string(i) + "]";
+    auto err = r.visit(
+        n[i], name,
+        {{"prefill",
+          [&](auto& v, auto& f) { return r.read_uint(v, f, node.prefill_instances, 0, 16); }},
+         {"decode",
+          [&](auto& v, auto& f) { return r.read_uint(v, f, node.decode_instances, 0, 16); }},
+         {"pool_mib", [&](auto& v, auto& f) -> caf::error {
+            uint64_t mib = 0;
+            if (auto e = r.read_uint(v, f, mib, 1, 1u << 20))
+              return e;
+            node.pool_bytes = mib << 20;
+            return caf::none;
+          }}});
+    if (err)
+      return err;
+    nodes.push_back(node);
+  }
+  return caf::none;
+}
+
+caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c) {
+  auto mib = [&](uint64_t& out) {
+    return [&r, &out](auto& v, auto& f) -> caf::error {
+      uint64_t value = 0;
+      if (auto e = r.read_uint(v, f, value, 1, 1u << 20))
+        return e;
+      out = value << 20;
+      return caf::none;
+    };
+  };
+  return r.visit(
+      root, "",
+      {{"model", [&](auto& v, auto&) { return read_model(r, v, c.model); }},
+       {"engine", [&](auto& v, auto&) { return read_engine(r, v, c.engine); }},
+       {"nodes", [&](auto& v, auto&) { return read_nodes(r, v, c.nodes); }},
+       {"prefill",
+        [&](auto& v, auto&) {
+          return r.visit(v, "prefill",
+                         {{"chunk_tokens",
+                           [&](auto& x, auto& f) {
+                             return r.read_uint(x, f, c.prefill.chunk_tokens, 1, 1u << 17);
+                           }},
+                          {"queue_jobs_max", [&](auto& x, auto& f) {
+                             return r.read_uint(x, f, c.prefill.queue_jobs_max, 1, 65536);
+                           }}});
+        }},
+       {"decode",
+        [&](auto& v, auto&) {
+          return r.visit(
+              v, "decode",
+              {{"kv_mib", mib(c.decode.kv_bytes)},
+               {"batch_max",
+                [&](auto& x, auto& f) { return r.read_uint(x, f, c.decode.batch_max, 1, 4096); }},
+               {"request_tokens_max", [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.decode.request_tokens_max, 2, 1u << 17);
+                }}});
+        }},
+       {"conductor",
+        [&](auto& v, auto&) {
+          return r.visit(v, "conductor",
+                         {{"heartbeat_timeout_ms", [&](auto& x, auto& f) {
+                             return r.read_uint(x, f, c.conductor.heartbeat_timeout_ms, 1, u32_max);
+                           }}});
+        }},
+       {"store",
+        [&](auto& v, auto&) {
+          return r.visit(
+              v, "store",
+              {{"db_path", [&](auto& x, auto& f) { return r.read_string(x, f, c.store.db_path); }},
+               {"sync_commits",
+                [&](auto& x, auto& f) { return r.read_bool(x, f, c.store.sync_commits); }}});
+        }},
+       {"heartbeat_interval_ms",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},
+       {"request_deadline_ms",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.request_deadline_ms, 1, u32_max); }},
+       {"simulated_time", [&](auto& v, auto& f) { return r.read_bool(v, f, c.simulated_time); }},
+       {"access_key_seed",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.access_key_seed, 0, UINT64_MAX); }}});
+}
+
+} // namespace
+
+caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
+                                                   const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& ex) {
+    return make_error(errc::bad_config, source_name + ":" + std::to_string(ex.mark.line + 1) +
+                                            ": not valid YAML: " + ex.msg);
+  }
+  cluster_config cfg;
+  if (root.IsNull())
+    return cfg;
+  yaml_reader reader{source_name};
+  try {
+    if (auto err = read_sections(reader, root, cfg))
+      return err;
+  } catch (const YAML::Exception& ex) {
+    return make_error(errc::bad_config,
+                      source_name + ":" + std::to_string(ex.mark.line + 1) + ": " + ex.msg);
+  }
+  if (auto err = validate(cfg))
+    return make_error(errc::bad_config, source_name + ": " + describe(err));
+  return cfg;
+}
+
+caf::expected<cluster_config> load_cluster_config(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    return make_error(errc::bad_config, "cannot read cluster config " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_cluster_config(text.str(), path);
+}
+
+} // namespace crescent

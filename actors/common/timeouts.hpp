@@ -1,0 +1,13 @@
+// Timeouts of requests between actors. Every request has one: a request to an actor that has
+// died, or lives in a process that has, must end with an error instead of waiting forever.
+#pragma once
+
+#include <chrono>
+
+namespace crescent {
+
+/// Control messages (schedule, reserve, allocate, commit, ...): generous, since a busy worker
+/// may be inside a compute step when the message arrives.
+inline constexpr auto control_timeout = std::chrono::seconds(30);
+
+} // namespace crescent

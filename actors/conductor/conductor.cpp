@@ -1,0 +1,58 @@
+#include "actors/conductor/conductor.hpp"
+
+#include "actors/conductor/conductor_state.hpp"
+#include "messages/schema/conductor.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+namespace crescent {
+
+bool node_alive(conductor_ptr self, uint32_t node) {
+  auto& st = self->state;
+  return self->clock().now() - st.node_last_seen[node] <= st.options.heartbeat_timeout;
+}
+
+namespace {
+
+envelope make_stats(conductor_ptr self) {
+  auto& st = self->state;
+  uint32_t live = 0;
+  for (uint32_t n = 0; n < st.node_last_seen.size(); ++n)
+    live += node_alive(self, n) ? 1 : 0;
+  return make_envelope<wire::ConductorStats>([&](wire::ConductorStats::Builder out) {
+    out.setPlaced(st.placed);
+    out.setRejected(st.rejected);
+    out.setBadMessages(st.bad.count);
+    out.setLiveNodes(live);
+    auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill_queued.size()));
+    for (unsigned i = 0; i < st.prefill_queued.size(); ++i)
+      q.set(i, st.prefill_queued[i]);
+    auto a = out.initDecodeActive(static_cast<unsigned>(st.decode_active.size()));
+    for (unsigned i = 0; i < st.decode_active.size(); ++i)
+      a.set(i, st.decode_active[i]);
+  });
+}
+
+conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.prefill_queued.assign(st.options.prefill_node.size(), 0);
+  st.decode_active.assign(st.options.decode_node.size(), 0);
+  // Every node starts alive: its first heartbeat is due one interval after bring-up.
+  st.node_last_seen.assign(st.options.nodes, self->clock().now());
+  return {
+      [=](schedule_atom, const envelope& msg) { return on_schedule(self, msg); },
+      [=](report_atom, const envelope& msg) { return on_prefill_report(self, msg); },
+      [=](finished_atom, const envelope& msg) { return on_request_report(self, msg); },
+      [=](heartbeat_atom, const envelope& msg) { return on_heartbeat(self, msg); },
+      [=](stats_atom) { return make_stats(self); },
+  };
+}
+
+} // namespace
+
+conductor_actor spawn_conductor(caf::actor_system& sys, conductor_options options) {
+  return sys.spawn(conductor, std::move(options));
+}
+
+} // namespace crescent

@@ -1,0 +1,146 @@
+// The continuous batch: requests join when their KV arrives and leave after their last token.
+#include "actors/decode_worker/decode_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/request.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+
+namespace crescent {
+
+namespace {
+
+void schedule_step(decode_ptr self, uint64_t compute_ns) {
+  self->state.stepping = true;
+  if (self->state.options.simulated_time && compute_ns > 0)
+    self->delayed_send(self, std::chrono::nanoseconds(compute_ns), step_atom::value);
+  else
+    self->send(self, step_atom::value);
+}
+
+void send_tokens(const reservation& r, std::vector<uint32_t> tokens, bool final) {
+  auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
+    out.setRequestId(r.request_id);
+    auto list = out.initTokens(static_cast<unsigned>(tokens.size()));
+    for (unsigned i = 0; i < tokens.size(); ++i)
+      list.set(i, tokens[i]);
+    out.setFinal(final);
+  });
+  caf::anon_send(r.requester, tokens_atom::value, msg);
+}
+
+void emit_pending(decode_ptr self) {
+  auto& st = self->state;
+  auto pending = std::move(st.pending);
+  st.pending.clear();
+  for (const auto& e : pending) {
+    auto i = st.reservations.find(e.request_id);
+    if (i == st.reservations.end())
+      continue; // released while its token was computed
+    send_tokens(i->second, {e.token}, e.final);
+    if (e.final)
+      drop_reservation(self, e.request_id);
+  }
+}
+
+// Up to batch_max active requests, rotating the start so none starves when there are more.
+std::vector<uint64_t> next_batch(decode_state& st) {
+  std::vector<uint64_t> batch;
+  const size_t n = st.active.size();
+  const size_t take = std::min<size_t>(n, st.options.batch_max);
+  if (n == 0)
+    return batch;
+  st.rotation %= n;
+  for (size_t k = 0; k < take; ++k)
+    batch.push_back(st.active[(st.rotation + k) % n]);
+  st.rotation += take;
+  return batch;
+}
+
+} // namespace
+
+caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct ready {
+    uint64_t request_id;
+    uint32_t prompt_tokens;
+    uint32_t first_token;
+  };
+  auto a = read_as<wire::KvReady>(msg, [](wire::KvReady::Reader in) {
+    return ready{in.getRequestId(), in.getPromptTokens(), in.getFirstToken()};
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  auto i = st.reservations.find(a->request_id);
+  if (i == st.reservations.end())
+    return make_error(errc::not_found,
+                      "no reservation for request " + std::to_string(a->request_id));
+  auto& r = i->second;
+  if (r.active || a->prompt_tokens != r.prompt_tokens ||
+      a->first_token >= st.parts.engine->config().vocab)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "kv_ready does not match the reservation of request " +
+                                                 std::to_string(a->request_id)));
+  revoke_grants(self, r); // the KV is in; nobody writes these pages from outside any more
+  r.active = true;
+  r.length = r.prompt_tokens;
+  r.next_input = a->first_token;
+  r.generated = 1;
+  if (r.generated >= r.max_new_tokens) {
+    send_tokens(r, {}, true);
+    drop_reservation(self, a->request_id);
+    return caf::unit;
+  }
+  st.active.push_back(a->request_id);
+  if (!st.stepping)
+    schedule_step(self, 0);
+  return caf::unit;
+}
+
+void on_step(decode_ptr self) {
+  auto& st = self->state;
+  st.stepping = false;
+  emit_pending(self);
+  auto batch = next_batch(st);
+  if (batch.empty())
+    return;
+  std::vector<gpu::sequence_ref> seqs;
+  std::vector<uint32_t> inputs;
+  for (auto id : batch) {
+    auto& r = st.reservations.at(id);
+    seqs.push_back({r.page_ptrs, r.length});
+    inputs.push_back(r.next_input);
+  }
+  auto out = st.parts.engine->decode(seqs, inputs);
+  if (!out) {
+    // The engine refused the batch: a broken invariant, not a bad request. Fail the batch's
+    // requests with the reason rather than spin on it.
+    auto reason = "decode failed: " + describe(out.error());
+    for (auto id : batch) {
+      auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder f) {
+        f.setRequestId(id);
+        f.setReason(reason);
+      });
+      caf::anon_send(st.reservations.at(id).requester, failed_atom::value, msg);
+      drop_reservation(self, id);
+    }
+    schedule_step(self, 0);
+    return;
+  }
+  for (size_t k = 0; k < batch.size(); ++k) {
+    auto& r = st.reservations.at(batch[k]);
+    r.length += 1;
+    r.next_input = out->next_tokens[k];
+    r.generated += 1;
+    bool final = r.generated >= r.max_new_tokens;
+    if (final)
+      st.active.erase(std::find(st.active.begin(), st.active.end(), batch[k]));
+    st.pending.push_back({batch[k], out->next_tokens[k], final});
+  }
+  st.compute_ns_total += out->compute_ns;
+  schedule_step(self, out->compute_ns);
+}
+
+} // namespace crescent

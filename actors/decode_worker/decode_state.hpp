@@ -1,0 +1,59 @@
+// State of a decode worker; reservations (reserve.cpp) and the batch loop (batch.cpp).
+#pragma once
+
+#include "actors/common/handler_guard.hpp"
+#include "actors/decode_worker/decode_worker.hpp"
+#include "actors/request/request_actor.hpp"
+#include "transport/region_handle.hpp"
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace crescent {
+
+struct reservation {
+  uint64_t request_id = 0;
+  request_actor requester;
+  uint32_t prompt_tokens = 0;
+  uint32_t max_new_tokens = 0;
+  std::vector<transport::region_handle> pool_pages; // slots of the local pool
+  std::vector<transport::region_handle> grants;     // per-page handles given out, until revoked
+  std::vector<std::byte*> page_ptrs;
+  bool active = false;     // KV arrived; in the batch
+  uint32_t length = 0;     // tokens whose KV is in the pages
+  uint32_t next_input = 0; // token fed at the next step
+  uint32_t generated = 0;  // output tokens so far, the prefill's first token included
+};
+
+struct emitted_token {
+  uint64_t request_id;
+  uint32_t token;
+  bool final;
+};
+
+struct decode_state {
+  static inline const char* name = "decode_worker";
+  decode_worker_options options;
+  decode_worker_parts parts;
+  std::unordered_map<uint64_t, reservation> reservations;
+  std::vector<uint64_t> active;       // ids in join order
+  size_t rotation = 0;                // where the next batch starts, when above batch_max
+  std::vector<emitted_token> pending; // computed, emitted at the next step
+  bool stepping = false;
+  bad_message_counter bad;
+  uint64_t compute_ns_total = 0;
+};
+
+using decode_ptr = decode_worker_actor::stateful_pointer<decode_state>;
+
+// reserve.cpp
+caf::result<envelope> on_reserve(decode_ptr self, const envelope& msg);
+caf::result<void> on_release(decode_ptr self, const envelope& msg);
+void drop_reservation(decode_ptr self, uint64_t request_id);
+void revoke_grants(decode_ptr self, reservation& r);
+// batch.cpp
+caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg);
+void on_step(decode_ptr self);
+
+} // namespace crescent

@@ -1,0 +1,52 @@
+#include "actors/decode_worker/decode_worker.hpp"
+
+#include "actors/decode_worker/decode_state.hpp"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+namespace crescent {
+
+namespace {
+
+envelope make_stats(decode_ptr self) {
+  auto& st = self->state;
+  return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
+    out.setInstance(st.options.instance);
+    out.setQueuedJobs(static_cast<uint32_t>(st.reservations.size() - st.active.size()));
+    out.setActiveRequests(static_cast<uint32_t>(st.active.size()));
+    out.setFreePages(st.parts.kv_pages->capacity_slots() - st.parts.kv_pages->used_slots());
+    out.setBadMessages(st.bad.count);
+    out.setComputeNs(st.compute_ns_total);
+  });
+}
+
+decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_options options,
+                                                 decode_worker_parts parts) {
+  self->state.options = options;
+  self->state.parts = std::move(parts);
+  self->set_down_handler([=](caf::down_msg& down) {
+    std::vector<uint64_t> orphans;
+    for (const auto& [id, r] : self->state.reservations)
+      if (r.requester.address() == down.source)
+        orphans.push_back(id);
+    for (auto id : orphans)
+      drop_reservation(self, id);
+  });
+  return {
+      [=](reserve_atom, const envelope& msg) { return on_reserve(self, msg); },
+      [=](release_atom, const envelope& msg) { return on_release(self, msg); },
+      [=](kv_ready_atom, const envelope& msg) { return on_kv_ready(self, msg); },
+      [=](stats_atom) { return make_stats(self); },
+      [=](step_atom) { on_step(self); },
+  };
+}
+
+} // namespace
+
+decode_worker_actor spawn_decode_worker(caf::actor_system& sys, decode_worker_options options,
+                                        decode_worker_parts parts) {
+  return sys.spawn(decode_worker, options, std::move(parts));
+}
+
+} // namespace crescent

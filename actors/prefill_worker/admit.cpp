@@ -1,0 +1,89 @@
+// Admission of prefill jobs: decode, check every field against the model and the limits, queue.
+#include "actors/prefill_worker/prefill_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/worker.capnp.h"
+#include "storage/block_key.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/stateful_actor.hpp>
+
+namespace crescent {
+
+namespace {
+
+caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_config& model) {
+  return read_as<wire::PrefillJob>(msg, [&](wire::PrefillJob::Reader in) {
+    auto tokens = in.getTokens();
+    auto keys = in.getBlockKeys();
+    auto pages = in.getDecodePages();
+    if (tokens.size() == 0 || tokens.size() > model.context_tokens_max)
+      return caf::expected<prefill_job>{
+          make_error(errc::limit_exceeded, "prompt of " + std::to_string(tokens.size()) +
+                                               " tokens is outside [1, " +
+                                               std::to_string(model.context_tokens_max) + "]")};
+    const size_t page_count = (tokens.size() + model.block_tokens - 1) / model.block_tokens;
+    if (pages.size() != page_count || keys.size() != tokens.size() / model.block_tokens)
+      return caf::expected<prefill_job>{
+          make_error(errc::invalid_argument, "a prompt of " + std::to_string(tokens.size()) +
+                                                 " tokens needs " + std::to_string(page_count) +
+                                                 " decode pages and one key per full block")};
+    prefill_job job;
+    job.request_id = in.getRequestId();
+    job.tokens = to_vector(tokens);
+    job.keys = to_vector(keys);
+    job.decode_instance = in.getDecodeInstance();
+    for (auto p : pages)
+      job.decode_pages.push_back(transport::from_wire(p));
+    return caf::expected<prefill_job>{std::move(job)};
+  });
+}
+
+caf::error check_job(const prefill_job& job, const prefill_state& st) {
+  const auto& model = st.parts.engine->config();
+  for (auto t : job.tokens)
+    if (t >= model.vocab)
+      return make_error(errc::invalid_argument,
+                        "token id " + std::to_string(t) + " is outside the vocabulary");
+  if (job.decode_instance >= st.parts.dir->decode.size())
+    return make_error(errc::invalid_argument,
+                      "no decode instance " + std::to_string(job.decode_instance));
+  for (const auto& p : job.decode_pages)
+    if (p.length != model.page_bytes())
+      return make_error(errc::invalid_argument,
+                        "decode page " + transport::to_string(p) + " is not one KV page long");
+  // Keys name pool blocks: a wrong key would file this prompt's KV under another prefix.
+  auto expected = storage::chain_block_keys(job.tokens, model.block_tokens, model.fingerprint());
+  if (expected != job.keys)
+    return make_error(errc::invalid_argument, "block keys do not match the prompt's tokens");
+  return caf::none;
+}
+
+} // namespace
+
+caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto job = decode_job(msg, st.parts.engine->config());
+  if (!job)
+    return st.bad.refuse(st.name, std::move(job.error()));
+  if (auto err = check_job(*job, st))
+    return st.bad.refuse(st.name, std::move(err));
+  job->requester = caf::actor_cast<request_actor>(self->current_sender());
+  if (!job->requester)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "a prefill job needs a requester to report to"));
+  if (st.queue.size() >= st.options.queue_jobs_max)
+    return make_error(errc::no_space, "prefill queue of instance " +
+                                          std::to_string(st.options.instance) + " is full");
+  self->monitor(job->requester);
+  const auto ahead = static_cast<uint32_t>(st.queue.size() + (st.current ? 1 : 0));
+  const auto id = job->request_id;
+  st.queue.push_back(std::move(*job));
+  if (!st.current)
+    start_next_job(self);
+  return make_envelope<wire::PrefillAccepted>([&](wire::PrefillAccepted::Builder out) {
+    out.setRequestId(id);
+    out.setQueuedJobs(ahead);
+  });
+}
+
+} // namespace crescent

@@ -1,0 +1,148 @@
+// The job loop: one job at a time; its chunks are separate steps so that the mailbox (new jobs,
+// stats) is served between them, and so that simulated time can advance by each chunk's cost.
+#include "actors/common/timeouts.hpp"
+#include "actors/prefill_worker/prefill_state.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/request.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace crescent {
+
+namespace {
+
+void schedule_step(prefill_ptr self, uint64_t compute_ns) {
+  if (self->state.options.simulated_time && compute_ns > 0)
+    self->delayed_send(self, std::chrono::nanoseconds(compute_ns), step_atom::value);
+  else
+    self->send(self, step_atom::value);
+}
+
+void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
+                         const std::vector<uint64_t>& stored) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::PrefillReport>([&](wire::PrefillReport::Builder out) {
+    out.setRequestId(job.request_id);
+    out.setInstance(st.options.instance);
+    out.setNode(st.options.node);
+    out.setOk(ok);
+    out.setComputedTokens(job.computed_tokens);
+    out.setReusedTokens(job.reused_blocks * st.parts.engine->config().block_tokens);
+    out.setComputeNs(job.compute_ns);
+    auto keys = out.initStoredKeys(static_cast<unsigned>(stored.size()));
+    for (unsigned i = 0; i < stored.size(); ++i)
+      keys.set(i, stored[i]);
+  });
+  self->request(st.parts.dir->conductor, control_timeout, report_atom::value, msg)
+      .then([] {},
+            [](caf::error& err) {
+              spdlog::warn("prefill_worker: report not acknowledged: {}", describe(err));
+            });
+}
+
+void release_pages(prefill_ptr self, prefill_job& job) {
+  for (const auto& p : job.pages)
+    if (auto err = self->state.parts.kv_pages->free(p))
+      spdlog::error("prefill_worker: freeing a KV page failed: {}", describe(err));
+  job.pages.clear();
+  job.page_ptrs.clear();
+}
+
+// Allocates the local pages of the current job; the pool is sized for the longest prompt and
+// jobs run one at a time, so running out means a broken invariant.
+caf::error allocate_pages(prefill_ptr self, prefill_job& job) {
+  auto& pool = *self->state.parts.kv_pages;
+  const uint32_t block = self->state.parts.engine->config().block_tokens;
+  const auto count = static_cast<uint32_t>((job.tokens.size() + block - 1) / block);
+  job.pages = pool.allocate(count);
+  if (job.pages.size() != count)
+    return make_error(errc::internal, "prefill KV pages exhausted");
+  for (const auto& p : job.pages) {
+    auto mem = pool.slot_memory(p);
+    if (!mem)
+      return std::move(mem.error());
+    job.page_ptrs.push_back(mem->data());
+  }
+  return caf::none;
+}
+
+void compute_chunk(prefill_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  const auto total = static_cast<uint32_t>(job.tokens.size());
+  const uint32_t n = std::min(st.options.chunk_tokens, total - job.position);
+  gpu::sequence_ref seq{job.page_ptrs, job.position};
+  auto r = st.parts.engine->prefill(seq, std::span{job.tokens}.subspan(job.position, n));
+  if (!r) {
+    fail_job(self, "prefill failed: " + describe(r.error()));
+    return;
+  }
+  job.position += n;
+  job.computed_tokens += n;
+  job.compute_ns += r->compute_ns;
+  st.compute_ns_total += r->compute_ns;
+  if (job.position == total) {
+    job.first_token = r->next_token;
+    job.computed = true;
+  }
+  schedule_step(self, r->compute_ns);
+}
+
+} // namespace
+
+void start_next_job(prefill_ptr self) {
+  auto& st = self->state;
+  while (!st.current && !st.queue.empty()) {
+    st.current = std::move(st.queue.front());
+    st.queue.pop_front();
+    if (auto err = allocate_pages(self, *st.current)) {
+      fail_job(self, describe(err));
+      continue;
+    }
+    lookup_prefix(self);
+  }
+}
+
+void on_step(prefill_ptr self) {
+  auto& st = self->state;
+  if (!st.current)
+    return;
+  if (st.current->computed)
+    hand_off(self);
+  else
+    compute_chunk(self);
+}
+
+/// Called by lookup_prefix once the cached prefix is in the local pages.
+void begin_compute(prefill_ptr self) {
+  schedule_step(self, 0);
+}
+
+void fail_job(prefill_ptr self, const std::string& reason) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  spdlog::warn("prefill_worker {}: request {} failed: {}", st.options.instance, job.request_id,
+               reason);
+  auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder out) {
+    out.setRequestId(job.request_id);
+    out.setReason(reason);
+  });
+  caf::anon_send(job.requester, failed_atom::value, msg);
+  report_to_conductor(self, job, false, {});
+  release_pages(self, job);
+  st.current.reset();
+  start_next_job(self);
+}
+
+void finish_job(prefill_ptr self, std::vector<uint64_t> stored_keys) {
+  auto& st = self->state;
+  report_to_conductor(self, *st.current, true, stored_keys);
+  release_pages(self, *st.current);
+  st.current.reset();
+  start_next_job(self);
+}
+
+} // namespace crescent

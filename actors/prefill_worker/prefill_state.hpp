@@ -1,0 +1,65 @@
+// State of a prefill worker, and its handlers split across files by concern: admission
+// (admit.cpp), the compute loop (compute.cpp), the KV hand-off to decode (handoff.cpp) and the
+// pool (pool_io.cpp).
+#pragma once
+
+#include "actors/common/handler_guard.hpp"
+#include "actors/prefill_worker/prefill_worker.hpp"
+#include "actors/request/request_actor.hpp"
+#include "transport/region_handle.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+struct prefill_job {
+  uint64_t request_id = 0;
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> keys; // chained keys of the full blocks
+  uint32_t decode_instance = 0;
+  std::vector<transport::region_handle> decode_pages;
+  request_actor requester;
+  // Progress, filled while the job runs.
+  std::vector<transport::region_handle> pages; // local KV pages
+  std::vector<std::byte*> page_ptrs;
+  uint32_t reused_blocks = 0;
+  uint32_t position = 0; // tokens whose KV is in the local pages
+  uint32_t computed_tokens = 0;
+  uint32_t load_misses = 0;
+  uint64_t compute_ns = 0;
+  uint32_t first_token = 0;
+  bool computed = false; // every token computed; hand-off is next
+};
+
+struct prefill_state {
+  static inline const char* name = "prefill_worker";
+  prefill_worker_options options;
+  prefill_worker_parts parts;
+  std::deque<prefill_job> queue;
+  std::optional<prefill_job> current;
+  bad_message_counter bad;
+  uint64_t compute_ns_total = 0;
+  uint64_t load_misses_total = 0;
+};
+
+using prefill_ptr = prefill_worker_actor::stateful_pointer<prefill_state>;
+
+// admit.cpp
+caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg);
+// compute.cpp
+void start_next_job(prefill_ptr self);
+void on_step(prefill_ptr self);
+void begin_compute(prefill_ptr self);
+void fail_job(prefill_ptr self, const std::string& reason);
+void finish_job(prefill_ptr self, std::vector<uint64_t> stored_keys);
+// pool_io.cpp
+void lookup_prefix(prefill_ptr self);
+void store_new_blocks(prefill_ptr self);
+// handoff.cpp
+void hand_off(prefill_ptr self);
+
+} // namespace crescent

@@ -1,0 +1,56 @@
+#include "actors/prefill_worker/prefill_worker.hpp"
+
+#include "actors/prefill_worker/prefill_state.hpp"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+#include <algorithm>
+
+namespace crescent {
+
+namespace {
+
+envelope make_stats(prefill_ptr self) {
+  auto& st = self->state;
+  return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
+    out.setInstance(st.options.instance);
+    out.setQueuedJobs(static_cast<uint32_t>(st.queue.size()));
+    out.setActiveRequests(st.current ? 1 : 0);
+    out.setFreePages(st.parts.kv_pages->capacity_slots() - st.parts.kv_pages->used_slots());
+    out.setBadMessages(st.bad.count);
+    out.setComputeNs(st.compute_ns_total);
+    out.setLoadMisses(st.load_misses_total);
+  });
+}
+
+// Invariant of the job loop: while a job runs, exactly one thing is outstanding, either a step
+// message to self or one request (prefix lookup, kv_ready, put) whose answer continues the job.
+prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_worker_options options,
+                                                   prefill_worker_parts parts) {
+  self->state.options = options;
+  self->state.parts = std::move(parts);
+  // Queued jobs of a request that ended (deadline, crash) are dropped unstarted; a running job
+  // finishes, and its hand-off fails harmlessly because the decode reservation is revoked.
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& q = self->state.queue;
+    q.erase(
+        std::remove_if(q.begin(), q.end(),
+                       [&](const prefill_job& j) { return j.requester.address() == down.source; }),
+        q.end());
+  });
+  return {
+      [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
+      [=](stats_atom) { return make_stats(self); },
+      [=](step_atom) { on_step(self); },
+  };
+}
+
+} // namespace
+
+prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,
+                                          prefill_worker_parts parts) {
+  return sys.spawn(prefill_worker, options, std::move(parts));
+}
+
+} // namespace crescent

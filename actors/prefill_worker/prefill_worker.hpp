@@ -1,0 +1,42 @@
+// The prefill worker of one prefill instance.
+//
+// Jobs run one at a time, in arrival order: look up the longest cached prefix at the store
+// master, read those blocks from the pool (verifying each checksum; a mismatch is a miss and the
+// rest is recomputed), compute the remaining tokens in chunks, write the whole prompt's KV into
+// the pages the decode worker reserved, signal the decode worker, report the first token to the
+// request, then store the prompt's new full blocks in the pool.
+#pragma once
+
+#include "actors/cluster/directory.hpp"
+#include "actors/prefill_worker/prefill_worker_actor.hpp"
+#include "gpu/engine.hpp"
+#include "storage/dram_pool.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+
+namespace crescent {
+
+struct prefill_worker_options {
+  uint32_t instance = 0;
+  uint32_t node = 0;
+  uint32_t chunk_tokens = 128;
+  uint32_t queue_jobs_max = 256;
+  /// Advance CAF's clock by each chunk's compute time (simulated time) instead of spending it.
+  bool simulated_time = false;
+};
+
+/// What a prefill worker works with. `kv_pages` must hold the longest prompt the model allows.
+struct prefill_worker_parts {
+  std::shared_ptr<gpu::engine> engine;
+  std::shared_ptr<storage::dram_pool> kv_pages;
+  std::shared_ptr<transport::transfer_engine> transfer;
+  std::shared_ptr<const directory> dir;
+};
+
+prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,
+                                          prefill_worker_parts parts);
+
+} // namespace crescent

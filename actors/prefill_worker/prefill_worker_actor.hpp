@@ -1,0 +1,23 @@
+// Interface of a prefill worker: one per prefill instance. It queues jobs, loads the longest
+// cached prefix from the pool, computes the rest in chunks, writes the KV into the decode
+// instance's reserved memory, signals the decode worker and stores the new blocks.
+#pragma once
+
+#include "messages/atoms.hpp"
+#include "messages/envelope.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace crescent {
+
+using prefill_worker_actor = caf::typed_actor<
+    // PrefillJob -> PrefillAccepted (queued), or an error (queue full, bad job)
+    caf::replies_to<prefill_atom, envelope>::with<envelope>,
+    // -> WorkerStats
+    caf::replies_to<stats_atom>::with<envelope>,
+    // internal: run the next step of the current job
+    caf::reacts_to<step_atom>>;
+
+} // namespace crescent

@@ -1,0 +1,175 @@
+// The life of a request: placement, reservation, prefill submission, and its one ending.
+#include "actors/common/timeouts.hpp"
+#include "actors/request/request_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/request.capnp.h"
+#include "messages/schema/worker.capnp.h"
+#include "storage/block_key.hpp"
+#include "transport/region_handle.hpp"
+
+#include <caf/stateful_actor.hpp>
+
+namespace crescent {
+
+namespace {
+
+struct spec {
+  uint64_t id;
+  std::vector<uint32_t> tokens;
+  uint32_t max_new_tokens;
+  uint32_t deadline_ms;
+};
+
+caf::expected<spec> read_spec(const envelope& msg, const request_options& opt) {
+  return read_as<wire::RequestSpec>(msg, [&](wire::RequestSpec::Reader in) {
+    auto tokens = in.getTokens();
+    if (tokens.size() == 0 || tokens.size() > opt.context_tokens_max)
+      return caf::expected<spec>{
+          make_error(errc::limit_exceeded, "prompt of " + std::to_string(tokens.size()) +
+                                               " tokens is outside [1, " +
+                                               std::to_string(opt.context_tokens_max) + "]")};
+    for (auto t : tokens)
+      if (t >= opt.vocab)
+        return caf::expected<spec>{
+            make_error(errc::invalid_argument,
+                       "token id " + std::to_string(t) + " is outside the vocabulary")};
+    if (in.getMaxNewTokens() == 0)
+      return caf::expected<spec>{
+          make_error(errc::invalid_argument, "max_new_tokens must be at least 1")};
+    return caf::expected<spec>{
+        spec{in.getRequestId(), to_vector(tokens), in.getMaxNewTokens(), in.getDeadlineMs()}};
+  });
+}
+
+void submit_prefill(request_ptr self, std::vector<transport::region_handle> pages) {
+  auto& st = self->state;
+  const size_t prompt_pages =
+      (st.tokens.size() + st.options.block_tokens - 1) / st.options.block_tokens;
+  if (pages.size() < prompt_pages) {
+    finish(self, request_status::failed, "decode reservation is too small for the prompt");
+    return;
+  }
+  auto msg = make_envelope<wire::PrefillJob>([&](wire::PrefillJob::Builder out) {
+    out.setRequestId(st.id);
+    auto tokens = out.initTokens(static_cast<unsigned>(st.tokens.size()));
+    for (unsigned i = 0; i < st.tokens.size(); ++i)
+      tokens.set(i, st.tokens[i]);
+    auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
+    for (unsigned i = 0; i < st.keys.size(); ++i)
+      keys.set(i, st.keys[i]);
+    out.setDecodeInstance(st.decode_instance);
+    auto list = out.initDecodePages(static_cast<unsigned>(prompt_pages));
+    for (unsigned i = 0; i < prompt_pages; ++i)
+      transport::to_wire(pages[i], list[i]);
+  });
+  self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
+      .then([](const envelope&) {},
+            [=](caf::error& err) {
+              finish(self, request_status::failed, "prefill refused the job: " + describe(err));
+            });
+}
+
+void reserve(request_ptr self) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
+    out.setRequestId(st.id);
+    out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
+    out.setMaxNewTokens(st.max_new_tokens);
+  });
+  self->request(st.dir->decode[st.decode_instance], control_timeout, reserve_atom::value, msg)
+      .then(
+          [=](const envelope& reply) {
+            auto pages = read_as<wire::ReserveReply>(reply, [](wire::ReserveReply::Reader in) {
+              std::vector<transport::region_handle> out;
+              for (auto p : in.getPages())
+                out.push_back(transport::from_wire(p));
+              return out;
+            });
+            if (!pages) {
+              finish(self, request_status::failed, "bad reservation: " + describe(pages.error()));
+              return;
+            }
+            self->state.reserved = true;
+            if (!self->state.done)
+              submit_prefill(self, std::move(*pages));
+          },
+          [=](caf::error& err) {
+            // No KV memory for it anywhere we were sent: that is admission, not failure.
+            finish(self, request_status::rejected, "decode reservation: " + describe(err));
+          });
+}
+
+struct schedule_reply {
+  bool placed;
+  uint32_t prefill;
+  uint32_t decode;
+  std::string reason;
+};
+
+void on_schedule_reply(request_ptr self, const envelope& reply) {
+  auto r = read_as<wire::ScheduleReply>(reply, [](wire::ScheduleReply::Reader in) {
+    if (in.isPlaced())
+      return schedule_reply{
+          true, in.getPlaced().getPrefillInstance(), in.getPlaced().getDecodeInstance(), {}};
+    return schedule_reply{false, 0, 0, in.getRejected()};
+  });
+  auto& st = self->state;
+  if (!r) {
+    finish(self, request_status::failed, "bad placement: " + describe(r.error()));
+    return;
+  }
+  if (!r->placed) {
+    finish(self, request_status::rejected, r->reason);
+    return;
+  }
+  if (r->prefill >= st.dir->prefill.size() || r->decode >= st.dir->decode.size()) {
+    finish(self, request_status::failed, "placement names an unknown instance");
+    return;
+  }
+  st.placed = true;
+  st.prefill_instance = r->prefill;
+  st.decode_instance = r->decode;
+  reserve(self);
+}
+
+void schedule(request_ptr self) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
+    out.setRequestId(st.id);
+    out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
+    out.setMaxNewTokens(st.max_new_tokens);
+    auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
+    for (unsigned i = 0; i < st.keys.size(); ++i)
+      keys.set(i, st.keys[i]);
+  });
+  self->request(st.dir->conductor, control_timeout, schedule_atom::value, msg)
+      .then([=](const envelope& reply) { on_schedule_reply(self, reply); },
+            [=](caf::error& err) {
+              finish(self, request_status::failed, "conductor: " + describe(err));
+            });
+}
+
+} // namespace
+
+caf::result<envelope> on_run(request_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  if (st.running)
+    return make_error(errc::already_exists, "this request actor is already running a request");
+  auto s = read_spec(msg, st.options);
+  if (!s)
+    return std::move(s.error());
+  st.running = true;
+  st.id = s->id;
+  st.tokens = std::move(s->tokens);
+  st.max_new_tokens = s->max_new_tokens;
+  st.keys = storage::chain_block_keys(st.tokens, st.options.block_tokens, st.options.root_key);
+  st.arrival_ns = now_ns(self);
+  const uint32_t deadline_ms = s->deadline_ms > 0 ? s->deadline_ms : st.options.default_deadline_ms;
+  self->delayed_send(self, std::chrono::milliseconds(deadline_ms), deadline_atom::value);
+  st.client = self->make_response_promise<envelope>();
+  schedule(self);
+  return st.client;
+}
+
+} // namespace crescent

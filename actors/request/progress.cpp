@@ -1,0 +1,163 @@
+// Progress of a request: the first token from prefill, the rest from decode, and its ending.
+#include "actors/common/timeouts.hpp"
+#include "actors/request/request_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/request.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+namespace crescent {
+
+namespace {
+
+wire::Status to_wire(request_status s) {
+  switch (s) {
+  case request_status::completed:
+    return wire::Status::COMPLETED;
+  case request_status::rejected:
+    return wire::Status::REJECTED;
+  case request_status::failed:
+    break;
+  }
+  return wire::Status::FAILED;
+}
+
+envelope make_outcome(request_ptr self, request_status status, const std::string& reason) {
+  auto& st = self->state;
+  return make_envelope<wire::RequestOutcome>([&](wire::RequestOutcome::Builder out) {
+    out.setRequestId(st.id);
+    out.setStatus(to_wire(status));
+    out.setReason(reason);
+    out.setArrivalNs(st.arrival_ns);
+    auto times = out.initTokenTimesNs(static_cast<unsigned>(st.token_times_ns.size()));
+    for (unsigned i = 0; i < st.token_times_ns.size(); ++i)
+      times.set(i, st.token_times_ns[i]);
+    auto tokens = out.initTokens(static_cast<unsigned>(st.output.size()));
+    for (unsigned i = 0; i < st.output.size(); ++i)
+      tokens.set(i, st.output[i]);
+    out.setComputedTokens(st.computed_tokens);
+    out.setReusedTokens(st.reused_tokens);
+    out.setLoadMisses(st.load_misses);
+    out.setPrefillInstance(st.prefill_instance);
+    out.setDecodeInstance(st.decode_instance);
+  });
+}
+
+void append_tokens(request_ptr self, const std::vector<uint32_t>& tokens) {
+  auto& st = self->state;
+  const auto t = now_ns(self);
+  for (auto tok : tokens) {
+    if (st.output.size() >= st.max_new_tokens)
+      break; // a worker sent more than asked for: keep what was asked
+    st.output.push_back(tok);
+    st.token_times_ns.push_back(t);
+  }
+}
+
+void maybe_complete(request_ptr self) {
+  auto& st = self->state;
+  if (st.first_token_seen && st.final_seen)
+    finish(self, request_status::completed, "");
+}
+
+} // namespace
+
+int64_t now_ns(request_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
+}
+
+caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct done {
+    uint64_t id;
+    uint32_t first, computed, reused, misses;
+  };
+  auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) {
+    return done{in.getRequestId(), in.getFirstToken(), in.getComputedTokens(), in.getReusedTokens(),
+                in.getLoadMisses()};
+  });
+  if (!d)
+    return std::move(d.error());
+  if (!st.running || st.done || d->id != st.id || st.first_token_seen)
+    return make_error(errc::invalid_argument, "unexpected PrefillDone");
+  st.first_token_seen = true;
+  st.computed_tokens = d->computed;
+  st.reused_tokens = d->reused;
+  st.load_misses = d->misses;
+  append_tokens(self, {d->first});
+  append_tokens(self, st.early_tokens);
+  st.early_tokens.clear();
+  maybe_complete(self);
+  return caf::unit;
+}
+
+caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct batch {
+    uint64_t id;
+    std::vector<uint32_t> tokens;
+    bool final;
+  };
+  auto b = read_as<wire::TokenBatch>(msg, [](wire::TokenBatch::Reader in) {
+    auto t = in.getTokens();
+    return batch{in.getRequestId(), to_vector(t), in.getFinal()};
+  });
+  if (!b)
+    return std::move(b.error());
+  const size_t first_pending = st.first_token_seen ? 0 : 1;
+  if (!st.running || st.done || b->id != st.id || st.final_seen ||
+      st.output.size() + st.early_tokens.size() + b->tokens.size() + first_pending >
+          st.max_new_tokens)
+    return make_error(errc::invalid_argument, "unexpected TokenBatch");
+  if (st.first_token_seen)
+    append_tokens(self, b->tokens);
+  else // decode overtook the prefill's report (possible across processes): keep the order
+    st.early_tokens.insert(st.early_tokens.end(), b->tokens.begin(), b->tokens.end());
+  st.final_seen = b->final;
+  maybe_complete(self);
+  return caf::unit;
+}
+
+caf::result<void> on_failed(request_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct failure {
+    uint64_t id;
+    std::string reason;
+  };
+  auto f = read_as<wire::RequestFailed>(msg, [](wire::RequestFailed::Reader in) {
+    return failure{in.getRequestId(), in.getReason()};
+  });
+  if (!f)
+    return std::move(f.error());
+  if (!st.running || f->id != st.id)
+    return make_error(errc::invalid_argument, "RequestFailed for another request");
+  finish(self, request_status::failed, f->reason);
+  return caf::unit;
+}
+
+void finish(request_ptr self, request_status status, const std::string& reason) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  if (st.reserved && status != request_status::completed) {
+    auto msg = make_envelope<wire::ReleaseRequest>(
+        [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
+    caf::anon_send(st.dir->decode[st.decode_instance], release_atom::value, msg);
+  }
+  if (st.placed) {
+    auto msg = make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {
+      out.setRequestId(st.id);
+      out.setCompleted(status == request_status::completed);
+    });
+    caf::anon_send(st.dir->conductor, finished_atom::value, msg);
+  }
+  st.client.deliver(make_outcome(self, status, reason));
+  self->quit();
+}
+
+} // namespace crescent

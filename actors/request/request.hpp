@@ -1,0 +1,28 @@
+// The request actor: one per request. Given a RequestSpec it asks the conductor for a placement,
+// reserves KV memory at the chosen decode instance, queues the prefill job, collects the first
+// token and the decoded tokens with their times, and answers the client with a RequestOutcome:
+// completed, rejected (with the conductor's reason) or failed (with the reason), never nothing.
+// A request that is not done by its deadline fails, and its reservation is released.
+#pragma once
+
+#include "actors/cluster/directory.hpp"
+#include "actors/request/request_actor.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+
+namespace crescent {
+
+struct request_options {
+  uint32_t block_tokens = 16;
+  uint32_t vocab = 256;
+  uint32_t context_tokens_max = 8192;
+  uint64_t root_key = 0; // model fingerprint: root of the block-key chain
+  uint32_t default_deadline_ms = 300000;
+};
+
+request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
+                                  std::shared_ptr<const directory> dir);
+
+} // namespace crescent

@@ -1,0 +1,56 @@
+// State of a request actor: the life of one request (lifecycle.cpp) and its progress
+// (progress.cpp).
+#pragma once
+
+#include "actors/request/request.hpp"
+
+#include <caf/typed_response_promise.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+enum class request_status { completed, rejected, failed };
+
+struct request_state {
+  static inline const char* name = "request";
+  request_options options;
+  std::shared_ptr<const directory> dir;
+  caf::typed_response_promise<envelope> client;
+  bool running = false;
+  bool done = false;
+  // The request.
+  uint64_t id = 0;
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> keys;
+  uint32_t max_new_tokens = 0;
+  // Its life.
+  bool placed = false;
+  bool reserved = false;
+  uint32_t prefill_instance = 0;
+  uint32_t decode_instance = 0;
+  int64_t arrival_ns = 0;
+  std::vector<uint32_t> output;
+  std::vector<int64_t> token_times_ns;
+  std::vector<uint32_t> early_tokens; // decode tokens that overtook the first token
+  bool first_token_seen = false;
+  bool final_seen = false;
+  uint32_t computed_tokens = 0;
+  uint32_t reused_tokens = 0;
+  uint32_t load_misses = 0;
+};
+
+using request_ptr = request_actor::stateful_pointer<request_state>;
+
+// lifecycle.cpp
+caf::result<envelope> on_run(request_ptr self, const envelope& msg);
+void finish(request_ptr self, request_status status, const std::string& reason);
+// progress.cpp
+caf::result<void> on_prefill_done(request_ptr self, const envelope& msg);
+caf::result<void> on_tokens(request_ptr self, const envelope& msg);
+caf::result<void> on_failed(request_ptr self, const envelope& msg);
+int64_t now_ns(request_ptr self);
+
+} // namespace crescent
