@@ -1,0 +1,167 @@
+#include "apps/replay/replay_driver.hpp"
+
+#include "messages/checked_read.hpp"
+#include "messages/schema/request.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace crescent::replay {
+
+namespace {
+
+struct driver_state {
+  static inline const char* name = "replay_driver";
+  cluster* cl = nullptr;
+  std::vector<synthetic_request> requests;
+  std::shared_ptr<std::vector<request_result>> results;
+  replay_options options;
+  size_t next = 0; // first request not yet submitted
+  size_t ended = 0;
+  size_t rejected = 0;
+  size_t failed = 0;
+  caf::actor_clock::time_point start;
+  caf::response_promise done; // untyped: typed promises of void cannot deliver in CAF 0.17
+  bool running = false;
+};
+
+using self_ptr = replay_driver_actor::stateful_pointer<driver_state>;
+
+request_result decode_outcome(const envelope& msg, const synthetic_request& req) {
+  auto r = read_as<wire::RequestOutcome>(msg, [&](wire::RequestOutcome::Reader in) {
+    request_result out;
+    out.id = in.getRequestId();
+    switch (in.getStatus()) {
+    case wire::Status::COMPLETED:
+      out.status = outcome_status::completed;
+      break;
+    case wire::Status::REJECTED:
+      out.status = outcome_status::rejected;
+      break;
+    default:
+      out.status = outcome_status::failed;
+      break;
+    }
+    out.reason = in.getReason();
+    out.arrival_ns = in.getArrivalNs();
+    out.token_times_ns = to_vector(in.getTokenTimesNs());
+    out.tokens = to_vector(in.getTokens());
+    out.computed_tokens = in.getComputedTokens();
+    out.reused_tokens = in.getReusedTokens();
+    out.load_misses = in.getLoadMisses();
+    return out;
+  });
+  if (!r) {
+    request_result bad;
+    bad.id = req.id;
+    bad.reason = "unreadable outcome: " + describe(r.error());
+    return bad;
+  }
+  r->prompt_tokens = static_cast<uint32_t>(req.tokens.size());
+  return std::move(*r);
+}
+
+void record(self_ptr self, request_result result) {
+  auto& st = self->state;
+  ++st.ended;
+  st.rejected += result.status == outcome_status::rejected ? 1 : 0;
+  st.failed += result.status == outcome_status::failed ? 1 : 0;
+  st.results->push_back(std::move(result));
+  if (st.ended == st.requests.size()) {
+    st.done.deliver(caf::unit);
+    self->quit();
+  }
+}
+
+void submit(self_ptr self, size_t index) {
+  auto& st = self->state;
+  const auto& req = st.requests[index];
+  auto handle = st.cl->spawn_request();
+  auto spec = make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
+    out.setRequestId(req.id);
+    auto tokens = out.initTokens(static_cast<unsigned>(req.tokens.size()));
+    for (unsigned i = 0; i < req.tokens.size(); ++i)
+      tokens.set(i, req.tokens[i]);
+    out.setMaxNewTokens(req.max_new_tokens);
+  });
+  // The request actor answers by its own deadline; the margin only covers a lost actor.
+  auto timeout =
+      std::chrono::milliseconds(st.cl->config().request_deadline_ms) + std::chrono::seconds(60);
+  self->request(handle, timeout, run_atom::value, spec)
+      .then([=](const envelope& outcome) { record(self, decode_outcome(outcome, req)); },
+            [=](caf::error& err) {
+              request_result r;
+              r.id = req.id;
+              r.reason = "request actor: " + describe(err);
+              record(self, std::move(r));
+            });
+}
+
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  const auto elapsed = self->clock().now() - st.start;
+  while (st.next < st.requests.size() &&
+         std::chrono::nanoseconds(st.requests[st.next].arrival_ns) <= elapsed)
+    submit(self, st.next++);
+  if (st.next < st.requests.size())
+    self->delayed_send(self, std::chrono::nanoseconds(st.requests[st.next].arrival_ns) - elapsed,
+                       tick_atom::value);
+}
+
+void on_progress(self_ptr self) {
+  auto& st = self->state;
+  if (st.options.progress == nullptr || st.ended == st.requests.size())
+    return;
+  const double secs = std::chrono::duration<double>(self->clock().now() - st.start).count();
+  const bool tty = isatty(fileno(st.options.progress)) != 0;
+  fmt::print(st.options.progress,
+             "{}[crescent] {:.1f} s  submitted {}/{}  ended {} (rejected {}, failed {}){}",
+             tty ? "\r" : "", secs, st.next, st.requests.size(), st.ended, st.rejected, st.failed,
+             tty ? "   " : "\n");
+  std::fflush(st.options.progress);
+  self->delayed_send(self, std::chrono::seconds(tty ? 1 : 5), progress_atom::value);
+}
+
+replay_driver_actor::behavior_type
+replay_driver(self_ptr self, cluster* cl, std::vector<synthetic_request> requests,
+              std::shared_ptr<std::vector<request_result>> results, replay_options options) {
+  auto& st = self->state;
+  st.cl = cl;
+  st.requests = std::move(requests);
+  st.results = std::move(results);
+  st.options = options;
+  return {
+      [=](run_atom) -> caf::result<void> {
+        auto& s = self->state;
+        if (s.running)
+          return make_error(errc::already_exists, "the replay is already running");
+        s.running = true;
+        s.start = self->clock().now();
+        s.done = self->make_response_promise();
+        if (s.requests.empty()) {
+          s.done.deliver(caf::unit);
+          return s.done;
+        }
+        on_tick(self);
+        on_progress(self);
+        return s.done;
+      },
+      [=](tick_atom) { on_tick(self); },
+      [=](progress_atom) { on_progress(self); },
+  };
+}
+
+} // namespace
+
+replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
+                                        std::vector<synthetic_request> requests,
+                                        std::shared_ptr<std::vector<request_result>> results,
+                                        replay_options options) {
+  return sys.spawn(replay_driver, &cl, std::move(requests), std::move(results), options);
+}
+
+} // namespace crescent::replay

@@ -1,0 +1,43 @@
+// The replay driver: a client actor that submits synthesized trace requests to a cluster at
+// their (sped-up) arrival times, collects every outcome, and answers `run` when all have ended.
+// All timing goes through CAF's clock, so the same replay runs in real or simulated time.
+#pragma once
+
+#include "actors/cluster/cluster.hpp"
+#include "apps/replay/report.hpp"
+#include "apps/replay/workload.hpp"
+#include "messages/atoms.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+namespace crescent::replay {
+
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
+
+using replay_driver_actor = caf::typed_actor<
+    // start the replay; the answer comes when every request has ended
+    caf::replies_to<run_atom>::with<void>,
+    // internal: submit the requests whose arrival time has come
+    caf::reacts_to<tick_atom>,
+    // internal: print the progress line
+    caf::reacts_to<progress_atom>>;
+
+struct replay_options {
+  /// Print a progress line to this stream every second (nullptr: silent).
+  std::FILE* progress = nullptr;
+};
+
+/// `results` receives one entry per request, in completion order. `cl` must outlive the driver.
+replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
+                                        std::vector<synthetic_request> requests,
+                                        std::shared_ptr<std::vector<request_result>> results,
+                                        replay_options options = {});
+
+} // namespace crescent::replay

@@ -1,0 +1,88 @@
+#include "apps/replay/report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+namespace crescent::replay {
+
+percentiles percentiles_of(std::vector<double>& values) {
+  percentiles p;
+  p.count = values.size();
+  if (values.empty())
+    return p;
+  std::sort(values.begin(), values.end());
+  auto rank = [&](double q) {
+    auto i = static_cast<size_t>(std::ceil(q * values.size()));
+    return values[std::clamp<size_t>(i, 1, values.size()) - 1];
+  };
+  p.p50 = rank(0.50);
+  p.p90 = rank(0.90);
+  p.p99 = rank(0.99);
+  return p;
+}
+
+double request_tbt_ms(const std::vector<int64_t>& t) {
+  if (t.size() < 2)
+    return -1;
+  std::vector<double> gaps;
+  for (size_t i = 1; i < t.size(); ++i)
+    gaps.push_back(static_cast<double>(t[i] - t[i - 1]) / 1e6);
+  std::sort(gaps.begin(), gaps.end(), std::greater<>());
+  const size_t n = std::max<size_t>(1, gaps.size() / 10);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += gaps[i];
+  return sum / static_cast<double>(n);
+}
+
+replay_summary summarize(const std::vector<request_result>& results) {
+  replay_summary s;
+  std::vector<double> ttft, tbt;
+  for (const auto& r : results) {
+    switch (r.status) {
+    case outcome_status::completed:
+      ++s.completed;
+      break;
+    case outcome_status::rejected:
+      ++s.rejected;
+      break;
+    case outcome_status::failed:
+      ++s.failed;
+      break;
+    }
+    if (r.status != outcome_status::completed)
+      continue;
+    s.prompt_tokens += r.prompt_tokens;
+    s.computed_tokens += r.computed_tokens;
+    s.reused_tokens += r.reused_tokens;
+    s.load_misses += r.load_misses;
+    if (!r.token_times_ns.empty())
+      ttft.push_back(static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6);
+    if (auto v = request_tbt_ms(r.token_times_ns); v >= 0)
+      tbt.push_back(v);
+  }
+  s.ttft_ms = percentiles_of(ttft);
+  s.tbt_ms = percentiles_of(tbt);
+  return s;
+}
+
+std::string format_summary(const replay_summary& s) {
+  std::string out;
+  out += fmt::format("requests      completed {}  rejected {}  failed {}\n", s.completed,
+                     s.rejected, s.failed);
+  out += fmt::format("TTFT ms       p50 {:.2f}  p90 {:.2f}  p99 {:.2f}   ({} requests)\n",
+                     s.ttft_ms.p50, s.ttft_ms.p90, s.ttft_ms.p99, s.ttft_ms.count);
+  out += fmt::format("TBT ms        p50 {:.2f}  p90 {:.2f}  p99 {:.2f}   (per request: mean of "
+                     "its longest 10% of token intervals; {} requests)\n",
+                     s.tbt_ms.p50, s.tbt_ms.p90, s.tbt_ms.p99, s.tbt_ms.count);
+  out += fmt::format("prefix hits   {:.1f}% of prompt tokens reused from the KV pool\n",
+                     100.0 * s.hit_rate());
+  out += fmt::format("prefill       {} tokens computed, {} reused, {} pool blocks missed\n",
+                     s.computed_tokens, s.reused_tokens, s.load_misses);
+  return out;
+}
+
+} // namespace crescent::replay

@@ -1,0 +1,55 @@
+// The summary of a replay: what people read after `crescent run`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crescent::replay {
+
+enum class outcome_status { completed, rejected, failed };
+
+/// One request's outcome, decoded from its RequestOutcome message.
+struct request_result {
+  uint64_t id = 0;
+  outcome_status status = outcome_status::failed;
+  std::string reason;
+  int64_t arrival_ns = 0;
+  std::vector<int64_t> token_times_ns;
+  std::vector<uint32_t> tokens;
+  uint32_t prompt_tokens = 0;
+  uint32_t computed_tokens = 0;
+  uint32_t reused_tokens = 0;
+  uint32_t load_misses = 0;
+};
+
+struct percentiles {
+  double p50 = 0, p90 = 0, p99 = 0;
+  size_t count = 0;
+};
+
+struct replay_summary {
+  size_t completed = 0, rejected = 0, failed = 0;
+  percentiles ttft_ms;
+  percentiles tbt_ms; // per request: mean of its longest 10% of token intervals
+  uint64_t prompt_tokens = 0;
+  uint64_t computed_tokens = 0;
+  uint64_t reused_tokens = 0;
+  uint64_t load_misses = 0;
+  double hit_rate() const {
+    return prompt_tokens == 0 ? 0.0 : static_cast<double>(reused_tokens) / prompt_tokens;
+  }
+};
+
+/// Nearest-rank percentiles of `values` (sorted in place).
+percentiles percentiles_of(std::vector<double>& values);
+
+/// TBT of one request as the Mooncake paper defines it: the mean of its longest 10% of token
+/// intervals (at least one interval); nullopt-like -1 for fewer than two tokens.
+double request_tbt_ms(const std::vector<int64_t>& token_times_ns);
+
+replay_summary summarize(const std::vector<request_result>& results);
+
+std::string format_summary(const replay_summary& s);
+
+} // namespace crescent::replay

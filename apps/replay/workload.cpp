@@ -1,0 +1,48 @@
+#include "apps/replay/workload.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace crescent::replay {
+
+namespace {
+
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+double input_scale(const workload_options& opt) {
+  return static_cast<double>(opt.block_tokens) / trace_block_tokens;
+}
+
+std::vector<uint32_t> block_tokens_for(uint64_t hash_id, uint32_t count, uint32_t vocab) {
+  std::vector<uint32_t> out(count);
+  for (uint32_t j = 0; j < count; ++j)
+    out[j] = static_cast<uint32_t>(mix(mix(hash_id) + j) % vocab);
+  return out;
+}
+
+synthetic_request synthesize(const trace_record& r, uint64_t id, const workload_options& opt) {
+  synthetic_request s;
+  s.id = id;
+  s.arrival_ns = static_cast<uint64_t>(static_cast<double>(r.timestamp_ms) * 1e6 / opt.speedup);
+  // ceil(input * B / 512): a partial trace block becomes a partial model block.
+  const uint64_t scaled =
+      (uint64_t{r.input_tokens} * opt.block_tokens + trace_block_tokens - 1) / trace_block_tokens;
+  s.tokens.reserve(scaled);
+  for (size_t i = 0; i < r.hash_ids.size() && s.tokens.size() < scaled; ++i) {
+    auto n = static_cast<uint32_t>(std::min<uint64_t>(opt.block_tokens, scaled - s.tokens.size()));
+    auto block = block_tokens_for(r.hash_ids[i], n, opt.vocab);
+    s.tokens.insert(s.tokens.end(), block.begin(), block.end());
+  }
+  s.max_new_tokens =
+      static_cast<uint32_t>(std::max<double>(1.0, std::round(r.output_tokens * opt.output_scale)));
+  return s;
+}
+
+} // namespace crescent::replay

@@ -1,0 +1,35 @@
+// Turning trace records into prompts for a small model. Lengths are scaled so that one trace
+// block (512 tokens) becomes one model block (block_tokens tokens); token ids are drawn from the
+// block's hash id, so equal ids give equal token blocks and the trace's prefix sharing becomes
+// real KV reuse.
+#pragma once
+
+#include "apps/replay/trace.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace crescent::replay {
+
+struct workload_options {
+  uint32_t block_tokens = 16; // model tokens per trace block
+  uint32_t vocab = 256;
+  double output_scale = 1.0; // output lengths are multiplied by this, at least 1 token
+  double speedup = 1.0;      // arrivals happen this many times faster than in the trace
+};
+
+struct synthetic_request {
+  uint64_t id = 0;
+  uint64_t arrival_ns = 0; // after the start of the replay, already sped up
+  std::vector<uint32_t> tokens;
+  uint32_t max_new_tokens = 1;
+};
+
+/// Factor applied to input lengths: block_tokens / 512.
+double input_scale(const workload_options& opt);
+
+std::vector<uint32_t> block_tokens_for(uint64_t hash_id, uint32_t count, uint32_t vocab);
+
+synthetic_request synthesize(const trace_record& r, uint64_t id, const workload_options& opt);
+
+} // namespace crescent::replay

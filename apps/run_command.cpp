@@ -1,0 +1,103 @@
+#include "apps/run_command.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "apps/replay/replay_driver.hpp"
+#include "apps/replay/trace.hpp"
+#include "apps/replay/workload.hpp"
+#include "messages/errors.hpp"
+#include "messages/registration.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace crescent::cli {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent run: {}\n", what);
+  return 2;
+}
+
+void print_header(const run_options& opt, const cluster_config& cfg,
+                  const replay::workload_options& w, size_t requests) {
+  uint32_t prefill = 0, decode = 0;
+  for (const auto& n : cfg.nodes) {
+    prefill += n.prefill_instances;
+    decode += n.decode_instances;
+  }
+  fmt::print("crescent run: {} requests from {}\n", requests, opt.trace_path);
+  fmt::print("  scale       one trace block (512 tokens) = {} model tokens (input x{:.5f}); "
+             "outputs x{}; arrivals {}x faster than the trace\n",
+             w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
+  fmt::print("  cluster     {} nodes, {} prefill, {} decode, a block owner per node; model {} "
+             "layers, d_model {}, vocab {}, reference engine on the CPU\n",
+             cfg.nodes.size(), prefill, decode, cfg.model.layers, cfg.model.d_model,
+             cfg.model.vocab);
+}
+
+} // namespace
+
+int run_command(const run_options& opt) {
+  spdlog::set_level(opt.verbose ? spdlog::level::info : spdlog::level::err);
+  if (opt.requests == 0 || opt.speedup <= 0 || opt.output_scale <= 0)
+    return fail("--requests, --speedup and --output-scale must be positive");
+  cluster_config cfg;
+  if (!opt.config_path.empty()) {
+    auto loaded = load_cluster_config(opt.config_path);
+    if (!loaded)
+      return fail(describe(loaded.error()));
+    cfg = std::move(*loaded);
+  }
+  auto records = replay::read_trace(opt.trace_path, opt.requests);
+  if (!records)
+    return fail(describe(records.error()));
+  replay::workload_options w{cfg.model.block_tokens, cfg.model.vocab, opt.output_scale,
+                             opt.speedup};
+  std::vector<replay::synthetic_request> requests;
+  for (size_t i = 0; i < records->size(); ++i)
+    requests.push_back(replay::synthesize((*records)[i], i, w));
+  print_header(opt, cfg, w, requests.size());
+  std::fflush(stdout); // the header before the progress line on stderr
+
+  caf::actor_system_config sys_cfg;
+  register_types(sys_cfg);
+  caf::actor_system sys{sys_cfg};
+  auto cl = cluster::start(sys, cfg);
+  if (!cl)
+    return fail("cluster bring-up: " + describe(cl.error()));
+  auto results = std::make_shared<std::vector<replay::request_result>>();
+  const auto started = std::chrono::steady_clock::now();
+  {
+    auto driver = replay::spawn_replay_driver(sys, **cl, std::move(requests), results,
+                                              {opt.progress ? stderr : nullptr});
+    caf::scoped_actor self{sys};
+    caf::error err;
+    self->request(driver, caf::infinite, run_atom::value)
+        .receive([] {}, [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      return fail("replay: " + describe(err));
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  (*cl)->stop();
+  sys.await_all_actors_done();
+  cl->reset();
+  if (opt.progress)
+    fmt::print(stderr, "\n");
+  auto summary = replay::summarize(*results);
+  fmt::print("{}", replay::format_summary(summary));
+  fmt::print("wall time     {:.2f} s\n", wall_s);
+  for (const auto& r : *results)
+    if (r.status == replay::outcome_status::failed)
+      fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
+  return summary.failed == 0 ? 0 : 1;
+}
+
+} // namespace crescent::cli

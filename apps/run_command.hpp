@@ -1,0 +1,23 @@
+// `crescent run`: bring up the embedded cluster, replay the head of a trace, print the report.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace crescent::cli {
+
+struct run_options {
+  std::string config_path; // empty: built-in defaults
+  std::string trace_path = "../shared/data/synthetic_trace.jsonl";
+  uint32_t requests = 200;
+  double speedup = 4.0;
+  double output_scale = 1.0;
+  bool progress = true;
+  bool verbose = false;
+};
+
+/// Returns the process exit status: 0 if every request completed or was rejected, 1 if any
+/// failed, 2 if the run could not start (bad config, bad trace, bring-up error).
+int run_command(const run_options& opt);
+
+} // namespace crescent::cli
