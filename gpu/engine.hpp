@@ -1,0 +1,78 @@
+// The compute-engine contract: prefill a chunk of tokens onto paged KV, decode one step for a
+// batch, greedy sampling. Engines are synchronous and not thread-safe: one per worker actor.
+//
+// KV lives in pages owned by the caller (registered memory of the worker, so the transfer
+// engine can move it without copies through mailboxes). Page p of a sequence holds tokens
+// [p * block_tokens, (p + 1) * block_tokens) in the layout of model_config::page_bytes.
+//
+// Determinism contract (the reference engine): the KV bytes and logits computed for a token
+// depend only on the model, the token ids and the KV bytes of the tokens before it, never on
+// how the work was chunked or batched. So a prompt prefilled in chunks after loading a cached
+// prefix decodes exactly the tokens of one monolithic prefill.
+#pragma once
+
+#include "gpu/model_config.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace crescent::gpu {
+
+/// A sequence's KV as the engine sees it: its pages and how many tokens they already hold.
+struct sequence_ref {
+  std::span<std::byte* const> pages;
+  uint32_t length_tokens = 0;
+};
+
+struct prefill_result {
+  uint32_t next_token = 0; // greedy token after the last prefilled one
+  uint64_t compute_ns = 0; // what this call costs (measured or modeled, see timing_mode)
+};
+
+struct decode_result {
+  std::vector<uint32_t> next_tokens; // one per sequence, in input order
+  uint64_t compute_ns = 0;
+};
+
+enum class timing_mode {
+  measured, // wall time of the call on this machine
+  modeled,  // flops / modeled_flops_per_s: deterministic, for simulated time and tests
+};
+
+struct engine_options {
+  timing_mode timing = timing_mode::measured;
+  double modeled_flops_per_s = 20e9;
+};
+
+class engine {
+ public:
+  virtual ~engine() = default;
+
+  virtual const model_config& config() const = 0;
+
+  /// Computes tokens at positions [seq.length_tokens, seq.length_tokens + tokens.size()),
+  /// writing their K and V into seq's pages. Errors (nothing written that matters): empty
+  /// chunk, a token id >= vocab, too few pages, context limit exceeded.
+  virtual caf::expected<prefill_result> prefill(const sequence_ref& seq,
+                                                std::span<const uint32_t> tokens) = 0;
+
+  /// One decode step: token i goes to position seqs[i].length_tokens of sequence i.
+  virtual caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
+                                              std::span<const uint32_t> tokens) = 0;
+};
+
+/// The reference engine: a small Llama-style transformer (RMSNorm, RoPE, grouped-query
+/// attention, SwiGLU) on the CPU in float32, with weights drawn from cfg.seed.
+caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config& cfg,
+                                                             engine_options options = {});
+
+/// Floating-point operations to compute `tokens` new tokens after `context_tokens` cached ones
+/// (matmuls, attention, and the LM head for the last token): the basis of modeled timing.
+double model_flops(const model_config& cfg, uint64_t context_tokens, uint64_t tokens);
+
+} // namespace crescent::gpu

@@ -1,0 +1,48 @@
+// Shape of a Llama-style model and of its paged KV cache.
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace crescent::gpu {
+
+struct model_config {
+  uint32_t layers = 2;
+  uint32_t d_model = 64;
+  uint32_t heads = 4;    // query heads
+  uint32_t kv_heads = 2; // key/value heads (grouped-query attention: heads % kv_heads == 0)
+  uint32_t ffn = 176;    // SwiGLU hidden width
+  uint32_t vocab = 256;
+  uint32_t block_tokens = 16; // tokens per KV page, which is also one pool block
+  uint32_t context_tokens_max = 8192;
+  uint64_t seed = 1; // weights are drawn from it: same seed, same model, bit for bit
+  float rope_theta = 10000.0f;
+  float norm_eps = 1e-5f;
+
+  uint32_t head_dim() const { return d_model / heads; }
+  uint32_t kv_dim() const { return kv_heads * head_dim(); }
+  /// Bytes of one KV page: [layer][K|V][kv_head][token][head_dim] float32.
+  size_t page_bytes() const {
+    return size_t{layers} * 2 * kv_heads * block_tokens * head_dim() * sizeof(float);
+  }
+  /// A stable fingerprint of everything that changes KV bytes; roots the block-key chain so
+  /// two models never share cache entries.
+  uint64_t fingerprint() const;
+};
+
+/// Limits on every field, so that a config cannot ask for absurd memory.
+inline constexpr uint32_t model_layers_max = 64;
+inline constexpr uint32_t model_d_model_max = 8192;
+inline constexpr uint32_t model_vocab_max = 1u << 18;
+inline constexpr uint32_t model_context_tokens_max = 1u << 17;
+inline constexpr uint32_t model_ffn_max = 4 * model_d_model_max;
+inline constexpr uint32_t model_block_tokens_max = 4096;
+inline constexpr uint64_t model_page_bytes_max = uint64_t{1} << 30; // one KV page
+
+/// Checks shape constraints; the error names the offending field.
+caf::error validate(const model_config& cfg);
+
+} // namespace crescent::gpu

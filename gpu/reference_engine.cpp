@@ -1,0 +1,170 @@
+// The reference engine: argument checks, timing, and the engine interface around
+// ref::model (reference_model.cpp), which holds the numerics.
+#include "gpu/engine.hpp"
+
+#include "gpu/reference_model.hpp"
+#include "messages/errors.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <string>
+
+namespace crescent::gpu {
+
+namespace {
+
+using std::to_string;
+
+constexpr size_t no_index = SIZE_MAX;
+
+/// How an error sentence starts: "prefill" or "decode: sequence 3". Built only on errors, so
+/// that a successful call allocates nothing.
+std::string who(size_t seq_index) {
+  return seq_index == no_index ? "prefill" : "decode: sequence " + to_string(seq_index);
+}
+
+/// Checks one sequence and the tokens to append to it (seq_index: its place in a decode batch,
+/// or no_index for a prefill). Everything is checked before anything is written, so a failed
+/// call leaves pages untouched.
+caf::error check_sequence(const model_config& cfg, const sequence_ref& seq,
+                          std::span<const uint32_t> tokens, size_t seq_index) {
+  if (tokens.empty())
+    return make_error(errc::invalid_argument, who(seq_index) + ": no tokens to compute");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] >= cfg.vocab)
+      return make_error(errc::invalid_argument, who(seq_index) + ": token " + to_string(i) +
+                                                    " has id " + to_string(tokens[i]) +
+                                                    ", not below model.vocab (" +
+                                                    to_string(cfg.vocab) + ")");
+  const uint64_t end = uint64_t{seq.length_tokens} + tokens.size();
+  if (end > cfg.context_tokens_max)
+    return make_error(errc::limit_exceeded, who(seq_index) + ": the sequence would grow to " +
+                                                to_string(end) +
+                                                " tokens, above model.context_tokens_max (" +
+                                                to_string(cfg.context_tokens_max) + ")");
+  if (uint64_t{seq.pages.size()} * cfg.block_tokens < end)
+    return make_error(errc::out_of_range,
+                      who(seq_index) + ": " + to_string(seq.pages.size()) + " pages hold " +
+                          to_string(uint64_t{seq.pages.size()} * cfg.block_tokens) +
+                          " tokens, fewer than the " + to_string(end) + " needed");
+  // Only pages that are read or written must be usable.
+  const uint64_t used = (end + cfg.block_tokens - 1) / cfg.block_tokens;
+  for (uint64_t p = 0; p < used; ++p) {
+    if (seq.pages[p] == nullptr)
+      return make_error(errc::invalid_argument,
+                        who(seq_index) + ": page " + to_string(p) + " is null");
+    if (reinterpret_cast<uintptr_t>(seq.pages[p]) % alignof(float) != 0)
+      return make_error(errc::invalid_argument,
+                        who(seq_index) + ": page " + to_string(p) + " is not aligned to 4 bytes");
+  }
+  return {};
+}
+
+class reference_engine final : public engine {
+ public:
+  reference_engine(const model_config& cfg, engine_options options)
+      : cfg_(cfg), options_(options), model_(cfg) {}
+
+  const model_config& config() const override { return cfg_; }
+
+  caf::expected<prefill_result> prefill(const sequence_ref& seq,
+                                        std::span<const uint32_t> tokens) override {
+    const auto start = std::chrono::steady_clock::now();
+    if (auto err = check_sequence(cfg_, seq, tokens, no_index))
+      return err;
+    size_t n = 0;
+    for (size_t first = 0; first < tokens.size(); first += n) {
+      n = std::min(ref::model::rows_max, tokens.size() - first);
+      for (size_t r = 0; r < n; ++r)
+        rows_[r] = {seq.pages, static_cast<uint32_t>(seq.length_tokens + first + r),
+                    tokens[first + r]};
+      model_.forward({rows_.data(), n});
+    }
+    prefill_result result;
+    result.next_token = model_.greedy(n - 1);
+    result.compute_ns = cost(start, model_flops(cfg_, seq.length_tokens, tokens.size()));
+    return result;
+  }
+
+  caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
+                                      std::span<const uint32_t> tokens) override {
+    const auto start = std::chrono::steady_clock::now();
+    if (seqs.empty() || seqs.size() != tokens.size())
+      return make_error(errc::invalid_argument,
+                        "decode: " + to_string(seqs.size()) + " sequences and " +
+                            to_string(tokens.size()) +
+                            " tokens; need one token per sequence and at least one");
+    double flops = 0.0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (auto err = check_sequence(cfg_, seqs[i], tokens.subspan(i, 1), i))
+        return err;
+      flops += model_flops(cfg_, seqs[i].length_tokens, 1);
+    }
+    decode_result result;
+    result.next_tokens.reserve(seqs.size());
+    for (size_t first = 0; first < seqs.size(); first += ref::model::rows_max) {
+      const size_t n = std::min(ref::model::rows_max, seqs.size() - first);
+      for (size_t r = 0; r < n; ++r)
+        rows_[r] = {seqs[first + r].pages, seqs[first + r].length_tokens, tokens[first + r]};
+      model_.forward({rows_.data(), n});
+      for (size_t r = 0; r < n; ++r)
+        result.next_tokens.push_back(model_.greedy(r));
+    }
+    result.compute_ns = cost(start, flops);
+    return result;
+  }
+
+ private:
+  uint64_t cost(std::chrono::steady_clock::time_point start, double flops) const {
+    if (options_.timing == timing_mode::modeled)
+      return static_cast<uint64_t>(std::ceil(flops / options_.modeled_flops_per_s * 1e9));
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+  }
+
+  model_config cfg_;
+  engine_options options_;
+  ref::model model_;
+  std::array<ref::token_row, ref::model::rows_max> rows_{};
+};
+
+} // namespace
+
+double model_flops(const model_config& cfg, uint64_t context_tokens, uint64_t tokens) {
+  if (tokens == 0)
+    return 0.0;
+  const double d = cfg.d_model;
+  const double kv = cfg.kv_dim();
+  const double f = cfg.ffn;
+  const double t = static_cast<double>(tokens);
+  // Multiply-adds per token and layer: Q, K, V, output projection, gate, up and down.
+  const double proj_macs = d * d + 2.0 * d * kv + d * d + 3.0 * d * f;
+  // Keys attended by the i-th new token: context + i + 1; summed over i < tokens.
+  const double keys = t * static_cast<double>(context_tokens) + t * (t + 1.0) / 2.0;
+  const double attn_flops = 2.0 * 2.0 * cfg.head_dim() * cfg.heads * keys;
+  return cfg.layers * (2.0 * proj_macs * t + attn_flops) + 2.0 * d * cfg.vocab;
+}
+
+caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config& cfg,
+                                                             engine_options options) {
+  if (auto err = validate(cfg))
+    return err;
+  if (!std::isfinite(options.modeled_flops_per_s) || options.modeled_flops_per_s <= 0.0)
+    return make_error(errc::bad_config, "engine modeled_flops_per_s (" +
+                                            to_string(options.modeled_flops_per_s) +
+                                            ") must be finite and positive");
+  try {
+    return std::unique_ptr<engine>{std::make_unique<reference_engine>(cfg, options)};
+  } catch (const std::bad_alloc&) {
+    return make_error(errc::no_space, "reference engine: not enough memory for the weights of "
+                                      "this model config");
+  }
+}
+
+} // namespace crescent::gpu

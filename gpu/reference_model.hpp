@@ -1,0 +1,78 @@
+// The numerics of the reference engine: weights drawn from the seed, RoPE tables, and the
+// forward pass of a group of token rows over paged KV. Arguments are assumed checked (see
+// reference_engine.cpp); nothing here allocates after construction.
+#pragma once
+
+#include "gpu/model_config.hpp"
+#include "gpu/reference_kernels.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace crescent::gpu::ref {
+
+/// One token to compute: its id, its position in its sequence, and that sequence's pages.
+struct token_row {
+  std::span<std::byte* const> pages;
+  uint32_t position = 0;
+  uint32_t token = 0;
+};
+
+class model {
+ public:
+  /// Rows computed together by forward(); longer chunks are cut into groups of this size,
+  /// which bounds scratch memory and changes no result.
+  static constexpr size_t rows_max = 64;
+
+  /// Draws the weights; may throw std::bad_alloc (the factory turns that into an error).
+  explicit model(const model_config& cfg);
+
+  /// Runs all layers for rows (at most rows_max), in order: writes each row's K and V into its
+  /// pages and leaves the final residual stream of row r for greedy(r).
+  void forward(std::span<const token_row> rows);
+
+  /// The greedy next token after row r of the last forward().
+  uint32_t greedy(size_t r);
+
+ private:
+  struct layer_weights {
+    std::vector<float> attn_norm; // [d_model]
+    std::vector<float> wqkv;      // [d_model][d_model + 2 * kv_dim]: Q | K | V
+    std::vector<float> wo;        // [d_model][d_model]
+    std::vector<float> ffn_norm;  // [d_model]
+    std::vector<float> wgu;       // [d_model][2 * ffn]: gate | up
+    std::vector<float> wdown;     // [ffn][d_model]
+  };
+
+  void init_weights();
+  void init_rope();
+  void self_attention(const layer_weights& w, uint32_t layer, std::span<const token_row> rows);
+  void attend_rows(uint32_t layer, std::span<const token_row> rows);
+  void feed_forward(const layer_weights& w, size_t n);
+  void store_kv(const token_row& row, uint32_t layer, const float* k, const float* v) const;
+
+  model_config cfg_;
+  page_layout layout_;
+  size_t qkv_cols_;              // d_model + 2 * kv_dim
+  std::vector<float> embedding_; // [vocab][d_model]
+  std::vector<layer_weights> layers_;
+  std::vector<float> final_norm_; // [d_model]
+  std::vector<float> lm_head_;    // [d_model][vocab]
+  std::vector<float> rope_cos_;   // [context_tokens_max][head_dim / 2]
+  std::vector<float> rope_sin_;
+
+  // Scratch, sized once for rows_max rows.
+  std::vector<float> x_;      // residual stream [rows][d_model]
+  std::vector<float> h_;      // normalized input of a sublayer [rows][d_model]
+  std::vector<float> qkv_;    // [rows][qkv_cols_]
+  std::vector<float> mixed_;  // attention output before Wo [rows][d_model]
+  std::vector<float> proj_;   // sublayer output [rows][d_model]
+  std::vector<float> gu_;     // [rows][2 * ffn]
+  std::vector<float> act_;    // [rows][ffn]
+  std::vector<float> logits_; // [vocab]
+  attention attention_;
+};
+
+} // namespace crescent::gpu::ref
