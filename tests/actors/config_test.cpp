@@ -1,0 +1,89 @@
+#include "actors/cluster/cluster_config.hpp"
+#include "messages/errors.hpp"
+
+#include <gtest/gtest.h>
+
+namespace crescent {
+namespace {
+
+std::string error_of(const std::string& yaml) {
+  auto cfg = parse_cluster_config(yaml, "c.yaml");
+  EXPECT_FALSE(cfg) << "accepted:\n" << yaml;
+  return cfg ? std::string{} : describe(cfg.error());
+}
+
+TEST(cluster_config, defaults_are_valid) {
+  EXPECT_FALSE(validate(cluster_config{}));
+  auto cfg = parse_cluster_config("", "empty.yaml");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->nodes.size(), 4u);
+}
+
+TEST(cluster_config, reads_every_section) {
+  auto cfg = parse_cluster_config(R"(
+model: {layers: 3, d_model: 32, heads: 4, kv_heads: 1, ffn: 64, vocab: 128, block_tokens: 8,
+        context_tokens_max: 1024, seed: 9}
+engine: {timing: modeled, modeled_flops_per_s: 1e9}
+nodes:
+  - {prefill: 2, pool_mib: 8}
+  - {decode: 1, pool_mib: 8}
+prefill: {chunk_tokens: 32, queue_jobs_max: 10}
+decode: {kv_mib: 8, batch_max: 4, request_tokens_max: 512}
+conductor: {heartbeat_timeout_ms: 900}
+store: {db_path: /tmp/x, sync_commits: false}
+heartbeat_interval_ms: 100
+request_deadline_ms: 5000
+simulated_time: true
+access_key_seed: 5
+)",
+                                  "full.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->model.layers, 3u);
+  EXPECT_EQ(cfg->engine.timing, gpu::timing_mode::modeled);
+  ASSERT_EQ(cfg->nodes.size(), 2u);
+  EXPECT_EQ(cfg->nodes[0].prefill_instances, 2u);
+  EXPECT_EQ(cfg->nodes[1].pool_bytes, 8ull << 20);
+  EXPECT_EQ(cfg->decode.batch_max, 4u);
+  EXPECT_FALSE(cfg->store.sync_commits);
+  EXPECT_TRUE(cfg->simulated_time);
+}
+
+TEST(cluster_config, errors_name_the_field_and_line) {
+  auto e = error_of("model:\n  layers: 2\n  heds: 4\n");
+  EXPECT_NE(e.find("c.yaml:3"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.heds: unknown field"), std::string::npos) << e;
+
+  e = error_of("prefill:\n  chunk_tokens: -5\n");
+  EXPECT_NE(e.find("prefill.chunk_tokens"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:2"), std::string::npos) << e;
+
+  e = error_of("decode: {batch_max: lots}\n");
+  EXPECT_NE(e.find("decode.batch_max: expected an integer"), std::string::npos) << e;
+
+  e = error_of("nodes: [{prefill: 1}]\n");
+  EXPECT_NE(e.find("decode instance"), std::string::npos) << e;
+
+  e = error_of("model: {heads: 4, kv_heads: 3}\n");
+  EXPECT_NE(e.find("kv_heads"), std::string::npos) << e;
+
+  e = error_of("engine: {timing: fast}\n");
+  EXPECT_NE(e.find("engine.timing"), std::string::npos) << e;
+
+  e = error_of("nodes: [{prefill: 1, pool_mib: 0}, {decode: 1}]\n");
+  EXPECT_NE(e.find("nodes[0].pool_mib"), std::string::npos) << e;
+
+  e = error_of("model: [1, 2\n");
+  EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
+
+  e = error_of("- just\n- a list\n");
+  EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
+}
+
+TEST(cluster_config, missing_file_is_an_error) {
+  auto cfg = load_cluster_config("/nonexistent/crescent.yaml");
+  ASSERT_FALSE(cfg);
+  EXPECT_TRUE(is(cfg.error(), errc::bad_config));
+}
+
+} // namespace
+} // namespace crescent

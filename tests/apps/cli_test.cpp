@@ -1,0 +1,76 @@
+// The `crescent` binary, run as a separate process: bad configs, traces and flags end with a
+// clear message and a non-zero exit; a tiny run succeeds.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct process_result {
+  int status = -1;
+  std::string output;
+};
+
+process_result run(const std::string& args) {
+  process_result r;
+  std::string cmd = std::string{CRESCENT_BINARY} + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr)
+    return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.output.append(buf.data(), n);
+  int raw = pclose(p);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  auto path = ::testing::TempDir() + name;
+  std::ofstream{path} << text;
+  return path;
+}
+
+const std::string trace = CRESCENT_TEST_DATA_DIR "/trace_head.jsonl";
+
+TEST(cli, malformed_trace_line_names_the_line) {
+  auto path =
+      write_file("cli_bad.jsonl",
+                 R"({"timestamp": 0, "input_length": 512, "output_length": 1, "hash_ids": [1]})"
+                 "\n{\"timestamp\": 1, \"input_length\": oops}\n");
+  auto r = run("run --no-progress --trace " + path);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(path + ":2: not valid JSON"), std::string::npos) << r.output;
+}
+
+TEST(cli, bad_config_names_the_field) {
+  auto path = write_file("cli_bad.yaml", "decode:\n  batch_max: 0\n");
+  auto r = run("run --no-progress --trace " + trace + " --config " + path);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("decode.batch_max"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(":2"), std::string::npos) << r.output;
+}
+
+TEST(cli, bad_flags_are_refused) {
+  EXPECT_NE(run("run --requests 0").status, 0);
+  EXPECT_NE(run("run --speedup nope").status, 0);
+  EXPECT_NE(run("frobnicate").status, 0);
+  EXPECT_NE(run("run --trace /nonexistent.jsonl --no-progress").status, 0);
+}
+
+TEST(cli, a_small_run_completes_and_reports) {
+  auto r = run("run --no-progress --requests 6 --speedup 100 --output-scale 0.05 --trace " + trace);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("completed 6"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("TTFT ms"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prefix hits"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("x0.03125"), std::string::npos) << "the scale is shown";
+}
+
+} // namespace

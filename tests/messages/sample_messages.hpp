@@ -1,0 +1,41 @@
+// Every Cap'n Proto struct that travels as an envelope root, and a filler that sets every field
+// of any of them to a non-default value through Cap'n Proto's dynamic API, so that tests cover
+// fields added later without being edited.
+#pragma once
+
+#include "messages/envelope.hpp"
+#include "messages/schema/common.capnp.h"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/request.capnp.h"
+#include "messages/schema/store.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
+#include <capnp/schema.h>
+#include <gtest/gtest.h>
+
+namespace crescent::testing {
+
+using envelope_roots = ::testing::Types<
+    wire::Ack, wire::ScheduleRequest, wire::ScheduleReply, wire::PrefillReport, wire::RequestReport,
+    wire::Heartbeat, wire::ConductorStats, wire::ReserveRequest, wire::ReserveReply,
+    wire::ReleaseRequest, wire::PrefillJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats,
+    wire::RequestSpec, wire::PrefillDone, wire::TokenBatch, wire::RequestFailed,
+    wire::RequestOutcome, wire::PutStart, wire::PutStartReply, wire::PutCommit, wire::PutRevoke,
+    wire::GetPrefix, wire::GetPrefixReply, wire::ReportCorrupt, wire::StoreStats, wire::BlockRecord,
+    wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::OwnerStats>;
+
+/// Sets every field of `s` (the first member of each union) to a value other than its default.
+void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);
+
+/// A sealed envelope of schema T with every field set.
+template <class T>
+envelope sample_envelope(uint64_t seed = 7) {
+  capnp::MallocMessageBuilder builder;
+  auto root = builder.initRoot<capnp::DynamicStruct>(capnp::Schema::from<T>());
+  fill_struct(root, seed);
+  return envelope::seal(capnp::typeId<T>(), builder);
+}
+
+} // namespace crescent::testing

@@ -1,0 +1,128 @@
+// End-to-end behaviour of the embedded cluster in simulated time: the tokens a request decodes
+// after disaggregated prefill, prefix reuse and KV transfer equal one monolithic run.
+#include "apps/replay/trace.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+#include "storage/block_key.hpp"
+#include "support/test_cluster.hpp"
+
+namespace crescent::testing {
+namespace {
+
+std::vector<replay::trace_record> trace_head(size_t n) {
+  auto records = replay::read_trace(CRESCENT_TEST_DATA_DIR "/trace_head.jsonl", n);
+  EXPECT_TRUE(records) << describe(records.error());
+  return records ? *records : std::vector<replay::trace_record>{};
+}
+
+replay::trace_record record(std::vector<uint64_t> ids, uint32_t output_tokens,
+                            uint64_t timestamp_ms = 0) {
+  replay::trace_record r;
+  r.timestamp_ms = timestamp_ms;
+  r.input_tokens = static_cast<uint32_t>(ids.size() * replay::trace_block_tokens);
+  r.output_tokens = output_tokens;
+  r.hash_ids = std::move(ids);
+  return r;
+}
+
+void expect_monolithic(const cluster_harness& h, const replay::synthetic_request& req,
+                       const replay::request_result& res) {
+  ASSERT_EQ(res.status, replay::outcome_status::completed) << res.reason;
+  EXPECT_EQ(res.tokens, monolithic_tokens(h.cl->config().model, req.tokens, req.max_new_tokens))
+      << "request " << req.id;
+}
+
+TEST(cluster, disaggregated_equals_monolithic_for_twenty_trace_prompts) {
+  cluster_harness h{small_cluster()};
+  auto w = h.workload();
+  w.output_scale = 0.1; // tens of tokens each: enough steps, a fast test
+  std::vector<replay::synthetic_request> reqs;
+  auto records = trace_head(20);
+  ASSERT_EQ(records.size(), 20u);
+  for (size_t i = 0; i < records.size(); ++i)
+    reqs.push_back(replay::synthesize(records[i], i, w));
+  auto results = h.replay(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    expect_monolithic(h, reqs[i], results[i]);
+    EXPECT_EQ(results[i].tokens.size(), reqs[i].max_new_tokens);
+    EXPECT_EQ(results[i].token_times_ns.size(), results[i].tokens.size());
+  }
+}
+
+TEST(cluster, shared_prefixes_are_loaded_from_the_pool) {
+  cluster_harness h{small_cluster()};
+  auto w = h.workload();
+  // B shares A's first three blocks and arrives after A is done; C shares nothing.
+  std::vector<replay::synthetic_request> reqs{
+      replay::synthesize(record({1, 2, 3, 4, 5}, 6, 0), 0, w),
+      replay::synthesize(record({1, 2, 3, 9, 10}, 6, 10'000), 1, w),
+      replay::synthesize(record({20, 21, 22}, 6, 20'000), 2, w)};
+  auto results = h.replay(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    expect_monolithic(h, reqs[i], results[i]);
+  const uint32_t block = h.cl->config().model.block_tokens;
+  EXPECT_EQ(results[0].reused_tokens, 0u);
+  EXPECT_EQ(results[1].reused_tokens, 3 * block);
+  EXPECT_EQ(results[1].computed_tokens, 2 * block);
+  EXPECT_EQ(results[2].reused_tokens, 0u);
+  auto summary = replay::summarize(results);
+  EXPECT_GT(summary.hit_rate(), 0.0);
+  EXPECT_LT(summary.computed_tokens, summary.prompt_tokens);
+}
+
+TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
+  cluster_harness h{small_cluster()};
+  auto w = h.workload();
+  auto first = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 0, w);
+  ASSERT_EQ(h.replay({first})[0].status, replay::outcome_status::completed);
+
+  // Damage the stored bytes of block 2 through its handle, as a failing DIMM would.
+  const auto& model = h.cl->config().model;
+  auto keys = storage::chain_block_keys(first.tokens, model.block_tokens, model.fingerprint());
+  auto query = make_envelope<wire::GetPrefix>([&](wire::GetPrefix::Builder out) {
+    auto list = out.initKeys(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i)
+      list.set(i, keys[i]);
+  });
+  auto found = h.ask(h.cl->dir().store_master, get_prefix_atom::value, query);
+  ASSERT_TRUE(found);
+  auto handle = read_as<wire::GetPrefixReply>(*found, [](wire::GetPrefixReply::Reader in) {
+    EXPECT_EQ(in.getBlocks().size(), 5u);
+    return transport::from_wire(in.getBlocks()[2].getHandle());
+  });
+  ASSERT_TRUE(handle);
+  std::vector<std::byte> garbage(64, std::byte{0x5a});
+  ASSERT_FALSE(h.cl->transfer().write(*handle, 100, garbage));
+
+  auto again = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 1, w);
+  auto result = h.replay({again})[0];
+  expect_monolithic(h, again, result);
+  EXPECT_EQ(result.load_misses, 1u);
+  EXPECT_EQ(result.reused_tokens, 2 * model.block_tokens);
+  EXPECT_EQ(result.computed_tokens, 3 * model.block_tokens);
+
+  // The reader reported the block; it was dropped and stored again by the recomputation.
+  auto third = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 2, w);
+  auto last = h.replay({third})[0];
+  expect_monolithic(h, third, last);
+  EXPECT_EQ(last.load_misses, 0u);
+  EXPECT_EQ(last.reused_tokens, 4 * model.block_tokens);
+}
+
+TEST(cluster, rejects_what_no_decode_instance_can_hold) {
+  auto cfg = small_cluster(1, 1);
+  cfg.decode.request_tokens_max = 64;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  std::vector<replay::synthetic_request> reqs{
+      replay::synthesize(record({1, 2, 3, 4, 5}, 100), 0, w),
+      replay::synthesize(record({1, 2}, 4), 1, w)};
+  auto results = h.replay(reqs);
+  EXPECT_EQ(results[0].status, replay::outcome_status::rejected);
+  EXPECT_NE(results[0].reason.find("budget"), std::string::npos) << results[0].reason;
+  expect_monolithic(h, reqs[1], results[1]);
+}
+
+} // namespace
+} // namespace crescent::testing
