@@ -79,6 +79,17 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
 }
 
+TEST(cluster_config, the_documented_example_is_the_default) {
+  auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  cluster_config defaults;
+  EXPECT_EQ(cfg->nodes.size(), defaults.nodes.size());
+  EXPECT_EQ(cfg->model.fingerprint(), defaults.model.fingerprint());
+  EXPECT_EQ(cfg->decode.kv_bytes, defaults.decode.kv_bytes);
+  EXPECT_EQ(cfg->prefill.chunk_tokens, defaults.prefill.chunk_tokens);
+  EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
+}
+
 TEST(cluster_config, missing_file_is_an_error) {
   auto cfg = load_cluster_config("/nonexistent/crescent.yaml");
   ASSERT_FALSE(cfg);
