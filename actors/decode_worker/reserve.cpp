@@ -135,7 +135,15 @@ caf::result<void> on_release(decode_ptr self, const envelope& msg) {
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
   if (!id)
     return st.bad.refuse(st.name, std::move(id.error()));
-  drop_reservation(self, *id); // releasing twice, or after the end, is harmless
+  auto i = st.reservations.find(*id);
+  if (i == st.reservations.end())
+    return caf::unit; // releasing twice, or after the end, is harmless
+  // Only the request that made a reservation may give it back.
+  if (i->second.requester.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
+    return st.bad.refuse(st.name,
+                         make_error(errc::access_denied, "only its requester may release request " +
+                                                             std::to_string(*id)));
+  drop_reservation(self, *id);
   return caf::unit;
 }
 

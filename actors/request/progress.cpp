@@ -147,7 +147,8 @@ void finish(request_ptr self, request_status status, const std::string& reason) 
   if (st.reserved && status != request_status::completed) {
     auto msg = make_envelope<wire::ReleaseRequest>(
         [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
-    caf::anon_send(st.dir->decode[st.decode_instance], release_atom::value, msg);
+    // Sent with this actor as sender: the decode worker checks that the requester releases.
+    self->send(st.dir->decode[st.decode_instance], release_atom::value, msg);
   }
   if (st.placed) {
     auto msg = make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {
