@@ -1,4 +1,5 @@
 // The continuous batch: requests join when their KV arrives and leave after their last token.
+#include "actors/common/next_step.hpp"
 #include "actors/decode_worker/decode_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/request.capnp.h"
@@ -6,18 +7,13 @@
 
 #include <caf/stateful_actor.hpp>
 
-#include <chrono>
-
 namespace crescent {
 
 namespace {
 
 void schedule_step(decode_ptr self, uint64_t compute_ns) {
   self->state.stepping = true;
-  if (self->state.options.simulated_time && compute_ns > 0)
-    self->delayed_send(self, std::chrono::nanoseconds(compute_ns), step_atom::value);
-  else
-    self->send(self, step_atom::value);
+  send_next_step(self, self->state.options.simulated_time, compute_ns);
 }
 
 void send_tokens(const reservation& r, std::vector<uint32_t> tokens, bool final) {

@@ -1,5 +1,6 @@
 // The job loop: one job at a time; its chunks are separate steps so that the mailbox (new jobs,
 // stats) is served between them, and so that simulated time can advance by each chunk's cost.
+#include "actors/common/next_step.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/conductor.capnp.h"
@@ -8,17 +9,12 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-
 namespace crescent {
 
 namespace {
 
 void schedule_step(prefill_ptr self, uint64_t compute_ns) {
-  if (self->state.options.simulated_time && compute_ns > 0)
-    self->delayed_send(self, std::chrono::nanoseconds(compute_ns), step_atom::value);
-  else
-    self->send(self, step_atom::value);
+  send_next_step(self, self->state.options.simulated_time, compute_ns);
 }
 
 void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
