@@ -37,6 +37,8 @@ const char* to_string(errc code) {
     return "unavailable";
   case errc::timeout:
     return "timeout";
+  case errc::cancelled:
+    return "cancelled";
   case errc::rejected:
     return "rejected";
   case errc::bad_config:

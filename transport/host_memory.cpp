@@ -1,6 +1,7 @@
 #include "transport/host_memory.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/shared_segment.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -14,23 +15,34 @@ namespace crescent::transport {
 
 host_memory::host_memory(host_memory&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), length_(std::exchange(other.length_, 0)),
-      mapped_(std::exchange(other.mapped_, 0)) {}
+      mapped_(std::exchange(other.mapped_, 0)), fd_(std::exchange(other.fd_, -1)),
+      segment_id_(std::exchange(other.segment_id_, 0)) {}
 
 host_memory& host_memory::operator=(host_memory&& other) noexcept {
   if (this != &other) {
-    if (data_ != nullptr)
-      munmap(data_, mapped_);
+    release();
     data_ = std::exchange(other.data_, nullptr);
     length_ = std::exchange(other.length_, 0);
     mapped_ = std::exchange(other.mapped_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+    segment_id_ = std::exchange(other.segment_id_, 0);
   }
   return *this;
 }
 
 host_memory::~host_memory() {
-  if (data_ != nullptr)
+  release();
+}
+
+void host_memory::release() noexcept {
+  if (data_ != nullptr) {
+    forget_segment(segment_id_);
     munmap(data_, mapped_);
+  }
+  if (fd_ >= 0)
+    close(fd_);
   data_ = nullptr;
+  fd_ = -1;
 }
 
 caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes) {
@@ -38,16 +50,26 @@ caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes) {
     return make_error(errc::invalid_argument, "cannot map a region of zero bytes");
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t mapped = (length_bytes + page - 1) / page * page;
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED)
-    return make_error(errc::no_space, "mmap of " + std::to_string(mapped) +
-                                          " bytes failed: " + std::strerror(errno));
+  auto fail = [&](const char* what) {
+    return caf::expected<host_memory>{
+        make_error(errc::no_space, std::string{what} + " of " + std::to_string(mapped) +
+                                       " bytes failed: " + std::strerror(errno))};
+  };
   host_memory result;
+  result.fd_ = memfd_create("crescent-region", MFD_CLOEXEC);
+  if (result.fd_ < 0)
+    return fail("memfd_create");
+  if (ftruncate(result.fd_, static_cast<off_t>(mapped)) != 0)
+    return fail("ftruncate");
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, result.fd_, 0);
+  if (p == MAP_FAILED)
+    return fail("mmap");
   result.data_ = static_cast<std::byte*>(p);
   result.length_ = length_bytes;
   result.mapped_ = mapped;
   for (uint64_t off = 0; off < mapped; off += page)
     result.data_[off] = std::byte{0};
+  result.segment_id_ = remember_segment(result.data_, mapped, result.fd_);
   return result;
 }
 

@@ -1,9 +1,13 @@
+// The transfer engine: creation, regions, peers, metrics and one-operation conveniences.
+// Batches are in transfer_batch.cpp, backends in local_backend.cpp, shm/ and tcp/.
 #include "transport/transfer_engine.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/engine_internal.hpp"
 
-#include <cstring>
-#include <mutex>
+#include <unistd.h>
+
+#include <fstream>
 #include <random>
 
 namespace crescent::transport {
@@ -17,111 +21,253 @@ uint64_t splitmix64(uint64_t& state) {
   return z ^ (z >> 31);
 }
 
+// Processes with the same boot id share a kernel, hence memfds through /proc.
+std::string read_host_id() {
+  std::ifstream in{"/proc/sys/kernel/random/boot_id"};
+  std::string id;
+  std::getline(in, id);
+  if (id.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    id = name;
+  }
+  return id;
+}
+
+caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options options) {
+  if (options.slice_bytes == 0 || options.slice_bytes > slice_bytes_max)
+    return make_error(errc::invalid_argument, "slice size must be in [1, 16 MiB]");
+  if (options.tcp_connections_per_peer == 0 || options.tcp_connections_per_peer > 64)
+    return make_error(errc::invalid_argument, "TCP connections per peer must be in [1, 64]");
+  if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
+    return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
+  auto p = std::make_unique<transfer_engine::impl>();
+  auto table = region_table::create(options.region_capacity);
+  if (!table)
+    return std::move(table.error());
+  p->table = std::move(*table);
+  p->host_id = read_host_id();
+  p->pid = static_cast<int32_t>(getpid());
+  p->key_state = options.key_seed;
+  if (p->key_state == 0) {
+    std::random_device rd;
+    p->key_state = (uint64_t{rd()} << 32) | rd();
+  }
+  p->local_nodes.insert(options.local_nodes.begin(), options.local_nodes.end());
+  p->options = std::move(options);
+  p->local = make_local_backend(*p);
+  if (p->options.enable_shm)
+    p->shm = make_shm_backend(*p);
+  if (p->options.enable_tcp) {
+    auto tcp = make_tcp_backend(*p);
+    if (!tcp)
+      return std::move(tcp.error());
+    p->tcp = std::move(*tcp);
+  }
+  p->watchdog = std::thread([raw = p.get()] { raw->run_watchdog(); });
+  return p;
+}
+
 } // namespace
 
-transfer_engine::transfer_engine(uint64_t key_seed) : key_state_(key_seed) {
-  if (key_state_ == 0) {
-    std::random_device rd;
-    key_state_ = (uint64_t{rd()} << 32) | rd();
+uint64_t transfer_engine::impl::next_key() {
+  std::lock_guard guard{key_mutex};
+  return splitmix64(key_state);
+}
+
+bool transfer_engine::impl::is_local(uint32_t node) const {
+  return local_nodes.empty() || local_nodes.count(node) != 0;
+}
+
+std::vector<backend*> transfer_engine::impl::paths_to(uint32_t node) const {
+  if (is_local(node))
+    return {local.get()};
+  std::shared_lock guard{routes_mutex};
+  auto i = routes.find(node);
+  if (i == routes.end())
+    return {};
+  return i->second->paths;
+}
+
+path_counters& transfer_engine::impl::counters_for(const char* backend_name, uint32_t node) {
+  std::lock_guard guard{metrics_mutex};
+  auto& slot = counters[{backend_name, node}];
+  if (!slot)
+    slot = std::make_unique<path_counters>();
+  return *slot;
+}
+
+caf::expected<std::shared_ptr<transfer_engine>> transfer_engine::create(transfer_options options) {
+  auto p = make_impl(std::move(options));
+  if (!p)
+    return std::move(p.error());
+  return std::shared_ptr<transfer_engine>{new transfer_engine(std::move(*p))};
+}
+
+transfer_engine::transfer_engine(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
+
+caf::expected<std::shared_ptr<transfer_engine>> transfer_engine::create_local(uint64_t key_seed) {
+  transfer_options options;
+  options.key_seed = key_seed;
+  options.enable_tcp = false;
+  options.enable_shm = false;
+  return create(std::move(options));
+}
+
+transfer_engine::~transfer_engine() {
+  {
+    std::lock_guard guard{impl_->watchdog_mutex};
+    impl_->stopping = true;
   }
+  impl_->watchdog_cv.notify_all();
+  if (impl_->watchdog.joinable())
+    impl_->watchdog.join();
+  for (auto* b : {impl_->tcp.get(), impl_->shm.get(), impl_->local.get()})
+    if (b != nullptr)
+      b->stop();
 }
 
 caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std::byte* base,
                                                               uint64_t length_bytes) {
   if (base == nullptr || length_bytes == 0)
     return make_error(errc::invalid_argument, "cannot register a null or empty region");
-  if (length_bytes > region_bytes_max)
+  if (length_bytes > op_bytes_max)
     return make_error(errc::limit_exceeded,
                       "region of " + std::to_string(length_bytes) + " bytes exceeds the limit");
-  std::unique_lock guard{mutex_};
-  if (regions_.size() >= regions_max)
-    return make_error(errc::limit_exceeded, "too many registered regions");
-  const uint64_t id = next_region_id_++;
-  uint64_t key = splitmix64(key_state_);
-  regions_.emplace(id, region{node, base, length_bytes, key});
-  return region_handle{node, id, 0, length_bytes, key};
+  if (!impl_->is_local(node))
+    return make_error(errc::invalid_argument,
+                      "node " + std::to_string(node) + " is not served by this engine");
+  return impl_->table->insert(node, base, length_bytes, impl_->next_key());
 }
 
-caf::error transfer_engine::unregister_region(const region_handle& h) {
-  std::unique_lock guard{mutex_};
-  auto i = regions_.find(h.region_id);
-  if (i == regions_.end())
-    return make_error(errc::not_found, "unregister of unknown " + to_string(h));
-  if (i->second.access_key != h.access_key)
-    return make_error(errc::access_denied, "wrong access key to unregister " + to_string(h));
-  regions_.erase(i);
+caf::error transfer_engine::unregister_region(const region_handle& region) {
+  return impl_->table->remove(region);
+}
+
+peer_info transfer_engine::self_info() const {
+  peer_info info;
+  info.nodes = impl_->options.local_nodes;
+  info.host_id = impl_->host_id;
+  info.pid = impl_->pid;
+  if (impl_->tcp) {
+    info.tcp_host = impl_->options.tcp_bind_host;
+    info.tcp_port = impl_->tcp_port;
+  }
+  if (impl_->shm) {
+    info.table_fd = impl_->table->fd();
+    info.table_bytes = impl_->table->size_bytes();
+  }
+  return info;
+}
+
+caf::error transfer_engine::add_peer(const peer_info& peer) {
+  if (peer.nodes.empty())
+    return make_error(errc::invalid_argument, "a peer must serve at least one node");
+  for (auto n : peer.nodes)
+    if (impl_->is_local(n))
+      return make_error(errc::invalid_argument,
+                        "node " + std::to_string(n) + " is served by this engine");
+  auto r = std::make_shared<route>();
+  r->info = peer;
+  caf::error last;
+  for (auto* b : {impl_->shm.get(), impl_->tcp.get()}) {
+    if (b == nullptr)
+      continue;
+    if (auto err = b->add_peer(peer))
+      last = std::move(err); // this path cannot reach it; others may
+    else
+      r->paths.push_back(b);
+  }
+  if (r->paths.empty())
+    return last ? last : make_error(errc::unavailable, "no transfer path reaches the peer");
+  std::unique_lock guard{impl_->routes_mutex};
+  for (auto n : peer.nodes)
+    impl_->routes[n] = r;
   return caf::none;
 }
 
-caf::expected<std::byte*> transfer_engine::resolve(const region_handle& h, uint64_t offset,
-                                                   uint64_t len) const {
-  auto i = regions_.find(h.region_id);
-  if (i == regions_.end())
-    return make_error(errc::not_found, "no registered region for " + to_string(h));
-  const region& r = i->second;
-  if (r.access_key != h.access_key)
-    return make_error(errc::access_denied, "access key does not match " + to_string(h));
-  // Written so that no sum can overflow: each bound is checked against what remains.
-  if (h.offset > r.length || h.length > r.length - h.offset)
-    return make_error(errc::out_of_range, to_string(h) + " lies outside its region of " +
-                                              std::to_string(r.length) + " bytes");
-  if (offset > h.length || len > h.length - offset)
-    return make_error(errc::out_of_range, "bytes [" + std::to_string(offset) + ", +" +
-                                              std::to_string(len) + ") lie outside " +
-                                              to_string(h));
-  return r.base + h.offset + offset;
+void transfer_engine::remove_peer(uint32_t node) {
+  std::shared_ptr<const route> r;
+  {
+    std::unique_lock guard{impl_->routes_mutex};
+    auto i = impl_->routes.find(node);
+    if (i == impl_->routes.end())
+      return;
+    r = i->second;
+    for (auto n : r->info.nodes)
+      impl_->routes.erase(n);
+  }
+  for (auto* b : r->paths)
+    b->remove_peer(node);
 }
+
+std::vector<path_metrics> transfer_engine::metrics() const {
+  std::lock_guard guard{impl_->metrics_mutex};
+  std::vector<path_metrics> out;
+  for (const auto& [key, c] : impl_->counters)
+    out.push_back({key.first, key.second, c->bytes_read.load(), c->bytes_written.load(),
+                   c->operations.load(), c->slices.load(), c->retries.load(), c->failures.load()});
+  return out;
+}
+
+// -- conveniences ------------------------------------------------------------------------------
+
+namespace {
+
+caf::error run_one(transfer_engine& e, const transfer_op& op, std::chrono::milliseconds timeout) {
+  auto id = e.submit(std::span{&op, 1}, clock_type::now() + timeout);
+  if (!id)
+    return std::move(id.error());
+  auto results = e.wait(*id);
+  if (!results)
+    return std::move(results.error());
+  return std::move(results->at(0).reason);
+}
+
+} // namespace
 
 caf::error transfer_engine::read(const region_handle& src, uint64_t offset,
-                                 std::span<std::byte> dst) {
-  std::shared_lock guard{mutex_};
-  auto p = resolve(src, offset, dst.size());
-  if (!p) {
-    ++refused_;
-    return std::move(p.error());
-  }
-  std::memcpy(dst.data(), *p, dst.size());
-  bytes_read_ += dst.size();
-  ++operations_;
-  return caf::none;
+                                 std::span<std::byte> dst, std::chrono::milliseconds timeout) {
+  return run_one(*this, transfer_op{op_kind::read, dst, src, offset, false}, timeout);
 }
 
 caf::error transfer_engine::write(const region_handle& dst, uint64_t offset,
-                                  std::span<const std::byte> src) {
-  std::shared_lock guard{mutex_};
-  auto p = resolve(dst, offset, src.size());
-  if (!p) {
-    ++refused_;
-    return std::move(p.error());
-  }
-  std::memcpy(*p, src.data(), src.size());
-  bytes_written_ += src.size();
-  ++operations_;
-  return caf::none;
+                                  std::span<const std::byte> src,
+                                  std::chrono::milliseconds timeout) {
+  // A write only reads its local buffer; the span is non-const because ops are symmetric.
+  std::span<std::byte> bytes{const_cast<std::byte*>(src.data()), src.size()};
+  return run_one(*this, transfer_op{op_kind::write, bytes, dst, offset, false}, timeout);
 }
 
-caf::error transfer_engine::copy(const region_handle& src, const region_handle& dst) {
-  std::shared_lock guard{mutex_};
-  auto from = resolve(src, 0, src.length);
-  if (!from) {
-    ++refused_;
-    return std::move(from.error());
-  }
-  auto to = resolve(dst, 0, src.length);
-  if (!to) {
-    ++refused_;
-    return std::move(to.error());
-  }
-  std::memmove(*to, *from, src.length);
-  bytes_read_ += src.length;
-  bytes_written_ += src.length;
-  ++operations_;
-  return caf::none;
+caf::error transfer_engine::copy(const region_handle& src, const region_handle& dst,
+                                 std::chrono::milliseconds timeout) {
+  if (!impl_->is_local(src.node))
+    return make_error(errc::invalid_argument, "copy needs a source in this process");
+  if (dst.length < src.length)
+    return make_error(errc::out_of_range, "copy destination is shorter than its source");
+  auto bytes = impl_->table->pin(src, 0, src.length);
+  if (!bytes)
+    return std::move(bytes.error());
+  auto err =
+      run_one(*this, transfer_op{op_kind::write, {*bytes, src.length}, dst, 0, false}, timeout);
+  impl_->table->unpin(src);
+  return err;
 }
 
-transfer_metrics transfer_engine::metrics() const {
-  return transfer_metrics{bytes_read_.load(), bytes_written_.load(), operations_.load(),
-                          refused_.load()};
+const char* to_string(op_state s) {
+  switch (s) {
+  case op_state::pending:
+    return "pending";
+  case op_state::completed:
+    return "completed";
+  case op_state::failed:
+    return "failed";
+  case op_state::timed_out:
+    return "timed_out";
+  case op_state::cancelled:
+    return "cancelled";
+  }
+  return "unknown";
 }
 
 } // namespace crescent::transport

@@ -1,89 +1,113 @@
-// The transfer engine: registered memory regions and one-sided reads and writes through handles.
+// The transfer engine: registered memory, and batches of one-sided reads and writes through
+// region handles. KV bytes move here, never through actor mailboxes.
 //
-// This is the in-process engine of the walking skeleton: every region lives in this process and
-// an operation is a bounds- and key-checked memcpy. The TCP, shared-memory and RDMA backends of
-// the full engine plug in behind the same calls (issue 3).
+// Paths, chosen per remote node: the same process -> an in-process copy; the same host -> shared
+// memory (the initiator maps the owner's memfd and copies); otherwise TCP to the owner's
+// data-plane server. Operations are cut into slices (transfer_options::slice_bytes) that may take
+// different connections; a slice that fails for a transient reason (a lost connection, say) is
+// retried on another connection or path while attempts and the deadline allow.
 //
 // Contract:
-// - An operation touches memory only after every check passed: the region exists, the access
-//   key matches, the handle lies inside the region and the operation inside the handle. A
-//   refused operation changes nothing and returns the reason.
-// - A region's owner must keep its memory mapped until unregister_region returns; operations in
-//   flight finish before unregistration proceeds, so an operation never sees freed memory.
+// - Every operation ends: completed, failed with a reason, timed out at the batch's deadline, or
+//   cancelled. wait() returns only once no slice of the batch can touch its local buffers again.
+// - Refusals touch nothing: a handle whose key does not match, or an operation outside its
+//   handle, or a handle outside its region, is refused before any byte moves, by every path.
+// - A region's memory must stay mapped until unregister_region returns. Unregistering waits for
+//   this process's copies in flight; a shared-memory copy another process started just before
+//   may still finish (a protocol above, such as a lease, must cover that).
+// - Operations on in-process and shared-memory paths are copied by the submitting thread before
+//   submit returns; TCP operations run on the engine's connection threads.
 // - All calls are thread-safe.
 #pragma once
 
-#include "transport/region_handle.hpp"
+#include "transport/transfer_types.hpp"
 
 #include <caf/expected.hpp>
 
-#include <atomic>
-#include <cstddef>
-#include <cstdint>
-#include <shared_mutex>
+#include <functional>
+#include <memory>
 #include <span>
-#include <unordered_map>
+#include <vector>
 
 namespace crescent::transport {
 
-struct transfer_metrics {
-  uint64_t bytes_read = 0;
-  uint64_t bytes_written = 0;
-  uint64_t operations = 0;
-  uint64_t refused = 0;
-};
+using batch_id = uint64_t;
+using batch_callback = std::function<void(std::vector<op_result>)>;
 
 class transfer_engine {
  public:
-  /// Regions registered at once, at most.
-  static constexpr size_t regions_max = 1u << 20;
-  /// Largest single region: 1 TiB.
-  static constexpr uint64_t region_bytes_max = 1ull << 40;
+  /// Starts an engine: its region table and, if enabled, its TCP data-plane server.
+  static caf::expected<std::shared_ptr<transfer_engine>> create(transfer_options options);
 
-  /// `key_seed` seeds the access keys; 0 draws one from std::random_device.
-  explicit transfer_engine(uint64_t key_seed = 0);
+  /// An engine for one process that serves every node id itself and opens no socket: what the
+  /// embedded one-process cluster and unit tests use.
+  static caf::expected<std::shared_ptr<transfer_engine>> create_local(uint64_t key_seed = 0);
 
+  ~transfer_engine();
   transfer_engine(const transfer_engine&) = delete;
   transfer_engine& operator=(const transfer_engine&) = delete;
 
-  /// Registers [base, base + length_bytes) as memory of `node` and returns a handle covering
-  /// all of it. Cut sub-handles with region_handle::slice.
+  // -- regions ------------------------------------------------------------------------------
+
+  /// Registers [base, base + length_bytes) as memory of `node` (one of this engine's nodes) and
+  /// returns a handle to all of it; cut sub-handles with region_handle::slice.
   caf::expected<region_handle> register_region(uint32_t node, std::byte* base,
                                                uint64_t length_bytes);
 
-  /// Forgets a region; later operations on its handles fail with not_found.
+  /// Forgets a region: later operations on its handles fail with not_found.
   caf::error unregister_region(const region_handle& region);
 
-  /// Copies dst.size() bytes starting `offset` bytes into `src` into dst.
-  caf::error read(const region_handle& src, uint64_t offset, std::span<std::byte> dst);
+  // -- peers --------------------------------------------------------------------------------
 
-  /// Copies src into `dst`, starting `offset` bytes into it.
-  caf::error write(const region_handle& dst, uint64_t offset, std::span<const std::byte> src);
+  /// What other processes need to reach this engine's regions.
+  peer_info self_info() const;
 
-  /// Copies all of `src` into the start of `dst` (dst.length >= src.length).
-  caf::error copy(const region_handle& src, const region_handle& dst);
+  /// Learns how to reach the nodes of another process (replacing what was known of them).
+  caf::error add_peer(const peer_info& peer);
 
-  transfer_metrics metrics() const;
+  /// Forgets a process's nodes; their operations fail with not_found from then on.
+  void remove_peer(uint32_t node);
+
+  // -- operations ---------------------------------------------------------------------------
+
+  /// Starts a batch. Errors only for a malformed batch as a whole (too many operations); each
+  /// operation's own problems show in its result.
+  caf::expected<batch_id> submit(std::span<const transfer_op> ops, clock_type::time_point deadline);
+
+  /// As submit, and calls `done` once with every result when the batch ends (from whichever
+  /// thread ends it). The batch is forgotten afterwards: do not wait on or poll it.
+  caf::error submit(std::span<const transfer_op> ops, clock_type::time_point deadline,
+                    batch_callback done);
+
+  /// The batch's results so far (pending where still running); not_found for unknown batches.
+  caf::expected<std::vector<op_result>> poll(batch_id id) const;
+
+  /// Blocks until every operation of the batch ended, returns the results and forgets it.
+  caf::expected<std::vector<op_result>> wait(batch_id id);
+
+  /// Operations not started yet end as cancelled; slices in flight finish first.
+  void cancel(batch_id id);
+
+  // -- one-operation conveniences (submit + wait) ------------------------------------------
+
+  caf::error read(const region_handle& src, uint64_t offset, std::span<std::byte> dst,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  caf::error write(const region_handle& dst, uint64_t offset, std::span<const std::byte> src,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  /// Copies all of `src` into the start of `dst`; `src` must be this engine's own memory.
+  caf::error copy(const region_handle& src, const region_handle& dst,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+  // -- metrics ------------------------------------------------------------------------------
+
+  /// Counters per path (backend, remote node).
+  std::vector<path_metrics> metrics() const;
+
+  struct impl;
 
  private:
-  struct region {
-    uint32_t node;
-    std::byte* base;
-    uint64_t length;
-    uint64_t access_key;
-  };
-
-  /// Resolves [offset, offset + len) of `h` to memory, or says why not. Caller holds mutex_.
-  caf::expected<std::byte*> resolve(const region_handle& h, uint64_t offset, uint64_t len) const;
-
-  mutable std::shared_mutex mutex_;
-  std::unordered_map<uint64_t, region> regions_;
-  uint64_t next_region_id_ = 1;
-  uint64_t key_state_;
-  std::atomic<uint64_t> bytes_read_{0};
-  std::atomic<uint64_t> bytes_written_{0};
-  std::atomic<uint64_t> operations_{0};
-  mutable std::atomic<uint64_t> refused_{0};
+  explicit transfer_engine(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
 };
 
 } // namespace crescent::transport

@@ -49,6 +49,11 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   if (auto err = validate(cfg))
     return err;
   std::unique_ptr<cluster> c{new cluster(sys, cfg)};
+  // One process: every node's regions are this engine's own.
+  auto transfer = transport::transfer_engine::create_local(cfg.access_key_seed);
+  if (!transfer)
+    return std::move(transfer.error());
+  c->transfer_ = std::move(*transfer);
   for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
     for (uint32_t i = 0; i < cfg.nodes[n].prefill_instances; ++i)
       c->dir_->prefill_node.push_back(n);

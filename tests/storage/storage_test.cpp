@@ -29,7 +29,7 @@ TEST(block_key, keys_chain_over_the_prefix) {
 }
 
 TEST(dram_pool, allocate_free_and_reuse) {
-  auto engine = std::make_shared<transport::transfer_engine>(1);
+  auto engine = *transport::transfer_engine::create_local(1);
   auto pool = dram_pool::create(engine, 2, 4096, 4);
   ASSERT_TRUE(pool);
   auto slots = (*pool)->allocate(6);
@@ -57,7 +57,7 @@ TEST(dram_pool, allocate_free_and_reuse) {
 }
 
 TEST(dram_pool, destruction_revokes_handles) {
-  auto engine = std::make_shared<transport::transfer_engine>(1);
+  auto engine = *transport::transfer_engine::create_local(1);
   auto pool = dram_pool::create(engine, 0, 64, 2);
   auto slot = (*pool)->allocate(1).at(0);
   pool->reset();
@@ -66,7 +66,7 @@ TEST(dram_pool, destruction_revokes_handles) {
 }
 
 TEST(dram_pool, bad_shapes_are_errors) {
-  auto engine = std::make_shared<transport::transfer_engine>(1);
+  auto engine = *transport::transfer_engine::create_local(1);
   EXPECT_FALSE(dram_pool::create(engine, 0, 0, 4));
   EXPECT_FALSE(dram_pool::create(engine, 0, 64, 0));
 }

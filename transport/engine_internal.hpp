@@ -1,0 +1,143 @@
+// Internals of the transfer engine shared by its files and backends (not a public header).
+#pragma once
+
+#include "transport/region_table.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <thread>
+#include <unordered_map>
+
+namespace crescent::transport {
+
+class backend;
+struct batch_state;
+
+/// Counters of one path; atomics, so backends bump them without a lock.
+struct path_counters {
+  std::atomic<uint64_t> bytes_read{0};
+  std::atomic<uint64_t> bytes_written{0};
+  std::atomic<uint64_t> operations{0};
+  std::atomic<uint64_t> slices{0};
+  std::atomic<uint64_t> retries{0};
+  std::atomic<uint64_t> failures{0};
+};
+
+/// One slice of one operation: the unit a backend moves.
+struct slice_record {
+  batch_state* batch = nullptr;
+  uint32_t op = 0; // index in the batch
+  op_kind kind = op_kind::read;
+  std::byte* local = nullptr;
+  uint64_t length = 0;
+  region_handle remote;
+  uint64_t remote_offset = 0; // bytes into `remote`
+  bool checksum = false;
+  uint32_t attempts = 0;
+  uint32_t path = 0;  // index into the operation's paths
+  bool ended = false; // asserts that a slice ends exactly once
+};
+
+struct op_record {
+  transfer_op op;
+  std::vector<backend*> paths; // preference order
+  std::atomic<uint32_t> slices_left{0};
+  std::mutex mutex; // guards the fields below
+  caf::error failure;
+  bool timed_out = false;
+  bool cancelled = false;
+  op_result result; // final once slices_left reached 0
+};
+
+struct batch_state {
+  uint64_t id = 0;
+  transfer_engine::impl* engine = nullptr;
+  clock_type::time_point deadline;
+  std::vector<std::unique_ptr<op_record>> ops;
+  std::vector<slice_record> slices;
+  std::atomic<size_t> ops_left{0};
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> expired{false};
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;       // guarded by mutex
+  batch_callback callback; // set: the batch is not kept for wait/poll
+};
+
+/// A way to move bytes to or from a node. Backends call complete_slice exactly once per
+/// start(), from any thread, possibly inside start().
+class backend {
+ public:
+  virtual ~backend() = default;
+  virtual const char* name() const = 0;
+  /// Prepares the path to a peer; an error means this backend cannot reach it.
+  virtual caf::error add_peer(const peer_info&) { return caf::none; }
+  virtual void remove_peer(uint32_t) {}
+  virtual void start(slice_record& s) = 0;
+  /// The batch's deadline passed: end its slices in flight promptly.
+  virtual void expire(batch_state&) {}
+  virtual void stop() {}
+};
+
+struct route {
+  peer_info info;
+  std::vector<backend*> paths;
+};
+
+struct transfer_engine::impl {
+  transfer_options options;
+  std::unique_ptr<region_table> table;
+  std::string host_id;
+  int32_t pid = 0;
+  uint16_t tcp_port = 0; // of the data-plane server, once the TCP backend listens
+
+  std::mutex key_mutex;
+  uint64_t key_state = 0;
+
+  std::unique_ptr<backend> local;
+  std::unique_ptr<backend> shm;
+  std::unique_ptr<backend> tcp;
+
+  mutable std::shared_mutex routes_mutex;
+  std::set<uint32_t> local_nodes; // empty: every node is local (a one-process engine)
+  std::unordered_map<uint32_t, std::shared_ptr<const route>> routes;
+
+  mutable std::mutex batches_mutex;
+  std::unordered_map<batch_id, std::shared_ptr<batch_state>> batches;
+  uint64_t next_batch = 1;
+
+  std::mutex watchdog_mutex;
+  std::condition_variable watchdog_cv;
+  std::multimap<clock_type::time_point, std::weak_ptr<batch_state>> deadlines;
+  bool stopping = false;
+  std::thread watchdog;
+
+  mutable std::mutex metrics_mutex;
+  std::map<std::pair<std::string, uint32_t>, std::unique_ptr<path_counters>> counters;
+
+  path_counters& counters_for(const char* backend_name, uint32_t node);
+  bool is_local(uint32_t node) const;
+  std::vector<backend*> paths_to(uint32_t node) const;
+  uint64_t next_key();
+  void watch(const std::shared_ptr<batch_state>& b);
+  void run_watchdog();
+};
+
+/// Ends a slice (err: none for success). Retries transient failures on another connection or
+/// path while attempts and the deadline allow; ends the operation and the batch when last.
+void complete_slice(slice_record& s, caf::error err);
+
+/// True for failures worth another attempt: a connection or device that went away.
+bool retryable(const caf::error& err);
+
+std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine);
+std::unique_ptr<backend> make_shm_backend(transfer_engine::impl& engine);
+caf::expected<std::unique_ptr<backend>> make_tcp_backend(transfer_engine::impl& engine);
+
+} // namespace crescent::transport

@@ -1,0 +1,241 @@
+#include "transport/region_table.hpp"
+
+#include "messages/errors.hpp"
+#include "transport/shared_segment.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace crescent::transport {
+
+namespace detail {
+
+constexpr uint64_t table_magic = 0x43524553544142ull; // "CRESTAB"
+constexpr uint32_t table_version = 1;
+
+struct table_header {
+  std::atomic<uint64_t> magic;
+  std::atomic<uint64_t> version_capacity; // version << 32 | capacity
+  uint64_t reserved[6];
+};
+
+// One region, 64 bytes. Every field is atomic: readers in other processes read while the owner
+// writes, and the sequence number (odd while writing) tells them to retry.
+struct table_slot {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> region_id;
+  std::atomic<uint64_t> access_key;
+  std::atomic<uint64_t> length;
+  std::atomic<uint64_t> segment_id;
+  std::atomic<uint64_t> segment_offset;
+  std::atomic<uint64_t> fd_node; // segment fd << 32 | node
+  std::atomic<uint64_t> segment_inode;
+};
+
+static_assert(sizeof(table_header) == 64 && sizeof(table_slot) == 64);
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+} // namespace detail
+
+using detail::table_header;
+using detail::table_slot;
+
+caf::error check_access(const region_entry& e, const region_handle& h, uint64_t offset,
+                        uint64_t length) {
+  if (e.region_id == 0 || e.region_id != h.region_id)
+    return make_error(errc::not_found, "no registered region for " + to_string(h));
+  if (e.access_key != h.access_key)
+    return make_error(errc::access_denied, "access key does not match " + to_string(h));
+  if (h.offset > e.length || h.length > e.length - h.offset)
+    return make_error(errc::out_of_range, to_string(h) + " lies outside its region of " +
+                                              std::to_string(e.length) + " bytes");
+  if (offset > h.length || length > h.length - offset)
+    return make_error(errc::out_of_range, "bytes [" + std::to_string(offset) + ", +" +
+                                              std::to_string(length) + ") lie outside " +
+                                              to_string(h));
+  return caf::none;
+}
+
+caf::expected<std::unique_ptr<region_table>> region_table::create(uint32_t capacity) {
+  if (capacity == 0 || capacity > capacity_max)
+    return make_error(errc::invalid_argument, "region table capacity must be in [1, 2^20]");
+  std::unique_ptr<region_table> t{new region_table};
+  t->capacity_ = capacity;
+  t->bytes_ = sizeof(table_header) + uint64_t{capacity} * sizeof(table_slot);
+  t->fd_ = memfd_create("crescent-region-table", MFD_CLOEXEC);
+  if (t->fd_ < 0 || ftruncate(t->fd_, static_cast<off_t>(t->bytes_)) != 0)
+    return make_error(errc::no_space, std::string{"region table: "} + std::strerror(errno));
+  t->map_ = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd_, 0);
+  if (t->map_ == MAP_FAILED) {
+    t->map_ = nullptr;
+    return make_error(errc::no_space, std::string{"region table: "} + std::strerror(errno));
+  }
+  // The file starts zeroed: every slot free, every generation 0.
+  auto* header = static_cast<table_header*>(t->map_);
+  header->version_capacity.store((uint64_t{detail::table_version} << 32) | capacity);
+  header->magic.store(detail::table_magic, std::memory_order_release);
+  t->local_.resize(capacity);
+  t->free_.reserve(capacity);
+  for (uint32_t i = capacity; i > 0; --i)
+    t->free_.push_back(i - 1);
+  return t;
+}
+
+region_table::~region_table() {
+  if (map_ != nullptr)
+    munmap(map_, bytes_);
+  if (fd_ >= 0)
+    close(fd_);
+}
+
+table_slot* region_table::slot(uint32_t i) const {
+  return reinterpret_cast<table_slot*>(static_cast<char*>(map_) + sizeof(table_header)) + i;
+}
+
+void region_table::publish(uint32_t i, const region_entry& e) {
+  auto* s = slot(i);
+  const uint64_t seq = s->seq.load(std::memory_order_relaxed);
+  s->seq.store(seq + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s->region_id.store(e.region_id, std::memory_order_relaxed);
+  s->access_key.store(e.access_key, std::memory_order_relaxed);
+  s->length.store(e.length, std::memory_order_relaxed);
+  s->segment_id.store(e.segment_id, std::memory_order_relaxed);
+  s->segment_offset.store(e.segment_offset, std::memory_order_relaxed);
+  s->fd_node.store((uint64_t{static_cast<uint32_t>(e.segment_fd)} << 32) | e.node,
+                   std::memory_order_relaxed);
+  s->segment_inode.store(e.segment_inode, std::memory_order_relaxed);
+  s->seq.store(seq + 2, std::memory_order_release);
+}
+
+caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base, uint64_t length,
+                                                  uint64_t access_key) {
+  std::lock_guard guard{mutex_};
+  if (free_.empty())
+    return make_error(errc::limit_exceeded,
+                      "all " + std::to_string(capacity_) + " region table slots are in use");
+  const uint32_t i = free_.back();
+  free_.pop_back();
+  auto& l = local_[i];
+  const uint64_t generation = (l.entry.region_id >> slot_bits) + 1;
+  l.base = base;
+  l.live = true;
+  l.pins = 0;
+  l.entry = region_entry{(generation << slot_bits) | i, access_key, length, node};
+  if (auto seg = find_segment(base, length)) {
+    l.entry.segment_id = seg->segment_id;
+    l.entry.segment_fd = seg->fd;
+    l.entry.segment_offset = seg->offset;
+    l.entry.segment_inode = seg->inode;
+  }
+  publish(i, l.entry);
+  return region_handle{node, l.entry.region_id, 0, length, access_key};
+}
+
+caf::error region_table::remove(const region_handle& h) {
+  std::unique_lock guard{mutex_};
+  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  if (i >= capacity_ || !local_[i].live || local_[i].entry.region_id != h.region_id)
+    return make_error(errc::not_found, "unregister of unknown " + to_string(h));
+  auto& l = local_[i];
+  if (l.entry.access_key != h.access_key)
+    return make_error(errc::access_denied, "wrong access key to unregister " + to_string(h));
+  l.live = false; // no new pins
+  region_entry hidden = l.entry;
+  hidden.region_id = 0;
+  publish(i, hidden); // other processes stop seeing it now
+  unpinned_.wait(guard, [&] { return l.pins == 0; });
+  l.base = nullptr;
+  free_.push_back(i);
+  return caf::none;
+}
+
+caf::expected<std::byte*> region_table::pin(const region_handle& h, uint64_t offset,
+                                            uint64_t length) {
+  std::lock_guard guard{mutex_};
+  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  if (i >= capacity_ || !local_[i].live)
+    return make_error(errc::not_found, "no registered region for " + to_string(h));
+  auto& l = local_[i];
+  if (auto err = check_access(l.entry, h, offset, length))
+    return err;
+  ++l.pins;
+  return l.base + h.offset + offset;
+}
+
+void region_table::unpin(const region_handle& h) {
+  std::lock_guard guard{mutex_};
+  auto& l = local_[h.region_id & (capacity_max - 1)];
+  if (--l.pins == 0 && !l.live)
+    unpinned_.notify_all();
+}
+
+// -- readers in other processes ------------------------------------------------------------
+
+caf::expected<std::unique_ptr<remote_region_table>>
+remote_region_table::open(int32_t pid, int32_t fd, uint64_t size_bytes) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  int local = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (local < 0)
+    return make_error(errc::unavailable,
+                      "cannot open the region table " + path + ": " + std::strerror(errno));
+  void* p = mmap(nullptr, size_bytes, PROT_READ, MAP_SHARED, local, 0);
+  close(local); // the mapping keeps the file
+  if (p == MAP_FAILED)
+    return make_error(errc::unavailable,
+                      "cannot map the region table " + path + ": " + std::strerror(errno));
+  std::unique_ptr<remote_region_table> t{new remote_region_table};
+  t->map_ = p;
+  t->bytes_ = size_bytes;
+  const auto* header = static_cast<const table_header*>(p);
+  const uint64_t vc = header->version_capacity.load(std::memory_order_relaxed);
+  t->capacity_ = static_cast<uint32_t>(vc & 0xffffffffu);
+  if (header->magic.load(std::memory_order_acquire) != detail::table_magic ||
+      (vc >> 32) != detail::table_version ||
+      size_bytes < sizeof(table_header) + uint64_t{t->capacity_} * sizeof(table_slot))
+    return make_error(errc::unavailable, path + " is not a region table of this version");
+  return t;
+}
+
+remote_region_table::~remote_region_table() {
+  if (map_ != nullptr)
+    munmap(const_cast<void*>(map_), bytes_);
+}
+
+caf::expected<region_entry> remote_region_table::lookup(const region_handle& h, uint64_t offset,
+                                                        uint64_t length) const {
+  const auto i = static_cast<uint32_t>(h.region_id & (region_table::capacity_max - 1));
+  if (i >= capacity_)
+    return make_error(errc::not_found, "no registered region for " + to_string(h));
+  const auto* s =
+      reinterpret_cast<const table_slot*>(static_cast<const char*>(map_) + sizeof(table_header)) +
+      i;
+  region_entry e;
+  for (;;) {
+    const uint64_t before = s->seq.load(std::memory_order_acquire);
+    if (before % 2 == 1)
+      continue; // the owner is writing this slot; it takes nanoseconds
+    e.region_id = s->region_id.load(std::memory_order_relaxed);
+    e.access_key = s->access_key.load(std::memory_order_relaxed);
+    e.length = s->length.load(std::memory_order_relaxed);
+    e.segment_id = s->segment_id.load(std::memory_order_relaxed);
+    e.segment_offset = s->segment_offset.load(std::memory_order_relaxed);
+    const uint64_t fd_node = s->fd_node.load(std::memory_order_relaxed);
+    e.segment_inode = s->segment_inode.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s->seq.load(std::memory_order_relaxed) != before)
+      continue;
+    e.segment_fd = static_cast<int32_t>(fd_node >> 32);
+    e.node = static_cast<uint32_t>(fd_node & 0xffffffffu);
+    break;
+  }
+  if (auto err = check_access(e, h, offset, length))
+    return err;
+  return e;
+}
+
+} // namespace crescent::transport

@@ -1,0 +1,111 @@
+// The table of registered regions, kept in a shared memory file so that other processes on the
+// host can check handles and find the bytes without asking (the shm path). The owner writes it;
+// readers map it read-only and read each slot under a sequence lock.
+//
+// Region ids are (generation << 20) | slot: an unregistered region's id is never valid again,
+// even after its slot is reused.
+//
+// Owner side: pin() validates a handle and keeps the region registered while bytes are copied;
+// remove() hides the region from new operations at once, then waits for this process's pins to
+// drop. A copy that another process started before the removal may still finish.
+#pragma once
+
+#include "transport/region_handle.hpp"
+
+#include <caf/expected.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace crescent::transport {
+
+/// A region as every process on the host can see it.
+struct region_entry {
+  uint64_t region_id = 0;
+  uint64_t access_key = 0;
+  uint64_t length = 0;
+  uint32_t node = 0;
+  uint64_t segment_id = 0;    // 0: not in shared memory; else unique in the owner, never reused
+  int32_t segment_fd = -1;    // the owner's fd of the segment
+  uint64_t segment_inode = 0; // what that fd must refer to, checked when a peer opens it
+  uint64_t segment_offset = 0;
+};
+
+/// Checks a handle and an operation range against a region: the key, the handle inside the
+/// region, the operation inside the handle. Written so that no sum can overflow.
+caf::error check_access(const region_entry& e, const region_handle& h, uint64_t offset,
+                        uint64_t length);
+
+namespace detail {
+struct table_header;
+struct table_slot;
+} // namespace detail
+
+class region_table {
+ public:
+  static constexpr uint32_t slot_bits = 20;
+  static constexpr uint32_t capacity_max = 1u << slot_bits;
+
+  static caf::expected<std::unique_ptr<region_table>> create(uint32_t capacity);
+  ~region_table();
+
+  caf::expected<region_handle> insert(uint32_t node, std::byte* base, uint64_t length,
+                                      uint64_t access_key);
+  caf::error remove(const region_handle& h);
+
+  /// Memory behind [offset, offset + length) of `h`, held registered until unpin.
+  caf::expected<std::byte*> pin(const region_handle& h, uint64_t offset, uint64_t length);
+  void unpin(const region_handle& h);
+
+  int fd() const { return fd_; }
+  uint64_t size_bytes() const { return bytes_; }
+  uint32_t capacity() const { return capacity_; }
+
+ private:
+  region_table() = default;
+  detail::table_slot* slot(uint32_t i) const;
+  void publish(uint32_t i, const region_entry& e);
+
+  struct local_slot {
+    std::byte* base = nullptr;
+    region_entry entry;
+    uint32_t pins = 0;
+    bool live = false;
+  };
+
+  int fd_ = -1;
+  void* map_ = nullptr;
+  uint64_t bytes_ = 0;
+  uint32_t capacity_ = 0;
+  std::mutex mutex_;
+  std::condition_variable unpinned_;
+  std::vector<local_slot> local_;
+  std::vector<uint32_t> free_;
+};
+
+/// Another process's region table, mapped read-only.
+class remote_region_table {
+ public:
+  /// Maps the table `fd` of process `pid` (through /proc/<pid>/fd). Fails when this process may
+  /// not open it (another user, ptrace restrictions) or when it is not a region table.
+  static caf::expected<std::unique_ptr<remote_region_table>> open(int32_t pid, int32_t fd,
+                                                                  uint64_t size_bytes);
+  ~remote_region_table();
+
+  /// The region of `h`, checked against the handle and the operation range.
+  caf::expected<region_entry> lookup(const region_handle& h, uint64_t offset,
+                                     uint64_t length) const;
+
+ private:
+  remote_region_table() = default;
+  const void* map_ = nullptr;
+  uint64_t bytes_ = 0;
+  uint32_t capacity_ = 0;
+};
+
+} // namespace crescent::transport

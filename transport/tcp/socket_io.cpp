@@ -1,0 +1,152 @@
+#include "transport/tcp/socket_io.hpp"
+
+#include "messages/errors.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace crescent::transport::tcp {
+
+namespace {
+
+caf::error sys_error(const std::string& what) {
+  return make_error(errc::io_error, what + ": " + std::strerror(errno));
+}
+
+caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) == 1)
+    return addr;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr)
+    return make_error(errc::unavailable, "cannot resolve host " + host);
+  addr.sin_addr = reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
+  return addr;
+}
+
+} // namespace
+
+caf::error read_full(int fd, void* buffer, size_t length, bool idle_ok) {
+  auto* p = static_cast<char*>(buffer);
+  size_t got = 0;
+  while (got < length) {
+    ssize_t n = recv(fd, p + got, length - got, MSG_WAITALL);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0)
+      return make_error(errc::io_error, "the peer closed the connection");
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (idle_ok && got == 0)
+        return make_error(errc::timeout, "idle");
+      return make_error(errc::io_error, "the peer stalled in the middle of a message");
+    }
+    return sys_error("receive");
+  }
+  return caf::none;
+}
+
+caf::error write_all(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return sys_error("send");
+    }
+    auto left = static_cast<size_t>(n);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return caf::none;
+}
+
+caf::expected<int> connect_to(const std::string& host, uint16_t port,
+                              std::chrono::milliseconds timeout) {
+  auto addr = resolve(host, port);
+  if (!addr)
+    return std::move(addr.error());
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return sys_error("socket");
+  const std::string where = host + ":" + std::to_string(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0) {
+    if (errno != EINPROGRESS) {
+      auto err =
+          make_error(errc::unavailable, "cannot connect to " + where + ": " + std::strerror(errno));
+      close(fd);
+      return err;
+    }
+    pollfd pfd{fd, POLLOUT, 0};
+    int ready = poll(&pfd, 1, static_cast<int>(timeout.count()));
+    int so_error = 0;
+    socklen_t len = sizeof(so_error);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);
+    if (ready <= 0 || so_error != 0) {
+      close(fd);
+      return make_error(errc::unavailable,
+                        "cannot connect to " + where + ": " +
+                            (ready <= 0 ? std::string{"timed out"} : std::strerror(so_error)));
+    }
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port) {
+  auto addr = resolve(host, port);
+  if (!addr)
+    return std::move(addr.error());
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return sys_error("socket");
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&*addr), sizeof(*addr)) != 0 || listen(fd, 128) != 0) {
+    auto err = sys_error("cannot listen on " + host + ":" + std::to_string(port));
+    close(fd);
+    return err;
+  }
+  sockaddr_in bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  return std::make_pair(fd, ntohs(bound.sin_port));
+}
+
+void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+} // namespace crescent::transport::tcp

@@ -1,0 +1,33 @@
+// Blocking socket helpers of the TCP data plane. Each returns an error describing the failure
+// (with errno); a peer that closed the connection is an io_error too.
+#pragma once
+
+#include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <sys/uio.h>
+
+namespace crescent::transport::tcp {
+
+/// Reads exactly `length` bytes. With `idle_ok`, a receive timeout before the first byte is
+/// reported as errc::timeout (an idle connection), after it as an io_error (a stalled peer).
+caf::error read_full(int fd, void* buffer, size_t length, bool idle_ok = false);
+
+/// Writes every byte of the iovecs (modified while writing).
+caf::error write_all(int fd, iovec* iov, int count);
+
+/// Connects to host:port within `timeout`; TCP_NODELAY set.
+caf::expected<int> connect_to(const std::string& host, uint16_t port,
+                              std::chrono::milliseconds timeout);
+
+/// A listening socket on host:port (port 0: any); returns the fd and the port.
+caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);
+
+/// Bounds how long a blocking receive may wait.
+void set_receive_timeout(int fd, std::chrono::milliseconds timeout);
+
+} // namespace crescent::transport::tcp

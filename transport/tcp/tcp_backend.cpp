@@ -1,0 +1,184 @@
+// The TCP path: the engine's data-plane server for its own regions, and pools of client
+// connections to each peer's server. Slices of one operation spread over a peer's connections.
+#include "messages/errors.hpp"
+#include "transport/engine_internal.hpp"
+#include "transport/tcp/tcp_connection.hpp"
+#include "transport/tcp/tcp_server.hpp"
+
+namespace crescent::transport {
+
+namespace {
+
+struct tcp_peer {
+  peer_info info;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<tcp::connection>> connections; // fixed size; broken ones replaced
+  uint32_t next = 0;
+};
+
+class tcp_backend final : public backend {
+ public:
+  tcp_backend(transfer_engine::impl& engine, std::unique_ptr<tcp::server> server)
+      : engine_(engine), server_(std::move(server)) {
+    reaper_ = std::thread([this] { reap_loop(); });
+  }
+
+  ~tcp_backend() override { stop(); }
+
+  const char* name() const override { return "tcp"; }
+
+  caf::error add_peer(const peer_info& info) override {
+    if (info.tcp_port == 0 || info.tcp_host.empty())
+      return make_error(errc::unavailable, "the peer runs no TCP data-plane server");
+    auto p = std::make_shared<tcp_peer>();
+    p->info = info;
+    p->connections.resize(engine_.options.tcp_connections_per_peer);
+    std::unique_lock guard{mutex_};
+    for (auto n : info.nodes)
+      peers_[n] = p;
+    return caf::none;
+  }
+
+  void remove_peer(uint32_t node) override {
+    std::shared_ptr<tcp_peer> p;
+    {
+      std::unique_lock guard{mutex_};
+      auto i = peers_.find(node);
+      if (i == peers_.end())
+        return;
+      p = i->second;
+      for (auto n : p->info.nodes)
+        peers_.erase(n);
+    }
+    close_all(*p);
+  }
+
+  void start(slice_record& s) override {
+    auto p = find(s.remote.node);
+    if (!p)
+      return complete_slice(s, make_error(errc::unavailable,
+                                          "no TCP route to node " + std::to_string(s.remote.node)));
+    for (size_t tries = 0; tries <= p->connections.size(); ++tries)
+      if (pick(*p, s.remote.node)->enqueue(s))
+        return;
+    complete_slice(s, make_error(errc::io_error,
+                                 "no usable connection to node " + std::to_string(s.remote.node)));
+  }
+
+  void expire(batch_state& b) override {
+    for (auto& p : all_peers()) {
+      std::lock_guard guard{p->mutex};
+      for (auto& c : p->connections)
+        if (c)
+          c->expire(b);
+    }
+  }
+
+  void stop() override {
+    if (server_)
+      server_->stop();
+    for (auto& p : all_peers())
+      close_all(*p);
+    {
+      std::lock_guard guard{graveyard_mutex_};
+      stopping_ = true;
+    }
+    graveyard_cv_.notify_all();
+    if (reaper_.joinable())
+      reaper_.join();
+  }
+
+ private:
+  // Round robin over the peer's connections, opening or replacing one as needed.
+  std::shared_ptr<tcp::connection> pick(tcp_peer& p, uint32_t node) {
+    std::shared_ptr<tcp::connection> old;
+    std::shared_ptr<tcp::connection> chosen;
+    {
+      std::lock_guard guard{p.mutex};
+      auto& slot = p.connections[p.next++ % p.connections.size()];
+      if (!slot || slot->broken()) {
+        old = std::move(slot);
+        slot = std::make_shared<tcp::connection>(p.info.tcp_host, p.info.tcp_port, node,
+                                                 engine_.options.connect_timeout);
+      }
+      chosen = slot;
+    }
+    if (old)
+      bury(std::move(old));
+    return chosen;
+  }
+
+  // A replaced connection may still be finishing on its own threads, and this may be one of
+  // them: it is destroyed (its threads joined) on the reaper thread only.
+  void bury(std::shared_ptr<tcp::connection> c) {
+    {
+      std::lock_guard guard{graveyard_mutex_};
+      graveyard_.push_back(std::move(c));
+    }
+    graveyard_cv_.notify_all();
+  }
+
+  void reap_loop() {
+    std::unique_lock guard{graveyard_mutex_};
+    for (;;) {
+      graveyard_cv_.wait(guard, [&] { return stopping_ || !graveyard_.empty(); });
+      auto dead = std::move(graveyard_);
+      graveyard_.clear();
+      guard.unlock();
+      dead.clear(); // joins their threads, outside the lock
+      guard.lock();
+      if (stopping_ && graveyard_.empty())
+        return;
+    }
+  }
+
+  void close_all(tcp_peer& p) {
+    std::vector<std::shared_ptr<tcp::connection>> conns;
+    {
+      std::lock_guard guard{p.mutex};
+      conns.swap(p.connections);
+      p.connections.resize(conns.size());
+    }
+    for (auto& c : conns)
+      if (c)
+        c->stop();
+  }
+
+  std::shared_ptr<tcp_peer> find(uint32_t node) {
+    std::shared_lock guard{mutex_};
+    auto i = peers_.find(node);
+    return i == peers_.end() ? nullptr : i->second;
+  }
+
+  std::vector<std::shared_ptr<tcp_peer>> all_peers() {
+    std::shared_lock guard{mutex_};
+    std::vector<std::shared_ptr<tcp_peer>> out;
+    for (auto& kv : peers_)
+      if (std::find(out.begin(), out.end(), kv.second) == out.end())
+        out.push_back(kv.second);
+    return out;
+  }
+
+  transfer_engine::impl& engine_;
+  std::unique_ptr<tcp::server> server_;
+  std::shared_mutex mutex_;
+  std::unordered_map<uint32_t, std::shared_ptr<tcp_peer>> peers_;
+  std::mutex graveyard_mutex_;
+  std::condition_variable graveyard_cv_;
+  std::vector<std::shared_ptr<tcp::connection>> graveyard_;
+  bool stopping_ = false;
+  std::thread reaper_;
+};
+
+} // namespace
+
+caf::expected<std::unique_ptr<backend>> make_tcp_backend(transfer_engine::impl& engine) {
+  auto server =
+      tcp::server::start(*engine.table, engine.options.tcp_bind_host, engine.options.tcp_port);
+  if (!server)
+    return std::move(server.error());
+  engine.tcp_port = (*server)->port();
+  return std::unique_ptr<backend>{new tcp_backend(engine, std::move(*server))};
+}
+
+} // namespace crescent::transport

@@ -1,0 +1,210 @@
+#include "transport/tcp/tcp_connection.hpp"
+
+#include "messages/errors.hpp"
+#include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/tcp_protocol.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace crescent::transport::tcp {
+
+connection::connection(std::string host, uint16_t port, uint32_t node,
+                       std::chrono::milliseconds timeout)
+    : host_(std::move(host)), port_(port), node_(node), connect_timeout_(timeout) {
+  sender_ = std::thread([this] { send_loop(); });
+}
+
+connection::~connection() {
+  stop();
+}
+
+void connection::stop() {
+  {
+    std::lock_guard guard{mutex_};
+    if (stopping_)
+      return;
+    stopping_ = true;
+    if (fd_ >= 0)
+      shutdown(fd_, SHUT_RDWR);
+  }
+  changed_.notify_all();
+  if (sender_.joinable())
+    sender_.join();
+  if (receiver_.joinable())
+    receiver_.join();
+  fail_all(make_error(errc::unavailable, "the transfer engine is stopping"));
+  if (fd_ >= 0)
+    close(fd_);
+  fd_ = -1;
+}
+
+bool connection::broken() const {
+  std::lock_guard guard{mutex_};
+  return broken_ || stopping_;
+}
+
+bool connection::enqueue(slice_record& s) {
+  {
+    std::lock_guard guard{mutex_};
+    if (broken_ || stopping_)
+      return false;
+    queue_.push_back(&s);
+  }
+  changed_.notify_all();
+  return true;
+}
+
+void connection::expire(const batch_state& b) {
+  std::lock_guard guard{mutex_};
+  auto ours = [&](slice_record* s) { return s->batch == &b; };
+  bool hit =
+      std::any_of(queue_.begin(), queue_.end(), ours) ||
+      std::any_of(in_flight_.begin(), in_flight_.end(), [&](auto& kv) { return ours(kv.second); });
+  // Cutting the connection is the only way to stop a receive into the initiator's buffer.
+  if (hit && fd_ >= 0)
+    shutdown(fd_, SHUT_RDWR);
+}
+
+void connection::fail_all(const caf::error& reason, slice_record* also) {
+  std::vector<slice_record*> doomed;
+  if (also != nullptr)
+    doomed.push_back(also);
+  {
+    std::lock_guard guard{mutex_};
+    broken_ = true;
+    doomed.insert(doomed.end(), queue_.begin(), queue_.end());
+    for (auto& kv : in_flight_)
+      doomed.push_back(kv.second);
+    queue_.clear();
+    in_flight_.clear();
+  }
+  changed_.notify_all();
+  for (auto* s : doomed)
+    complete_slice(*s, reason);
+}
+
+void connection::send_loop() {
+  auto fd = connect_to(host_, port_, connect_timeout_);
+  {
+    std::lock_guard guard{mutex_};
+    if (fd) {
+      fd_ = *fd;
+      connected_ = true;
+      if (stopping_)
+        shutdown(fd_, SHUT_RDWR);
+    }
+  }
+  if (!fd) {
+    fail_all(make_error(errc::unavailable,
+                        "node " + std::to_string(node_) + ": " + describe(fd.error())));
+    return;
+  }
+  receiver_ = std::thread([this] { receive_loop(); });
+  for (;;) {
+    slice_record* s = nullptr;
+    {
+      std::unique_lock guard{mutex_};
+      changed_.wait(guard, [&] {
+        return stopping_ || broken_ || (!queue_.empty() && in_flight_.size() < window_slices);
+      });
+      if (stopping_ || broken_)
+        return;
+      s = queue_.front();
+      queue_.pop_front();
+    }
+    send_one(*s);
+  }
+}
+
+void connection::send_one(slice_record& s) {
+  auto& b = *s.batch;
+  if (b.expired.load())
+    return complete_slice(s, make_error(errc::timeout, "the batch's deadline passed"));
+  if (b.cancelled.load())
+    return complete_slice(s, make_error(errc::cancelled, "cancelled before it was sent"));
+  request_header req;
+  req.kind = s.kind == op_kind::read ? kind_read : kind_write;
+  req.flags = s.checksum ? flag_checksum : 0;
+  req.region_id = s.remote.region_id;
+  req.access_key = s.remote.access_key;
+  req.handle_offset = s.remote.offset;
+  req.handle_length = s.remote.length;
+  req.offset = s.remote_offset;
+  req.length = s.length;
+  if (s.checksum && s.kind == op_kind::write)
+    req.checksum = XXH3_64bits(s.local, s.length);
+  bool lost = false;
+  {
+    std::lock_guard guard{mutex_};
+    lost = broken_ || stopping_; // fail_all ran while this slice was off the queue
+    if (!lost) {
+      req.request_id = next_request_++;
+      in_flight_.emplace(req.request_id, &s);
+    }
+  }
+  if (lost)
+    return complete_slice(
+        s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
+  iovec iov[2] = {{&req, sizeof(req)},
+                  {s.local, s.kind == op_kind::write ? static_cast<size_t>(s.length) : 0}};
+  if (auto err = write_all(fd_, iov, 2)) {
+    shutdown(fd_, SHUT_RDWR); // the receiver fails everything in flight, this slice included
+  }
+}
+
+void connection::receive_loop() {
+  for (;;) {
+    response_header res;
+    auto err = read_full(fd_, &res, sizeof(res));
+    if (!err && res.magic != response_magic)
+      err = make_error(errc::io_error, "malformed response");
+    if (err) {
+      shutdown(fd_, SHUT_RDWR);
+      fail_all(make_error(errc::io_error, "connection to node " + std::to_string(node_) + " (" +
+                                              host_ + ":" + std::to_string(port_) +
+                                              ") lost: " + describe(err)));
+      return;
+    }
+    slice_record* s = nullptr;
+    {
+      std::lock_guard guard{mutex_};
+      auto i = in_flight_.find(res.request_id);
+      if (i != in_flight_.end()) {
+        s = i->second;
+        in_flight_.erase(i);
+      }
+    }
+    changed_.notify_all();
+    caf::error verdict;
+    if (s == nullptr ||
+        (res.status == 0 && res.length != (s->kind == op_kind::read ? s->length : 0)))
+      verdict = make_error(errc::io_error, "response does not match any request");
+    else if (res.status != 0) {
+      std::string message(res.message_bytes, '\0');
+      verdict = read_full(fd_, message.data(), message.size());
+      if (!verdict)
+        verdict = make_error(static_cast<errc>(res.status),
+                             "node " + std::to_string(node_) + " refused: " + message);
+    } else if (res.length > 0) {
+      verdict = read_full(fd_, s->local, res.length);
+      if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)
+        verdict = make_error(errc::checksum_mismatch, "read payload does not match its checksum");
+    }
+    if (s == nullptr || (verdict && is(verdict, errc::io_error))) {
+      // The stream is out of step or gone: nothing after this can be trusted. The connection
+      // is marked broken before any slice is retried, so no retry lands on it again.
+      shutdown(fd_, SHUT_RDWR);
+      fail_all(make_error(errc::io_error, "connection to node " + std::to_string(node_) +
+                                              " broke: " + describe(verdict)),
+               s);
+      return;
+    }
+    complete_slice(*s, std::move(verdict));
+  }
+}
+
+} // namespace crescent::transport::tcp

@@ -1,0 +1,60 @@
+// One client connection of the TCP path to a peer. A sender thread writes requests (a write's
+// payload straight from the initiator's buffer) and a receiver thread reads responses (a read's
+// payload straight into the initiator's buffer), so many slices are in flight at once. When the
+// connection breaks, every slice queued on or in flight over it ends with an io_error, which the
+// engine retries on another connection while attempts and the deadline allow.
+#pragma once
+
+#include "transport/engine_internal.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+namespace crescent::transport::tcp {
+
+class connection {
+ public:
+  /// Slices in flight at once on one connection, at most.
+  static constexpr size_t window_slices = 64;
+
+  connection(std::string host, uint16_t port, uint32_t node, std::chrono::milliseconds timeout);
+  ~connection();
+
+  /// Queues a slice; false if the connection is broken (the slice was not taken).
+  bool enqueue(slice_record& s);
+
+  /// Breaks the connection if a slice of `b` is queued or in flight on it.
+  void expire(const batch_state& b);
+
+  bool broken() const;
+  void stop();
+
+ private:
+  void send_loop();
+  void receive_loop();
+  void send_one(slice_record& s);
+  void receive_one();
+  void fail_all(const caf::error& reason, slice_record* also = nullptr);
+
+  std::string host_;
+  uint16_t port_;
+  uint32_t node_;
+  std::chrono::milliseconds connect_timeout_;
+  int fd_ = -1;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<slice_record*> queue_;
+  std::unordered_map<uint64_t, slice_record*> in_flight_;
+  uint64_t next_request_ = 1;
+  bool connected_ = false;
+  bool broken_ = false;
+  bool stopping_ = false;
+  std::thread sender_;
+  std::thread receiver_;
+};
+
+} // namespace crescent::transport::tcp

@@ -1,0 +1,48 @@
+// The TCP data-plane protocol. Every slice is one request with a small fixed header; a write
+// carries its payload right after the header, a read's payload follows the response header.
+// The receiver puts payload bytes straight into the target memory (a registered region on the
+// server, the initiator's buffer on the client): no intermediate buffer beyond the socket.
+//
+// Byte order is the host's; the magic numbers make a peer of the other byte order fail at once.
+#pragma once
+
+#include <cstdint>
+
+namespace crescent::transport::tcp {
+
+inline constexpr uint32_t request_magic = 0x31525443;  // "CTR1"
+inline constexpr uint32_t response_magic = 0x32525443; // "CTR2"
+inline constexpr uint8_t kind_read = 1;
+inline constexpr uint8_t kind_write = 2;
+inline constexpr uint8_t flag_checksum = 1;
+inline constexpr uint16_t message_bytes_max = 1024;
+
+struct request_header {
+  uint32_t magic = request_magic;
+  uint8_t kind = 0;
+  uint8_t flags = 0;
+  uint16_t reserved = 0;
+  uint64_t request_id = 0;
+  uint64_t region_id = 0;
+  uint64_t access_key = 0;
+  uint64_t handle_offset = 0; // the handle as the initiator holds it: the server checks it
+  uint64_t handle_length = 0;
+  uint64_t offset = 0; // of this slice, into the handle
+  uint64_t length = 0;
+  uint64_t checksum = 0; // writes with flag_checksum: xxh3 of the payload
+};
+
+struct response_header {
+  uint32_t magic = response_magic;
+  uint8_t status = 0; // 0: done; else a crescent::errc, with a message following
+  uint8_t flags = 0;
+  uint16_t message_bytes = 0;
+  uint64_t request_id = 0;
+  uint64_t length = 0;   // payload bytes following (reads)
+  uint64_t checksum = 0; // reads with flag_checksum: xxh3 of the payload
+};
+
+static_assert(sizeof(request_header) == 72);
+static_assert(sizeof(response_header) == 32);
+
+} // namespace crescent::transport::tcp

@@ -1,0 +1,184 @@
+#include "transport/tcp/tcp_server.hpp"
+
+#include "messages/errors.hpp"
+#include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/tcp_protocol.hpp"
+#include "transport/transfer_types.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <array>
+#include <vector>
+
+namespace crescent::transport::tcp {
+
+namespace {
+
+// A connection waiting for its next request wakes this often to notice a stop; a peer silent
+// this long in the middle of a request is dropped (it holds a region pinned meanwhile).
+constexpr auto receive_timeout = std::chrono::seconds(5);
+
+caf::error respond(int fd, const request_header& req, const caf::error& err,
+                   const std::byte* payload = nullptr, uint64_t length = 0, uint64_t checksum = 0) {
+  response_header res;
+  res.request_id = req.request_id;
+  std::string message;
+  if (err) {
+    res.status =
+        err.category() == error_category ? err.code() : static_cast<uint8_t>(errc::internal);
+    message = describe(err);
+    if (message.size() > message_bytes_max)
+      message.resize(message_bytes_max);
+    res.message_bytes = static_cast<uint16_t>(message.size());
+  } else {
+    res.length = length;
+    res.checksum = checksum;
+    res.flags = req.flags;
+  }
+  iovec iov[3] = {{&res, sizeof(res)},
+                  {message.data(), message.size()},
+                  {const_cast<std::byte*>(payload), static_cast<size_t>(length)}};
+  return write_all(fd, iov, 3);
+}
+
+// Reads and throws away a refused write's payload, so that the stream stays in step.
+caf::error drain(int fd, uint64_t length) {
+  std::array<char, 64 * 1024> sink;
+  while (length > 0) {
+    const size_t n = std::min<uint64_t>(length, sink.size());
+    if (auto err = read_full(fd, sink.data(), n))
+      return err;
+    length -= n;
+  }
+  return caf::none;
+}
+
+region_handle handle_of(const request_header& req) {
+  return region_handle{0, req.region_id, req.handle_offset, req.handle_length, req.access_key};
+}
+
+caf::error serve_write(region_table& table, int fd, const request_header& req) {
+  const auto h = handle_of(req);
+  auto target = table.pin(h, req.offset, req.length);
+  if (!target) {
+    if (auto err = drain(fd, req.length))
+      return err;
+    return respond(fd, req, target.error());
+  }
+  auto err = read_full(fd, *target, req.length);
+  caf::error verdict;
+  if (!err && (req.flags & flag_checksum) != 0 && XXH3_64bits(*target, req.length) != req.checksum)
+    verdict = make_error(errc::checksum_mismatch, "write payload does not match its checksum");
+  table.unpin(h);
+  if (err)
+    return err;
+  return respond(fd, req, verdict);
+}
+
+caf::error serve_read(region_table& table, int fd, const request_header& req) {
+  const auto h = handle_of(req);
+  auto source = table.pin(h, req.offset, req.length);
+  if (!source)
+    return respond(fd, req, source.error());
+  const uint64_t sum = (req.flags & flag_checksum) != 0 ? XXH3_64bits(*source, req.length) : 0;
+  auto err = respond(fd, req, caf::none, *source, req.length, sum);
+  table.unpin(h);
+  return err;
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<server>> server::start(region_table& table, const std::string& host,
+                                                     uint16_t port) {
+  auto listening = listen_on(host, port);
+  if (!listening)
+    return std::move(listening.error());
+  std::unique_ptr<server> s{new server(table)};
+  s->listen_fd_ = listening->first;
+  s->port_ = listening->second;
+  s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
+  s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
+  return s;
+}
+
+server::~server() {
+  stop();
+}
+
+void server::stop() {
+  if (stopping_.exchange(true))
+    return;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  if (acceptor_.joinable())
+    acceptor_.join();
+  std::lock_guard guard{mutex_};
+  for (auto& c : connections_)
+    shutdown(c.fd, SHUT_RDWR);
+  for (auto& c : connections_) {
+    c.thread.join();
+    close(c.fd);
+  }
+  connections_.clear();
+  close(listen_fd_);
+  close(wake_fd_);
+}
+
+void server::reap() {
+  for (auto i = connections_.begin(); i != connections_.end();) {
+    if (!i->finished.load()) {
+      ++i;
+      continue;
+    }
+    i->thread.join();
+    close(i->fd);
+    i = connections_.erase(i);
+  }
+}
+
+void server::accept_loop() {
+  while (!stopping_.load()) {
+    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 || (fds[1].revents & POLLIN) != 0)
+      continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0)
+      continue;
+    std::lock_guard guard{mutex_};
+    reap();
+    if (connections_.size() >= connections_max || stopping_.load()) {
+      close(fd);
+      continue;
+    }
+    set_receive_timeout(fd, receive_timeout);
+    auto& c = connections_.emplace_back();
+    c.fd = fd;
+    c.thread = std::thread([this, &c] { serve(c); });
+  }
+}
+
+void server::serve(connection& c) {
+  while (!stopping_.load()) {
+    request_header req;
+    auto err = read_full(c.fd, &req, sizeof(req), true);
+    if (err && is(err, errc::timeout))
+      continue; // idle
+    if (err)
+      break;
+    // A header we cannot trust ends the connection: its payload length may be anything.
+    if (req.magic != request_magic || req.length > slice_bytes_max ||
+        (req.kind != kind_read && req.kind != kind_write))
+      break;
+    err = req.kind == kind_write ? serve_write(table_, c.fd, req) : serve_read(table_, c.fd, req);
+    if (err)
+      break;
+  }
+  shutdown(c.fd, SHUT_RDWR);
+  c.finished = true;
+}
+
+} // namespace crescent::transport::tcp

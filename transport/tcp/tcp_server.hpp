@@ -1,0 +1,55 @@
+// The data-plane server of one engine: it serves one-sided reads and writes of this process's
+// registered regions to initiators elsewhere. One thread accepts; one thread per connection
+// reads a request, checks the handle against the region table, and moves the payload between
+// the socket and the region directly.
+#pragma once
+
+#include "transport/region_table.hpp"
+
+#include <caf/expected.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace crescent::transport::tcp {
+
+class server {
+ public:
+  /// Connections served at once, at most; more are closed at accept.
+  static constexpr size_t connections_max = 1024;
+
+  static caf::expected<std::unique_ptr<server>> start(region_table& table, const std::string& host,
+                                                      uint16_t port);
+  ~server();
+
+  uint16_t port() const { return port_; }
+  void stop();
+
+ private:
+  struct connection {
+    int fd = -1;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  explicit server(region_table& table) : table_(table) {}
+  void accept_loop();
+  void serve(connection& c);
+  void reap();
+
+  region_table& table_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1; // an eventfd that ends the accept loop
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::list<connection> connections_;
+};
+
+} // namespace crescent::transport::tcp

@@ -1,0 +1,317 @@
+// Batches: validation, slicing, the end of slices, operations and batches, deadlines.
+#include "messages/errors.hpp"
+#include "transport/engine_internal.hpp"
+
+#include <cassert>
+
+namespace crescent::transport {
+
+namespace {
+
+// Checks an operation on its own; a failed check ends the operation before any byte moves.
+caf::error check_op(const transfer_op& op) {
+  if (op.local.data() == nullptr && !op.local.empty())
+    return make_error(errc::invalid_argument, "null local buffer");
+  if (op.local.size() > op_bytes_max)
+    return make_error(errc::limit_exceeded, "operation above 64 GiB");
+  if (op.remote_offset > op.remote.length || op.local.size() > op.remote.length - op.remote_offset)
+    return make_error(errc::out_of_range, "bytes [" + std::to_string(op.remote_offset) + ", +" +
+                                              std::to_string(op.local.size()) + ") lie outside " +
+                                              to_string(op.remote));
+  return caf::none;
+}
+
+void finish_batch(batch_state& b) {
+  auto* engine = b.engine;
+  if (b.callback) {
+    std::vector<op_result> results;
+    for (auto& op : b.ops)
+      results.push_back(op->result);
+    auto callback = std::move(b.callback);
+    {
+      std::lock_guard guard{engine->batches_mutex};
+      engine->batches.erase(b.id); // may destroy b: nothing below touches it
+    }
+    callback(std::move(results));
+    return;
+  }
+  std::lock_guard guard{b.mutex};
+  b.done = true;
+  b.done_cv.notify_all();
+}
+
+void finish_op(batch_state& b, op_record& op) {
+  {
+    std::lock_guard guard{op.mutex};
+    if (op.failure) {
+      op.result = {op_state::failed, op.failure};
+    } else if (op.timed_out) {
+      op.result = {op_state::timed_out, make_error(errc::timeout, "the batch's deadline passed")};
+    } else if (op.cancelled) {
+      op.result = {op_state::cancelled, make_error(errc::cancelled, "cancelled")};
+    } else {
+      op.result = {op_state::completed, {}};
+    }
+  }
+  if (b.ops_left.fetch_sub(1) == 1)
+    finish_batch(b);
+}
+
+// Ends one slice for good, folding its outcome into its operation.
+void end_slice(slice_record& s, caf::error err) {
+  assert(!s.ended && "a slice ended twice");
+  s.ended = true;
+  auto& b = *s.batch;
+  auto& op = *b.ops[s.op];
+  if (err) {
+    std::lock_guard guard{op.mutex};
+    if (is(err, errc::timeout))
+      op.timed_out = true;
+    else if (is(err, errc::cancelled))
+      op.cancelled = true;
+    else if (!op.failure)
+      op.failure = std::move(err);
+  }
+  if (op.slices_left.fetch_sub(1) == 1)
+    finish_op(b, op);
+}
+
+void start_slice(slice_record& s) {
+  auto& b = *s.batch;
+  auto& op = *b.ops[s.op];
+  if (b.expired.load() || clock_type::now() >= b.deadline)
+    return end_slice(s, make_error(errc::timeout, "deadline passed before the slice started"));
+  if (b.cancelled.load())
+    return end_slice(s, make_error(errc::cancelled, "cancelled before the slice started"));
+  bool failed = false;
+  {
+    std::lock_guard guard{op.mutex};
+    failed = static_cast<bool>(op.failure);
+  }
+  if (failed)
+    return end_slice(s, caf::none); // its operation already failed: do not move more bytes
+  op.paths[s.path]->start(s);
+}
+
+} // namespace
+
+bool retryable(const caf::error& err) {
+  return is(err, errc::io_error) || is(err, errc::unavailable) || is(err, errc::checksum_mismatch);
+}
+
+void complete_slice(slice_record& s, caf::error err) {
+  auto& b = *s.batch;
+  auto& op = *b.ops[s.op];
+  auto* path = op.paths[s.path];
+  auto& counters = b.engine->counters_for(path->name(), s.remote.node);
+  if (!err) {
+    ++counters.slices;
+    (s.kind == op_kind::read ? counters.bytes_read : counters.bytes_written) += s.length;
+    return end_slice(s, caf::none);
+  }
+  const bool more = ++s.attempts < b.engine->options.slice_attempts_max && !b.expired.load() &&
+                    !b.cancelled.load() && clock_type::now() < b.deadline;
+  if (retryable(err) && more) {
+    ++counters.retries;
+    // A path that is unavailable gives way to the next; a lost connection is retried on the
+    // same path, which picks another connection.
+    if (is(err, errc::unavailable) && s.path + 1 < op.paths.size())
+      ++s.path;
+    return start_slice(s);
+  }
+  if (!is(err, errc::timeout) && !is(err, errc::cancelled))
+    ++counters.failures;
+  end_slice(s, std::move(err));
+}
+
+namespace {
+
+std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<const transfer_op> ops,
+                                         clock_type::time_point deadline) {
+  auto b = std::make_shared<batch_state>();
+  b->engine = &e;
+  b->deadline = deadline;
+  b->ops_left = ops.size();
+  size_t slice_count = 0;
+  for (const auto& op : ops)
+    slice_count += (op.local.size() + e.options.slice_bytes - 1) / e.options.slice_bytes;
+  b->slices.reserve(slice_count); // never reallocated: backends hold references
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    auto rec = std::make_unique<op_record>();
+    rec->op = ops[i];
+    rec->paths = e.paths_to(ops[i].remote.node);
+    const uint64_t n = ops[i].local.size();
+    uint32_t slices = 0;
+    for (uint64_t off = 0; off < n; off += e.options.slice_bytes, ++slices)
+      b->slices.push_back(slice_record{b.get(), i, ops[i].kind, ops[i].local.data() + off,
+                                       std::min<uint64_t>(e.options.slice_bytes, n - off),
+                                       ops[i].remote, ops[i].remote_offset + off, ops[i].checksum});
+    rec->slices_left = slices;
+    b->ops.push_back(std::move(rec));
+  }
+  return b;
+}
+
+// Ends operations that cannot start (bad shape, no route, nothing to move) and starts the rest.
+void launch(transfer_engine::impl& e, batch_state& b) {
+  std::vector<bool> startable(b.ops.size());
+  for (uint32_t i = 0; i < b.ops.size(); ++i) {
+    auto& op = *b.ops[i];
+    caf::error err = check_op(op.op);
+    if (!err && op.paths.empty())
+      err = make_error(errc::not_found, "no route to node " + std::to_string(op.op.remote.node));
+    if (!err)
+      ++e.counters_for(op.paths[0]->name(), op.op.remote.node).operations;
+    if (err || op.slices_left == 0) {
+      if (err)
+        ++e.counters_for(op.paths.empty() ? "none" : op.paths[0]->name(), op.op.remote.node)
+              .failures;
+      {
+        std::lock_guard guard{op.mutex};
+        op.failure = std::move(err);
+      }
+      finish_op(b, op);
+      continue;
+    }
+    startable[i] = true;
+  }
+  // Slices of ended operations are skipped. The caller holds the batch alive throughout.
+  for (auto& s : b.slices)
+    if (startable[s.op])
+      start_slice(s);
+}
+
+} // namespace
+
+namespace {
+
+caf::error enroll(transfer_engine::impl& e, const std::shared_ptr<batch_state>& b) {
+  std::lock_guard guard{e.batches_mutex};
+  if (e.batches.size() >= batches_max)
+    return make_error(errc::limit_exceeded,
+                      "65536 batches are outstanding: wait for (or forget) finished ones");
+  b->id = e.next_batch++;
+  e.batches.emplace(b->id, b);
+  return caf::none;
+}
+
+} // namespace
+
+caf::expected<batch_id> transfer_engine::submit(std::span<const transfer_op> ops,
+                                                clock_type::time_point deadline) {
+  if (ops.size() > batch_ops_max)
+    return make_error(errc::limit_exceeded, "a batch holds at most 65536 operations");
+  auto b = build_batch(*impl_, ops, deadline);
+  if (auto err = enroll(*impl_, b))
+    return err;
+  impl_->watch(b);
+  if (ops.empty())
+    finish_batch(*b);
+  else
+    launch(*impl_, *b);
+  return b->id;
+}
+
+caf::error transfer_engine::submit(std::span<const transfer_op> ops,
+                                   clock_type::time_point deadline, batch_callback done) {
+  if (ops.size() > batch_ops_max)
+    return make_error(errc::limit_exceeded, "a batch holds at most 65536 operations");
+  auto b = build_batch(*impl_, ops, deadline);
+  b->callback = std::move(done);
+  if (auto err = enroll(*impl_, b))
+    return err;
+  impl_->watch(b);
+  if (ops.empty())
+    finish_batch(*b);
+  else
+    launch(*impl_, *b);
+  return caf::none;
+}
+
+caf::expected<std::vector<op_result>> transfer_engine::poll(batch_id id) const {
+  std::shared_ptr<batch_state> b;
+  {
+    std::lock_guard guard{impl_->batches_mutex};
+    auto i = impl_->batches.find(id);
+    if (i == impl_->batches.end() || i->second->callback)
+      return make_error(errc::not_found, "no batch " + std::to_string(id));
+    b = i->second;
+  }
+  std::vector<op_result> out;
+  for (auto& op : b->ops) {
+    std::lock_guard guard{op->mutex};
+    out.push_back(op->result);
+  }
+  return out;
+}
+
+caf::expected<std::vector<op_result>> transfer_engine::wait(batch_id id) {
+  std::shared_ptr<batch_state> b;
+  {
+    std::lock_guard guard{impl_->batches_mutex};
+    auto i = impl_->batches.find(id);
+    if (i == impl_->batches.end() || i->second->callback)
+      return make_error(errc::not_found, "no batch " + std::to_string(id));
+    b = i->second;
+  }
+  {
+    std::unique_lock guard{b->mutex};
+    b->done_cv.wait(guard, [&] { return b->done; });
+  }
+  {
+    std::lock_guard guard{impl_->batches_mutex};
+    impl_->batches.erase(id);
+  }
+  std::vector<op_result> out;
+  for (auto& op : b->ops)
+    out.push_back(op->result);
+  return out;
+}
+
+void transfer_engine::cancel(batch_id id) {
+  std::lock_guard guard{impl_->batches_mutex};
+  if (auto i = impl_->batches.find(id); i != impl_->batches.end())
+    i->second->cancelled = true;
+}
+
+// -- deadlines ---------------------------------------------------------------------------------
+
+void transfer_engine::impl::watch(const std::shared_ptr<batch_state>& b) {
+  {
+    std::lock_guard guard{watchdog_mutex};
+    deadlines.emplace(b->deadline, b);
+  }
+  watchdog_cv.notify_all();
+}
+
+void transfer_engine::impl::run_watchdog() {
+  std::unique_lock guard{watchdog_mutex};
+  while (!stopping) {
+    if (deadlines.empty()) {
+      watchdog_cv.wait(guard);
+      continue;
+    }
+    auto first = deadlines.begin();
+    if (clock_type::now() < first->first) {
+      watchdog_cv.wait_until(guard, first->first);
+      continue;
+    }
+    auto b = first->second.lock();
+    deadlines.erase(first);
+    if (!b)
+      continue; // ended and forgotten
+    {
+      std::lock_guard done_guard{b->mutex};
+      if (b->done)
+        continue;
+    }
+    b->expired = true;
+    guard.unlock();
+    for (auto* path : {tcp.get(), shm.get(), local.get()})
+      if (path != nullptr)
+        path->expire(*b);
+    guard.lock();
+  }
+}
+
+} // namespace crescent::transport

@@ -1,0 +1,89 @@
+// Vocabulary of the transfer engine: operations, their states, peers and options.
+#pragma once
+
+#include "transport/region_handle.hpp"
+
+#include <caf/error.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace crescent::transport {
+
+enum class op_kind : uint8_t { read, write };
+
+enum class op_state : uint8_t {
+  pending,
+  completed,
+  failed,    // with a reason
+  timed_out, // the batch's deadline passed first
+  cancelled,
+};
+
+const char* to_string(op_state s);
+
+/// One one-sided operation: bytes move between `local` and [remote_offset, remote_offset +
+/// local.size()) of the remote handle, without the remote side's code taking part.
+struct transfer_op {
+  op_kind kind = op_kind::read;
+  std::span<std::byte> local; // read: filled; write: sent. Must stay valid until the op ends.
+  region_handle remote;
+  uint64_t remote_offset = 0; // bytes into `remote`
+  bool checksum = false;      // verify an xxh3 of every slice at the reading side
+};
+
+struct op_result {
+  op_state state = op_state::pending;
+  caf::error reason; // for failed, timed_out and cancelled
+};
+
+using clock_type = std::chrono::steady_clock;
+
+/// What a process publishes about its engine so that others can reach its regions. It travels
+/// in actor messages (wire::TransportPeer).
+struct peer_info {
+  std::vector<uint32_t> nodes; // nodes whose regions live in that process
+  std::string host_id;         // same host_id: shared memory can be used
+  int32_t pid = 0;
+  std::string tcp_host; // data-plane server
+  uint16_t tcp_port = 0;
+  int32_t table_fd = -1; // region table, for peers on the same host
+  uint64_t table_bytes = 0;
+};
+
+struct transfer_options {
+  std::vector<uint32_t> local_nodes;   // nodes served by this engine (register_region's)
+  uint64_t slice_bytes = 64u << 10;    // operations are cut into slices of this size
+  uint32_t region_capacity = 1u << 18; // regions registered at once, at most
+  uint64_t key_seed = 0;               // 0: random access keys
+  bool enable_shm = true;
+  bool enable_tcp = true;
+  std::string tcp_bind_host = "127.0.0.1"; // where the data-plane server listens
+  uint16_t tcp_port = 0;                   // 0: any free port
+  uint32_t tcp_connections_per_peer = 2;
+  uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
+  std::chrono::milliseconds connect_timeout{2000};
+};
+
+/// Limits on what one call may ask for.
+inline constexpr size_t batch_ops_max = 1u << 16;
+inline constexpr size_t batches_max = 1u << 16; // submitted and not yet waited for
+inline constexpr uint64_t slice_bytes_max = 16u << 20;
+inline constexpr uint64_t op_bytes_max = 1ull << 36;
+
+struct path_metrics {
+  std::string backend; // local, shm, tcp, rdma
+  uint32_t node = 0;   // the remote node
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t operations = 0;
+  uint64_t slices = 0;
+  uint64_t retries = 0;
+  uint64_t failures = 0;
+};
+
+} // namespace crescent::transport
