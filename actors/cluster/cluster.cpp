@@ -33,8 +33,7 @@ caf::strong_actor_ptr ptr(const Handle& h) {
 } // namespace
 
 cluster::cluster(caf::actor_system& sys, cluster_config cfg)
-    : sys_(sys), cfg_(std::move(cfg)), dir_(std::make_shared<directory>()),
-      transfer_(std::make_shared<transport::transfer_engine>(cfg_.access_key_seed)) {}
+    : sys_(sys), cfg_(std::move(cfg)), dir_(std::make_shared<directory>()) {}
 
 cluster::~cluster() {
   stop();
