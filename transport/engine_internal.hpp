@@ -46,7 +46,8 @@ struct slice_record {
 
 struct op_record {
   transfer_op op;
-  std::vector<backend*> paths; // preference order
+  std::vector<backend*> paths;          // preference order
+  std::vector<path_counters*> counters; // of each path to the remote node
   std::atomic<uint32_t> slices_left{0};
   std::mutex mutex; // guards the fields below
   caf::error failure;

@@ -102,8 +102,7 @@ bool retryable(const caf::error& err) {
 void complete_slice(slice_record& s, caf::error err) {
   auto& b = *s.batch;
   auto& op = *b.ops[s.op];
-  auto* path = op.paths[s.path];
-  auto& counters = b.engine->counters_for(path->name(), s.remote.node);
+  auto& counters = *op.counters[s.path];
   if (!err) {
     ++counters.slices;
     (s.kind == op_kind::read ? counters.bytes_read : counters.bytes_written) += s.length;
@@ -126,26 +125,47 @@ void complete_slice(slice_record& s, caf::error err) {
 
 namespace {
 
+uint64_t slice_size(const transfer_engine::impl& e, const std::vector<backend*>& paths) {
+  if (paths.empty())
+    return e.options.slice_bytes;
+  if (paths[0] == e.tcp.get())
+    return e.options.tcp_slice_bytes;
+  if (paths[0] == e.shm.get() || paths[0] == e.local.get())
+    return e.options.copy_slice_bytes;
+  return e.options.slice_bytes;
+}
+
 std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<const transfer_op> ops,
                                          clock_type::time_point deadline) {
   auto b = std::make_shared<batch_state>();
   b->engine = &e;
   b->deadline = deadline;
   b->ops_left = ops.size();
+  std::vector<std::vector<backend*>> paths;
+  std::unordered_map<uint32_t, std::vector<backend*>> seen; // routes are looked up per node
   size_t slice_count = 0;
-  for (const auto& op : ops)
-    slice_count += (op.local.size() + e.options.slice_bytes - 1) / e.options.slice_bytes;
+  for (const auto& op : ops) {
+    auto i = seen.find(op.remote.node);
+    if (i == seen.end())
+      i = seen.emplace(op.remote.node, e.paths_to(op.remote.node)).first;
+    paths.push_back(i->second);
+    const uint64_t size = slice_size(e, paths.back());
+    slice_count += (op.local.size() + size - 1) / size;
+  }
   b->slices.reserve(slice_count); // never reallocated: backends hold references
   for (uint32_t i = 0; i < ops.size(); ++i) {
     auto rec = std::make_unique<op_record>();
     rec->op = ops[i];
-    rec->paths = e.paths_to(ops[i].remote.node);
+    rec->paths = std::move(paths[i]);
+    for (auto* p : rec->paths)
+      rec->counters.push_back(&e.counters_for(p->name(), ops[i].remote.node));
     const uint64_t n = ops[i].local.size();
+    const uint64_t size = slice_size(e, rec->paths);
     uint32_t slices = 0;
-    for (uint64_t off = 0; off < n; off += e.options.slice_bytes, ++slices)
+    for (uint64_t off = 0; off < n; off += size, ++slices)
       b->slices.push_back(slice_record{b.get(), i, ops[i].kind, ops[i].local.data() + off,
-                                       std::min<uint64_t>(e.options.slice_bytes, n - off),
-                                       ops[i].remote, ops[i].remote_offset + off, ops[i].checksum});
+                                       std::min<uint64_t>(size, n - off), ops[i].remote,
+                                       ops[i].remote_offset + off, ops[i].checksum});
     rec->slices_left = slices;
     b->ops.push_back(std::move(rec));
   }
@@ -161,10 +181,10 @@ void launch(transfer_engine::impl& e, batch_state& b) {
     if (!err && op.paths.empty())
       err = make_error(errc::not_found, "no route to node " + std::to_string(op.op.remote.node));
     if (!err)
-      ++e.counters_for(op.paths[0]->name(), op.op.remote.node).operations;
+      ++op.counters[0]->operations;
     if (err || op.slices_left == 0) {
       if (err)
-        ++e.counters_for(op.paths.empty() ? "none" : op.paths[0]->name(), op.op.remote.node)
+        ++(op.counters.empty() ? e.counters_for("none", op.op.remote.node) : *op.counters[0])
               .failures;
       {
         std::lock_guard guard{op.mutex};
@@ -277,11 +297,15 @@ void transfer_engine::cancel(batch_id id) {
 // -- deadlines ---------------------------------------------------------------------------------
 
 void transfer_engine::impl::watch(const std::shared_ptr<batch_state>& b) {
+  bool earliest = false;
   {
     std::lock_guard guard{watchdog_mutex};
+    earliest = deadlines.empty() || b->deadline < deadlines.begin()->first;
     deadlines.emplace(b->deadline, b);
   }
-  watchdog_cv.notify_all();
+  // Waking the watchdog costs a context switch; it only needs to know of an earlier deadline.
+  if (earliest)
+    watchdog_cv.notify_all();
 }
 
 void transfer_engine::impl::run_watchdog() {

@@ -35,8 +35,10 @@ std::string read_host_id() {
 }
 
 caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options options) {
-  if (options.slice_bytes == 0 || options.slice_bytes > slice_bytes_max)
-    return make_error(errc::invalid_argument, "slice size must be in [1, 16 MiB]");
+  auto bad_slice = [](uint64_t n) { return n == 0 || n > slice_bytes_max; };
+  if (bad_slice(options.slice_bytes) || bad_slice(options.tcp_slice_bytes) ||
+      bad_slice(options.copy_slice_bytes))
+    return make_error(errc::invalid_argument, "slice sizes must be in [1, 16 MiB]");
   if (options.tcp_connections_per_peer == 0 || options.tcp_connections_per_peer > 64)
     return make_error(errc::invalid_argument, "TCP connections per peer must be in [1, 64]");
   if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)

@@ -56,8 +56,14 @@ struct peer_info {
 };
 
 struct transfer_options {
-  std::vector<uint32_t> local_nodes;   // nodes served by this engine (register_region's)
-  uint64_t slice_bytes = 64u << 10;    // operations are cut into slices of this size
+  std::vector<uint32_t> local_nodes; // nodes served by this engine (register_region's)
+  // Operations are cut into slices whose size suits the path that carries them: small on paths
+  // that spread slices over connections and devices (RDMA), larger on TCP, where every slice
+  // costs several system calls on each side, and larger still on copy paths (in-process and
+  // shared memory), where a slice is one memcpy and large copies run fastest.
+  uint64_t slice_bytes = 64u << 10;
+  uint64_t tcp_slice_bytes = 1u << 20;
+  uint64_t copy_slice_bytes = 16u << 20;
   uint32_t region_capacity = 1u << 18; // regions registered at once, at most
   uint64_t key_seed = 0;               // 0: random access keys
   bool enable_shm = true;

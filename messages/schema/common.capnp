@@ -20,3 +20,15 @@ struct RegionHandle {
 struct Ack {
   requestId @0 :UInt64;
 }
+
+# How to reach the regions of another process's transfer engine. Processes exchange these
+# through actor messages; see transport/peer_wire.hpp.
+struct TransportPeer {
+  nodes @0 :List(UInt32);   # nodes whose regions that process serves
+  hostId @1 :Text;          # equal host ids: the shared-memory path may be used
+  pid @2 :Int32;
+  tcpHost @3 :Text;         # its data-plane server; empty: none
+  tcpPort @4 :UInt16;
+  tableFd @5 :Int32;        # its region table, for peers on the same host; -1: none
+  tableBytes @6 :UInt64;
+}

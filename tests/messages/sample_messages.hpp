@@ -4,6 +4,7 @@
 #pragma once
 
 #include "messages/envelope.hpp"
+#include "messages/schema/bench.capnp.h"
 #include "messages/schema/common.capnp.h"
 #include "messages/schema/conductor.capnp.h"
 #include "messages/schema/request.capnp.h"
@@ -18,13 +19,14 @@
 namespace crescent::testing {
 
 using envelope_roots = ::testing::Types<
-    wire::Ack, wire::ScheduleRequest, wire::ScheduleReply, wire::PrefillReport, wire::RequestReport,
-    wire::Heartbeat, wire::ConductorStats, wire::ReserveRequest, wire::ReserveReply,
-    wire::ReleaseRequest, wire::PrefillJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats,
-    wire::RequestSpec, wire::PrefillDone, wire::TokenBatch, wire::RequestFailed,
-    wire::RequestOutcome, wire::PutStart, wire::PutStartReply, wire::PutCommit, wire::PutRevoke,
-    wire::GetPrefix, wire::GetPrefixReply, wire::ReportCorrupt, wire::StoreStats, wire::BlockRecord,
-    wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::OwnerStats>;
+    wire::Ack, wire::TransportPeer, wire::ScheduleRequest, wire::ScheduleReply, wire::PrefillReport,
+    wire::RequestReport, wire::Heartbeat, wire::ConductorStats, wire::ReserveRequest,
+    wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob, wire::PrefillAccepted,
+    wire::KvReady, wire::WorkerStats, wire::RequestSpec, wire::PrefillDone, wire::TokenBatch,
+    wire::RequestFailed, wire::RequestOutcome, wire::PutStart, wire::PutStartReply, wire::PutCommit,
+    wire::PutRevoke, wire::GetPrefix, wire::GetPrefixReply, wire::ReportCorrupt, wire::StoreStats,
+    wire::BlockRecord, wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::OwnerStats,
+    wire::ByteRange, wire::Digest>;
 
 /// Sets every field of `s` (the first member of each union) to a value other than its default.
 void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);

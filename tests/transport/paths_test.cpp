@@ -47,6 +47,9 @@ class two_engines : public ::testing::TestWithParam<path> {
     i.local_nodes = {2};
     i.enable_shm = GetParam() == path::shm;
     i.enable_tcp = GetParam() == path::tcp;
+    // Small slices: many per operation, so slicing and reassembly are what gets tested.
+    i.tcp_slice_bytes = 64u << 10;
+    i.copy_slice_bytes = 64u << 10;
     made = transfer_engine::create(i);
     ASSERT_TRUE(made) << describe(made.error());
     initiator = *made;

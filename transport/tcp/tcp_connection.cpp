@@ -104,8 +104,9 @@ void connection::send_loop() {
     return;
   }
   receiver_ = std::thread([this] { receive_loop(); });
+  std::vector<slice_record*> burst;
   for (;;) {
-    slice_record* s = nullptr;
+    burst.clear();
     {
       std::unique_lock guard{mutex_};
       changed_.wait(guard, [&] {
@@ -113,47 +114,68 @@ void connection::send_loop() {
       });
       if (stopping_ || broken_)
         return;
-      s = queue_.front();
-      queue_.pop_front();
+      // Everything queued goes out in one system call, up to the window.
+      while (!queue_.empty() && burst.size() < burst_slices_max &&
+             in_flight_.size() + burst.size() < window_slices) {
+        burst.push_back(queue_.front());
+        queue_.pop_front();
+      }
     }
-    send_one(*s);
+    send_burst(burst);
   }
 }
 
-void connection::send_one(slice_record& s) {
-  auto& b = *s.batch;
-  if (b.expired.load())
-    return complete_slice(s, make_error(errc::timeout, "the batch's deadline passed"));
-  if (b.cancelled.load())
-    return complete_slice(s, make_error(errc::cancelled, "cancelled before it was sent"));
-  request_header req;
-  req.kind = s.kind == op_kind::read ? kind_read : kind_write;
-  req.flags = s.checksum ? flag_checksum : 0;
-  req.region_id = s.remote.region_id;
-  req.access_key = s.remote.access_key;
-  req.handle_offset = s.remote.offset;
-  req.handle_length = s.remote.length;
-  req.offset = s.remote_offset;
-  req.length = s.length;
-  if (s.checksum && s.kind == op_kind::write)
-    req.checksum = XXH3_64bits(s.local, s.length);
+void connection::send_burst(const std::vector<slice_record*>& burst) {
+  std::vector<slice_record*> going;
+  for (auto* s : burst) {
+    if (s->batch->expired.load())
+      complete_slice(*s, make_error(errc::timeout, "the batch's deadline passed"));
+    else if (s->batch->cancelled.load())
+      complete_slice(*s, make_error(errc::cancelled, "cancelled before it was sent"));
+    else
+      going.push_back(s);
+  }
+  if (going.empty())
+    return;
+  std::vector<request_header> headers(going.size());
+  std::vector<iovec> iov;
+  iov.reserve(2 * going.size());
+  for (size_t i = 0; i < going.size(); ++i) {
+    auto& s = *going[i];
+    auto& req = headers[i];
+    req.kind = s.kind == op_kind::read ? kind_read : kind_write;
+    req.flags = s.checksum ? flag_checksum : 0;
+    req.region_id = s.remote.region_id;
+    req.access_key = s.remote.access_key;
+    req.handle_offset = s.remote.offset;
+    req.handle_length = s.remote.length;
+    req.offset = s.remote_offset;
+    req.length = s.length;
+    if (s.checksum && s.kind == op_kind::write)
+      req.checksum = XXH3_64bits(s.local, s.length);
+    iov.push_back({&req, sizeof(req)});
+    if (s.kind == op_kind::write)
+      iov.push_back({s.local, static_cast<size_t>(s.length)});
+  }
   bool lost = false;
   {
     std::lock_guard guard{mutex_};
-    lost = broken_ || stopping_; // fail_all ran while this slice was off the queue
-    if (!lost) {
-      req.request_id = next_request_++;
-      in_flight_.emplace(req.request_id, &s);
-    }
+    lost = broken_ || stopping_; // fail_all ran while these were off the queue
+    if (!lost)
+      for (size_t i = 0; i < going.size(); ++i) {
+        headers[i].request_id = next_request_++;
+        in_flight_.emplace(headers[i].request_id, going[i]);
+      }
   }
-  if (lost)
-    return complete_slice(
-        s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
-  iovec iov[2] = {{&req, sizeof(req)},
-                  {s.local, s.kind == op_kind::write ? static_cast<size_t>(s.length) : 0}};
-  if (auto err = write_all(fd_, iov, 2)) {
-    shutdown(fd_, SHUT_RDWR); // the receiver fails everything in flight, this slice included
+  if (lost) {
+    for (auto* s : going)
+      complete_slice(
+          *s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
+    return;
   }
+  // On failure the receiver fails everything in flight, these included.
+  if (auto err = write_all(fd_, iov.data(), static_cast<int>(iov.size())))
+    shutdown(fd_, SHUT_RDWR);
 }
 
 void connection::receive_loop() {
@@ -170,15 +192,20 @@ void connection::receive_loop() {
       return;
     }
     slice_record* s = nullptr;
+    bool window_was_full = false;
     {
       std::lock_guard guard{mutex_};
+      window_was_full = in_flight_.size() >= window_slices;
       auto i = in_flight_.find(res.request_id);
       if (i != in_flight_.end()) {
         s = i->second;
         in_flight_.erase(i);
       }
     }
-    changed_.notify_all();
+    // The sender waits on the window only when it was full; waking it otherwise costs a
+    // context switch per slice.
+    if (window_was_full)
+      changed_.notify_all();
     caf::error verdict;
     if (s == nullptr ||
         (res.status == 0 && res.length != (s->kind == op_kind::read ? s->length : 0)))

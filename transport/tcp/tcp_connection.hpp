@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace crescent::transport::tcp {
 
@@ -20,6 +21,8 @@ class connection {
  public:
   /// Slices in flight at once on one connection, at most.
   static constexpr size_t window_slices = 64;
+  /// Slices written with one system call, at most.
+  static constexpr size_t burst_slices_max = 32;
 
   connection(std::string host, uint16_t port, uint32_t node, std::chrono::milliseconds timeout);
   ~connection();
@@ -36,7 +39,7 @@ class connection {
  private:
   void send_loop();
   void receive_loop();
-  void send_one(slice_record& s);
+  void send_burst(const std::vector<slice_record*>& burst);
   void receive_one();
   void fail_all(const caf::error& reason, slice_record* also = nullptr);
 

@@ -5,6 +5,8 @@
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_types.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -155,6 +157,9 @@ void server::accept_loop() {
       continue;
     }
     set_receive_timeout(fd, receive_timeout);
+    // Responses are small and must not wait for Nagle's algorithm to coalesce them.
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto& c = connections_.emplace_back();
     c.fd = fd;
     c.thread = std::thread([this, &c] { serve(c); });

@@ -1,0 +1,25 @@
+// `crescent bench transfer`: throughput of the transfer engine between two processes on
+// loopback, over the shared-memory and the TCP paths, with the baselines measured in the same
+// run: single-thread memcpy (for shm) and a plain TCP stream between the same two processes (for
+// tcp). Prints GB/s and the ratio to the baseline for every case.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace crescent::bench {
+
+struct bench_transfer_options {
+  double seconds_per_case = 0.2; // per trial
+  uint32_t trials = 5;           // per case; rows report medians
+  uint64_t region_mib = 256;
+  bool quick = false;            // fewer cases: one batch size, one thread count
+  uint64_t slice_kib = 16384;    // the engine's slice size on copy paths (shm)
+  uint64_t tcp_slice_kib = 1024; // and where TCP is the path
+  uint32_t tcp_connections = 2;  // per peer
+  std::string only;              // "shm" or "tcp": that path only
+};
+
+int bench_transfer(const bench_transfer_options& opt);
+
+} // namespace crescent::bench

@@ -1,0 +1,45 @@
+// A child process with pipes to its standard input and output, for benchmarks and multi-process
+// tests that start their own peers. Destroying it closes the child's standard input (a transfer
+// peer exits on that), then kills it if it is still running after a grace period, and reaps it.
+#pragma once
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace crescent::bench {
+
+class child_process {
+ public:
+  static caf::expected<child_process> spawn(const std::string& program,
+                                            const std::vector<std::string>& args);
+
+  child_process(child_process&& other) noexcept;
+  child_process& operator=(child_process&&) = delete;
+  child_process(const child_process&) = delete;
+  ~child_process();
+
+  /// One line of the child's standard output, without the newline; waits at most `timeout`.
+  caf::expected<std::string> read_line(std::chrono::milliseconds timeout);
+
+  /// SIGKILL, now.
+  void kill();
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  child_process() = default;
+
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  int stdout_fd_ = -1;
+  std::string buffered_;
+};
+
+/// The path of the running executable (to start another instance of it).
+std::string self_executable();
+
+} // namespace crescent::bench

@@ -1,0 +1,126 @@
+#include "apps/bench/transfer_peer.hpp"
+
+#include "messages/checked_read.hpp"
+#include "messages/registration.hpp"
+#include "messages/schema/bench.capnp.h"
+#include "transport/host_memory.hpp"
+#include "transport/peer_wire.hpp"
+#include "transport/tcp/socket_io.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/stateful_actor.hpp>
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <thread>
+#include <vector>
+
+namespace crescent::bench {
+
+namespace {
+
+struct peer_state {
+  static inline const char* name = "transfer_peer";
+  std::shared_ptr<transport::transfer_engine> engine;
+  transport::region_handle region;
+  std::byte* base = nullptr;
+};
+
+transfer_peer_actor::behavior_type
+transfer_peer(transfer_peer_actor::stateful_pointer<peer_state> self,
+              std::shared_ptr<transport::transfer_engine> engine, transport::region_handle region,
+              std::byte* base) {
+  self->state.engine = std::move(engine);
+  self->state.region = region;
+  self->state.base = base;
+  return {
+      [=](peer_atom) {
+        auto info = self->state.engine->self_info();
+        return make_envelope<wire::TransportPeer>(
+            [&](wire::TransportPeer::Builder out) { transport::to_wire(info, out); });
+      },
+      [=](region_atom) {
+        return make_envelope<wire::RegionHandle>(
+            [&](wire::RegionHandle::Builder out) { transport::to_wire(self->state.region, out); });
+      },
+      [=](digest_atom, const envelope& msg) -> caf::result<envelope> {
+        auto range = read_as<wire::ByteRange>(msg, [](wire::ByteRange::Reader in) {
+          return std::make_pair(in.getOffset(), in.getLength());
+        });
+        if (!range)
+          return std::move(range.error());
+        const auto [offset, length] = *range;
+        if (offset > self->state.region.length || length > self->state.region.length - offset)
+          return make_error(errc::out_of_range, "digest range outside the region");
+        const uint64_t sum = XXH3_64bits(self->state.base + offset, length);
+        return make_envelope<wire::Digest>([&](wire::Digest::Builder out) { out.setXxh3(sum); });
+      },
+  };
+}
+
+// The plain TCP stream baseline: accept connections and discard what they send.
+void run_sink(int listen_fd) {
+  for (;;) {
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0)
+      return;
+    std::thread([fd] {
+      std::vector<char> buf(4u << 20);
+      while (recv(fd, buf.data(), buf.size(), 0) > 0) {
+      }
+      close(fd);
+    }).detach();
+  }
+}
+
+} // namespace
+
+int run_transfer_peer(const transfer_peer_options& opt) {
+  transport::transfer_options topt;
+  topt.local_nodes = {opt.node};
+  topt.enable_shm = opt.shm;
+  topt.enable_tcp = opt.tcp;
+  auto engine = transport::transfer_engine::create(topt);
+  if (!engine) {
+    fmt::print(stderr, "transfer-peer: {}\n", describe(engine.error()));
+    return 2;
+  }
+  auto memory = transport::host_memory::allocate(opt.region_mib << 20);
+  if (!memory) {
+    fmt::print(stderr, "transfer-peer: {}\n", describe(memory.error()));
+    return 2;
+  }
+  auto region = (*engine)->register_region(opt.node, memory->data(), memory->size_bytes());
+  auto sink = transport::tcp::listen_on("127.0.0.1", 0);
+  if (!region || !sink) {
+    fmt::print(stderr, "transfer-peer: cannot register its region or open its sink\n");
+    return 2;
+  }
+  caf::actor_system_config cfg;
+  register_types(cfg);
+  cfg.load<caf::io::middleman>();
+  caf::actor_system sys{cfg};
+  auto actor = sys.spawn(transfer_peer, *engine, *region, memory->data());
+  auto port = sys.middleman().publish(actor, 0, "127.0.0.1");
+  if (!port) {
+    fmt::print(stderr, "transfer-peer: cannot publish its actor: {}\n", sys.render(port.error()));
+    return 2;
+  }
+  std::thread(run_sink, sink->first).detach();
+  fmt::print("crescent-transfer-peer actor-port={} sink-port={} pid={}\n", *port, sink->second,
+             getpid());
+  std::fflush(stdout);
+  // Serve until the parent goes away: its end of our standard input closes.
+  char c;
+  while (::read(STDIN_FILENO, &c, 1) > 0) {
+  }
+  caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+} // namespace crescent::bench

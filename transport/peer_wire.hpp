@@ -1,0 +1,19 @@
+// peer_info in Cap'n Proto form (wire::TransportPeer), with the checks a receiver needs: a
+// peer description comes from another process and is validated like any other input.
+#pragma once
+
+#include "messages/schema/common.capnp.h"
+#include "transport/transfer_types.hpp"
+
+#include <caf/expected.hpp>
+
+namespace crescent::transport {
+
+inline constexpr size_t peer_nodes_max = 64;
+
+void to_wire(const peer_info& p, wire::TransportPeer::Builder out);
+
+/// Errors for an empty or oversized node list, oversized texts, or a negative pid.
+caf::expected<peer_info> from_wire(wire::TransportPeer::Reader in);
+
+} // namespace crescent::transport
