@@ -2,24 +2,10 @@
 #include "messages/checked_read.hpp"
 #include "sample_messages.hpp"
 
-#include <xxhash.h>
-
 #include <cstring>
 
 namespace crescent::testing {
 namespace {
-
-kj::Array<capnp::word> copy_words(const envelope& env, size_t count) {
-  auto out = kj::heapArray<capnp::word>(count);
-  std::memcpy(out.begin(), env.words().begin(), count * sizeof(capnp::word));
-  return out;
-}
-
-// Damaged bytes sealed with a matching checksum: what a buggy or hostile sender produces.
-envelope reseal(uint64_t schema_id, kj::Array<capnp::word> words) {
-  auto sum = XXH3_64bits(words.begin(), words.size() * sizeof(capnp::word));
-  return envelope::from_wire(schema_id, sum, std::move(words));
-}
 
 auto read_job(const envelope& env, read_limits limits = {}) {
   return read_as<wire::PrefillJob>(
@@ -55,7 +41,7 @@ TEST(checked_read, wrong_schema_is_an_error) {
 TEST(checked_read, changed_bytes_fail_the_checksum) {
   auto env = sample_envelope<wire::PrefillJob>();
   for (size_t bit = 0; bit < env.size_bytes() * 8; bit += 13) {
-    auto words = copy_words(env, env.size_words());
+    auto words = prefix_words(env, env.size_words());
     reinterpret_cast<uint8_t*>(words.begin())[bit / 8] ^= uint8_t(1u << (bit % 8));
     auto damaged = env.with_words(std::move(words));
     auto r = read_job(damaged);
@@ -67,7 +53,7 @@ TEST(checked_read, changed_bytes_fail_the_checksum) {
 TEST(checked_read, every_truncation_is_an_error) {
   auto env = sample_envelope<wire::PrefillJob>();
   for (size_t n = 0; n < env.size_words(); ++n) {
-    auto r = read_job(reseal(env.schema_id(), copy_words(env, n)));
+    auto r = read_job(reseal(env.schema_id(), prefix_words(env, n)));
     ASSERT_FALSE(r) << n << " of " << env.size_words() << " words";
     EXPECT_TRUE(is(r.error(), errc::malformed_message)) << describe(r.error());
   }
@@ -79,7 +65,7 @@ TEST(checked_read, every_single_bit_flip_is_survived) {
   auto env = sample_envelope<wire::PrefillJob>();
   size_t errors = 0;
   for (size_t bit = 0; bit < env.size_bytes() * 8; ++bit) {
-    auto words = copy_words(env, env.size_words());
+    auto words = prefix_words(env, env.size_words());
     reinterpret_cast<uint8_t*>(words.begin())[bit / 8] ^= uint8_t(1u << (bit % 8));
     auto r = read_job(reseal(env.schema_id(), std::move(words)));
     errors += r ? 0 : 1;

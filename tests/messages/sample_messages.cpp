@@ -1,5 +1,9 @@
 #include "sample_messages.hpp"
 
+#include <xxhash.h>
+
+#include <cstring>
+
 namespace crescent::testing {
 
 namespace {
@@ -86,6 +90,23 @@ void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth) {
   auto unions = schema.getUnionFields();
   if (unions.size() > 0)
     fill_field(s, unions[0], seed, depth);
+}
+
+kj::Array<capnp::word> prefix_words(const envelope& env, size_t count) {
+  auto out = kj::heapArray<capnp::word>(count);
+  std::memcpy(out.begin(), env.words().begin(), count * sizeof(capnp::word));
+  return out;
+}
+
+envelope reseal(uint64_t schema_id, kj::Array<capnp::word> words) {
+  auto sum = XXH3_64bits(words.begin(), words.size() * sizeof(capnp::word));
+  return envelope::from_wire(schema_id, sum, std::move(words));
+}
+
+envelope flip(const envelope& env, size_t bit) {
+  auto words = prefix_words(env, env.size_words());
+  reinterpret_cast<uint8_t*>(words.begin())[bit / 8] ^= uint8_t(1u << (bit % 8));
+  return env.with_words(std::move(words));
 }
 
 } // namespace crescent::testing

@@ -40,4 +40,13 @@ envelope sample_envelope(uint64_t seed = 7) {
   return envelope::seal(capnp::typeId<T>(), builder);
 }
 
+/// The first `count` words of an envelope, copied.
+kj::Array<capnp::word> prefix_words(const envelope& env, size_t count);
+
+/// Damaged bytes sealed with a matching checksum: what a buggy or hostile sender produces.
+envelope reseal(uint64_t schema_id, kj::Array<capnp::word> words);
+
+/// The envelope with one bit flipped and its original checksum kept.
+envelope flip(const envelope& env, size_t bit);
+
 } // namespace crescent::testing
