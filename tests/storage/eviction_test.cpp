@@ -1,0 +1,62 @@
+#include "storage/eviction.hpp"
+
+#include <gtest/gtest.h>
+
+namespace crescent::storage {
+namespace {
+
+std::vector<uint64_t> order_of(eviction_index& idx) {
+  return idx.victims(UINT64_MAX, 100, nullptr);
+}
+
+TEST(eviction, lru_evicts_the_least_recently_used_first) {
+  eviction_index idx{eviction_policy::lru};
+  for (uint64_t k = 1; k <= 4; ++k)
+    idx.insert(k, 100, 0);
+  idx.touch(1);
+  idx.touch(3);
+  EXPECT_EQ(order_of(idx), (std::vector<uint64_t>{2, 4, 1, 3}));
+}
+
+TEST(eviction, lfu_evicts_the_least_frequently_used_first) {
+  eviction_index idx{eviction_policy::lfu};
+  for (uint64_t k = 1; k <= 3; ++k)
+    idx.insert(k, 100, 0);
+  idx.touch(1);
+  idx.touch(1);
+  idx.touch(2);
+  EXPECT_EQ(order_of(idx), (std::vector<uint64_t>{3, 2, 1}));
+}
+
+TEST(eviction, length_aware_evicts_the_deepest_blocks_first) {
+  eviction_index idx{eviction_policy::length_aware};
+  idx.insert(10, 100, 0);
+  idx.insert(11, 100, 5);
+  idx.insert(12, 100, 2);
+  idx.insert(13, 100, 5);
+  idx.touch(11);
+  EXPECT_EQ(order_of(idx), (std::vector<uint64_t>{13, 11, 12, 10}));
+}
+
+TEST(eviction, victims_stop_at_the_byte_target_and_skip_what_must_stay) {
+  eviction_index idx{eviction_policy::lru};
+  for (uint64_t k = 1; k <= 5; ++k)
+    idx.insert(k, 100, 0);
+  auto v = idx.victims(250, 100, [](uint64_t k) { return k == 2; });
+  EXPECT_EQ(v, (std::vector<uint64_t>{1, 3, 4}));
+  EXPECT_EQ(idx.victims(1000, 2, nullptr).size(), 2u);
+  idx.erase(1);
+  EXPECT_FALSE(idx.contains(1));
+  EXPECT_EQ(idx.size(), 4u);
+}
+
+TEST(eviction, policies_parse_by_name) {
+  eviction_policy p;
+  EXPECT_TRUE(parse("lfu", p));
+  EXPECT_EQ(p, eviction_policy::lfu);
+  EXPECT_FALSE(parse("fifo", p));
+  EXPECT_STREQ(to_string(eviction_policy::length_aware), "length_aware");
+}
+
+} // namespace
+} // namespace crescent::storage
