@@ -102,3 +102,21 @@ struct OwnerStats {
   usedBlocks @2 :UInt32;
   badMessages @3 :UInt64;
 }
+
+# -- pool metadata, persisted by the store master -----------------------------------------
+
+struct Replica {
+  node @0 :UInt32;
+  inDram @1 :Bool;
+  dram @2 :Common.RegionHandle;   # where, when inDram
+  onSsd @3 :Bool;
+}
+
+# One complete block as the store master persists it in RocksDB.
+struct ObjectRecord {
+  key @0 :UInt64;
+  sizeBytes @1 :UInt64;
+  checksum @2 :UInt64;
+  replicas @3 :List(Replica);
+  hardPin @4 :Bool;
+}

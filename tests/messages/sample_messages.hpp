@@ -26,7 +26,7 @@ using envelope_roots = ::testing::Types<
     wire::RequestFailed, wire::RequestOutcome, wire::PutStart, wire::PutStartReply, wire::PutCommit,
     wire::PutRevoke, wire::GetPrefix, wire::GetPrefixReply, wire::ReportCorrupt, wire::StoreStats,
     wire::BlockRecord, wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::OwnerStats,
-    wire::ByteRange, wire::Digest>;
+    wire::ByteRange, wire::Digest, wire::ObjectRecord>;
 
 /// Sets every field of `s` (the first member of each union) to a value other than its default.
 void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);

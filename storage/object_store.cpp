@@ -1,0 +1,289 @@
+#include "storage/object_store.hpp"
+
+#include "messages/errors.hpp"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace crescent::storage {
+
+namespace {
+
+constexpr char key_prefix = 'o';
+
+std::string db_key(uint64_t key) {
+  std::string out(9, '\0');
+  out[0] = key_prefix;
+  for (int i = 0; i < 8; ++i)
+    out[1 + i] = static_cast<char>((key >> (56 - 8 * i)) & 0xff);
+  return out;
+}
+
+caf::error db_error(const std::string& what, const rocksdb::Status& s) {
+  return make_error(s.IsNoSpace() ? errc::no_space : errc::io_error, what + ": " + s.ToString());
+}
+
+caf::error check_batch(size_t n) {
+  if (n > object_store::batch_max)
+    return make_error(errc::limit_exceeded, "a batch holds at most 4096 blocks");
+  return caf::none;
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<object_store>> object_store::open(const std::string& path,
+                                                                object_options options) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  auto s = rocksdb::DB::Open(db_options, path, &raw);
+  if (!s.ok())
+    return db_error("cannot open block metadata at " + path, s);
+  std::unique_ptr<object_store> store{new object_store(std::unique_ptr<rocksdb::DB>{raw}, options)};
+  if (auto err = store->load())
+    return err;
+  return store;
+}
+
+object_store::object_store(std::unique_ptr<rocksdb::DB> db, object_options options)
+    : db_(std::move(db)), options_(options) {}
+
+object_store::~object_store() = default;
+
+caf::error object_store::load() {
+  std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{})};
+  for (it->Seek(std::string(1, key_prefix)); it->Valid() && it->key()[0] == key_prefix;
+       it->Next()) {
+    auto r = decode_object({it->value().data(), it->value().size()});
+    if (!r)
+      return make_error(errc::io_error, "block metadata is corrupt: " + describe(r.error()));
+    objects_.emplace(r->key, std::move(*r));
+    ++complete_;
+  }
+  if (!it->status().ok())
+    return db_error("cannot read block metadata", it->status());
+  return caf::none;
+}
+
+caf::error object_store::persist(const object_record& r, bool sync) {
+  rocksdb::WriteOptions w;
+  w.sync = sync && options_.sync_commits;
+  auto s = db_->Put(w, db_key(r.key), encode_object(r));
+  return s.ok() ? caf::none : db_error("cannot record block " + std::to_string(r.key), s);
+}
+
+caf::error object_store::forget(uint64_t key, bool sync) {
+  rocksdb::WriteOptions w;
+  w.sync = sync && options_.sync_commits;
+  auto s = db_->Delete(w, db_key(key));
+  return s.ok() ? caf::none : db_error("cannot forget block " + std::to_string(key), s);
+}
+
+std::vector<object_record> object_store::take(std::vector<uint64_t> keys) {
+  std::vector<object_record> out;
+  for (auto key : keys) {
+    auto i = objects_.find(key);
+    if (i == objects_.end())
+      continue;
+    if (i->second.state == object_state::complete)
+      --complete_;
+    else if (i->second.state == object_state::pending)
+      --pending_;
+    out.push_back(std::move(i->second));
+    objects_.erase(i);
+  }
+  return out;
+}
+
+caf::error object_store::start(std::span<const object_record> records) {
+  if (auto err = check_batch(records.size()))
+    return err;
+  if (objects_.size() + records.size() > options_.objects_max)
+    return make_error(errc::limit_exceeded, "block metadata is full");
+  std::unordered_set<uint64_t> seen;
+  for (const auto& r : records) {
+    if (objects_.count(r.key) != 0 || !seen.insert(r.key).second)
+      return make_error(errc::already_exists, "block " + std::to_string(r.key) + " exists");
+    if (r.replicas.empty() || r.replicas.size() > replicas_max)
+      return make_error(errc::invalid_argument, "a block has 1 to 8 replicas");
+  }
+  for (const auto& r : records) {
+    auto& stored = objects_[r.key] = r;
+    stored.state = object_state::pending;
+    ++pending_;
+  }
+  return caf::none;
+}
+
+caf::error object_store::commit(std::span<const uint64_t> keys,
+                                std::span<const uint64_t> checksums) {
+  if (keys.size() != checksums.size())
+    return make_error(errc::invalid_argument, "commit needs one checksum per key");
+  if (auto err = check_batch(keys.size()))
+    return err;
+  rocksdb::WriteBatch batch;
+  std::unordered_set<uint64_t> seen;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto found = objects_.find(keys[i]);
+    if (found == objects_.end() || found->second.state != object_state::pending ||
+        !seen.insert(keys[i]).second)
+      return make_error(errc::not_found, "block " + std::to_string(keys[i]) + " is not pending");
+    object_record done = found->second;
+    done.checksum = checksums[i];
+    batch.Put(db_key(keys[i]), encode_object(done));
+  }
+  rocksdb::WriteOptions w;
+  w.sync = options_.sync_commits;
+  if (auto s = db_->Write(w, &batch); !s.ok())
+    return db_error("cannot commit blocks", s);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto& r = objects_[keys[i]];
+    r.checksum = checksums[i];
+    r.state = object_state::complete;
+    --pending_;
+    ++complete_;
+  }
+  return caf::none;
+}
+
+std::vector<object_record> object_store::revoke(std::span<const uint64_t> keys) {
+  std::vector<uint64_t> pending;
+  for (auto key : keys)
+    if (auto r = find(key); r != nullptr && r->state == object_state::pending)
+      pending.push_back(key);
+  return take(std::move(pending));
+}
+
+caf::expected<std::vector<object_record>> object_store::remove(std::span<const uint64_t> keys,
+                                                               int64_t now_ns) {
+  if (auto err = check_batch(keys.size()))
+    return err;
+  std::vector<uint64_t> gone;
+  for (auto key : keys) {
+    auto i = objects_.find(key);
+    if (i == objects_.end() || i->second.state != object_state::complete)
+      continue;
+    if (auto err = forget(key, false))
+      return err;
+    if (i->second.lease_until_ns > now_ns) {
+      i->second.state = object_state::removed; // its space waits for the lease to end
+      --complete_;
+      continue;
+    }
+    gone.push_back(key);
+  }
+  return take(std::move(gone));
+}
+
+std::vector<object_record> object_store::collect(int64_t now_ns) {
+  std::vector<uint64_t> due;
+  for (const auto& [key, r] : objects_) {
+    if (r.state == object_state::pending && r.put_deadline_ns <= now_ns)
+      due.push_back(key);
+    else if (r.state == object_state::removed && r.lease_until_ns <= now_ns)
+      due.push_back(key);
+  }
+  return take(std::move(due));
+}
+
+caf::expected<std::vector<object_record>>
+object_store::set_replicas(uint64_t key, std::vector<replica> replicas) {
+  auto i = objects_.find(key);
+  if (i == objects_.end() || i->second.state != object_state::complete)
+    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+  if (replicas.size() > replicas_max)
+    return make_error(errc::invalid_argument, "a block has at most 8 replicas");
+  if (replicas.empty()) {
+    if (auto err = forget(key, false))
+      return err;
+    return take({key});
+  }
+  object_record updated = i->second;
+  updated.replicas = std::move(replicas);
+  if (auto err = persist(updated, false))
+    return err;
+  i->second = std::move(updated);
+  return std::vector<object_record>{};
+}
+
+caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node) {
+  std::vector<object_record> lost;
+  std::vector<uint64_t> pending_lost;
+  std::vector<uint64_t> keys;
+  for (const auto& [key, r] : objects_)
+    if (std::any_of(r.replicas.begin(), r.replicas.end(),
+                    [&](const replica& x) { return x.node == node; }))
+      keys.push_back(key);
+  for (auto key : keys) {
+    auto& r = objects_.at(key);
+    std::vector<replica> left;
+    for (const auto& x : r.replicas)
+      if (x.node != node)
+        left.push_back(x);
+    if (r.state != object_state::complete) {
+      r.replicas = std::move(left); // pending and removed blocks are not persisted
+      if (r.replicas.empty())
+        pending_lost.push_back(key);
+      continue;
+    }
+    auto gone = set_replicas(key, std::move(left));
+    if (!gone)
+      return std::move(gone.error());
+    lost.insert(lost.end(), gone->begin(), gone->end());
+  }
+  auto more = take(std::move(pending_lost));
+  lost.insert(lost.end(), more.begin(), more.end());
+  return lost;
+}
+
+void object_store::lease(uint64_t key, int64_t until_ns) {
+  auto i = objects_.find(key);
+  if (i != objects_.end() && i->second.state == object_state::complete)
+    i->second.lease_until_ns = std::max(i->second.lease_until_ns, until_ns);
+}
+
+caf::error object_store::pin(uint64_t key, bool hard, int64_t until_ns) {
+  auto i = objects_.find(key);
+  if (i == objects_.end() || i->second.state != object_state::complete)
+    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+  if (!hard) {
+    i->second.soft_pin_until_ns = std::max(i->second.soft_pin_until_ns, until_ns);
+    return caf::none;
+  }
+  object_record updated = i->second;
+  updated.hard_pin = true;
+  if (auto err = persist(updated, true))
+    return err;
+  i->second.hard_pin = true;
+  return caf::none;
+}
+
+caf::error object_store::unpin(uint64_t key) {
+  auto i = objects_.find(key);
+  if (i == objects_.end() || i->second.state != object_state::complete)
+    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+  i->second.soft_pin_until_ns = 0;
+  if (i->second.hard_pin) {
+    object_record updated = i->second;
+    updated.hard_pin = false;
+    if (auto err = persist(updated, true))
+      return err;
+    i->second.hard_pin = false;
+  }
+  return caf::none;
+}
+
+bool object_store::evictable(const object_record& r, int64_t now_ns) const {
+  return r.state == object_state::complete && r.lease_until_ns <= now_ns && !r.hard_pin &&
+         r.soft_pin_until_ns <= now_ns;
+}
+
+const object_record* object_store::find(uint64_t key) const {
+  auto i = objects_.find(key);
+  return i == objects_.end() ? nullptr : &i->second;
+}
+
+} // namespace crescent::storage

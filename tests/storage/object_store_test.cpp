@@ -1,0 +1,156 @@
+#include "messages/errors.hpp"
+#include "storage/object_store.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace crescent::storage {
+namespace {
+
+class objects : public ::testing::Test {
+ protected:
+  void SetUp() override { std::filesystem::remove_all(dir); }
+  void TearDown() override { std::filesystem::remove_all(dir); }
+
+  std::unique_ptr<object_store> open() {
+    auto s = object_store::open(dir);
+    EXPECT_TRUE(s) << describe(s.error());
+    return s ? std::move(*s) : nullptr;
+  }
+
+  static object_record block(uint64_t key, std::vector<uint32_t> nodes, int64_t deadline = 100) {
+    object_record r;
+    r.key = key;
+    r.size_bytes = 4096;
+    r.put_deadline_ns = deadline;
+    for (auto n : nodes)
+      r.replicas.push_back({n, true, {n, 7, key * 4096, 4096, 99}, false});
+    return r;
+  }
+
+  static std::vector<uint64_t> keys_of(const std::vector<object_record>& rs) {
+    std::vector<uint64_t> out;
+    for (auto& r : rs)
+      out.push_back(r.key);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("crescent-objects-" + std::to_string(::getpid()) + "-" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                        .string();
+};
+
+TEST_F(objects, committed_blocks_and_their_replicas_survive_a_reopen) {
+  {
+    auto s = open();
+    std::vector<object_record> recs{block(1, {0, 1}), block(2, {1}), block(3, {2})};
+    ASSERT_FALSE(s->start(recs));
+    EXPECT_EQ(s->pending_count(), 3u);
+    std::vector<uint64_t> keys{1, 2}, sums{11, 22};
+    ASSERT_FALSE(s->commit(keys, sums));
+    ASSERT_FALSE(s->pin(2, true, 0));
+  }
+  auto s = open();
+  EXPECT_EQ(s->complete_count(), 2u);
+  EXPECT_EQ(s->pending_count(), 0u) << "a put in progress is not persisted";
+  auto r = s->find(1);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->checksum, 11u);
+  ASSERT_EQ(r->replicas.size(), 2u);
+  EXPECT_EQ(r->replicas[1].node, 1u);
+  EXPECT_EQ(r->replicas[1].dram.offset, 4096u);
+  EXPECT_TRUE(s->find(2)->hard_pin) << "hard pins are persisted";
+  EXPECT_EQ(s->find(3), nullptr);
+}
+
+TEST_F(objects, leases_and_pins_decide_what_may_be_evicted) {
+  auto s = open();
+  std::vector<object_record> recs{block(1, {0})};
+  ASSERT_FALSE(s->start(recs));
+  std::vector<uint64_t> keys{1}, sums{5};
+  ASSERT_FALSE(s->commit(keys, sums));
+  EXPECT_TRUE(s->evictable(*s->find(1), 1000));
+  s->lease(1, 2000);
+  EXPECT_FALSE(s->evictable(*s->find(1), 1000));
+  EXPECT_TRUE(s->evictable(*s->find(1), 2000));
+  ASSERT_FALSE(s->pin(1, false, 3000));
+  EXPECT_FALSE(s->evictable(*s->find(1), 2500)) << "soft pin";
+  EXPECT_TRUE(s->evictable(*s->find(1), 3000)) << "soft pins expire";
+  ASSERT_FALSE(s->pin(1, true, 0));
+  EXPECT_FALSE(s->evictable(*s->find(1), 1u << 30));
+  ASSERT_FALSE(s->unpin(1));
+  EXPECT_TRUE(s->evictable(*s->find(1), 1u << 30));
+  EXPECT_TRUE(is(s->pin(9, true, 0), errc::not_found));
+}
+
+TEST_F(objects, removal_waits_for_the_lease_and_pending_puts_are_reclaimed) {
+  auto s = open();
+  std::vector<object_record> recs{block(1, {0}), block(2, {0}), block(3, {0}, 500)};
+  ASSERT_FALSE(s->start(recs));
+  std::vector<uint64_t> keys{1, 2}, sums{1, 2};
+  ASSERT_FALSE(s->commit(keys, sums));
+  s->lease(1, 1000);
+  auto gone = s->remove(keys, 100);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(keys_of(*gone), (std::vector<uint64_t>{2})) << "unleased: freed now";
+  EXPECT_EQ(s->find(1)->state, object_state::removed);
+  EXPECT_TRUE(keys_of(s->collect(400)).empty());
+  EXPECT_EQ(keys_of(s->collect(500)), (std::vector<uint64_t>{3})) << "the put timed out";
+  EXPECT_EQ(keys_of(s->collect(1000)), (std::vector<uint64_t>{1})) << "the lease ended";
+  EXPECT_EQ(s->size(), 0u);
+}
+
+TEST_F(objects, a_dead_node_leaves_every_replica_list) {
+  {
+    auto s = open();
+    std::vector<object_record> recs{block(1, {0, 1}), block(2, {1}), block(3, {1}, 1 << 30)};
+    ASSERT_FALSE(s->start(recs));
+    std::vector<uint64_t> keys{1, 2}, sums{1, 2};
+    ASSERT_FALSE(s->commit(keys, sums));
+    auto lost = s->drop_node(1);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(keys_of(*lost), (std::vector<uint64_t>{2, 3})) << "single-replica blocks are lost";
+    ASSERT_EQ(s->find(1)->replicas.size(), 1u);
+    EXPECT_EQ(s->find(1)->replicas[0].node, 0u);
+  }
+  auto s = open();
+  ASSERT_NE(s->find(1), nullptr);
+  EXPECT_EQ(s->find(1)->replicas.size(), 1u);
+  EXPECT_EQ(s->find(2), nullptr);
+}
+
+TEST_F(objects, invalid_changes_are_refused_and_change_nothing) {
+  auto s = open();
+  std::vector<object_record> recs{block(1, {0})};
+  ASSERT_FALSE(s->start(recs));
+  EXPECT_TRUE(is(s->start(recs), errc::already_exists));
+  std::vector<object_record> none{block(2, {})};
+  EXPECT_TRUE(is(s->start(none), errc::invalid_argument));
+  std::vector<uint64_t> unknown{7}, sum{1};
+  EXPECT_TRUE(is(s->commit(unknown, sum), errc::not_found));
+  std::vector<uint64_t> twice{1, 1}, sums{1, 1};
+  EXPECT_TRUE(s->commit(twice, sums));
+  EXPECT_EQ(s->pending_count(), 1u);
+  std::vector<object_record> many(object_store::batch_max + 1);
+  EXPECT_TRUE(is(s->start(many), errc::limit_exceeded));
+  EXPECT_TRUE(is(s->set_replicas(1, {}).error(), errc::not_found)) << "pending";
+  EXPECT_EQ(keys_of(s->revoke(std::vector<uint64_t>{1})), (std::vector<uint64_t>{1}));
+}
+
+TEST(object_record, damaged_bytes_are_an_error) {
+  object_record r;
+  r.key = 5;
+  r.replicas.push_back({1, true, {}, true});
+  auto bytes = encode_object(r);
+  auto back = decode_object(bytes);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->replicas[0].on_ssd);
+  EXPECT_FALSE(decode_object(bytes.substr(0, 8)));
+  EXPECT_FALSE(decode_object("xyz"));
+}
+
+} // namespace
+} // namespace crescent::storage
