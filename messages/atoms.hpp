@@ -31,6 +31,14 @@ using get_prefix_atom = caf::atom_constant<caf::atom("get_prefix")>;
 using corrupt_atom = caf::atom_constant<caf::atom("corrupt")>;
 using allocate_atom = caf::atom_constant<caf::atom("allocate")>;
 using free_atom = caf::atom_constant<caf::atom("free")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using exists_atom = caf::atom_constant<caf::atom("exists")>;
+using remove_atom = caf::atom_constant<caf::atom("remove")>;
+using pin_atom = caf::atom_constant<caf::atom("pin")>;
+using unpin_atom = caf::atom_constant<caf::atom("unpin")>;
+using promote_atom = caf::atom_constant<caf::atom("promote")>;
+using evict_atom = caf::atom_constant<caf::atom("evict")>;
+using owner_atom = caf::atom_constant<caf::atom("owner")>;  // owner heartbeats and reports
 // node agent
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;

@@ -1,103 +1,122 @@
 #include "actors/block_owner/block_owner.hpp"
 
-#include "actors/common/handler_guard.hpp"
+#include "actors/block_owner/owner_state.hpp"
+#include "actors/common/timeouts.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
-#include "transport/region_handle.hpp"
 
 #include <caf/stateful_actor.hpp>
-
-#include <vector>
+#include <spdlog/spdlog.h>
 
 namespace crescent {
 
 namespace {
 
-struct block_owner_state {
-  static inline const char* name = "block_owner";
-  uint32_t node = 0;
-  std::shared_ptr<storage::dram_pool> pool;
-  bad_message_counter bad;
-};
-
-using self_ptr = block_owner_actor::stateful_pointer<block_owner_state>;
-
-struct allocate_args {
-  uint32_t count;
-  uint64_t block_bytes;
-};
-
-caf::result<envelope> on_allocate(self_ptr self, const envelope& msg) {
-  auto args = read_as<wire::Allocate>(msg, [](wire::Allocate::Reader in) {
-    return allocate_args{in.getCount(), in.getBlockBytes()};
-  });
-  auto& st = self->state;
-  if (!args)
-    return st.bad.refuse(st.name, std::move(args.error()));
-  if (args->count == 0 || args->count > allocate_count_max)
-    return st.bad.refuse(st.name,
-                         make_error(errc::limit_exceeded, "allocate count must be in [1, 4096]"));
-  if (args->block_bytes != st.pool->slot_bytes())
-    return st.bad.refuse(
-        st.name, make_error(errc::invalid_argument,
-                            "this pool holds blocks of " + std::to_string(st.pool->slot_bytes()) +
-                                " bytes, not " + std::to_string(args->block_bytes)));
-  auto slots = st.pool->allocate(args->count);
-  return make_envelope<wire::AllocateReply>([&](wire::AllocateReply::Builder out) {
-    auto list = out.initHandles(static_cast<unsigned>(slots.size()));
-    for (unsigned i = 0; i < slots.size(); ++i)
-      transport::to_wire(slots[i], list[i]);
-  });
-}
-
-caf::result<void> on_free(self_ptr self, const envelope& msg) {
-  auto handles = read_as<wire::FreeBlocks>(msg, [](wire::FreeBlocks::Reader in) {
-    std::vector<transport::region_handle> out;
-    for (auto h : in.getHandles())
-      out.push_back(transport::from_wire(h));
-    return out;
-  });
-  auto& st = self->state;
-  if (!handles)
-    return st.bad.refuse(st.name, std::move(handles.error()));
-  if (handles->size() > allocate_count_max)
-    return st.bad.refuse(st.name, make_error(errc::limit_exceeded, "free of over 4096 slots"));
-  // Free what is valid and report the first invalid slot: a bad entry must not leak the rest.
-  caf::error first_error;
-  for (const auto& h : *handles)
-    if (auto err = st.pool->free(h); err && !first_error)
-      first_error = std::move(err);
-  if (first_error)
-    return st.bad.refuse(st.name, std::move(first_error));
-  return caf::unit;
-}
-
-envelope make_stats(self_ptr self) {
+envelope make_stats(owner_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::OwnerStats>([&](wire::OwnerStats::Builder out) {
-    out.setNode(st.node);
-    out.setCapacityBlocks(st.pool->capacity_slots());
-    out.setUsedBlocks(st.pool->used_slots());
+    out.setNode(st.options.node);
+    out.setDramCapacityBytes(st.parts.dram->capacity_bytes());
+    out.setDramUsedBytes(st.parts.dram->used_bytes());
+    out.setSsdCapacityBytes(st.parts.ssd ? st.parts.ssd->capacity_bytes() : 0);
+    out.setSsdUsedBytes(st.parts.ssd ? st.parts.ssd->used_bytes() : 0);
+    out.setBlocks(st.blocks.size());
+    out.setEvictions(st.evictions);
+    out.setOffloads(st.offloads);
+    out.setPromotions(st.promotions);
     out.setBadMessages(st.bad.count);
   });
 }
 
-block_owner_actor::behavior_type block_owner(self_ptr self, uint32_t node,
-                                             std::shared_ptr<storage::dram_pool> pool) {
-  self->state.node = node;
-  self->state.pool = std::move(pool);
+envelope make_report(owner_ptr self) {
+  auto& st = self->state;
+  return make_envelope<wire::OwnerReport>([&](wire::OwnerReport::Builder out) {
+    out.setNode(st.options.node);
+    auto list = out.initBlocks(static_cast<unsigned>(st.blocks.size()));
+    unsigned i = 0;
+    for (const auto& [key, b] : st.blocks) {
+      list[i].setKey(key);
+      list[i].setSizeBytes(b.size_bytes);
+      list[i].setInDram(b.dram.has_value());
+      if (b.dram)
+        transport::to_wire(b.dram->handle, list[i].initDram());
+      list[i].setOnSsd(b.on_ssd);
+      ++i;
+    }
+  });
+}
+
+void heartbeat(owner_ptr self) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::OwnerHeartbeat>([&](wire::OwnerHeartbeat::Builder out) {
+    out.setNode(st.options.node);
+    out.setDramCapacityBytes(st.parts.dram->capacity_bytes());
+    out.setDramUsedBytes(st.parts.dram->used_bytes());
+    out.setSsdCapacityBytes(st.parts.ssd ? st.parts.ssd->capacity_bytes() : 0);
+    out.setSsdUsedBytes(st.parts.ssd ? st.parts.ssd->used_bytes() : 0);
+  });
+  self->request(st.parts.dir->store_master, control_timeout, owner_atom::value,
+                heartbeat_atom::value, msg)
+      .then([] {}, [](caf::error&) {});
+  self->delayed_send(self, st.options.heartbeat_interval, tick_atom::value);
+}
+
+// Tells the master what survived a restart (the SSD tier), and frees what it does not know.
+void report(owner_ptr self) {
+  auto& st = self->state;
+  self->request(st.parts.dir->store_master, control_timeout, owner_atom::value, report_atom::value,
+                make_report(self))
+      .then(
+          [=](const envelope& reply) {
+            auto drop = read_as<wire::OwnerReportReply>(
+                reply, [](wire::OwnerReportReply::Reader in) { return to_vector(in.getDrop()); });
+            if (!drop)
+              return;
+            auto& s = self->state;
+            for (auto key : *drop) {
+              auto i = s.blocks.find(key);
+              if (i == s.blocks.end() || i->second.evicting)
+                continue;
+              release_dram(self, key, i->second);
+              if (i->second.on_ssd && s.parts.ssd) [[maybe_unused]]
+                auto err = s.parts.ssd->remove(key);
+              s.blocks.erase(i);
+            }
+          },
+          [=](caf::error& err) {
+            spdlog::warn("block_owner {}: report not taken: {}", self->state.options.node,
+                         describe(err));
+          });
+}
+
+block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options options,
+                                             block_owner_parts parts) {
+  auto& st = self->state;
+  st.options = options;
+  st.parts = std::move(parts);
+  st.order = std::make_unique<storage::eviction_index>(options.policy);
+  if (st.parts.ssd) // blocks that survived on SSD: known, not in DRAM
+    for (const auto& b : st.parts.ssd->blocks())
+      st.blocks[b.key] = owned_block{b.size_bytes, std::nullopt, true};
   return {
       [=](allocate_atom, const envelope& msg) { return on_allocate(self, msg); },
       [=](free_atom, const envelope& msg) { return on_free(self, msg); },
+      [=](promote_atom, const envelope& msg) { return on_promote(self, msg); },
+      [=](report_atom) { return make_report(self); },
       [=](stats_atom) { return make_stats(self); },
+      [=](start_atom) {
+        report(self);
+        heartbeat(self);
+      },
+      [=](tick_atom) { heartbeat(self); },
   };
 }
 
 } // namespace
 
-block_owner_actor spawn_block_owner(caf::actor_system& sys, uint32_t node,
-                                    std::shared_ptr<storage::dram_pool> pool) {
-  return sys.spawn(block_owner, node, std::move(pool));
+block_owner_actor spawn_block_owner(caf::actor_system& sys, block_owner_options options,
+                                    block_owner_parts parts) {
+  return sys.spawn(block_owner, options, std::move(parts));
 }
 
 } // namespace crescent

@@ -1,20 +1,44 @@
-// The block owner of one node: it hands out slots of the node's DRAM pool to the store master
-// and takes them back. The bytes themselves move through the transfer engine.
+// The block owner of one node: its DRAM tier (a registered arena) and SSD tier of KV blocks.
+//
+// It allocates and frees space when the store master asks, copies SSD blocks back into DRAM on
+// request (promotion), and keeps DRAM use under the high watermark: past it, it picks victims by
+// its eviction policy until `evict_fraction` of the capacity would be free, copies them to SSD
+// when the SSD tier has room (offload), and asks the store master for each whether it may drop
+// the DRAM copy. The master refuses leased, pinned and pending blocks; only approved copies are
+// freed. Every heartbeat interval it tells the master it is alive and how full it is.
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"
-#include "storage/dram_pool.hpp"
+#include "actors/cluster/directory.hpp"
+#include "storage/dram_arena.hpp"
+#include "storage/eviction.hpp"
+#include "storage/ssd_tier.hpp"
 
 #include <caf/actor_system.hpp>
 
+#include <chrono>
 #include <memory>
 
 namespace crescent {
 
-/// Slots one Allocate may ask for.
-inline constexpr uint32_t allocate_count_max = 4096;
+struct block_owner_options {
+  uint32_t node = 0;
+  storage::eviction_policy policy = storage::eviction_policy::lru;
+  double high_watermark = 0.90;
+  double evict_fraction = 0.05;
+  std::chrono::milliseconds heartbeat_interval{1000};
+};
 
-block_owner_actor spawn_block_owner(caf::actor_system& sys, uint32_t node,
-                                    std::shared_ptr<storage::dram_pool> pool);
+struct block_owner_parts {
+  std::shared_ptr<storage::dram_arena> dram;
+  std::shared_ptr<storage::ssd_tier> ssd; // null: no SSD tier
+  std::shared_ptr<const directory> dir;
+};
+
+/// Blocks one message may name, at most.
+inline constexpr uint32_t owner_batch_max = 4096;
+
+block_owner_actor spawn_block_owner(caf::actor_system& sys, block_owner_options options,
+                                    block_owner_parts parts);
 
 } // namespace crescent

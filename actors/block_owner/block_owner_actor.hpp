@@ -1,4 +1,5 @@
-// Interface of a block owner: one per node, it owns the node's DRAM pool of KV blocks.
+// Interface of a block owner: one per node, it owns the node's DRAM tier and SSD tier of KV
+// blocks and decides what to evict; the store master decides whether it may.
 #pragma once
 
 #include "messages/atoms.hpp"
@@ -11,11 +12,17 @@
 namespace crescent {
 
 using block_owner_actor = caf::typed_actor<
-    // Allocate -> AllocateReply (as many slots as are free, up to the count)
+    // Allocate -> AllocateReply: DRAM space for new blocks (from the store master)
     caf::replies_to<allocate_atom, envelope>::with<envelope>,
-    // FreeBlocks: return slots
+    // FreeBlocks: forget blocks, DRAM and SSD (from the store master)
     caf::replies_to<free_atom, envelope>::with<void>,
+    // Promote -> PromoteReply: copy SSD-only blocks back into DRAM (from the store master)
+    caf::replies_to<promote_atom, envelope>::with<envelope>,
+    // -> OwnerReport: what this owner holds (the store master asks after it restarted)
+    caf::replies_to<report_atom>::with<envelope>,
     // -> OwnerStats
-    caf::replies_to<stats_atom>::with<envelope>>;
+    caf::replies_to<stats_atom>::with<envelope>,
+    // internal: start (report to the master), then heartbeat every interval
+    caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>>;
 
 } // namespace crescent

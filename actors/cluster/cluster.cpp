@@ -11,6 +11,7 @@
 #include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -84,21 +85,48 @@ caf::error cluster::spawn_storage() {
     temp_dir_ = *tmp;
     path = temp_dir_ + "/metadata";
   }
-  storage::metadata_options mopt;
-  mopt.sync_commits = cfg_.store.sync_commits;
-  auto md = storage::metadata_store::open(path, mopt);
-  if (!md)
-    return std::move(md.error());
+  std::string ssd_base = cfg_.store.ssd_dir.empty() ? path + "-ssd" : cfg_.store.ssd_dir;
+  storage::object_options oopt;
+  oopt.sync_commits = cfg_.store.sync_commits;
+  auto objects = storage::object_store::open(path, oopt);
+  if (!objects)
+    return std::move(objects.error());
   const uint64_t page = cfg_.model.page_bytes();
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    auto slots = static_cast<uint32_t>(cfg_.nodes[n].pool_bytes / page);
-    auto pool = storage::dram_pool::create(transfer_, n, page, slots);
-    if (!pool)
-      return std::move(pool.error());
-    dir_->block_owners.push_back(spawn_block_owner(sys_, n, std::move(*pool)));
+    const auto& node = cfg_.nodes[n];
+    auto blocks = static_cast<uint32_t>(std::max<uint64_t>(1, node.pool_bytes / page));
+    auto arena = storage::dram_arena::create(transfer_, n, node.pool_bytes, blocks);
+    if (!arena)
+      return std::move(arena.error());
+    std::shared_ptr<storage::ssd_tier> ssd;
+    if (node.ssd_bytes > 0) {
+      storage::ssd_options sopt;
+      sopt.directory = ssd_base + "/node-" + std::to_string(n);
+      sopt.capacity_bytes = node.ssd_bytes;
+      sopt.blocks_max = static_cast<uint32_t>(node.ssd_bytes / page + 1);
+      sopt.sync_writes = cfg_.store.sync_commits;
+      auto tier = storage::ssd_tier::open(sopt);
+      if (!tier)
+        return std::move(tier.error());
+      ssd = std::move(*tier);
+    }
+    block_owner_options bopt;
+    bopt.node = n;
+    bopt.policy = cfg_.pool.eviction;
+    bopt.high_watermark = cfg_.pool.high_watermark;
+    bopt.evict_fraction = cfg_.pool.evict_fraction;
+    bopt.heartbeat_interval = std::chrono::milliseconds(cfg_.heartbeat_interval_ms);
+    dir_->block_owners.push_back(
+        spawn_block_owner(sys_, bopt, {std::move(*arena), std::move(ssd), dir_}));
     all_.push_back(ptr(dir_->block_owners.back()));
   }
-  dir_->store_master = spawn_store_master(sys_, std::move(*md), dir_);
+  store_master_options mopt;
+  mopt.nodes = static_cast<uint32_t>(cfg_.nodes.size());
+  mopt.put_timeout = std::chrono::milliseconds(cfg_.pool.put_timeout_ms);
+  mopt.lease_ttl = std::chrono::milliseconds(cfg_.pool.lease_ttl_ms);
+  mopt.node_timeout = std::chrono::milliseconds(cfg_.pool.node_timeout_ms);
+  mopt.sweep = std::chrono::milliseconds(cfg_.pool.sweep_ms);
+  dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
   all_.push_back(ptr(dir_->store_master));
   return caf::none;
 }
@@ -114,8 +142,13 @@ caf::error cluster::spawn_workers() {
     auto pool = storage::dram_pool::create(transfer_, dir_->prefill_node[i], page, pages);
     if (!pool)
       return std::move(pool.error());
-    prefill_worker_options opt{i, dir_->prefill_node[i], cfg_.prefill.chunk_tokens,
-                               cfg_.prefill.queue_jobs_max, cfg_.simulated_time};
+    prefill_worker_options opt{i,
+                               dir_->prefill_node[i],
+                               cfg_.prefill.chunk_tokens,
+                               cfg_.prefill.queue_jobs_max,
+                               cfg_.simulated_time,
+                               cfg_.pool.replicas,
+                               cfg_.pool.placement};
     dir_->prefill.push_back(
         spawn_prefill_worker(sys_, opt, {std::move(*engine), std::move(*pool), transfer_, dir_}));
     all_.push_back(ptr(dir_->prefill.back()));
@@ -153,6 +186,9 @@ void cluster::spawn_node_agents() {
   // The directory is complete: from here on actors may read it.
   for (auto& agent : dir_->node_agents)
     caf::anon_send(agent, start_atom::value);
+  caf::anon_send(dir_->store_master, start_atom::value);
+  for (auto& owner : dir_->block_owners)
+    caf::anon_send(owner, start_atom::value);
 }
 
 request_options cluster::request_defaults() const {

@@ -10,7 +10,10 @@
 #include "actors/cluster/cluster_config.hpp"
 #include "actors/cluster/directory.hpp"
 #include "actors/request/request.hpp"
+#include "storage/dram_arena.hpp"
 #include "storage/dram_pool.hpp"
+#include "storage/object_store.hpp"
+#include "storage/ssd_tier.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>

@@ -28,6 +28,8 @@ caf::error validate(const cluster_config& cfg) {
     if (n.pool_bytes < page || n.pool_bytes / page > (1u << 24))
       return field_error(name + ".pool_mib", "the pool must hold 1 to 2^24 blocks of " +
                                                  std::to_string(page) + " bytes");
+    if (n.ssd_bytes != 0 && (n.ssd_bytes < page || n.ssd_bytes / page > (1u << 24)))
+      return field_error(name + ".ssd_mib", "the SSD tier must hold 1 to 2^24 blocks");
     prefill += n.prefill_instances;
     decode += n.decode_instances;
   }
@@ -52,6 +54,17 @@ caf::error validate(const cluster_config& cfg) {
       cfg.heartbeat_interval_ms >= cfg.conductor.heartbeat_timeout_ms)
     return field_error("heartbeat_interval_ms",
                        "must be positive and below conductor.heartbeat_timeout_ms");
+  const auto& pool = cfg.pool;
+  if (pool.replicas == 0 || pool.replicas > 8 || pool.replicas > cfg.nodes.size())
+    return field_error("pool.replicas", "must be in [1, 8] and at most the number of nodes");
+  if (!(pool.high_watermark > 0 && pool.high_watermark <= 1))
+    return field_error("pool.high_watermark", "must be in (0, 1]");
+  if (!(pool.evict_fraction > 0 && pool.evict_fraction < pool.high_watermark))
+    return field_error("pool.evict_fraction", "must be in (0, pool.high_watermark)");
+  if (pool.lease_ttl_ms == 0 || pool.put_timeout_ms == 0 || pool.sweep_ms == 0 ||
+      pool.node_timeout_ms <= pool.sweep_ms)
+    return field_error("pool", "lease_ttl_ms, put_timeout_ms and sweep_ms must be positive, "
+                               "node_timeout_ms above sweep_ms");
   if (cfg.request_deadline_ms == 0)
     return field_error("request_deadline_ms", "must be positive");
   if (cfg.engine.modeled_flops_per_s < 1e6 || cfg.engine.modeled_flops_per_s > 1e18)

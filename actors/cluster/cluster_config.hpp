@@ -4,8 +4,10 @@
 // store master.
 #pragma once
 
+#include "actors/common/placement.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/model_config.hpp"
+#include "storage/eviction.hpp"
 
 #include <caf/expected.hpp>
 
@@ -18,7 +20,21 @@ namespace crescent {
 struct node_config {
   uint32_t prefill_instances = 0;
   uint32_t decode_instances = 0;
-  uint64_t pool_bytes = 64ull << 20; // this node's DRAM pool of KV blocks
+  uint64_t pool_bytes = 64ull << 20; // this node's DRAM tier of KV blocks
+  uint64_t ssd_bytes = 0;            // this node's SSD tier; 0: none
+};
+
+/// The KV pool: replicas, placement, eviction, leases (see docs/kv_pool.md).
+struct pool_config {
+  uint32_t replicas = 1;
+  placement_policy placement = placement_policy::local_first;
+  storage::eviction_policy eviction = storage::eviction_policy::lru;
+  double high_watermark = 0.90;
+  double evict_fraction = 0.05;
+  uint32_t lease_ttl_ms = 5000;
+  uint32_t put_timeout_ms = 30000;
+  uint32_t node_timeout_ms = 5000;
+  uint32_t sweep_ms = 500;
 };
 
 struct prefill_config {
@@ -39,6 +55,7 @@ struct conductor_config {
 struct store_config {
   std::string db_path;      // RocksDB directory; empty: a fresh temporary directory
   bool sync_commits = true; // fsync each committed batch
+  std::string ssd_dir;      // where nodes keep their SSD tiers; empty: next to db_path
 };
 
 struct cluster_config {
@@ -49,6 +66,7 @@ struct cluster_config {
   decode_config decode;
   conductor_config conductor;
   store_config store;
+  pool_config pool;
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t request_deadline_ms = 300000;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for

@@ -146,11 +146,19 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.prefill_instances, 0, 16); }},
          {"decode",
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.decode_instances, 0, 16); }},
-         {"pool_mib", [&](auto& v, auto& f) -> caf::error {
+         {"pool_mib",
+          [&](auto& v, auto& f) -> caf::error {
             uint64_t mib = 0;
             if (auto e = r.read_uint(v, f, mib, 1, 1u << 20))
               return e;
             node.pool_bytes = mib << 20;
+            return caf::none;
+          }},
+         {"ssd_mib", [&](auto& v, auto& f) -> caf::error {
+            uint64_t mib = 0;
+            if (auto e = r.read_uint(v, f, mib, 0, 1u << 24))
+              return e;
+            node.ssd_bytes = mib << 20;
             return caf::none;
           }}});
     if (err)
@@ -158,6 +166,39 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
     nodes.push_back(node);
   }
   return caf::none;
+}
+
+caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
+  auto u32 = [&](uint32_t& out, uint64_t min, uint64_t max) {
+    return [&r, &out, min, max](auto& v, auto& f) { return r.read_uint(v, f, out, min, max); };
+  };
+  return r.visit(
+      n, "pool",
+      {{"replicas", u32(p.replicas, 1, 8)},
+       {"placement",
+        [&](auto& v, auto& f) -> caf::error {
+          std::string s;
+          if (auto e = r.read_string(v, f, s))
+            return e;
+          if (!parse(s, p.placement))
+            return r.error_at(v, f, "expected local_first, most_free or random, got '" + s + "'");
+          return caf::none;
+        }},
+       {"eviction",
+        [&](auto& v, auto& f) -> caf::error {
+          std::string s;
+          if (auto e = r.read_string(v, f, s))
+            return e;
+          if (!storage::parse(s, p.eviction))
+            return r.error_at(v, f, "expected lru, lfu or length_aware, got '" + s + "'");
+          return caf::none;
+        }},
+       {"high_watermark", [&](auto& v, auto& f) { return r.read_double(v, f, p.high_watermark); }},
+       {"evict_fraction", [&](auto& v, auto& f) { return r.read_double(v, f, p.evict_fraction); }},
+       {"lease_ttl_ms", u32(p.lease_ttl_ms, 1, u32_max)},
+       {"put_timeout_ms", u32(p.put_timeout_ms, 1, u32_max)},
+       {"node_timeout_ms", u32(p.node_timeout_ms, 1, u32_max)},
+       {"sweep_ms", u32(p.sweep_ms, 1, u32_max)}});
 }
 
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c) {
@@ -175,6 +216,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
       {{"model", [&](auto& v, auto&) { return read_model(r, v, c.model); }},
        {"engine", [&](auto& v, auto&) { return read_engine(r, v, c.engine); }},
        {"nodes", [&](auto& v, auto&) { return read_nodes(r, v, c.nodes); }},
+       {"pool", [&](auto& v, auto&) { return read_pool(r, v, c.pool); }},
        {"prefill",
         [&](auto& v, auto&) {
           return r.visit(v, "prefill",
@@ -210,7 +252,9 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
               v, "store",
               {{"db_path", [&](auto& x, auto& f) { return r.read_string(x, f, c.store.db_path); }},
                {"sync_commits",
-                [&](auto& x, auto& f) { return r.read_bool(x, f, c.store.sync_commits); }}});
+                [&](auto& x, auto& f) { return r.read_bool(x, f, c.store.sync_commits); }},
+               {"ssd_dir",
+                [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
         }},
        {"heartbeat_interval_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},

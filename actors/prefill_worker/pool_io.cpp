@@ -16,13 +16,14 @@ namespace {
 
 struct location {
   uint64_t key;
-  transport::region_handle handle;
+  uint64_t size;
   uint64_t checksum;
+  std::vector<transport::region_handle> replicas;
 };
 
 struct slot {
   uint64_t key;
-  std::optional<transport::region_handle> handle;
+  std::vector<transport::region_handle> replicas; // empty: skip this block
 };
 
 std::span<std::byte> page_span(prefill_ptr self, size_t i) {
@@ -30,11 +31,42 @@ std::span<std::byte> page_span(prefill_ptr self, size_t i) {
   return {job.page_ptrs[i], self->state.parts.engine->config().page_bytes()};
 }
 
-void report_corrupt(prefill_ptr self, uint64_t key) {
-  auto msg = make_envelope<wire::ReportCorrupt>(
-      [&](wire::ReportCorrupt::Builder out) { out.setKey(key); });
+void report_corrupt(prefill_ptr self, uint64_t key, uint32_t node) {
+  auto msg = make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder out) {
+    out.setKey(key);
+    out.setNode(node);
+  });
   self->request(self->state.parts.dir->store_master, control_timeout, corrupt_atom::value, msg)
       .then([] {}, [](caf::error&) {});
+}
+
+// Replicas on this worker's node first: the cheapest path.
+std::vector<transport::region_handle> by_locality(std::vector<transport::region_handle> rs,
+                                                  uint32_t node) {
+  std::stable_partition(rs.begin(), rs.end(),
+                        [&](const transport::region_handle& h) { return h.node == node; });
+  return rs;
+}
+
+// One block into one page: the first replica that reads and verifies.
+caf::error load_one(prefill_ptr self, const location& loc, std::span<std::byte> page) {
+  auto& st = self->state;
+  caf::error last = make_error(errc::not_found, "no replica");
+  for (const auto& h : by_locality(loc.replicas, st.options.node)) {
+    if (h.length != page.size()) {
+      last = make_error(errc::invalid_argument, "replica of the wrong size");
+      continue;
+    }
+    if (auto err = st.parts.transfer->read(h, 0, page)) {
+      last = std::move(err);
+      continue;
+    }
+    if (storage::block_checksum(page) == loc.checksum)
+      return caf::none;
+    report_corrupt(self, loc.key, h.node);
+    last = make_error(errc::checksum_mismatch, "block " + std::to_string(loc.key));
+  }
+  return last;
 }
 
 // Reads the found blocks into the local pages, in order, stopping at the first that fails.
@@ -43,22 +75,18 @@ void load_blocks(prefill_ptr self, const std::vector<location>& found) {
   auto& job = *st.current;
   const size_t usable = (job.tokens.size() - 1) / st.parts.engine->config().block_tokens;
   for (size_t i = 0; i < found.size() && i < usable; ++i) {
-    const auto& loc = found[i];
-    auto page = page_span(self, i);
     caf::error err;
-    if (loc.key != job.keys[i] || loc.handle.length != page.size())
-      err = make_error(errc::invalid_argument, "store master returned a mismatched block");
+    if (found[i].key != job.keys[i] || found[i].replicas.empty())
+      err = make_error(errc::not_found, "not in the pool");
     else
-      err = st.parts.transfer->read(loc.handle, 0, page);
-    if (!err && storage::block_checksum(page) != loc.checksum) {
-      err = make_error(errc::checksum_mismatch, "block " + std::to_string(loc.key));
-      report_corrupt(self, loc.key);
-    }
+      err = load_one(self, found[i], page_span(self, i));
     if (err) {
-      spdlog::warn("prefill_worker {}: block {} of request {} is a miss: {}", st.options.instance,
-                   i, job.request_id, describe(err));
-      ++job.load_misses;
-      ++st.load_misses_total;
+      if (!is(err, errc::not_found)) {
+        spdlog::warn("prefill_worker {}: block {} of request {} is a miss: {}", st.options.instance,
+                     i, job.request_id, describe(err));
+        ++job.load_misses;
+        ++st.load_misses_total;
+      }
       break;
     }
     ++job.reused_blocks;
@@ -80,18 +108,23 @@ void lookup_prefix(prefill_ptr self) {
     begin_compute(self);
     return;
   }
-  auto msg = make_envelope<wire::GetPrefix>([&](wire::GetPrefix::Builder out) {
+  auto msg = make_envelope<wire::Get>([&](wire::Get::Builder out) {
     auto keys = out.initKeys(static_cast<unsigned>(usable));
     for (unsigned i = 0; i < usable; ++i)
       keys.set(i, job.keys[i]);
+    out.setPrefixOnly(true);
   });
-  self->request(st.parts.dir->store_master, control_timeout, get_prefix_atom::value, msg)
+  self->request(st.parts.dir->store_master, control_timeout, get_atom::value, msg)
       .then(
           [=](const envelope& reply) {
-            auto found = read_as<wire::GetPrefixReply>(reply, [](wire::GetPrefixReply::Reader in) {
+            auto found = read_as<wire::GetReply>(reply, [](wire::GetReply::Reader in) {
               std::vector<location> out;
-              for (auto b : in.getBlocks())
-                out.push_back({b.getKey(), transport::from_wire(b.getHandle()), b.getChecksum()});
+              for (auto b : in.getBlocks()) {
+                location loc{b.getKey(), b.getSizeBytes(), b.getChecksum(), {}};
+                for (auto h : b.getReplicas())
+                  loc.replicas.push_back(transport::from_wire(h));
+                out.push_back(std::move(loc));
+              }
               return out;
             });
             if (found)
@@ -106,6 +139,44 @@ void lookup_prefix(prefill_ptr self) {
           });
 }
 
+namespace {
+
+wire::ReplicaPlacement to_wire(placement_policy p) {
+  switch (p) {
+  case placement_policy::local_first:
+    return wire::ReplicaPlacement::LOCAL_FIRST;
+  case placement_policy::most_free:
+    return wire::ReplicaPlacement::MOST_FREE;
+  case placement_policy::random:
+    return wire::ReplicaPlacement::RANDOM;
+  }
+  return wire::ReplicaPlacement::LOCAL_FIRST;
+}
+
+// Writes every replica of every granted block; a block with a failed replica is revoked.
+void write_replicas(prefill_ptr self, size_t first, const std::vector<slot>& slots) {
+  auto& cur = *self->state.current;
+  std::vector<uint64_t> keys, sums, revoke;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const auto& s = slots[i];
+    if (s.replicas.empty())
+      continue;
+    auto page = page_span(self, first + i);
+    bool ok = s.key == cur.keys[first + i];
+    for (const auto& h : s.replicas)
+      ok = ok && h.length == page.size() && !self->state.parts.transfer->write(h, 0, page);
+    if (!ok) {
+      revoke.push_back(s.key);
+      continue;
+    }
+    keys.push_back(s.key);
+    sums.push_back(storage::block_checksum(page));
+  }
+  commit_blocks(self, std::move(keys), std::move(sums), std::move(revoke));
+}
+
+} // namespace
+
 void store_new_blocks(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
@@ -118,20 +189,30 @@ void store_new_blocks(prefill_ptr self) {
   }
   auto msg = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
     out.setNode(st.options.node);
-    out.setBlockBytes(model.page_bytes());
-    auto keys = out.initKeys(static_cast<unsigned>(last - first));
-    for (size_t i = first; i < last; ++i)
-      keys.set(static_cast<unsigned>(i - first), job.keys[i]);
+    out.setReplicaCount(st.options.replicas);
+    out.setPlacement(to_wire(st.options.placement));
+    const auto n = static_cast<unsigned>(last - first);
+    auto keys = out.initKeys(n);
+    auto sizes = out.initSizes(n);
+    auto positions = out.initChainPositions(n);
+    for (unsigned i = 0; i < n; ++i) {
+      keys.set(i, job.keys[first + i]);
+      sizes.set(i, model.page_bytes());
+      positions.set(i, static_cast<uint32_t>(first + i));
+    }
   });
   self->request(st.parts.dir->store_master, control_timeout, put_start_atom::value, msg)
       .then(
           [=](const envelope& reply) {
             auto slots = read_as<wire::PutStartReply>(reply, [](wire::PutStartReply::Reader in) {
               std::vector<slot> out;
-              for (auto s : in.getSlots())
-                out.push_back({s.getKey(), s.isHandle()
-                                               ? std::optional{transport::from_wire(s.getHandle())}
-                                               : std::nullopt});
+              for (auto s : in.getSlots()) {
+                slot x{s.getKey(), {}};
+                if (s.isReplicas())
+                  for (auto h : s.getReplicas())
+                    x.replicas.push_back(transport::from_wire(h));
+                out.push_back(std::move(x));
+              }
               return out;
             });
             if (!slots || slots->size() != last - first) {
@@ -139,22 +220,7 @@ void store_new_blocks(prefill_ptr self) {
               finish_job(self, {});
               return;
             }
-            std::vector<uint64_t> keys, sums, revoke;
-            for (size_t i = 0; i < slots->size(); ++i) {
-              const auto& s = (*slots)[i];
-              if (!s.handle)
-                continue;
-              auto page = page_span(self, first + i);
-              auto& cur = *self->state.current;
-              if (s.key != cur.keys[first + i] ||
-                  self->state.parts.transfer->write(*s.handle, 0, page)) {
-                revoke.push_back(s.key);
-                continue;
-              }
-              keys.push_back(s.key);
-              sums.push_back(storage::block_checksum(page));
-            }
-            commit_blocks(self, std::move(keys), std::move(sums), std::move(revoke));
+            write_replicas(self, first, *slots);
           },
           [=](caf::error& err) {
             spdlog::warn("prefill_worker: put_start failed: {}", describe(err));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "actors/cluster/directory.hpp"
+#include "actors/common/placement.hpp"
 #include "actors/prefill_worker/prefill_worker_actor.hpp"
 #include "gpu/engine.hpp"
 #include "storage/dram_pool.hpp"
@@ -26,6 +27,9 @@ struct prefill_worker_options {
   uint32_t queue_jobs_max = 256;
   /// Advance CAF's clock by each chunk's compute time (simulated time) instead of spending it.
   bool simulated_time = false;
+  /// How new blocks are stored in the pool.
+  uint32_t replicas = 1;
+  placement_policy placement = placement_policy::local_first;
 };
 
 /// What a prefill worker works with. `kv_pages` must hold the longest prompt the model allows.

@@ -1,194 +1,256 @@
-// Puts: put_start reserves slots on a block owner and records them pending; the writer then
-// writes the bytes through the transfer engine and put_commit makes them readable.
+// Puts: put_start picks `replica_count` distinct live nodes per new block, has their owners
+// allocate space and records the blocks pending; the writer writes every replica through the
+// transfer engine; put_commit makes them readable, acknowledged once synced.
 #include "actors/common/timeouts.hpp"
-#include "actors/store_master/store_master_state.hpp"
+#include "actors/store_master/master_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+#include <map>
 #include <unordered_set>
 
 namespace crescent {
 
 namespace {
 
-constexpr uint64_t block_bytes_max = 64ull << 20;
-
-struct put_start_args {
+struct put_args {
   uint32_t node = 0;
-  uint64_t block_bytes = 0;
+  uint32_t replicas = 1;
+  wire::ReplicaPlacement placement = wire::ReplicaPlacement::LOCAL_FIRST;
   std::vector<uint64_t> keys;
+  std::vector<uint64_t> sizes;
+  std::vector<uint32_t> positions;
 };
 
-std::vector<uint64_t> read_keys(capnp::List<uint64_t>::Reader in) {
-  return to_vector(in);
-}
+constexpr uint64_t block_bytes_max = 64ull << 20;
 
-caf::error check_keys(const std::vector<uint64_t>& keys) {
-  if (keys.empty() || keys.size() > storage::metadata_store::batch_max)
-    return make_error(errc::limit_exceeded, "a batch holds 1 to " +
-                                                std::to_string(storage::metadata_store::batch_max) +
-                                                " keys, not " + std::to_string(keys.size()));
+caf::error check(const put_args& a, size_t nodes) {
+  const size_t n = a.keys.size();
+  if (n == 0 || n > storage::object_store::batch_max)
+    return make_error(errc::limit_exceeded, "a put names 1 to 4096 blocks");
+  if (a.sizes.size() != n || a.positions.size() != n)
+    return make_error(errc::invalid_argument, "a put needs a size and a position per key");
+  if (a.replicas == 0 || a.replicas > storage::object_store::replicas_max)
+    return make_error(errc::invalid_argument, "replica count must be in [1, 8]");
+  if (a.node >= nodes)
+    return make_error(errc::invalid_argument, "no node " + std::to_string(a.node));
+  for (auto s : a.sizes)
+    if (s == 0 || s > block_bytes_max)
+      return make_error(errc::invalid_argument, "block sizes must be in [1, 64 MiB]");
   return caf::none;
 }
 
-enum class slot_kind { handle, exists, no_space };
+uint64_t free_bytes(const node_view& n) {
+  return n.dram_capacity_bytes == 0
+             ? UINT64_MAX / 2 // not heard of yet: assume room
+             : n.dram_capacity_bytes - std::min(n.dram_used_bytes, n.dram_capacity_bytes);
+}
 
-struct slot_result {
-  uint64_t key;
-  slot_kind kind;
-  transport::region_handle handle;
+// Live nodes in the order this placement prefers them.
+std::vector<uint32_t> candidates(master_ptr self, const put_args& a) {
+  auto& st = self->state;
+  std::vector<uint32_t> live;
+  for (uint32_t n = 0; n < st.nodes.size(); ++n)
+    if (st.nodes[n].alive)
+      live.push_back(n);
+  if (a.placement == wire::ReplicaPlacement::RANDOM) {
+    std::shuffle(live.begin(), live.end(), st.rng);
+    return live;
+  }
+  std::stable_sort(live.begin(), live.end(), [&](uint32_t x, uint32_t y) {
+    return free_bytes(st.nodes[x]) > free_bytes(st.nodes[y]);
+  });
+  if (a.placement == wire::ReplicaPlacement::LOCAL_FIRST) {
+    auto i = std::find(live.begin(), live.end(), a.node);
+    if (i != live.end())
+      std::rotate(live.begin(), i, i + 1);
+  }
+  return live;
+}
+
+// The allocation of one put in flight: which node holds which replica of which key.
+struct put_round {
+  put_args args;
+  std::vector<uint64_t> fresh;                            // keys being allocated
+  std::vector<std::vector<uint32_t>> nodes;               // per fresh key
+  std::vector<std::vector<transport::region_handle>> got; // per fresh key, per replica
+  size_t outstanding = 0;
+  caf::typed_response_promise<envelope> promise;
 };
 
-envelope make_put_reply(const std::vector<slot_result>& slots) {
+envelope make_reply(master_ptr self, const put_round& round,
+                    const std::unordered_map<uint64_t, size_t>& granted) {
+  auto& st = self->state;
   return make_envelope<wire::PutStartReply>([&](wire::PutStartReply::Builder out) {
-    auto list = out.initSlots(static_cast<unsigned>(slots.size()));
-    for (unsigned i = 0; i < slots.size(); ++i) {
-      list[i].setKey(slots[i].key);
-      switch (slots[i].kind) {
-      case slot_kind::handle:
-        transport::to_wire(slots[i].handle, list[i].initHandle());
-        break;
-      case slot_kind::exists:
-        list[i].setExists();
-        break;
-      case slot_kind::no_space:
-        list[i].setNoSpace();
-        break;
+    auto slots = out.initSlots(static_cast<unsigned>(round.args.keys.size()));
+    for (unsigned i = 0; i < round.args.keys.size(); ++i) {
+      const uint64_t key = round.args.keys[i];
+      slots[i].setKey(key);
+      if (auto g = granted.find(key); g != granted.end()) {
+        const auto& handles = round.got[g->second];
+        auto list = slots[i].initReplicas(static_cast<unsigned>(handles.size()));
+        for (unsigned r = 0; r < handles.size(); ++r)
+          transport::to_wire(handles[r], list[r]);
+      } else if (st.objects->find(key) != nullptr) {
+        slots[i].setExists();
+      } else {
+        slots[i].setNoSpace();
       }
     }
   });
 }
 
-// Called with the owner's slots. Keys claimed by another put while the allocation was in flight
-// are now "exists" and their slots go back.
-caf::expected<envelope> finish_put_start(store_master_ptr self, const put_start_args& args,
-                                         const std::vector<uint64_t>& fresh,
-                                         const std::vector<transport::region_handle>& slots) {
-  auto& md = *self->state.metadata;
-  std::vector<storage::block_record> records;
-  std::vector<transport::region_handle> unused;
-  std::unordered_map<uint64_t, transport::region_handle> granted;
-  for (size_t i = 0; i < slots.size(); ++i) {
-    if (i >= fresh.size() || md.find(fresh[i])) {
-      unused.push_back(slots[i]);
-      continue;
+// Every owner answered: record complete allocations pending, give back partial ones.
+void finish(master_ptr self, std::shared_ptr<put_round> round) {
+  auto& st = self->state;
+  std::vector<storage::object_record> records;
+  std::vector<storage::object_record> give_back;
+  std::unordered_map<uint64_t, size_t> granted;
+  const int64_t deadline =
+      now_ns(self) +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.put_timeout).count();
+  for (size_t k = 0; k < round->fresh.size(); ++k) {
+    storage::object_record r;
+    r.key = round->fresh[k];
+    r.size_bytes =
+        round->args.sizes[std::find(round->args.keys.begin(), round->args.keys.end(), r.key) -
+                          round->args.keys.begin()];
+    r.put_deadline_ns = deadline;
+    bool complete = true;
+    for (size_t x = 0; x < round->nodes[k].size(); ++x) {
+      const auto& h = round->got[k][x];
+      if (!h.valid()) {
+        complete = false;
+        continue;
+      }
+      r.replicas.push_back({round->nodes[k][x], true, h, false});
     }
-    records.push_back(storage::block_record{fresh[i], slots[i], args.block_bytes, 0,
-                                            storage::block_state::pending});
-    granted.emplace(fresh[i], slots[i]);
+    if (complete && st.objects->find(r.key) == nullptr) {
+      granted.emplace(r.key, k);
+      records.push_back(std::move(r));
+    } else if (!r.replicas.empty()) {
+      give_back.push_back(std::move(r));
+    }
   }
-  if (auto err = md.put_pending(records)) {
-    for (const auto& r : records)
-      unused.push_back(r.handle);
-    release_slots(self, unused);
-    return err;
+  if (auto err = st.objects->start(records)) {
+    give_back.insert(give_back.end(), records.begin(), records.end());
+    free_replicas(self, give_back);
+    round->promise.deliver(std::move(err));
+    return;
   }
-  release_slots(self, unused);
-  std::vector<slot_result> out;
-  for (auto key : args.keys) {
-    if (auto g = granted.find(key); g != granted.end())
-      out.push_back({key, slot_kind::handle, g->second});
-    else if (md.find(key))
-      out.push_back({key, slot_kind::exists, {}});
-    else
-      out.push_back({key, slot_kind::no_space, {}});
-  }
-  return make_put_reply(out);
+  free_replicas(self, give_back);
+  round->promise.deliver(make_reply(self, *round, granted));
 }
 
-} // namespace
-
-caf::result<envelope> on_put_start(store_master_ptr self, const envelope& msg) {
+void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
+               std::vector<std::pair<size_t, size_t>> slots) {
   auto& st = self->state;
-  auto args = read_as<wire::PutStart>(msg, [](wire::PutStart::Reader in) {
-    return put_start_args{in.getNode(), in.getBlockBytes(), read_keys(in.getKeys())};
+  auto msg = make_envelope<wire::Allocate>([&](wire::Allocate::Builder out) {
+    auto keys = out.initKeys(static_cast<unsigned>(slots.size()));
+    auto sizes = out.initSizes(static_cast<unsigned>(slots.size()));
+    auto positions = out.initChainPositions(static_cast<unsigned>(slots.size()));
+    for (unsigned i = 0; i < slots.size(); ++i) {
+      const uint64_t key = round->fresh[slots[i].first];
+      const size_t at =
+          static_cast<size_t>(std::find(round->args.keys.begin(), round->args.keys.end(), key) -
+                              round->args.keys.begin());
+      keys.set(i, key);
+      sizes.set(i, round->args.sizes[at]);
+      positions.set(i, round->args.positions[at]);
+    }
   });
-  if (!args)
-    return st.bad.refuse(st.name, std::move(args.error()));
-  if (auto err = check_keys(args->keys))
-    return st.bad.refuse(st.name, std::move(err));
-  if (args->block_bytes == 0 || args->block_bytes > block_bytes_max)
-    return st.bad.refuse(st.name,
-                         make_error(errc::invalid_argument, "block size must be in [1, 64 MiB]"));
-  if (args->node >= st.dir->block_owners.size())
-    return st.bad.refuse(
-        st.name,
-        make_error(errc::invalid_argument, "no block owner on node " + std::to_string(args->node)));
-  std::vector<uint64_t> fresh;
-  std::unordered_set<uint64_t> seen;
-  for (auto key : args->keys)
-    if (!st.metadata->find(key) && seen.insert(key).second)
-      fresh.push_back(key);
-  if (fresh.empty())
-    return finish_put_start(self, *args, fresh, {});
-  auto request = make_envelope<wire::Allocate>([&](wire::Allocate::Builder out) {
-    out.setCount(static_cast<uint32_t>(fresh.size()));
-    out.setBlockBytes(args->block_bytes);
-  });
-  auto rp = self->make_response_promise<envelope>();
-  self->request(st.dir->block_owners[args->node], control_timeout, allocate_atom::value, request)
+  auto done = [=](std::vector<transport::region_handle> handles) {
+    for (size_t i = 0; i < slots.size() && i < handles.size(); ++i)
+      round->got[slots[i].first][slots[i].second] = handles[i];
+    if (--round->outstanding == 0)
+      finish(self, round);
+  };
+  self->request(st.dir->block_owners[node], control_timeout, allocate_atom::value, msg)
       .then(
-          [=](const envelope& reply) mutable {
-            auto slots = read_as<wire::AllocateReply>(reply, [](wire::AllocateReply::Reader in) {
+          [=](const envelope& reply) {
+            auto handles = read_as<wire::AllocateReply>(reply, [](wire::AllocateReply::Reader in) {
               std::vector<transport::region_handle> out;
               for (auto h : in.getHandles())
                 out.push_back(transport::from_wire(h));
               return out;
             });
-            if (!slots) {
-              rp.deliver(std::move(slots.error()));
-              return;
-            }
-            auto answer = finish_put_start(self, *args, fresh, *slots);
-            if (answer)
-              rp.deliver(std::move(*answer));
-            else
-              rp.deliver(std::move(answer.error()));
+            done(handles ? *handles : std::vector<transport::region_handle>{});
           },
-          [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
-  return rp;
+          [=](caf::error&) { done({}); });
 }
 
-caf::result<void> on_put_commit(store_master_ptr self, const envelope& msg) {
+} // namespace
+
+caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   auto& st = self->state;
-  struct commit_args {
-    std::vector<uint64_t> keys;
-    std::vector<uint64_t> checksums;
-  };
-  auto args = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
-    return commit_args{read_keys(in.getKeys()), read_keys(in.getChecksums())};
+  auto a = read_as<wire::PutStart>(msg, [](wire::PutStart::Reader in) {
+    return put_args{in.getNode(),
+                    in.getReplicaCount(),
+                    in.getPlacement(),
+                    to_vector(in.getKeys()),
+                    to_vector(in.getSizes()),
+                    to_vector(in.getChainPositions())};
   });
-  if (!args)
-    return st.bad.refuse(st.name, std::move(args.error()));
-  if (auto err = check_keys(args->keys))
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (auto err = check(*a, st.nodes.size()))
     return st.bad.refuse(st.name, std::move(err));
-  if (auto err = st.metadata->commit(args->keys, args->checksums))
+  auto round = std::make_shared<put_round>();
+  round->args = std::move(*a);
+  const auto order = candidates(self, round->args);
+  std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
+  std::unordered_set<uint64_t> seen;
+  for (size_t i = 0; i < round->args.keys.size(); ++i) {
+    const uint64_t key = round->args.keys[i];
+    if (st.objects->find(key) != nullptr || !seen.insert(key).second ||
+        order.size() < round->args.replicas)
+      continue;
+    const size_t k = round->fresh.size();
+    round->fresh.push_back(key);
+    round->nodes.emplace_back(order.begin(), order.begin() + round->args.replicas);
+    round->got.emplace_back(round->args.replicas);
+    for (size_t x = 0; x < round->args.replicas; ++x) {
+      per_node[order[x]].emplace_back(k, x);
+      st.nodes[order[x]].dram_used_bytes += round->args.sizes[i];
+    }
+  }
+  round->promise = self->make_response_promise<envelope>();
+  if (per_node.empty()) {
+    finish(self, round);
+    return round->promise;
+  }
+  round->outstanding = per_node.size();
+  for (auto& [node, slots] : per_node)
+    ask_owner(self, round, node, std::move(slots));
+  return round->promise;
+}
+
+caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto a = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
+    return std::make_pair(to_vector(in.getKeys()), to_vector(in.getChecksums()));
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (a->first.empty())
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "commit of no blocks"));
+  if (auto err = st.objects->commit(a->first, a->second))
     return st.bad.refuse(st.name, std::move(err));
   return caf::unit;
 }
 
-caf::result<void> on_put_revoke(store_master_ptr self, const envelope& msg) {
+caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys = read_as<wire::PutRevoke>(
-      msg, [](wire::PutRevoke::Reader in) { return read_keys(in.getKeys()); });
+      msg, [](wire::PutRevoke::Reader in) { return to_vector(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
-  if (auto err = check_keys(*keys))
-    return st.bad.refuse(st.name, std::move(err));
-  // Only pending blocks can be revoked: a complete block belongs to every reader now.
-  std::vector<uint64_t> pending;
-  for (auto key : *keys)
-    if (auto r = st.metadata->find(key); r && r->state == storage::block_state::pending)
-      pending.push_back(key);
-  auto erased = st.metadata->erase(pending);
-  if (!erased)
-    return std::move(erased.error());
-  std::vector<transport::region_handle> slots;
-  for (const auto& r : *erased)
-    slots.push_back(r.handle);
-  release_slots(self, slots);
+  if (keys->size() > storage::object_store::batch_max)
+    return st.bad.refuse(st.name, make_error(errc::limit_exceeded, "revoke of over 4096 keys"));
+  free_replicas(self, st.objects->revoke(*keys));
   return caf::unit;
 }
 

@@ -1,72 +1,94 @@
 #include "actors/store_master/store_master.hpp"
 
-#include "actors/common/timeouts.hpp"
-#include "actors/store_master/store_master_state.hpp"
+#include "actors/store_master/master_state.hpp"
 #include "messages/schema/store.capnp.h"
 
 #include <caf/stateful_actor.hpp>
-#include <spdlog/spdlog.h>
-
-#include <map>
 
 namespace crescent {
 
-void release_slots(store_master_ptr self, const std::vector<transport::region_handle>& slots) {
-  std::map<uint32_t, std::vector<transport::region_handle>> by_node;
-  for (const auto& s : slots)
-    by_node[s.node].push_back(s);
-  for (auto& [node, list] : by_node) {
-    if (node >= self->state.dir->block_owners.size()) {
-      spdlog::error("store_master: slot on unknown node {}", node);
-      continue;
-    }
-    auto msg = make_envelope<wire::FreeBlocks>([&](wire::FreeBlocks::Builder out) {
-      auto handles = out.initHandles(static_cast<unsigned>(list.size()));
-      for (unsigned i = 0; i < list.size(); ++i)
-        transport::to_wire(list[i], handles[i]);
-    });
-    self->request(self->state.dir->block_owners[node], control_timeout, free_atom::value, msg)
-        .then([] {},
-              [node](caf::error& err) {
-                spdlog::warn("store_master: freeing slots on node {} failed: {}", node,
-                             describe(err));
-              });
-  }
+int64_t now_ns(master_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
 }
 
 namespace {
 
-envelope make_stats(store_master_ptr self) {
+envelope make_stats(master_ptr self) {
   auto& st = self->state;
+  uint32_t live = 0;
+  for (const auto& n : st.nodes)
+    live += n.alive ? 1 : 0;
   return make_envelope<wire::StoreStats>([&](wire::StoreStats::Builder out) {
-    out.setCompleteBlocks(st.metadata->complete_count());
-    out.setPendingBlocks(st.metadata->pending_count());
+    out.setCompleteBlocks(st.objects->complete_count());
+    out.setPendingBlocks(st.objects->pending_count());
     out.setBadMessages(st.bad.count);
     out.setCorruptReports(st.corrupt_reports);
+    out.setReclaimedPuts(st.reclaimed);
+    out.setLostBlocks(st.lost);
+    out.setLiveNodes(live);
+    out.setEvictionsApproved(st.approved);
+    out.setEvictionsRefused(st.refused);
   });
 }
 
-store_master_actor::behavior_type store_master(store_master_ptr self,
-                                               std::shared_ptr<storage::metadata_store> metadata,
+// The directory is complete once `start` arrives: watch every owner from then on.
+void start(master_ptr self) {
+  auto& st = self->state;
+  if (st.started)
+    return;
+  st.started = true;
+  for (auto& owner : st.dir->block_owners)
+    self->monitor(owner);
+  self->delayed_send(self, st.options.sweep, tick_atom::value);
+}
+
+store_master_actor::behavior_type store_master(master_ptr self, store_master_options options,
+                                               std::shared_ptr<storage::object_store> objects,
                                                std::shared_ptr<const directory> dir) {
-  self->state.metadata = std::move(metadata);
-  self->state.dir = std::move(dir);
+  auto& st = self->state;
+  st.options = options;
+  st.objects = std::move(objects);
+  st.dir = std::move(dir);
+  st.rng.seed(options.placement_seed);
+  st.nodes.assign(options.nodes, node_view{true, self->clock().now(), 0, 0});
+  self->set_down_handler([=](caf::down_msg& down) {
+    const auto& owners = self->state.dir->block_owners;
+    for (uint32_t n = 0; n < owners.size(); ++n)
+      if (owners[n].address() == down.source)
+        node_lost(self, n, "its block owner stopped");
+  });
   return {
       [=](put_start_atom, const envelope& msg) { return on_put_start(self, msg); },
       [=](put_commit_atom, const envelope& msg) { return on_put_commit(self, msg); },
       [=](put_revoke_atom, const envelope& msg) { return on_put_revoke(self, msg); },
-      [=](get_prefix_atom, const envelope& msg) { return on_get_prefix(self, msg); },
+      [=](get_atom, const envelope& msg) { return on_get(self, msg); },
+      [=](exists_atom, const envelope& msg) { return on_exists(self, msg); },
+      [=](remove_atom, const envelope& msg) { return on_remove(self, msg); },
+      [=](pin_atom, const envelope& msg) { return on_pin(self, msg, true); },
+      [=](unpin_atom, const envelope& msg) { return on_pin(self, msg, false); },
       [=](corrupt_atom, const envelope& msg) { return on_corrupt(self, msg); },
+      [=](owner_atom, heartbeat_atom, const envelope& msg) {
+        return on_owner_heartbeat(self, msg);
+      },
+      [=](owner_atom, report_atom, const envelope& msg) { return on_owner_report(self, msg); },
+      [=](evict_atom, const envelope& msg) { return on_evict(self, msg); },
       [=](stats_atom) { return make_stats(self); },
+      [=](start_atom) { start(self); },
+      [=](tick_atom) {
+        sweep(self);
+        self->delayed_send(self, self->state.options.sweep, tick_atom::value);
+      },
   };
 }
 
 } // namespace
 
-store_master_actor spawn_store_master(caf::actor_system& sys,
-                                      std::shared_ptr<storage::metadata_store> metadata,
+store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,
+                                      std::shared_ptr<storage::object_store> objects,
                                       std::shared_ptr<const directory> dir) {
-  return sys.spawn(store_master, std::move(metadata), std::move(dir));
+  return sys.spawn(store_master, options, std::move(objects), std::move(dir));
 }
 
 } // namespace crescent

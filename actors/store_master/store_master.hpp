@@ -1,22 +1,34 @@
-// The store master: block metadata of the KV pool, placement of new blocks on block owners.
+// The store master: block metadata of the KV pool and placement of replicas on block owners.
 //
 // Acknowledgement contract: a PutCommit is answered only after the records are synced to
-// RocksDB, so an acknowledged block's metadata survives a crash of the master. Pending puts
-// are not synced and are forgotten on restart (their writers never got a commit ack).
+// RocksDB, so an acknowledged block's metadata survives a crash of the master. Pending puts are
+// never persisted and are reclaimed after put_timeout. A node whose owner stops heartbeating
+// for node_timeout, or dies, leaves every replica list at the next sweep (every `sweep`); a
+// block left without replicas is gone: an explicit miss, never wrong bytes.
 #pragma once
 
 #include "actors/cluster/directory.hpp"
 #include "actors/store_master/store_master_actor.hpp"
-#include "storage/metadata_store.hpp"
+#include "storage/object_store.hpp"
 
 #include <caf/actor_system.hpp>
 
+#include <chrono>
 #include <memory>
 
 namespace crescent {
 
-store_master_actor spawn_store_master(caf::actor_system& sys,
-                                      std::shared_ptr<storage::metadata_store> metadata,
+struct store_master_options {
+  uint32_t nodes = 0;
+  std::chrono::milliseconds put_timeout{30000};
+  std::chrono::milliseconds lease_ttl{5000};
+  std::chrono::milliseconds node_timeout{5000};
+  std::chrono::milliseconds sweep{500};
+  uint64_t placement_seed = 1; // random placement is reproducible
+};
+
+store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,
+                                      std::shared_ptr<storage::object_store> objects,
                                       std::shared_ptr<const directory> dir);
 
 } // namespace crescent

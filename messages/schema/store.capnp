@@ -7,19 +7,28 @@ using Common = import "common.capnp";
 
 # -- store master -------------------------------------------------------------------------
 
-# Step 1 of a put: reserve space for blocks that the pool does not have yet.
+enum ReplicaPlacement {
+  localFirst @0;   # the writer's node first, then the most free
+  mostFree @1;     # the nodes with the most free DRAM
+  random @2;       # any live nodes
+}
+
+# Step 1 of a put: reserve space for `replicaCount` replicas of each new block, on distinct nodes.
 struct PutStart {
-  node @0 :UInt32;              # preferred node (local-first placement)
-  blockBytes @1 :UInt64;
-  keys @2 :List(UInt64);
+  node @0 :UInt32;                  # the writer's node, for local-first placement
+  replicaCount @1 :UInt32;          # 1 to 8
+  placement @2 :ReplicaPlacement;
+  keys @3 :List(UInt64);
+  sizes @4 :List(UInt64);           # bytes of each block
+  chainPositions @5 :List(UInt32);  # each block's index in its prompt's chain (eviction hint)
 }
 
 struct PutSlot {
   key @0 :UInt64;
   union {
-    handle @1 :Common.RegionHandle;  # write here, then commit
-    exists @2 :Void;                 # already pending or complete: skip
-    noSpace @3 :Void;                # the pool is full: skip
+    replicas @1 :List(Common.RegionHandle);  # write every one, then commit
+    exists @2 :Void;                         # already pending or complete: skip
+    noSpace @3 :Void;                        # not enough live nodes with room: skip
   }
 }
 
@@ -27,7 +36,8 @@ struct PutStartReply {
   slots @0 :List(PutSlot);
 }
 
-# Step 3 of a put: every byte is written; record the checksums and make the blocks readable.
+# Step 3 of a put: every replica is written; record the checksums and make the blocks readable.
+# Answered only once the records are synced.
 struct PutCommit {
   keys @0 :List(UInt64);
   checksums @1 :List(UInt64);   # xxh3-64 of each block's bytes
@@ -38,24 +48,52 @@ struct PutRevoke {
   keys @0 :List(UInt64);
 }
 
-# Longest prefix of `keys` whose blocks are complete.
-struct GetPrefix {
+# Where blocks are, with a read lease: a leased block is neither evicted nor its space reused
+# before leaseUntilNs.
+struct Get {
   keys @0 :List(UInt64);
+  prefixOnly @1 :Bool;   # stop at the first block that is not available
 }
 
 struct BlockLocation {
   key @0 :UInt64;
-  handle @1 :Common.RegionHandle;
+  sizeBytes @1 :UInt64;
   checksum @2 :UInt64;
+  replicas @3 :List(Common.RegionHandle);  # in DRAM; empty: not available
+  leaseUntilNs @4 :Int64;                  # on the store master's clock
 }
 
-struct GetPrefixReply {
-  blocks @0 :List(BlockLocation);
+struct GetReply {
+  blocks @0 :List(BlockLocation);   # one per key (prefixOnly: the available prefix)
 }
 
-# A reader found a block whose bytes do not match its checksum: drop it from the pool.
+struct Exists {
+  keys @0 :List(UInt64);
+}
+
+struct ExistsReply {
+  present @0 :List(Bool);
+}
+
+struct Remove {
+  keys @0 :List(UInt64);
+}
+
+# Keep blocks from eviction: hard until unpinned, soft for a time.
+struct Pin {
+  keys @0 :List(UInt64);
+  hard @1 :Bool;
+  ttlMs @2 :UInt32;   # soft pins
+}
+
+struct Unpin {
+  keys @0 :List(UInt64);
+}
+
+# A reader found a replica whose bytes do not match the checksum: drop that replica.
 struct ReportCorrupt {
   key @0 :UInt64;
+  node @1 :UInt32;
 }
 
 struct StoreStats {
@@ -63,44 +101,89 @@ struct StoreStats {
   pendingBlocks @1 :UInt64;
   badMessages @2 :UInt64;
   corruptReports @3 :UInt64;
+  reclaimedPuts @4 :UInt64;
+  lostBlocks @5 :UInt64;     # left without any replica
+  liveNodes @6 :UInt32;
+  evictionsApproved @7 :UInt64;
+  evictionsRefused @8 :UInt64;
 }
 
-enum BlockState {
-  pending @0;
-  complete @1;
-  removed @2;
-}
+# -- block owners -------------------------------------------------------------------------
 
-# One block's metadata as the store master persists it in RocksDB.
-struct BlockRecord {
-  key @0 :UInt64;
-  node @1 :UInt32;
-  handle @2 :Common.RegionHandle;
-  sizeBytes @3 :UInt64;
-  checksum @4 :UInt64;
-  state @5 :BlockState;
-}
-
-# -- block owner --------------------------------------------------------------------------
-
+# store master -> owner: space for blocks.
 struct Allocate {
-  count @0 :UInt32;
-  blockBytes @1 :UInt64;
+  keys @0 :List(UInt64);
+  sizes @1 :List(UInt64);
+  chainPositions @2 :List(UInt32);
 }
 
 struct AllocateReply {
-  handles @0 :List(Common.RegionHandle);   # possibly fewer than asked for: the pool is full
+  handles @0 :List(Common.RegionHandle);   # one per key; regionId 0: no room
 }
 
+# store master -> owner: forget blocks (DRAM and SSD).
 struct FreeBlocks {
-  handles @0 :List(Common.RegionHandle);
+  keys @0 :List(UInt64);
+}
+
+# store master -> owner: copy SSD-only blocks back into DRAM.
+struct Promote {
+  keys @0 :List(UInt64);
+}
+
+struct PromoteReply {
+  handles @0 :List(Common.RegionHandle);   # one per key; regionId 0: failed
+}
+
+# owner -> store master, every heartbeat interval.
+struct OwnerHeartbeat {
+  node @0 :UInt32;
+  dramCapacityBytes @1 :UInt64;
+  dramUsedBytes @2 :UInt64;
+  ssdCapacityBytes @3 :UInt64;
+  ssdUsedBytes @4 :UInt64;
+}
+
+# owner -> store master: may these DRAM copies go? `offloaded`: a copy is on SSD now.
+struct EvictRequest {
+  node @0 :UInt32;
+  keys @1 :List(UInt64);
+  offloaded @2 :List(Bool);
+}
+
+struct EvictReply {
+  approved @0 :List(Bool);   # refused: leased, pinned or pending; keep the DRAM copy
+}
+
+struct OwnerBlock {
+  key @0 :UInt64;
+  sizeBytes @1 :UInt64;
+  inDram @2 :Bool;
+  dram @3 :Common.RegionHandle;
+  onSsd @4 :Bool;
+}
+
+# owner -> store master, after either restarts: what the owner holds.
+struct OwnerReport {
+  node @0 :UInt32;
+  blocks @1 :List(OwnerBlock);
+}
+
+struct OwnerReportReply {
+  drop @0 :List(UInt64);   # blocks the master does not know: free them
 }
 
 struct OwnerStats {
   node @0 :UInt32;
-  capacityBlocks @1 :UInt32;
-  usedBlocks @2 :UInt32;
-  badMessages @3 :UInt64;
+  dramCapacityBytes @1 :UInt64;
+  dramUsedBytes @2 :UInt64;
+  ssdCapacityBytes @3 :UInt64;
+  ssdUsedBytes @4 :UInt64;
+  blocks @5 :UInt64;
+  evictions @6 :UInt64;
+  offloads @7 :UInt64;
+  promotions @8 :UInt64;
+  badMessages @9 :UInt64;
 }
 
 # -- pool metadata, persisted by the store master -----------------------------------------

@@ -20,16 +20,16 @@ struct target {
   std::function<caf::expected<envelope>(envelope)> send;
 };
 
-template <class Schema, bool VoidReply, class Handle, class Atom>
-target make_target(cluster_harness& h, std::string name, Handle dest, Atom) {
+template <class Schema, bool VoidReply, class Handle, class... Atoms>
+target make_target(cluster_harness& h, std::string name, Handle dest, Atoms...) {
   target t{std::move(name), sample_envelope<Schema>(), {}};
   t.send = [&h, dest](envelope msg) -> caf::expected<envelope> {
     if constexpr (VoidReply) {
-      if (auto err = h.ask_void(dest, Atom::value, msg))
+      if (auto err = h.ask_void(dest, Atoms::value..., msg))
         return err;
       return envelope{};
     } else {
-      return h.ask(dest, Atom::value, msg);
+      return h.ask(dest, Atoms::value..., msg);
     }
   };
   return t;
@@ -49,13 +49,23 @@ std::vector<target> all_targets(cluster_harness& h) {
                                          put_commit_atom{}),
       make_target<wire::PutRevoke, true>(h, "store_master/put_revoke", d.store_master,
                                          put_revoke_atom{}),
-      make_target<wire::GetPrefix, false>(h, "store_master/get_prefix", d.store_master,
-                                          get_prefix_atom{}),
+      make_target<wire::Get, false>(h, "store_master/get", d.store_master, get_atom{}),
+      make_target<wire::Exists, false>(h, "store_master/exists", d.store_master, exists_atom{}),
+      make_target<wire::Remove, true>(h, "store_master/remove", d.store_master, remove_atom{}),
+      make_target<wire::Pin, true>(h, "store_master/pin", d.store_master, pin_atom{}),
+      make_target<wire::Unpin, true>(h, "store_master/unpin", d.store_master, unpin_atom{}),
       make_target<wire::ReportCorrupt, true>(h, "store_master/corrupt", d.store_master,
                                              corrupt_atom{}),
+      make_target<wire::OwnerHeartbeat, true>(h, "store_master/owner_heartbeat", d.store_master,
+                                              owner_atom{}, heartbeat_atom{}),
+      make_target<wire::OwnerReport, false>(h, "store_master/owner_report", d.store_master,
+                                            owner_atom{}, report_atom{}),
+      make_target<wire::EvictRequest, false>(h, "store_master/evict", d.store_master, evict_atom{}),
       make_target<wire::Allocate, false>(h, "block_owner/allocate", d.block_owners[0],
                                          allocate_atom{}),
       make_target<wire::FreeBlocks, true>(h, "block_owner/free", d.block_owners[0], free_atom{}),
+      make_target<wire::Promote, false>(h, "block_owner/promote", d.block_owners[0],
+                                        promote_atom{}),
       make_target<wire::PrefillJob, false>(h, "prefill/prefill", d.prefill[0], prefill_atom{}),
       make_target<wire::ReserveRequest, false>(h, "decode/reserve", d.decode[0], reserve_atom{}),
       make_target<wire::ReleaseRequest, true>(h, "decode/release", d.decode[0], release_atom{}),

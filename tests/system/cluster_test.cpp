@@ -80,16 +80,18 @@ TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   // Damage the stored bytes of block 2 through its handle, as a failing DIMM would.
   const auto& model = h.cl->config().model;
   auto keys = storage::chain_block_keys(first.tokens, model.block_tokens, model.fingerprint());
-  auto query = make_envelope<wire::GetPrefix>([&](wire::GetPrefix::Builder out) {
+  auto query = make_envelope<wire::Get>([&](wire::Get::Builder out) {
     auto list = out.initKeys(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i)
       list.set(i, keys[i]);
+    out.setPrefixOnly(true);
   });
-  auto found = h.ask(h.cl->dir().store_master, get_prefix_atom::value, query);
+  auto found = h.ask(h.cl->dir().store_master, get_atom::value, query);
   ASSERT_TRUE(found);
-  auto handle = read_as<wire::GetPrefixReply>(*found, [](wire::GetPrefixReply::Reader in) {
+  auto handle = read_as<wire::GetReply>(*found, [](wire::GetReply::Reader in) {
     EXPECT_EQ(in.getBlocks().size(), 5u);
-    return transport::from_wire(in.getBlocks()[2].getHandle());
+    EXPECT_EQ(in.getBlocks()[2].getReplicas().size(), 1u);
+    return transport::from_wire(in.getBlocks()[2].getReplicas()[0]);
   });
   ASSERT_TRUE(handle);
   std::vector<std::byte> garbage(64, std::byte{0x5a});

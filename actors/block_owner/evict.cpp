@@ -1,0 +1,122 @@
+// Keeping DRAM under the high watermark: victims by policy, offload to SSD when it has room,
+// and the store master's approval before a DRAM copy is dropped.
+#include "actors/block_owner/owner_state.hpp"
+#include "actors/common/timeouts.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+#include "storage/checksum.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+namespace crescent {
+
+namespace {
+
+constexpr size_t victims_per_round_max = 1024;
+
+// Copies a victim to SSD if the tier exists and has room; true if the copy is there.
+bool offload(owner_ptr self, uint64_t key, owned_block& b) {
+  auto& st = self->state;
+  if (!st.parts.ssd || b.on_ssd)
+    return b.on_ssd;
+  if (st.parts.ssd->capacity_bytes() - st.parts.ssd->used_bytes() < b.size_bytes)
+    return false;
+  auto bytes = st.parts.dram->bytes(*b.dram, b.size_bytes);
+  if (auto err = st.parts.ssd->put(key, bytes, storage::block_checksum(bytes))) {
+    spdlog::warn("block_owner {}: offload of {} failed: {}", st.options.node, key, describe(err));
+    return false;
+  }
+  b.on_ssd = true;
+  ++st.offloads;
+  return true;
+}
+
+void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<bool>& offloaded,
+           const std::vector<bool>& approved) {
+  auto& st = self->state;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto it = st.blocks.find(keys[i]);
+    if (it == st.blocks.end())
+      continue;
+    auto& b = it->second;
+    b.evicting = false;
+    const bool drop = b.freed || (i < approved.size() && approved[i]);
+    if (!drop) {
+      // Refused (leased, pinned, pending): keep DRAM, and no second copy the master ignores.
+      if (offloaded[i] && st.parts.ssd && st.parts.ssd->remove(keys[i]) == caf::none)
+        b.on_ssd = false;
+      continue;
+    }
+    ++st.evictions;
+    release_dram(self, keys[i], b);
+    if (b.freed || !b.on_ssd) {
+      if (b.on_ssd && st.parts.ssd) [[maybe_unused]]
+        auto err = st.parts.ssd->remove(keys[i]);
+      st.blocks.erase(it);
+    }
+  }
+}
+
+void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> offloaded) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::EvictRequest>([&](wire::EvictRequest::Builder out) {
+    out.setNode(st.options.node);
+    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+    auto o = out.initOffloaded(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i) {
+      k.set(i, keys[i]);
+      o.set(i, offloaded[i]);
+    }
+  });
+  st.evicting = true;
+  self->request(st.parts.dir->store_master, control_timeout, evict_atom::value, msg)
+      .then(
+          [=](const envelope& reply) {
+            auto approved = read_as<wire::EvictReply>(reply, [](wire::EvictReply::Reader in) {
+              std::vector<bool> out;
+              for (auto a : in.getApproved())
+                out.push_back(a);
+              return out;
+            });
+            apply(self, keys, offloaded, approved ? *approved : std::vector<bool>{});
+            self->state.evicting = false;
+            // Keep going while above the watermark, but only if this round freed something:
+            // a round of refusals waits for the next allocation.
+            if (approved && std::find(approved->begin(), approved->end(), true) != approved->end())
+              maybe_evict(self);
+          },
+          [=](caf::error& err) {
+            spdlog::warn("block_owner {}: eviction not approved: {}", self->state.options.node,
+                         describe(err));
+            apply(self, keys, offloaded, {});
+            self->state.evicting = false;
+          });
+}
+
+} // namespace
+
+void maybe_evict(owner_ptr self) {
+  auto& st = self->state;
+  const double capacity = static_cast<double>(st.parts.dram->capacity_bytes());
+  const double used = static_cast<double>(st.parts.dram->used_bytes());
+  if (st.evicting || used <= st.options.high_watermark * capacity)
+    return;
+  const double goal = (st.options.high_watermark - st.options.evict_fraction) * capacity;
+  const auto bytes = static_cast<uint64_t>(used - goal);
+  auto victims = st.order->victims(bytes, victims_per_round_max, [&](uint64_t key) {
+    auto i = st.blocks.find(key);
+    return i == st.blocks.end() || i->second.evicting || !i->second.dram;
+  });
+  if (victims.empty())
+    return;
+  std::vector<bool> offloaded;
+  for (auto key : victims) {
+    auto& b = st.blocks.at(key);
+    b.evicting = true;
+    offloaded.push_back(offload(self, key, b));
+  }
+  ask_master(self, std::move(victims), std::move(offloaded));
+}
+
+} // namespace crescent

@@ -1,0 +1,45 @@
+// State of a block owner and its handlers, split by concern: space (space.cpp), eviction
+// (evict.cpp), the actor itself (block_owner.cpp).
+#pragma once
+
+#include "actors/block_owner/block_owner.hpp"
+#include "actors/common/handler_guard.hpp"
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace crescent {
+
+struct owned_block {
+  uint64_t size_bytes = 0;
+  std::optional<storage::arena_block> dram;
+  bool on_ssd = false;
+  bool evicting = false; // an eviction request for it is at the master
+  bool freed = false;    // the master freed it while it was evicting
+};
+
+struct owner_state {
+  static inline const char* name = "block_owner";
+  block_owner_options options;
+  block_owner_parts parts;
+  std::unique_ptr<storage::eviction_index> order; // DRAM copies only
+  std::unordered_map<uint64_t, owned_block> blocks;
+  bool evicting = false;
+  bad_message_counter bad;
+  uint64_t evictions = 0;
+  uint64_t offloads = 0;
+  uint64_t promotions = 0;
+};
+
+using owner_ptr = block_owner_actor::stateful_pointer<owner_state>;
+
+// space.cpp
+caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg);
+caf::result<void> on_free(owner_ptr self, const envelope& msg);
+caf::result<envelope> on_promote(owner_ptr self, const envelope& msg);
+void release_dram(owner_ptr self, uint64_t key, owned_block& b);
+// evict.cpp
+void maybe_evict(owner_ptr self);
+
+} // namespace crescent

@@ -1,0 +1,165 @@
+// DRAM space for the store master: allocation, freeing, promotion from SSD.
+#include "actors/block_owner/owner_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+#include "transport/region_handle.hpp"
+
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+namespace crescent {
+
+namespace {
+
+struct allocate_args {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> sizes;
+  std::vector<uint32_t> positions;
+};
+
+caf::error check_count(size_t n) {
+  if (n == 0 || n > owner_batch_max)
+    return make_error(errc::limit_exceeded, "a batch names 1 to 4096 blocks");
+  return caf::none;
+}
+
+envelope handles_reply(const std::vector<transport::region_handle>& handles, bool promote) {
+  auto fill = [&](auto list) {
+    for (unsigned i = 0; i < handles.size(); ++i)
+      transport::to_wire(handles[i], list[i]);
+  };
+  if (promote)
+    return make_envelope<wire::PromoteReply>([&](wire::PromoteReply::Builder out) {
+      fill(out.initHandles(static_cast<unsigned>(handles.size())));
+    });
+  return make_envelope<wire::AllocateReply>([&](wire::AllocateReply::Builder out) {
+    fill(out.initHandles(static_cast<unsigned>(handles.size())));
+  });
+}
+
+// A DRAM copy for `key`, from the arena; nothing when the arena is full.
+std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owned_block& b,
+                                              uint32_t position) {
+  auto& st = self->state;
+  auto space = st.parts.dram->allocate(b.size_bytes);
+  if (!space)
+    return std::nullopt;
+  b.dram = *space;
+  st.order->insert(key, b.size_bytes, position);
+  return space->handle;
+}
+
+} // namespace
+
+void release_dram(owner_ptr self, uint64_t key, owned_block& b) {
+  auto& st = self->state;
+  if (b.dram) {
+    st.parts.dram->free(*b.dram);
+    b.dram.reset();
+  }
+  st.order->erase(key);
+}
+
+caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto a = read_as<wire::Allocate>(msg, [](wire::Allocate::Reader in) {
+    return allocate_args{to_vector(in.getKeys()), to_vector(in.getSizes()),
+                         to_vector(in.getChainPositions())};
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (auto err = check_count(a->keys.size()))
+    return st.bad.refuse(st.name, std::move(err));
+  if (a->sizes.size() != a->keys.size() || a->positions.size() != a->keys.size())
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "allocate needs a size and a position per key"));
+  for (auto size : a->sizes)
+    if (size == 0 || size > st.parts.dram->capacity_bytes())
+      return st.bad.refuse(
+          st.name, make_error(errc::invalid_argument, "a block must fit in this node's DRAM tier"));
+  std::vector<transport::region_handle> out;
+  for (size_t i = 0; i < a->keys.size(); ++i) {
+    auto& b = st.blocks[a->keys[i]];
+    if (b.evicting) {
+      out.emplace_back(); // its old copy is still at the master for eviction: not now
+      continue;
+    }
+    if (b.dram) {
+      out.push_back(b.dram->handle); // asked twice: the same space
+      continue;
+    }
+    b.size_bytes = a->sizes[i];
+    auto h = place(self, a->keys[i], b, a->positions[i]);
+    if (!h && !b.on_ssd)
+      st.blocks.erase(a->keys[i]);
+    out.push_back(h ? *h : transport::region_handle{});
+  }
+  maybe_evict(self);
+  return handles_reply(out, false);
+}
+
+caf::result<void> on_free(owner_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto keys = read_as<wire::FreeBlocks>(
+      msg, [](wire::FreeBlocks::Reader in) { return to_vector(in.getKeys()); });
+  if (!keys)
+    return st.bad.refuse(st.name, std::move(keys.error()));
+  if (auto err = check_count(keys->size()))
+    return st.bad.refuse(st.name, std::move(err));
+  for (auto key : *keys) {
+    auto i = st.blocks.find(key);
+    if (i == st.blocks.end())
+      continue; // freed twice, or never held: nothing to do
+    if (i->second.evicting) {
+      i->second.freed = true; // the eviction reply finishes the job
+      continue;
+    }
+    release_dram(self, key, i->second);
+    if (i->second.on_ssd && st.parts.ssd)
+      if (auto err = st.parts.ssd->remove(key))
+        spdlog::warn("block_owner {}: {}", st.options.node, describe(err));
+    st.blocks.erase(i);
+  }
+  return caf::unit;
+}
+
+caf::result<envelope> on_promote(owner_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto keys =
+      read_as<wire::Promote>(msg, [](wire::Promote::Reader in) { return to_vector(in.getKeys()); });
+  if (!keys)
+    return st.bad.refuse(st.name, std::move(keys.error()));
+  if (auto err = check_count(keys->size()))
+    return st.bad.refuse(st.name, std::move(err));
+  std::vector<transport::region_handle> out;
+  for (auto key : *keys) {
+    auto i = st.blocks.find(key);
+    if (i == st.blocks.end() || i->second.freed) {
+      out.emplace_back();
+      continue;
+    }
+    auto& b = i->second;
+    if (b.dram) {
+      out.push_back(b.dram->handle);
+      continue;
+    }
+    std::optional<transport::region_handle> h;
+    if (b.on_ssd && st.parts.ssd)
+      h = place(self, key, b, 0);
+    if (h) {
+      if (auto err = st.parts.ssd->get(key, st.parts.dram->bytes(*b.dram, b.size_bytes))) {
+        spdlog::warn("block_owner {}: promotion of {} failed: {}", st.options.node, key,
+                     describe(err));
+        release_dram(self, key, b);
+        h.reset();
+      } else {
+        ++st.promotions;
+      }
+    }
+    out.push_back(h ? *h : transport::region_handle{});
+  }
+  maybe_evict(self);
+  return handles_reply(out, true);
+}
+
+} // namespace crescent

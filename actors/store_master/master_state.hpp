@@ -1,0 +1,62 @@
+// State and handlers of the store master, split by concern: puts (put.cpp), reads and block
+// management (read.cpp), owners (owners.cpp), the actor itself (store_master.cpp).
+#pragma once
+
+#include "actors/common/handler_guard.hpp"
+#include "actors/store_master/store_master.hpp"
+
+#include <caf/actor_clock.hpp>
+
+#include <random>
+#include <vector>
+
+namespace crescent {
+
+struct node_view {
+  bool alive = true;
+  caf::actor_clock::time_point last_seen;
+  uint64_t dram_capacity_bytes = 0; // 0: not heard of yet
+  uint64_t dram_used_bytes = 0;     // last report plus what was allocated since
+};
+
+struct master_state {
+  static inline const char* name = "store_master";
+  store_master_options options;
+  std::shared_ptr<storage::object_store> objects;
+  std::shared_ptr<const directory> dir;
+  std::vector<node_view> nodes;
+  std::mt19937_64 rng;
+  bool started = false;
+  bad_message_counter bad;
+  uint64_t corrupt_reports = 0;
+  uint64_t reclaimed = 0;
+  uint64_t lost = 0;
+  uint64_t approved = 0;
+  uint64_t refused = 0;
+};
+
+using master_ptr = store_master_actor::stateful_pointer<master_state>;
+
+int64_t now_ns(master_ptr self);
+
+// put.cpp
+caf::result<envelope> on_put_start(master_ptr self, const envelope& msg);
+caf::result<void> on_put_commit(master_ptr self, const envelope& msg);
+caf::result<void> on_put_revoke(master_ptr self, const envelope& msg);
+// read.cpp
+caf::result<envelope> on_get(master_ptr self, const envelope& msg);
+caf::result<envelope> on_exists(master_ptr self, const envelope& msg);
+caf::result<void> on_remove(master_ptr self, const envelope& msg);
+caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin);
+caf::result<void> on_corrupt(master_ptr self, const envelope& msg);
+// owners.cpp
+caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg);
+caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg);
+caf::result<envelope> on_evict(master_ptr self, const envelope& msg);
+void sweep(master_ptr self);
+void node_lost(master_ptr self, uint32_t node, const char* why);
+/// Asks the owners to free these blocks' replicas (fire and forget: a lost free leaks space
+/// until the owner next reports).
+void free_replicas(master_ptr self, const std::vector<storage::object_record>& records);
+
+} // namespace crescent

@@ -1,0 +1,219 @@
+// The store master and the block owners: liveness, eviction approval, reconciliation, frees.
+#include "actors/common/timeouts.hpp"
+#include "actors/store_master/master_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <unordered_map>
+
+namespace crescent {
+
+void free_replicas(master_ptr self, const std::vector<storage::object_record>& records) {
+  auto& st = self->state;
+  std::map<uint32_t, std::vector<uint64_t>> by_node;
+  for (const auto& r : records)
+    for (const auto& x : r.replicas)
+      if (x.node < st.dir->block_owners.size() && st.nodes[x.node].alive) {
+        by_node[x.node].push_back(r.key);
+        if (x.in_dram)
+          st.nodes[x.node].dram_used_bytes -=
+              std::min(st.nodes[x.node].dram_used_bytes, r.size_bytes);
+      }
+  for (auto& [node, keys] : by_node)
+    for (size_t at = 0; at < keys.size(); at += 4096) {
+      const size_t n = std::min<size_t>(4096, keys.size() - at);
+      auto msg = make_envelope<wire::FreeBlocks>([&](wire::FreeBlocks::Builder out) {
+        auto list = out.initKeys(static_cast<unsigned>(n));
+        for (unsigned i = 0; i < n; ++i)
+          list.set(i, keys[at + i]);
+      });
+      self->request(st.dir->block_owners[node], control_timeout, free_atom::value, msg)
+          .then([] {},
+                [node](caf::error& err) {
+                  spdlog::warn("store_master: freeing on node {} failed: {}", node, describe(err));
+                });
+    }
+}
+
+void node_lost(master_ptr self, uint32_t node, const char* why) {
+  auto& st = self->state;
+  if (node >= st.nodes.size() || !st.nodes[node].alive)
+    return;
+  st.nodes[node].alive = false;
+  auto lost = st.objects->drop_node(node);
+  if (!lost) {
+    spdlog::error("store_master: dropping node {}: {}", node, describe(lost.error()));
+    return;
+  }
+  st.lost += lost->size();
+  spdlog::warn("store_master: node {} left the pool ({}); {} blocks lost their last replica", node,
+               why, lost->size());
+  free_replicas(self, *lost); // other replicas of pending blocks
+}
+
+void sweep(master_ptr self) {
+  auto& st = self->state;
+  auto done = st.objects->collect(now_ns(self));
+  for (const auto& r : done)
+    if (r.state == storage::object_state::pending)
+      ++st.reclaimed;
+  free_replicas(self, done);
+  const auto now = self->clock().now();
+  for (uint32_t n = 0; n < st.nodes.size(); ++n)
+    if (st.nodes[n].alive && now - st.nodes[n].last_seen > st.options.node_timeout)
+      node_lost(self, n, "no heartbeat");
+}
+
+caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct beat {
+    uint32_t node;
+    uint64_t capacity, used;
+  };
+  auto b = read_as<wire::OwnerHeartbeat>(msg, [](wire::OwnerHeartbeat::Reader in) {
+    return beat{in.getNode(), in.getDramCapacityBytes(), in.getDramUsedBytes()};
+  });
+  if (!b)
+    return st.bad.refuse(st.name, std::move(b.error()));
+  if (b->node >= st.nodes.size())
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "heartbeat from an unknown "
+                                                                     "node"));
+  auto& n = st.nodes[b->node];
+  if (!n.alive)
+    return make_error(errc::unavailable, "node " + std::to_string(b->node) +
+                                             " left the pool; it must report before rejoining");
+  n.last_seen = self->clock().now();
+  n.dram_capacity_bytes = b->capacity;
+  n.dram_used_bytes = b->used;
+  return caf::unit;
+}
+
+caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct request {
+    uint32_t node;
+    std::vector<uint64_t> keys;
+    std::vector<bool> offloaded;
+  };
+  auto r = read_as<wire::EvictRequest>(msg, [](wire::EvictRequest::Reader in) {
+    request out{in.getNode(), to_vector(in.getKeys()), {}};
+    for (auto o : in.getOffloaded())
+      out.offloaded.push_back(o);
+    return out;
+  });
+  if (!r)
+    return st.bad.refuse(st.name, std::move(r.error()));
+  if (r->node >= st.nodes.size() || r->keys.size() != r->offloaded.size() ||
+      r->keys.size() > storage::object_store::batch_max)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "malformed evict request"));
+  const int64_t now = now_ns(self);
+  std::vector<bool> approved;
+  for (size_t i = 0; i < r->keys.size(); ++i) {
+    const auto* rec = st.objects->find(r->keys[i]);
+    if (rec == nullptr) {
+      approved.push_back(true); // unknown here: the owner should not keep it
+      continue;
+    }
+    if (!st.objects->evictable(*rec, now)) {
+      approved.push_back(false);
+      ++st.refused;
+      continue;
+    }
+    std::vector<storage::replica> next;
+    for (auto x : rec->replicas) {
+      if (x.node == r->node) {
+        if (!r->offloaded[i])
+          continue;
+        x.in_dram = false;
+        x.dram = {};
+        x.on_ssd = true;
+      }
+      next.push_back(x);
+    }
+    if (auto done = st.objects->set_replicas(r->keys[i], std::move(next)); !done) {
+      approved.push_back(false);
+      continue;
+    }
+    approved.push_back(true);
+    ++st.approved;
+  }
+  return make_envelope<wire::EvictReply>([&](wire::EvictReply::Builder out) {
+    auto list = out.initApproved(static_cast<unsigned>(approved.size()));
+    for (unsigned i = 0; i < approved.size(); ++i)
+      list.set(i, approved[i]);
+  });
+}
+
+caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  struct held {
+    bool in_dram;
+    transport::region_handle dram;
+    bool on_ssd;
+  };
+  struct report {
+    uint32_t node;
+    std::unordered_map<uint64_t, held> blocks;
+  };
+  auto r = read_as<wire::OwnerReport>(msg, [](wire::OwnerReport::Reader in) {
+    report out{in.getNode(), {}};
+    for (auto b : in.getBlocks())
+      out.blocks[b.getKey()] = {b.getInDram(), transport::from_wire(b.getDram()), b.getOnSsd()};
+    return out;
+  });
+  if (!r)
+    return st.bad.refuse(st.name, std::move(r.error()));
+  if (r->node >= st.nodes.size())
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node"));
+  // Replicas the owner no longer has are dropped; what it has but the master does not know
+  // (or no longer wants) is freed.
+  std::vector<uint64_t> keys;
+  st.objects->for_each([&](const storage::object_record& rec) {
+    for (const auto& x : rec.replicas)
+      if (x.node == r->node)
+        keys.push_back(rec.key);
+  });
+  for (auto key : keys) {
+    const auto* rec = st.objects->find(key);
+    if (rec == nullptr || rec->state != storage::object_state::complete)
+      continue;
+    std::vector<storage::replica> next;
+    for (auto x : rec->replicas) {
+      if (x.node == r->node) {
+        auto h = r->blocks.find(key);
+        if (h == r->blocks.end() || (!h->second.in_dram && !h->second.on_ssd))
+          continue;
+        x.in_dram = h->second.in_dram;
+        x.dram = h->second.dram;
+        x.on_ssd = h->second.on_ssd;
+      }
+      next.push_back(x);
+    }
+    if (auto gone = st.objects->set_replicas(key, std::move(next)); gone)
+      st.lost += gone->size();
+  }
+  std::vector<uint64_t> drop;
+  for (const auto& [key, h] : r->blocks) {
+    const auto* rec = st.objects->find(key);
+    bool known = false;
+    if (rec != nullptr)
+      for (const auto& x : rec->replicas)
+        known = known || x.node == r->node;
+    if (!known)
+      drop.push_back(key);
+  }
+  auto& n = st.nodes[r->node];
+  n.alive = true; // a reporting owner (re)joins the pool
+  n.last_seen = self->clock().now();
+  return make_envelope<wire::OwnerReportReply>([&](wire::OwnerReportReply::Builder out) {
+    auto list = out.initDrop(static_cast<unsigned>(drop.size()));
+    for (unsigned i = 0; i < drop.size(); ++i)
+      list.set(i, drop[i]);
+  });
+}
+
+} // namespace crescent

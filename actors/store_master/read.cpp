@@ -1,0 +1,240 @@
+// Reads and block management: get (with promotion of SSD-only blocks and a read lease),
+// exists, remove, pins, and reports of corrupt replicas.
+#include "actors/common/timeouts.hpp"
+#include "actors/store_master/master_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+
+#include <caf/stateful_actor.hpp>
+
+#include <map>
+
+namespace crescent {
+
+namespace {
+
+caf::error check_keys(size_t n) {
+  if (n == 0 || n > storage::object_store::batch_max)
+    return make_error(errc::limit_exceeded, "a request names 1 to 4096 blocks");
+  return caf::none;
+}
+
+enum class availability { dram, ssd, none };
+
+availability available(master_ptr self, const storage::object_record* r) {
+  if (r == nullptr || r->state != storage::object_state::complete)
+    return availability::none;
+  bool ssd = false;
+  for (const auto& x : r->replicas) {
+    if (!self->state.nodes[x.node].alive)
+      continue;
+    if (x.in_dram)
+      return availability::dram;
+    ssd = ssd || x.on_ssd;
+  }
+  return ssd ? availability::ssd : availability::none;
+}
+
+struct get_args {
+  std::vector<uint64_t> keys;
+  bool prefix_only = false;
+};
+
+// Answers a get from the current metadata; leases what it returns.
+envelope answer(master_ptr self, const get_args& a) {
+  auto& st = self->state;
+  const int64_t until =
+      now_ns(self) +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.lease_ttl).count();
+  std::vector<uint64_t> shown;
+  for (auto key : a.keys) {
+    if (available(self, st.objects->find(key)) != availability::dram && a.prefix_only)
+      break;
+    shown.push_back(key);
+  }
+  return make_envelope<wire::GetReply>([&](wire::GetReply::Builder out) {
+    auto blocks = out.initBlocks(static_cast<unsigned>(shown.size()));
+    for (unsigned i = 0; i < shown.size(); ++i) {
+      blocks[i].setKey(shown[i]);
+      const auto* r = st.objects->find(shown[i]);
+      if (available(self, r) != availability::dram)
+        continue;
+      st.objects->lease(shown[i], until);
+      blocks[i].setSizeBytes(r->size_bytes);
+      blocks[i].setChecksum(r->checksum);
+      blocks[i].setLeaseUntilNs(until);
+      std::vector<transport::region_handle> in_dram;
+      for (const auto& x : r->replicas)
+        if (x.in_dram && st.nodes[x.node].alive)
+          in_dram.push_back(x.dram);
+      auto list = blocks[i].initReplicas(static_cast<unsigned>(in_dram.size()));
+      for (unsigned k = 0; k < in_dram.size(); ++k)
+        transport::to_wire(in_dram[k], list[k]);
+    }
+  });
+}
+
+// Records where a promoted block now sits in DRAM.
+void promoted(master_ptr self, uint32_t node, uint64_t key, const transport::region_handle& h) {
+  auto& st = self->state;
+  const auto* r = st.objects->find(key);
+  if (r == nullptr || !h.valid())
+    return;
+  auto next = r->replicas;
+  for (auto& x : next)
+    if (x.node == node && x.on_ssd) {
+      x.in_dram = true;
+      x.dram = h;
+    }
+  [[maybe_unused]] auto done = st.objects->set_replicas(key, std::move(next));
+}
+
+} // namespace
+
+caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto a = read_as<wire::Get>(msg, [](wire::Get::Reader in) {
+    return get_args{to_vector(in.getKeys()), in.getPrefixOnly()};
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (auto err = check_keys(a->keys.size()))
+    return st.bad.refuse(st.name, std::move(err));
+  // Blocks only on SSD are promoted first (the prefix up to the first missing block).
+  std::map<uint32_t, std::vector<uint64_t>> promote;
+  for (auto key : a->keys) {
+    const auto* r = st.objects->find(key);
+    auto where = available(self, r);
+    if (where == availability::none && a->prefix_only)
+      break;
+    if (where != availability::ssd)
+      continue;
+    for (const auto& x : r->replicas)
+      if (x.on_ssd && st.nodes[x.node].alive) {
+        promote[x.node].push_back(key);
+        break;
+      }
+  }
+  if (promote.empty())
+    return answer(self, *a);
+  auto rp = self->make_response_promise<envelope>();
+  auto outstanding = std::make_shared<size_t>(promote.size());
+  for (auto& [node, keys] : promote) {
+    auto req = make_envelope<wire::Promote>([&](wire::Promote::Builder out) {
+      auto list = out.initKeys(static_cast<unsigned>(keys.size()));
+      for (unsigned i = 0; i < keys.size(); ++i)
+        list.set(i, keys[i]);
+    });
+    auto done = [=, node = node,
+                 keys = keys](std::vector<transport::region_handle> handles) mutable {
+      for (size_t i = 0; i < keys.size() && i < handles.size(); ++i)
+        promoted(self, node, keys[i], handles[i]);
+      if (--*outstanding == 0)
+        rp.deliver(answer(self, *a));
+    };
+    self->request(st.dir->block_owners[node], control_timeout, promote_atom::value, req)
+        .then(
+            [=](const envelope& reply) mutable {
+              auto h = read_as<wire::PromoteReply>(reply, [](wire::PromoteReply::Reader in) {
+                std::vector<transport::region_handle> out;
+                for (auto x : in.getHandles())
+                  out.push_back(transport::from_wire(x));
+                return out;
+              });
+              done(h ? *h : std::vector<transport::region_handle>{});
+            },
+            [=](caf::error&) mutable { done({}); });
+  }
+  return rp;
+}
+
+caf::result<envelope> on_exists(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto keys =
+      read_as<wire::Exists>(msg, [](wire::Exists::Reader in) { return to_vector(in.getKeys()); });
+  if (!keys)
+    return st.bad.refuse(st.name, std::move(keys.error()));
+  if (auto err = check_keys(keys->size()))
+    return st.bad.refuse(st.name, std::move(err));
+  return make_envelope<wire::ExistsReply>([&](wire::ExistsReply::Builder out) {
+    auto list = out.initPresent(static_cast<unsigned>(keys->size()));
+    for (unsigned i = 0; i < keys->size(); ++i)
+      list.set(i, available(self, st.objects->find((*keys)[i])) != availability::none);
+  });
+}
+
+caf::result<void> on_remove(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto keys =
+      read_as<wire::Remove>(msg, [](wire::Remove::Reader in) { return to_vector(in.getKeys()); });
+  if (!keys)
+    return st.bad.refuse(st.name, std::move(keys.error()));
+  if (auto err = check_keys(keys->size()))
+    return st.bad.refuse(st.name, std::move(err));
+  auto gone = st.objects->remove(*keys, now_ns(self));
+  if (!gone)
+    return std::move(gone.error());
+  free_replicas(self, *gone);
+  return caf::unit;
+}
+
+caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin) {
+  auto& st = self->state;
+  struct pin_args {
+    std::vector<uint64_t> keys;
+    bool hard = false;
+    uint32_t ttl_ms = 0;
+  };
+  caf::expected<pin_args> a{pin_args{}};
+  if (pin)
+    a = read_as<wire::Pin>(msg, [](wire::Pin::Reader in) {
+      return pin_args{to_vector(in.getKeys()), in.getHard(), in.getTtlMs()};
+    });
+  else
+    a = read_as<wire::Unpin>(msg, [](wire::Unpin::Reader in) {
+      return pin_args{to_vector(in.getKeys()), false, 0};
+    });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (auto err = check_keys(a->keys.size()))
+    return st.bad.refuse(st.name, std::move(err));
+  const int64_t until = now_ns(self) + int64_t{a->ttl_ms} * 1000000;
+  caf::error first;
+  for (auto key : a->keys) {
+    auto err = pin ? st.objects->pin(key, a->hard, until) : st.objects->unpin(key);
+    if (err && !first)
+      first = std::move(err);
+  }
+  if (first)
+    return first;
+  return caf::unit;
+}
+
+caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto a = read_as<wire::ReportCorrupt>(msg, [](wire::ReportCorrupt::Reader in) {
+    return std::make_pair(in.getKey(), in.getNode());
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  const auto* r = st.objects->find(a->first);
+  if (r == nullptr || r->state != storage::object_state::complete)
+    return caf::unit; // already gone: several readers may report the same replica
+  ++st.corrupt_reports;
+  std::vector<storage::replica> keep;
+  storage::object_record bad = *r;
+  bad.replicas.clear();
+  for (const auto& x : r->replicas)
+    (x.node == a->second ? bad.replicas : keep).push_back(x);
+  if (bad.replicas.empty())
+    return caf::unit;
+  auto gone = st.objects->set_replicas(a->first, std::move(keep));
+  if (!gone)
+    return std::move(gone.error());
+  st.lost += gone->size();
+  // The bad copy's space goes back; without leases on it now, nobody reads it any more.
+  free_replicas(self, {bad});
+  return caf::unit;
+}
+
+} // namespace crescent

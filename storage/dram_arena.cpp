@@ -1,0 +1,50 @@
+#include "storage/dram_arena.hpp"
+
+#include "messages/errors.hpp"
+
+namespace crescent::storage {
+
+caf::expected<std::unique_ptr<dram_arena>>
+dram_arena::create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node,
+                   uint64_t capacity_bytes, uint32_t blocks_max) {
+  if (capacity_bytes < unit_bytes || blocks_max == 0)
+    return make_error(errc::invalid_argument,
+                      "a DRAM tier needs at least 4 KiB and room for one block");
+  auto memory = transport::host_memory::allocate(capacity_bytes);
+  if (!memory)
+    return std::move(memory.error());
+  auto region = engine->register_region(node, memory->data(), memory->size_bytes());
+  if (!region)
+    return std::move(region.error());
+  return std::unique_ptr<dram_arena>{
+      new dram_arena(std::move(engine), std::move(*memory), *region, blocks_max)};
+}
+
+dram_arena::dram_arena(std::shared_ptr<transport::transfer_engine> engine,
+                       transport::host_memory memory, transport::region_handle region,
+                       uint32_t blocks_max)
+    : engine_(std::move(engine)), memory_(std::move(memory)), region_(region),
+      // Each block may split a free range in two: twice the blocks, plus the tail.
+      space_(region.length, unit_bytes, blocks_max * 2 + 1) {}
+
+dram_arena::~dram_arena() {
+  // Nobody to report a failure to from a destructor; the region was registered by create().
+  [[maybe_unused]] auto err = engine_->unregister_region(region_);
+}
+
+std::optional<arena_block> dram_arena::allocate(uint64_t size_bytes) {
+  auto r = space_.allocate(size_bytes);
+  if (!r)
+    return std::nullopt;
+  return arena_block{*r, region_.slice(r->offset, size_bytes)};
+}
+
+void dram_arena::free(const arena_block& b) {
+  space_.free(b.where);
+}
+
+std::span<std::byte> dram_arena::bytes(const arena_block& b, uint64_t size_bytes) {
+  return memory_.bytes().subspan(b.where.offset, size_bytes);
+}
+
+} // namespace crescent::storage

@@ -1,0 +1,249 @@
+// The KV pool end to end in simulated time: store master, block owners and the transfer engine.
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+#include "storage/checksum.hpp"
+#include "support/test_cluster.hpp"
+
+#include <random>
+#include <set>
+
+namespace crescent::testing {
+namespace {
+
+constexpr uint64_t block_bytes = 4096;
+
+std::vector<std::byte> bytes_of(uint64_t key) {
+  std::vector<std::byte> out(block_bytes);
+  std::mt19937_64 rng{key};
+  for (auto& b : out)
+    b = std::byte(rng());
+  return out;
+}
+
+cluster_config pool_cluster(uint32_t nodes, uint64_t pool_bytes, uint32_t replicas) {
+  auto cfg = small_cluster(1, 1);
+  cfg.nodes.clear();
+  cfg.nodes.push_back({1, 0, pool_bytes});
+  cfg.nodes.push_back({0, 1, pool_bytes});
+  for (uint32_t n = 2; n < nodes; ++n)
+    cfg.nodes.push_back({0, 0, pool_bytes});
+  cfg.pool.replicas = replicas;
+  cfg.pool.put_timeout_ms = 2000;
+  cfg.pool.lease_ttl_ms = 60000;
+  return cfg;
+}
+
+class pool : public cluster_harness {
+ public:
+  using cluster_harness::cluster_harness;
+
+  // put_start + write every replica + commit, 5 blocks at a time as a prompt's blocks would
+  // come; returns the keys that were stored.
+  std::vector<uint64_t> put(const std::vector<uint64_t>& keys, uint32_t replicas = 1,
+                            bool commit = true) {
+    std::vector<uint64_t> stored;
+    for (size_t at = 0; at < keys.size(); at += 5) {
+      std::vector<uint64_t> part(keys.begin() + static_cast<long>(at),
+                                 keys.begin() + static_cast<long>(std::min(keys.size(), at + 5)));
+      auto done = put_batch(part, replicas, commit);
+      stored.insert(stored.end(), done.begin(), done.end());
+    }
+    return stored;
+  }
+
+  std::vector<uint64_t> put_batch(const std::vector<uint64_t>& keys, uint32_t replicas,
+                                  bool commit) {
+    auto msg = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
+      out.setNode(0);
+      out.setReplicaCount(replicas);
+      out.setPlacement(wire::ReplicaPlacement::LOCAL_FIRST); // node 0 first
+      auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+      auto s = out.initSizes(static_cast<unsigned>(keys.size()));
+      auto p = out.initChainPositions(static_cast<unsigned>(keys.size()));
+      for (unsigned i = 0; i < keys.size(); ++i) {
+        k.set(i, keys[i]);
+        s.set(i, block_bytes);
+        p.set(i, i);
+      }
+    });
+    auto reply = ask(cl->dir().store_master, put_start_atom::value, msg);
+    EXPECT_TRUE(reply) << describe(reply.error());
+    std::vector<uint64_t> stored, sums;
+    read_as<wire::PutStartReply>(*reply, [&](wire::PutStartReply::Reader in) {
+      for (auto s : in.getSlots()) {
+        if (!s.isReplicas())
+          continue;
+        std::set<uint32_t> nodes;
+        for (auto h : s.getReplicas()) {
+          auto handle = transport::from_wire(h);
+          nodes.insert(handle.node);
+          EXPECT_FALSE(cl->transfer().write(handle, 0, bytes_of(s.getKey())));
+        }
+        EXPECT_EQ(nodes.size(), s.getReplicas().size()) << "replicas on distinct nodes";
+        stored.push_back(s.getKey());
+        sums.push_back(storage::block_checksum(bytes_of(s.getKey())));
+      }
+      return 0;
+    });
+    if (commit && !stored.empty()) {
+      auto c = make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
+        auto k = out.initKeys(static_cast<unsigned>(stored.size()));
+        auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
+        for (unsigned i = 0; i < stored.size(); ++i) {
+          k.set(i, stored[i]);
+          s.set(i, sums[i]);
+        }
+      });
+      EXPECT_FALSE(ask_void(cl->dir().store_master, put_commit_atom::value, c));
+    }
+    return stored;
+  }
+
+  // Replicas of each key (empty: not available); reads and checks one of each.
+  std::vector<std::vector<transport::region_handle>> get(const std::vector<uint64_t>& keys) {
+    auto msg = make_envelope<wire::Get>([&](wire::Get::Builder out) {
+      auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+      for (unsigned i = 0; i < keys.size(); ++i)
+        k.set(i, keys[i]);
+    });
+    auto reply = ask(cl->dir().store_master, get_atom::value, msg);
+    EXPECT_TRUE(reply);
+    std::vector<std::vector<transport::region_handle>> out;
+    read_as<wire::GetReply>(*reply, [&](wire::GetReply::Reader in) {
+      for (auto b : in.getBlocks()) {
+        out.emplace_back();
+        for (auto h : b.getReplicas())
+          out.back().push_back(transport::from_wire(h));
+        if (!out.back().empty()) {
+          std::vector<std::byte> back(block_bytes);
+          EXPECT_FALSE(cl->transfer().read(out.back()[0], 0, back));
+          EXPECT_EQ(back, bytes_of(b.getKey())) << "block " << b.getKey();
+        }
+      }
+      return 0;
+    });
+    return out;
+  }
+
+  template <class F>
+  auto master_stat(F&& f) {
+    auto reply = ask(cl->dir().store_master, stats_atom::value);
+    EXPECT_TRUE(reply);
+    return *read_as<wire::StoreStats>(*reply, std::forward<F>(f));
+  }
+
+  template <class F>
+  uint64_t owners_stat(F&& f) {
+    uint64_t sum = 0;
+    for (auto& owner : cl->dir().block_owners) {
+      auto reply = ask(owner, stats_atom::value);
+      EXPECT_TRUE(reply);
+      sum += *read_as<wire::OwnerStats>(*reply, f);
+    }
+    return sum;
+  }
+};
+
+TEST(kv_pool, replicas_land_on_distinct_nodes_and_read_back_identical) {
+  pool p{pool_cluster(4, 1u << 20, 2)};
+  auto stored = p.put({1, 2, 3}, 2);
+  EXPECT_EQ(stored.size(), 3u);
+  auto found = p.get({1, 2, 3, 4});
+  ASSERT_EQ(found.size(), 4u);
+  EXPECT_EQ(found[0].size(), 2u);
+  EXPECT_TRUE(found[3].empty()) << "never stored";
+}
+
+TEST(kv_pool, an_unfinished_put_is_reclaimed) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  p.put({7}, 1, false);
+  auto used = [&] {
+    return p.owners_stat([](wire::OwnerStats::Reader in) { return in.getDramUsedBytes(); });
+  };
+  EXPECT_EQ(used(), block_bytes);
+  ASSERT_TRUE(p.run_until([&] {
+    return p.master_stat([](wire::StoreStats::Reader in) { return in.getReclaimedPuts(); }) == 1;
+  }));
+  EXPECT_EQ(used(), 0u) << "the owner got its space back";
+  EXPECT_TRUE(p.get({7})[0].empty());
+}
+
+TEST(kv_pool, leased_and_pinned_blocks_survive_eviction_pressure) {
+  // Node 0 has room for 40 blocks of 4 KiB: past 36 it evicts down to 34.
+  auto cfg = pool_cluster(2, 40 * block_bytes, 1);
+  pool p{cfg};
+  std::vector<uint64_t> first;
+  for (uint64_t k = 100; k < 130; ++k)
+    first.push_back(k);
+  ASSERT_EQ(p.put(first).size(), first.size());
+  p.get({100}); // leased for a minute
+  auto pin = make_envelope<wire::Pin>([](wire::Pin::Builder out) {
+    out.initKeys(1).set(0, 101);
+    out.setHard(true);
+  });
+  ASSERT_FALSE(p.ask_void(p.cl->dir().store_master, pin_atom::value, pin));
+  std::vector<uint64_t> more;
+  for (uint64_t k = 200; k < 240; ++k)
+    more.push_back(k);
+  p.put(more);
+  auto after = p.get(first);
+  EXPECT_FALSE(after[0].empty()) << "leased";
+  EXPECT_FALSE(after[1].empty()) << "pinned";
+  size_t evicted = 0;
+  for (size_t i = 2; i < after.size(); ++i)
+    evicted += after[i].empty() ? 1 : 0;
+  EXPECT_GT(evicted, 10u) << "the least recently used went first";
+  auto refused =
+      p.master_stat([](wire::StoreStats::Reader in) { return in.getEvictionsRefused(); });
+  EXPECT_GT(refused, 0u);
+}
+
+TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
+  // DRAM for 20 blocks per node; past 18 it evicts down to 10, offloading to SSD.
+  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
+  cfg.pool.evict_fraction = 0.4;
+  cfg.pool.lease_ttl_ms = 1; // a read's lease ends before the next read: promoted blocks may go
+  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
+  cfg.nodes[1].ssd_bytes = 200 * block_bytes;
+  pool p{cfg};
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 60; ++k)
+    keys.push_back(k);
+  ASSERT_EQ(p.put(keys).size(), keys.size());
+  auto offloads = p.owners_stat([](wire::OwnerStats::Reader in) { return in.getOffloads(); });
+  EXPECT_GT(offloads, 20u) << "node 0's DRAM holds 20 blocks: the rest went to SSD";
+  // Every block is still readable, byte for byte: SSD-only ones are promoted first.
+  for (auto k : keys) {
+    auto found = p.get({k});
+    ASSERT_FALSE(found[0].empty()) << "block " << k;
+    p.sched.advance_time(std::chrono::milliseconds(2));
+  }
+  auto promotions = p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); });
+  EXPECT_GT(promotions, 0u);
+}
+
+TEST(kv_pool, a_dead_owner_leaves_the_replica_lists) {
+  pool p{pool_cluster(3, 1u << 20, 2)};
+  ASSERT_EQ(p.put({1, 2}, 2).size(), 2u);
+  auto before = p.get({1});
+  ASSERT_EQ(before[0].size(), 2u);
+  const uint32_t victim = before[0][0].node;
+  caf::anon_send_exit(p.cl->dir().block_owners[victim], caf::exit_reason::kill);
+  p.sched.run();
+  auto after = p.get({1, 2});
+  ASSERT_EQ(after[0].size(), 1u) << "the surviving replica";
+  EXPECT_NE(after[0][0].node, victim);
+}
+
+TEST(kv_pool, a_lost_single_replica_is_an_explicit_miss) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  ASSERT_EQ(p.put({5}, 1).size(), 1u);
+  const uint32_t node = p.get({5})[0].at(0).node;
+  caf::anon_send_exit(p.cl->dir().block_owners[node], caf::exit_reason::kill);
+  p.sched.run();
+  EXPECT_TRUE(p.get({5})[0].empty());
+  EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getLostBlocks(); }), 1u);
+}
+
+} // namespace
+} // namespace crescent::testing
