@@ -19,6 +19,10 @@ namespace crescent::transport {
 class backend;
 struct batch_state;
 
+namespace rdma {
+class responder;
+} // namespace rdma
+
 /// Counters of one path; atomics, so backends bump them without a lock.
 struct path_counters {
   std::atomic<uint64_t> bytes_read{0};
@@ -80,10 +84,20 @@ class backend {
   /// Prepares the path to a peer; an error means this backend cannot reach it.
   virtual caf::error add_peer(const peer_info&) { return caf::none; }
   virtual void remove_peer(uint32_t) {}
+  /// Whether this path can carry the operation at all; if not, its slices skip it (without
+  /// spending an attempt). start() must still cope with anything (things change meanwhile).
+  virtual bool can_carry(const transfer_op&) const { return true; }
   virtual void start(slice_record& s) = 0;
   /// The batch's deadline passed: end its slices in flight promptly.
   virtual void expire(batch_state&) {}
   virtual void stop() {}
+  /// A region was registered (it is in the table; its handle is not out yet). An error undoes
+  /// the registration.
+  virtual caf::error on_register(const region_handle&, std::byte*) { return caf::none; }
+  /// A region was unregistered: it is out of the table and no slice of this engine uses it.
+  virtual void on_unregister(const region_handle&) {}
+  /// Adds what peers need to reach this engine through this path.
+  virtual void advertise(peer_info&) const {}
 };
 
 struct route {
@@ -101,8 +115,13 @@ struct transfer_engine::impl {
   std::mutex key_mutex;
   uint64_t key_state = 0;
 
+  // Declared in the order they may be destroyed last to first: the TCP server answers RDMA
+  // connects, so it goes before the RDMA backend.
   std::unique_ptr<backend> local;
   std::unique_ptr<backend> shm;
+  std::unique_ptr<backend> rdma;
+  rdma::responder* rdma_responder = nullptr; // the RDMA backend's, for the TCP server
+  caf::error rdma_status;                    // why there is no RDMA backend
   std::unique_ptr<backend> tcp;
 
   mutable std::shared_mutex routes_mutex;
@@ -140,5 +159,8 @@ bool retryable(const caf::error& err);
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine);
 std::unique_ptr<backend> make_shm_backend(transfer_engine::impl& engine);
 caf::expected<std::unique_ptr<backend>> make_tcp_backend(transfer_engine::impl& engine);
+/// Opens the RDMA devices and sets engine.rdma_responder; unavailable (with the reason) where
+/// rdma-core is missing or finds no usable device.
+caf::expected<std::unique_ptr<backend>> make_rdma_backend(transfer_engine::impl& engine);
 
 } // namespace crescent::transport

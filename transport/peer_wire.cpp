@@ -2,6 +2,8 @@
 
 #include "messages/errors.hpp"
 
+#include <algorithm>
+
 namespace crescent::transport {
 
 void to_wire(const peer_info& p, wire::TransportPeer::Builder out) {
@@ -14,7 +16,45 @@ void to_wire(const peer_info& p, wire::TransportPeer::Builder out) {
   out.setTcpPort(p.tcp_port);
   out.setTableFd(p.table_fd);
   out.setTableBytes(p.table_bytes);
+  auto ports = out.initRdmaPorts(static_cast<unsigned>(p.rdma_ports.size()));
+  for (unsigned i = 0; i < p.rdma_ports.size(); ++i) {
+    const auto& r = p.rdma_ports[i];
+    ports[i].setDevice(r.device);
+    ports[i].setPort(r.port);
+    ports[i].setLinkLayer(r.link_layer);
+    ports[i].setLid(r.lid);
+    ports[i].setGid(kj::arrayPtr(reinterpret_cast<const kj::byte*>(r.gid.data()), r.gid.size()));
+  }
 }
+
+namespace {
+
+caf::expected<std::vector<rdma_port_info>>
+rdma_ports_from_wire(capnp::List<wire::TransportPeer::RdmaPort>::Reader in) {
+  if (in.size() > rdma_devices_max)
+    return make_error(errc::limit_exceeded, "a peer advertises at most 16 RDMA ports");
+  std::vector<rdma_port_info> out;
+  for (auto r : in) {
+    if (r.getDevice().size() == 0 || r.getDevice().size() > rdma_device_name_max)
+      return make_error(errc::invalid_argument, "RDMA device names have 1 to 63 bytes");
+    if (r.getGid().size() != 16)
+      return make_error(errc::invalid_argument, "an RDMA GID has 16 bytes");
+    if (r.getLinkLayer() != 1 && r.getLinkLayer() != 2)
+      return make_error(errc::invalid_argument, "unknown RDMA link layer");
+    if (r.getPort() == 0)
+      return make_error(errc::invalid_argument, "RDMA port numbers start at 1");
+    rdma_port_info p;
+    p.device = r.getDevice();
+    p.port = r.getPort();
+    p.link_layer = r.getLinkLayer();
+    p.lid = r.getLid();
+    std::copy(r.getGid().begin(), r.getGid().end(), p.gid.begin());
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+} // namespace
 
 caf::expected<peer_info> from_wire(wire::TransportPeer::Reader in) {
   constexpr size_t text_max = 256;
@@ -34,6 +74,10 @@ caf::expected<peer_info> from_wire(wire::TransportPeer::Reader in) {
   p.tcp_port = in.getTcpPort();
   p.table_fd = in.getTableFd();
   p.table_bytes = in.getTableBytes();
+  auto ports = rdma_ports_from_wire(in.getRdmaPorts());
+  if (!ports)
+    return std::move(ports.error());
+  p.rdma_ports = std::move(*ports);
   return p;
 }
 

@@ -13,7 +13,8 @@ inline constexpr size_t peer_nodes_max = 64;
 
 void to_wire(const peer_info& p, wire::TransportPeer::Builder out);
 
-/// Errors for an empty or oversized node list, oversized texts, or a negative pid.
+/// Errors for an empty or oversized node list, oversized texts, a negative pid, or RDMA ports
+/// that are too many or malformed (name, 16-byte GID, link layer, port number).
 caf::expected<peer_info> from_wire(wire::TransportPeer::Reader in);
 
 } // namespace crescent::transport

@@ -133,6 +133,8 @@ caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base
     l.entry.segment_inode = seg->inode;
   }
   publish(i, l.entry);
+  by_address_.emplace(reinterpret_cast<uintptr_t>(base), i);
+  lengths_.insert(length);
   return region_handle{node, l.entry.region_id, 0, length, access_key};
 }
 
@@ -145,6 +147,8 @@ caf::error region_table::remove(const region_handle& h) {
   if (l.entry.access_key != h.access_key)
     return make_error(errc::access_denied, "wrong access key to unregister " + to_string(h));
   l.live = false; // no new pins
+  by_address_.erase({reinterpret_cast<uintptr_t>(l.base), i});
+  lengths_.erase(lengths_.find(l.entry.length));
   region_entry hidden = l.entry;
   hidden.region_id = 0;
   publish(i, hidden); // other processes stop seeing it now
@@ -156,6 +160,14 @@ caf::error region_table::remove(const region_handle& h) {
 
 caf::expected<std::byte*> region_table::pin(const region_handle& h, uint64_t offset,
                                             uint64_t length) {
+  auto region = pin_region(h, offset, length);
+  if (!region)
+    return std::move(region.error());
+  return region->first + h.offset + offset;
+}
+
+caf::expected<std::pair<std::byte*, uint64_t>>
+region_table::pin_region(const region_handle& h, uint64_t offset, uint64_t length) {
   std::lock_guard guard{mutex_};
   const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
   if (i >= capacity_ || !local_[i].live)
@@ -164,7 +176,32 @@ caf::expected<std::byte*> region_table::pin(const region_handle& h, uint64_t off
   if (auto err = check_access(l.entry, h, offset, length))
     return err;
   ++l.pins;
-  return l.base + h.offset + offset;
+  return std::make_pair(l.base, l.entry.length);
+}
+
+caf::expected<region_handle> region_table::pin_address(const std::byte* p, uint64_t length) {
+  const auto want = reinterpret_cast<uintptr_t>(p);
+  if (p == nullptr || length > UINTPTR_MAX - want)
+    return make_error(errc::invalid_argument, "a buffer that wraps around the address space");
+  std::lock_guard guard{mutex_};
+  if (lengths_.empty())
+    return make_error(errc::not_found, "no region is registered");
+  // A region holding the buffer starts at or below it, and no lower than the longest region
+  // reaches: walk down from the buffer's address within that bound.
+  const uint64_t longest = *lengths_.rbegin();
+  auto i = by_address_.upper_bound({want, UINT32_MAX});
+  for (size_t seen = 0; i != by_address_.begin() && seen < address_scan_max; ++seen) {
+    --i;
+    const uintptr_t base = i->first;
+    if (want - base > longest)
+      break;
+    auto& l = local_[i->second];
+    if (want - base <= l.entry.length && length <= l.entry.length - (want - base)) {
+      ++l.pins;
+      return region_handle{l.entry.node, l.entry.region_id, 0, l.entry.length, l.entry.access_key};
+    }
+  }
+  return make_error(errc::not_found, "no registered region holds the buffer");
 }
 
 void region_table::unpin(const region_handle& h) {

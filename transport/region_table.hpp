@@ -8,6 +8,9 @@
 // Owner side: pin() validates a handle and keeps the region registered while bytes are copied;
 // remove() hides the region from new operations at once, then waits for this process's pins to
 // drop. A copy that another process started before the removal may still finish.
+//
+// pin_address() finds the region that holds a local buffer: one-sided RDMA needs the buffer of
+// an operation to be registered memory, and keeps its region pinned while the NIC uses it.
 #pragma once
 
 #include "transport/region_handle.hpp"
@@ -20,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <utility>
 #include <vector>
 
 namespace crescent::transport {
@@ -62,6 +67,18 @@ class region_table {
   caf::expected<std::byte*> pin(const region_handle& h, uint64_t offset, uint64_t length);
   void unpin(const region_handle& h);
 
+  /// As pin, and tells where the whole region lies: its first byte and its length.
+  caf::expected<std::pair<std::byte*, uint64_t>> pin_region(const region_handle& h, uint64_t offset,
+                                                            uint64_t length);
+
+  /// Candidates looked at by pin_address, at most: overlapping regions beyond this many below
+  /// an address make it answer not_found (the caller then uses a path that needs no region).
+  static constexpr size_t address_scan_max = 256;
+
+  /// A live region holding all of [p, p + length), pinned; a handle to the whole region comes
+  /// back, for unpin. not_found if no registered region holds that memory.
+  caf::expected<region_handle> pin_address(const std::byte* p, uint64_t length);
+
   int fd() const { return fd_; }
   uint64_t size_bytes() const { return bytes_; }
   uint32_t capacity() const { return capacity_; }
@@ -86,6 +103,8 @@ class region_table {
   std::condition_variable unpinned_;
   std::vector<local_slot> local_;
   std::vector<uint32_t> free_;
+  std::set<std::pair<uintptr_t, uint32_t>> by_address_; // live regions: (base, slot)
+  std::multiset<uint64_t> lengths_;                     // of live regions, for the scan's bound
 };
 
 /// Another process's region table, mapped read-only.

@@ -135,6 +135,16 @@ uint64_t slice_size(const transfer_engine::impl& e, const std::vector<backend*>&
   return e.options.slice_bytes;
 }
 
+// The paths that can carry this operation, in preference order. The last one always stays,
+// so that an operation no path can carry fails with that path's reason.
+std::vector<backend*> usable_paths(const std::vector<backend*>& all, const transfer_op& op) {
+  std::vector<backend*> out;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (i + 1 == all.size() ? out.empty() || all[i]->can_carry(op) : all[i]->can_carry(op))
+      out.push_back(all[i]);
+  return out;
+}
+
 std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<const transfer_op> ops,
                                          clock_type::time_point deadline) {
   auto b = std::make_shared<batch_state>();
@@ -148,7 +158,7 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
     auto i = seen.find(op.remote.node);
     if (i == seen.end())
       i = seen.emplace(op.remote.node, e.paths_to(op.remote.node)).first;
-    paths.push_back(i->second);
+    paths.push_back(usable_paths(i->second, op));
     const uint64_t size = slice_size(e, paths.back());
     slice_count += (op.local.size() + size - 1) / size;
   }
@@ -331,7 +341,7 @@ void transfer_engine::impl::run_watchdog() {
     }
     b->expired = true;
     guard.unlock();
-    for (auto* path : {tcp.get(), shm.get(), local.get()})
+    for (auto* path : {tcp.get(), rdma.get(), shm.get(), local.get()})
       if (path != nullptr)
         path->expire(*b);
     guard.lock();

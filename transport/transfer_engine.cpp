@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <random>
+#include <set>
 
 namespace crescent::transport {
 
@@ -34,7 +35,31 @@ std::string read_host_id() {
   return id;
 }
 
-caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options options) {
+// RDMA options are checked whether or not a device exists, so that a configuration fails the
+// same way on every machine.
+caf::error check_rdma_options(const transfer_options& o) {
+  if (o.rdma_qps_per_peer == 0 || o.rdma_qps_per_peer > 64)
+    return make_error(errc::invalid_argument, "RDMA queue pairs per peer must be in [1, 64]");
+  if (o.rdma_queue_depth == 0 || o.rdma_queue_depth > 4096)
+    return make_error(errc::invalid_argument, "RDMA queue depth must be in [1, 4096]");
+  if (o.rdma_gid_index < -1 || o.rdma_gid_index > 255)
+    return make_error(errc::invalid_argument, "RDMA GID index must be -1 (automatic) or 0..255");
+  if (o.rdma_service_level > 15)
+    return make_error(errc::invalid_argument, "RDMA service level must be in [0, 15]");
+  if (o.rdma_preferred_devices.size() + o.rdma_fallback_devices.size() > rdma_devices_max)
+    return make_error(errc::invalid_argument, "at most 16 RDMA devices may be named");
+  std::set<std::string> seen;
+  for (const auto* list : {&o.rdma_preferred_devices, &o.rdma_fallback_devices})
+    for (const auto& name : *list) {
+      if (name.empty() || name.size() > rdma_device_name_max)
+        return make_error(errc::invalid_argument, "RDMA device names have 1 to 63 bytes");
+      if (!seen.insert(name).second)
+        return make_error(errc::invalid_argument, "RDMA device " + name + " is named twice");
+    }
+  return caf::none;
+}
+
+caf::error check_options(const transfer_options& options) {
   auto bad_slice = [](uint64_t n) { return n == 0 || n > slice_bytes_max; };
   if (bad_slice(options.slice_bytes) || bad_slice(options.tcp_slice_bytes) ||
       bad_slice(options.copy_slice_bytes))
@@ -43,6 +68,35 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
     return make_error(errc::invalid_argument, "TCP connections per peer must be in [1, 64]");
   if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
     return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
+  return check_rdma_options(options);
+}
+
+// The RDMA path needs the TCP server (its control channel); without a device it is off, and
+// the reason is kept for rdma_status().
+caf::error open_rdma(transfer_engine::impl& p) {
+  if (!p.options.enable_rdma) {
+    p.rdma_status = make_error(errc::unavailable, "RDMA is disabled by the engine's options");
+    return caf::none;
+  }
+  if (!p.options.enable_tcp) {
+    p.rdma_status =
+        make_error(errc::unavailable, "RDMA needs the TCP data-plane server, which is disabled");
+    return caf::none;
+  }
+  auto rdma = make_rdma_backend(p);
+  if (rdma) {
+    p.rdma = std::move(*rdma);
+    return caf::none;
+  }
+  if (!is(rdma.error(), errc::unavailable))
+    return std::move(rdma.error()); // a device exists but the options do not fit it
+  p.rdma_status = std::move(rdma.error());
+  return caf::none;
+}
+
+caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options options) {
+  if (auto err = check_options(options))
+    return err;
   auto p = std::make_unique<transfer_engine::impl>();
   auto table = region_table::create(options.region_capacity);
   if (!table)
@@ -60,6 +114,8 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
   p->local = make_local_backend(*p);
   if (p->options.enable_shm)
     p->shm = make_shm_backend(*p);
+  if (auto err = open_rdma(*p))
+    return err;
   if (p->options.enable_tcp) {
     auto tcp = make_tcp_backend(*p);
     if (!tcp)
@@ -113,6 +169,7 @@ caf::expected<std::shared_ptr<transfer_engine>> transfer_engine::create_local(ui
   options.key_seed = key_seed;
   options.enable_tcp = false;
   options.enable_shm = false;
+  options.enable_rdma = false;
   return create(std::move(options));
 }
 
@@ -124,7 +181,8 @@ transfer_engine::~transfer_engine() {
   impl_->watchdog_cv.notify_all();
   if (impl_->watchdog.joinable())
     impl_->watchdog.join();
-  for (auto* b : {impl_->tcp.get(), impl_->shm.get(), impl_->local.get()})
+  // The TCP server first: its connections release the RDMA queue pairs they accepted.
+  for (auto* b : {impl_->tcp.get(), impl_->rdma.get(), impl_->shm.get(), impl_->local.get()})
     if (b != nullptr)
       b->stop();
 }
@@ -139,11 +197,25 @@ caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std
   if (!impl_->is_local(node))
     return make_error(errc::invalid_argument,
                       "node " + std::to_string(node) + " is not served by this engine");
-  return impl_->table->insert(node, base, length_bytes, impl_->next_key());
+  auto handle = impl_->table->insert(node, base, length_bytes, impl_->next_key());
+  if (!handle || !impl_->rdma)
+    return handle;
+  // Nobody holds the handle yet, so no peer can use the region before its memory registration.
+  if (auto err = impl_->rdma->on_register(*handle, base)) {
+    [[maybe_unused]] auto undone = impl_->table->remove(*handle);
+    return err;
+  }
+  return handle;
 }
 
 caf::error transfer_engine::unregister_region(const region_handle& region) {
-  return impl_->table->remove(region);
+  // remove() waits for this engine's slices that use the region (RDMA ones pin it as their
+  // local buffer); only then may its memory registrations go.
+  if (auto err = impl_->table->remove(region))
+    return err;
+  if (impl_->rdma)
+    impl_->rdma->on_unregister(region);
+  return caf::none;
 }
 
 peer_info transfer_engine::self_info() const {
@@ -159,7 +231,20 @@ peer_info transfer_engine::self_info() const {
     info.table_fd = impl_->table->fd();
     info.table_bytes = impl_->table->size_bytes();
   }
+  if (impl_->rdma)
+    impl_->rdma->advertise(info);
   return info;
+}
+
+std::vector<std::string> transfer_engine::paths(uint32_t node) const {
+  std::vector<std::string> out;
+  for (auto* b : impl_->paths_to(node))
+    out.emplace_back(b->name());
+  return out;
+}
+
+caf::error transfer_engine::rdma_status() const {
+  return impl_->rdma ? caf::error{} : impl_->rdma_status;
 }
 
 caf::error transfer_engine::add_peer(const peer_info& peer) {
@@ -172,7 +257,8 @@ caf::error transfer_engine::add_peer(const peer_info& peer) {
   auto r = std::make_shared<route>();
   r->info = peer;
   caf::error last;
-  for (auto* b : {impl_->shm.get(), impl_->tcp.get()}) {
+  // Preference order: shared memory on the same host, then RDMA, then TCP.
+  for (auto* b : {impl_->shm.get(), impl_->rdma.get(), impl_->tcp.get()}) {
     if (b == nullptr)
       continue;
     if (auto err = b->add_peer(peer))

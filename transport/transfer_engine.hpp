@@ -1,11 +1,35 @@
 // The transfer engine: registered memory, and batches of one-sided reads and writes through
 // region handles. KV bytes move here, never through actor mailboxes.
 //
-// Paths, chosen per remote node: the same process -> an in-process copy; the same host -> shared
-// memory (the initiator maps the owner's memfd and copies); otherwise TCP to the owner's
-// data-plane server. Operations are cut into slices (transfer_options::slice_bytes) that may take
+// Paths, chosen per remote node, in this order of preference: the same process -> an in-process
+// copy; the same host -> shared memory (the initiator maps the owner's memfd and copies); RDMA
+// where both engines have a device that can reach the other's; TCP to the owner's data-plane
+// server. Operations are cut into slices (transfer_options::slice_bytes) that may take
 // different connections; a slice that fails for a transient reason (a lost connection, say) is
-// retried on another connection or path while attempts and the deadline allow.
+// retried on another connection or path while attempts and the deadline allow, and a path that
+// cannot carry a slice at all (unavailable) hands it to the next one.
+//
+// RDMA (one-sided READ and WRITE over reliable-connected queue pairs):
+// - Every region is also registered with every RDMA device the engine opened; registration
+//   fails if a device refuses the memory (see ulimit -l). Unregistering deregisters it.
+// - The local buffer of an operation must lie inside a region registered with this engine: the
+//   NIC can only move registered memory. Other operations skip the RDMA path (one whose region
+//   goes away meanwhile gets unavailable from it) and take the next one, TCP.
+// - Operations with checksum = true take the next path too: one-sided RDMA runs no code at the
+//   owner that could hash the bytes (the links' own CRCs still cover every packet).
+// - Handles are checked by the owner when a region is first used (its address and remote keys
+//   come back over the TCP server) and by the initiator on each use after that; a remote key
+//   grants the NIC access to the whole region, so a peer's engine is trusted to keep to its
+//   handles, as a peer with the region's access key is anyway.
+// - A region unregistered while a peer still addresses it makes that peer's NIC report an
+//   access error (the peer then asks again and gets not_found); as with shared memory, a
+//   protocol above must keep regions registered while peers may still use them.
+// - A deadline ends RDMA work in flight by moving its queue pairs to the error state: the NIC
+//   stops and reports every request, after which no byte of the batch moves.
+// - The RDMA path is off (see rdma_status) where rdma-core finds no device with an active port,
+//   where enable_rdma or enable_tcp is off (queue pairs are set up through the TCP server).
+// For TCP, operations run on the engine's connection threads; for RDMA, on the NICs, completed
+// on one thread per device.
 //
 // Contract:
 // - Every operation ends: completed, failed with a reason, timed out at the batch's deadline, or
@@ -27,6 +51,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace crescent::transport {
@@ -68,6 +93,12 @@ class transfer_engine {
   /// Forgets a process's nodes; their operations fail with not_found from then on.
   void remove_peer(uint32_t node);
 
+  /// The paths to `node`, most preferred first ("local", "shm", "rdma", "tcp"); empty: no route.
+  std::vector<std::string> paths(uint32_t node) const;
+
+  /// None where this engine has an RDMA path; else why not (unavailable, with the reason).
+  caf::error rdma_status() const;
+
   // -- operations ---------------------------------------------------------------------------
 
   /// Starts a batch. Errors only for a malformed batch as a whole (too many operations); each
@@ -75,7 +106,10 @@ class transfer_engine {
   caf::expected<batch_id> submit(std::span<const transfer_op> ops, clock_type::time_point deadline);
 
   /// As submit, and calls `done` once with every result when the batch ends (from whichever
-  /// thread ends it). The batch is forgotten afterwards: do not wait on or poll it.
+  /// thread ends it: the submitter's, a connection's, a device poller's). The batch is forgotten
+  /// afterwards: do not wait on or poll it. `done` must not block, nor unregister a region that
+  /// slices of other batches may still be using (that waits for them, on the thread that would
+  /// end them), nor remove peers or destroy the engine (that joins the thread it runs on).
   caf::error submit(std::span<const transfer_op> ops, clock_type::time_point deadline,
                     batch_callback done);
 

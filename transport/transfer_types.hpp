@@ -5,6 +5,7 @@
 
 #include <caf/error.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +44,17 @@ struct op_result {
 
 using clock_type = std::chrono::steady_clock;
 
+/// One RDMA port through which a process can be reached (the first active port of a device).
+struct rdma_port_info {
+  std::string device;     // e.g. mlx5_0
+  uint8_t port = 0;       // 1-based
+  uint8_t link_layer = 0; // 1: InfiniBand, 2: Ethernet (RoCE)
+  uint16_t lid = 0;       // InfiniBand only
+  std::array<uint8_t, 16> gid{};
+
+  friend bool operator==(const rdma_port_info&, const rdma_port_info&) = default;
+};
+
 /// What a process publishes about its engine so that others can reach its regions. It travels
 /// in actor messages (wire::TransportPeer).
 struct peer_info {
@@ -53,6 +65,7 @@ struct peer_info {
   uint16_t tcp_port = 0;
   int32_t table_fd = -1; // region table, for peers on the same host
   uint64_t table_bytes = 0;
+  std::vector<rdma_port_info> rdma_ports; // empty: the process has no RDMA path
 };
 
 struct transfer_options {
@@ -73,6 +86,21 @@ struct transfer_options {
   uint32_t tcp_connections_per_peer = 2;
   uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
   std::chrono::milliseconds connect_timeout{2000};
+  // RDMA is used where rdma-core finds a device with an active port and enable_tcp is on: queue
+  // pairs are set up through the TCP data-plane server (see transfer_engine.hpp).
+  bool enable_rdma = true;
+  uint32_t rdma_qps_per_peer = 2;  // reliable-connected queue pairs per pair of devices
+  uint32_t rdma_queue_depth = 128; // work requests in flight per queue pair (and the device's max)
+  // Devices by name (e.g. mlx5_0). Both empty: every device, the one on the NUMA node of the
+  // local buffer first. Otherwise only these are opened, preferred ones first in the order
+  // given, whatever the NUMA node; the fallback ones when no preferred one can be used.
+  std::vector<std::string> rdma_preferred_devices;
+  std::vector<std::string> rdma_fallback_devices;
+  int32_t rdma_gid_index = -1; // RoCE: this GID table index; -1: the best RoCE v2 GID
+  // What RDMA packets are marked with, for fabrics whose lossless class needs it (as set up for
+  // PFC): RoCE's IP traffic class (DSCP << 2), and the service level (0..15) on both links.
+  uint8_t rdma_traffic_class = 0;
+  uint8_t rdma_service_level = 0;
 };
 
 /// Limits on what one call may ask for.
@@ -80,6 +108,8 @@ inline constexpr size_t batch_ops_max = 1u << 16;
 inline constexpr size_t batches_max = 1u << 16; // submitted and not yet waited for
 inline constexpr uint64_t slice_bytes_max = 16u << 20;
 inline constexpr uint64_t op_bytes_max = 1ull << 36;
+inline constexpr size_t rdma_devices_max = 16; // devices opened, and RDMA ports a peer advertises
+inline constexpr size_t rdma_device_name_max = 63; // bytes
 
 struct path_metrics {
   std::string backend; // local, shm, tcp, rdma

@@ -31,4 +31,15 @@ struct TransportPeer {
   tcpPort @4 :UInt16;
   tableFd @5 :Int32;        # its region table, for peers on the same host; -1: none
   tableBytes @6 :UInt64;
+  rdmaPorts @7 :List(RdmaPort); # its RDMA devices, one active port each; empty: no RDMA path
+
+  # One RDMA port of that process: enough for an initiator to choose a device pair that can
+  # reach each other. Queue pairs themselves are set up later over its data-plane server.
+  struct RdmaPort {
+    device @0 :Text;        # e.g. mlx5_0; at most 63 bytes
+    port @1 :UInt8;         # 1-based port number on that device
+    linkLayer @2 :UInt8;    # 1: InfiniBand, 2: Ethernet (RoCE)
+    lid @3 :UInt16;         # InfiniBand local id; 0 on Ethernet
+    gid @4 :Data;           # 16 bytes: the GID it uses (InfiniBand: subnet prefix + GUID)
+  }
 }

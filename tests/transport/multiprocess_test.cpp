@@ -39,6 +39,7 @@ class peer_process : public ::testing::TestWithParam<path> {
     o.local_nodes = {2};
     o.enable_shm = GetParam() == path::shm;
     o.enable_tcp = GetParam() == path::tcp;
+    o.enable_rdma = false;
     o.tcp_slice_bytes = 64u << 10;
     o.copy_slice_bytes = 64u << 10;
     auto e = transfer_engine::create(o);

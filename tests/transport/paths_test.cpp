@@ -47,6 +47,7 @@ class two_engines : public ::testing::TestWithParam<path> {
     i.local_nodes = {2};
     i.enable_shm = GetParam() == path::shm;
     i.enable_tcp = GetParam() == path::tcp;
+    i.enable_rdma = false; // rdma_backend_test.cpp covers it
     // Small slices: many per operation, so slicing and reassembly are what gets tested.
     i.tcp_slice_bytes = 64u << 10;
     i.copy_slice_bytes = 64u << 10;

@@ -4,6 +4,11 @@
 // server, the initiator's buffer on the client): no intermediate buffer beyond the socket.
 //
 // Byte order is the host's; the magic numbers make a peer of the other byte order fail at once.
+//
+// Two more kinds serve the RDMA path (rdma/rdma_wire.hpp): kind_describe is checked exactly
+// like a read of [offset, offset + length) of the handle and answers with where the region
+// lives and its remote keys; kind_connect carries a connect_request (length bytes) and answers
+// with the owner's queue pair. Refusals are refusals, as for reads and writes.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +19,8 @@ inline constexpr uint32_t request_magic = 0x31525443;  // "CTR1"
 inline constexpr uint32_t response_magic = 0x32525443; // "CTR2"
 inline constexpr uint8_t kind_read = 1;
 inline constexpr uint8_t kind_write = 2;
+inline constexpr uint8_t kind_describe = 3;
+inline constexpr uint8_t kind_connect = 4;
 inline constexpr uint8_t flag_checksum = 1;
 inline constexpr uint16_t message_bytes_max = 1024;
 
@@ -38,7 +45,7 @@ struct response_header {
   uint8_t flags = 0;
   uint16_t message_bytes = 0;
   uint64_t request_id = 0;
-  uint64_t length = 0;   // payload bytes following (reads)
+  uint64_t length = 0;   // payload bytes following (reads, describe, connect)
   uint64_t checksum = 0; // reads with flag_checksum: xxh3 of the payload
 };
 

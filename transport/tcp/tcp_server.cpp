@@ -92,14 +92,60 @@ caf::error serve_read(region_table& table, int fd, const request_header& req) {
   return err;
 }
 
+// Where the region lies and its remote keys: what an RDMA initiator needs to address it. The
+// handle is checked as for a read; the region stays pinned while its keys are read, so its
+// registrations exist meanwhile.
+caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd,
+                          const request_header& req) {
+  const auto h = handle_of(req);
+  auto region = table.pin_region(h, req.offset, req.length);
+  if (!region)
+    return respond(fd, req, region.error());
+  std::vector<rdma::region_key> keys;
+  if (rdma != nullptr)
+    keys = rdma->keys_of(req.region_id);
+  table.unpin(h);
+  if (keys.size() > rdma_devices_max)
+    keys.resize(rdma_devices_max);
+  const auto reply =
+      rdma::encode_describe_reply(reinterpret_cast<uintptr_t>(region->first), region->second, keys);
+  return respond(fd, req, caf::none, reply.data(), reply.size());
+}
+
+// A queue pair for the initiator's, on the device it names; it lives as long as `owner`.
+caf::error serve_connect(rdma::responder* rdma, int fd, const request_header& req,
+                         const void* owner) {
+  if (req.length != sizeof(rdma::connect_request)) {
+    if (auto err = drain(fd, req.length))
+      return err;
+    return respond(fd, req, make_error(errc::invalid_argument, "malformed connect request"));
+  }
+  std::array<std::byte, sizeof(rdma::connect_request)> body;
+  if (auto err = read_full(fd, body.data(), body.size()))
+    return err;
+  auto parsed = rdma::parse_connect_request(body);
+  if (!parsed)
+    return respond(fd, req, parsed.error());
+  if (rdma == nullptr)
+    return respond(fd, req, make_error(errc::unavailable, "this engine has no RDMA device"));
+  auto local = rdma->accept(*parsed, owner);
+  if (!local)
+    return respond(fd, req, local.error());
+  return respond(fd, req, caf::none, reinterpret_cast<const std::byte*>(&*local), sizeof(*local));
+}
+
+bool known_kind(uint8_t kind) {
+  return kind == kind_read || kind == kind_write || kind == kind_describe || kind == kind_connect;
+}
+
 } // namespace
 
 caf::expected<std::unique_ptr<server>> server::start(region_table& table, const std::string& host,
-                                                     uint16_t port) {
+                                                     uint16_t port, rdma::responder* rdma) {
   auto listening = listen_on(host, port);
   if (!listening)
     return std::move(listening.error());
-  std::unique_ptr<server> s{new server(table)};
+  std::unique_ptr<server> s{new server(table, rdma)};
   s->listen_fd_ = listening->first;
   s->port_ = listening->second;
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -174,15 +220,34 @@ void server::serve(connection& c) {
       continue; // idle
     if (err)
       break;
-    // A header we cannot trust ends the connection: its payload length may be anything.
-    if (req.magic != request_magic || req.length > slice_bytes_max ||
-        (req.kind != kind_read && req.kind != kind_write))
+    // A header we cannot trust ends the connection: its payload length may be anything. (A
+    // describe's length is the range to check, not a payload: any value is fine.)
+    const bool payload = req.kind != kind_describe;
+    if (req.magic != request_magic || !known_kind(req.kind) ||
+        (payload && req.length > slice_bytes_max))
       break;
-    err = req.kind == kind_write ? serve_write(table_, c.fd, req) : serve_read(table_, c.fd, req);
+    switch (req.kind) {
+    case kind_write:
+      err = serve_write(table_, c.fd, req);
+      break;
+    case kind_read:
+      err = serve_read(table_, c.fd, req);
+      break;
+    case kind_describe:
+      err = serve_describe(table_, rdma_, c.fd, req);
+      break;
+    default:
+      err = serve_connect(rdma_, c.fd, req, &c);
+      break;
+    }
     if (err)
       break;
   }
   shutdown(c.fd, SHUT_RDWR);
+  // The initiator's queue pairs connected through this connection die with it: their owner is
+  // gone or reconnecting, and nothing else would ever destroy their partners here.
+  if (rdma_ != nullptr)
+    rdma_->release(&c);
   c.finished = true;
 }
 

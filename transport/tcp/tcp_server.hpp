@@ -1,9 +1,11 @@
 // The data-plane server of one engine: it serves one-sided reads and writes of this process's
 // registered regions to initiators elsewhere. One thread accepts; one thread per connection
 // reads a request, checks the handle against the region table, and moves the payload between
-// the socket and the region directly.
+// the socket and the region directly. It also answers the RDMA path's describe and connect
+// requests (rdma/rdma_wire.hpp); queue pairs a connection asked for live as long as it does.
 #pragma once
 
+#include "transport/rdma/rdma_responder.hpp"
 #include "transport/region_table.hpp"
 
 #include <caf/expected.hpp>
@@ -23,8 +25,10 @@ class server {
   /// Connections served at once, at most; more are closed at accept.
   static constexpr size_t connections_max = 1024;
 
+  /// `rdma`: null where the engine has no RDMA path; else it must outlive stop().
   static caf::expected<std::unique_ptr<server>> start(region_table& table, const std::string& host,
-                                                      uint16_t port);
+                                                      uint16_t port,
+                                                      rdma::responder* rdma = nullptr);
   ~server();
 
   uint16_t port() const { return port_; }
@@ -37,12 +41,13 @@ class server {
     std::atomic<bool> finished{false};
   };
 
-  explicit server(region_table& table) : table_(table) {}
+  server(region_table& table, rdma::responder* rdma) : table_(table), rdma_(rdma) {}
   void accept_loop();
   void serve(connection& c);
   void reap();
 
   region_table& table_;
+  rdma::responder* rdma_;
   int listen_fd_ = -1;
   int wake_fd_ = -1; // an eventfd that ends the accept loop
   uint16_t port_ = 0;

@@ -1,0 +1,142 @@
+#include "transport/rdma/rdma_control.hpp"
+
+#include "messages/errors.hpp"
+#include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/tcp_protocol.hpp"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace crescent::transport::rdma {
+
+namespace {
+
+errc errc_of_status(uint8_t status) {
+  return status >= static_cast<uint8_t>(errc::malformed_message) &&
+                 status <= static_cast<uint8_t>(errc::internal)
+             ? static_cast<errc>(status)
+             : errc::internal;
+}
+
+} // namespace
+
+control_channel::control_channel(std::string host, uint16_t port, uint32_t node,
+                                 std::chrono::milliseconds timeout)
+    : host_(std::move(host)), port_(port), node_(node), timeout_(timeout) {}
+
+control_channel::~control_channel() {
+  close();
+}
+
+int control_channel::fd() const {
+  std::lock_guard guard{mutex_};
+  return fd_;
+}
+
+uint64_t control_channel::generation() const {
+  std::lock_guard guard{mutex_};
+  return generation_;
+}
+
+void control_channel::close() {
+  std::lock_guard guard{mutex_};
+  if (fd_ < 0)
+    return;
+  ::close(fd_);
+  fd_ = -1;
+  ++generation_;
+}
+
+void control_channel::interrupt() {
+  std::lock_guard guard{mutex_};
+  if (fd_ >= 0)
+    shutdown(fd_, SHUT_RDWR);
+}
+
+caf::error control_channel::lost(const std::string& why) {
+  close();
+  return make_error(errc::io_error, "RDMA control connection to node " + std::to_string(node_) +
+                                        " (" + host_ + ":" + std::to_string(port_) +
+                                        ") lost: " + why);
+}
+
+caf::expected<std::vector<std::byte>>
+control_channel::exchange(uint8_t kind, const region_handle* h, const void* payload,
+                          uint64_t payload_bytes, uint64_t reply_max) {
+  int fd = this->fd();
+  if (fd < 0) {
+    auto opened = tcp::connect_to(host_, port_, timeout_);
+    if (!opened)
+      return make_error(errc::unavailable, "node " + std::to_string(node_) + ": " +
+                                               crescent::describe(opened.error()));
+    // A reply slower than this means a peer that stopped answering.
+    tcp::set_receive_timeout(*opened, timeout_);
+    std::lock_guard guard{mutex_};
+    fd = fd_ = *opened;
+  }
+  tcp::request_header req;
+  req.kind = kind;
+  req.request_id = next_request_++;
+  if (h != nullptr) {
+    req.region_id = h->region_id;
+    req.access_key = h->access_key;
+    req.handle_offset = h->offset;
+    req.handle_length = h->length;
+    req.offset = 0;
+    req.length = h->length; // all of the handle, as a read of it would be checked
+  } else {
+    req.length = payload_bytes;
+  }
+  iovec iov[2] = {{&req, sizeof(req)}, {const_cast<void*>(payload), payload_bytes}};
+  if (auto err = tcp::write_all(fd, iov, payload_bytes > 0 ? 2 : 1))
+    return lost(crescent::describe(err));
+  tcp::response_header res;
+  if (auto err = tcp::read_full(fd, &res, sizeof(res)))
+    return lost(crescent::describe(err));
+  if (res.magic != tcp::response_magic || res.request_id != req.request_id)
+    return lost("a reply that does not match the request");
+  if (res.status != 0) {
+    std::string message(res.message_bytes, '\0');
+    if (auto err = tcp::read_full(fd, message.data(), message.size()))
+      return lost(crescent::describe(err));
+    return make_error(errc_of_status(res.status),
+                      "node " + std::to_string(node_) + " refused: " + message);
+  }
+  if (res.length > reply_max)
+    return lost("a reply of " + std::to_string(res.length) + " bytes");
+  std::vector<std::byte> reply(res.length);
+  if (auto err = tcp::read_full(fd, reply.data(), reply.size()))
+    return lost(crescent::describe(err));
+  return reply;
+}
+
+caf::expected<remote_region> control_channel::describe(const region_handle& h) {
+  auto reply = exchange(tcp::kind_describe, &h, nullptr, 0, describe_reply_bytes_max);
+  if (!reply)
+    return std::move(reply.error());
+  auto region = parse_describe_reply(*reply);
+  if (!region) {
+    close(); // a peer that speaks nonsense is not trusted with the queue pairs either
+    return std::move(region.error());
+  }
+  region->region_id = h.region_id;
+  region->access_key = h.access_key;
+  return region;
+}
+
+caf::expected<qp_endpoint> control_channel::connect(const connect_request& req) {
+  auto reply = exchange(tcp::kind_connect, nullptr, &req, sizeof(req), sizeof(qp_endpoint));
+  if (!reply)
+    return std::move(reply.error());
+  if (reply->size() != sizeof(qp_endpoint))
+    return lost("a connect reply of " + std::to_string(reply->size()) + " bytes");
+  qp_endpoint e;
+  std::memcpy(&e, reply->data(), sizeof(e));
+  if (auto err = check_endpoint(e))
+    return err;
+  return e;
+}
+
+} // namespace crescent::transport::rdma

@@ -1,0 +1,65 @@
+// The initiator's end of the RDMA control requests to one peer (describe, connect): a TCP
+// connection to the peer's data-plane server, opened on first use. The peer's ends of queue
+// pairs connected through it live as long as it stays open, so losing it means losing them;
+// generation() changes each time an open connection is lost, for the caller to notice.
+//
+// Used by one thread at a time (the peer's worker); interrupt() may come from any thread.
+#pragma once
+
+#include "transport/rdma/rdma_wire.hpp"
+#include "transport/region_handle.hpp"
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace crescent::transport::rdma {
+
+class control_channel {
+ public:
+  control_channel(std::string host, uint16_t port, uint32_t node,
+                  std::chrono::milliseconds timeout);
+  ~control_channel();
+  control_channel(const control_channel&) = delete;
+  control_channel& operator=(const control_channel&) = delete;
+
+  /// Where the region of `h` lives, checked by its owner as a read of all of `h` would be.
+  /// Refusals come back as the owner's error (not_found, access_denied, out_of_range); a lost
+  /// connection or a peer that cannot be reached as io_error or unavailable.
+  caf::expected<remote_region> describe(const region_handle& h);
+
+  /// The owner's end of a queue pair for ours.
+  caf::expected<qp_endpoint> connect(const connect_request& req);
+
+  /// The socket while connected, else -1: the worker watches it for the peer hanging up.
+  int fd() const;
+
+  /// Closes the connection (a lost one, or on the owner's hang-up).
+  void close();
+
+  /// Unblocks a request in progress from another thread; the connection is lost after it.
+  void interrupt();
+
+  uint64_t generation() const;
+
+ private:
+  caf::expected<std::vector<std::byte>> exchange(uint8_t kind, const region_handle* h,
+                                                 const void* payload, uint64_t payload_bytes,
+                                                 uint64_t reply_max);
+  caf::error lost(const std::string& why);
+
+  const std::string host_;
+  const uint16_t port_;
+  const uint32_t node_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_; // guards fd_ and generation_ against interrupt()
+  int fd_ = -1;
+  uint64_t generation_ = 0;
+  uint64_t next_request_ = 1;
+};
+
+} // namespace crescent::transport::rdma

@@ -1,0 +1,126 @@
+// One opened RDMA device: its protection domain, the port this engine uses (with the GID or LID
+// peers reach it at), one completion queue for every queue pair on it, and the thread that
+// polls that queue. Built only with rdma-core.
+#pragma once
+
+#include "transport/rdma/rdma_devices.hpp"
+#include "transport/rdma/rdma_wire.hpp"
+
+#include <caf/expected.hpp>
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace crescent::transport::rdma {
+
+class queue_pair;
+
+/// The port of a device this engine uses, and how peers address it.
+struct port_choice {
+  uint8_t num = 0;
+  uint8_t link_layer = 0; // link_infiniband or link_ethernet
+  uint16_t lid = 0;       // InfiniBand
+  ibv_mtu mtu = IBV_MTU_1024;
+  int gid_index = 0; // the source GID of RoCE packets; InfiniBand: 0, its port GID
+  ibv_gid gid{};
+  uint32_t max_msg_bytes = 0;
+};
+
+/// How this engine's RDMA packets leave a port.
+struct link_options {
+  int32_t gid_index = -1; // RoCE: the source GID's index; -1: the best RoCE GID
+  uint8_t traffic_class = 0;
+  uint8_t service_level = 0;
+};
+
+/// The first active port of a device: on InfiniBand with its LID, on Ethernet with the GID at
+/// `gid_index` or, for -1, the best RoCE GID of its table. unavailable with the reason if none.
+caf::expected<port_choice> choose_port(ibv_context* ctx, const std::string& device_name,
+                                       uint8_t port_count, int32_t gid_index);
+
+class device {
+ public:
+  /// Called on the device's poller thread with each batch of completions; `failed` once if the
+  /// completion queue itself fails (no further completions come).
+  using completion_handler = std::function<void(device&, std::span<const ibv_wc>, bool failed)>;
+
+  static constexpr int cq_entries_max = 1 << 16;
+  static constexpr int poll_batch = 32;
+
+  static caf::expected<std::unique_ptr<device>> open(ibv_device* dev, const rdma_device& info,
+                                                     const link_options& link);
+  ~device();
+  device(const device&) = delete;
+  device& operator=(const device&) = delete;
+
+  const std::string& name() const { return info_.name; }
+  int numa_node() const { return info_.numa_node; }
+  const port_choice& port() const { return port_; }
+  const link_options& link() const { return link_; }
+  ibv_pd* pd() const { return pd_; }
+  ibv_cq* cq() const { return cq_; }
+  uint32_t max_qp_wr() const { return static_cast<uint32_t>(attr_.max_qp_wr); }
+  bool failed() const { return failed_.load(); }
+
+  /// RDMA READs a queue pair here may have outstanding as requester, and may serve at once as
+  /// responder (both 1..16: more buys nothing for large reads).
+  uint8_t rd_atomic_init() const;
+  uint8_t rd_atomic_dest() const;
+
+  /// What a peer needs to connect to queue pair `qp_num` here.
+  qp_endpoint endpoint(uint32_t qp_num, uint32_t psn) const;
+  rdma_port_info advertised() const;
+
+  /// Room in the completion queue: each initiating queue pair reserves one entry per work
+  /// request it may have in flight, so that the queue can never overflow.
+  bool reserve(uint32_t entries);
+  void release(uint32_t entries);
+
+  // Initiating queue pairs, found by number when their completions arrive. One is adopted when
+  // created and retired once broken and drained (retire hands it back, so that the caller
+  // destroys it outside the lock).
+  void adopt(const std::shared_ptr<queue_pair>& qp);
+  std::shared_ptr<queue_pair> find(uint32_t qp_num) const;
+  std::shared_ptr<queue_pair> retire(uint32_t qp_num);
+  std::vector<std::shared_ptr<queue_pair>> queue_pairs() const;
+
+  void start(completion_handler handler);
+  void stop(); // joins the poller; completions not polled by then stay in the queue
+
+ private:
+  device() = default;
+  void poll_loop();
+  bool wait_for_event();
+
+  rdma_device info_;
+  link_options link_;
+  ibv_context* ctx_ = nullptr;
+  ibv_device_attr attr_{};
+  port_choice port_;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+  int wake_fd_ = -1;
+  std::atomic<int64_t> cq_room_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stopping_{false};
+  completion_handler handler_;
+  std::thread poller_;
+  mutable std::mutex qps_mutex_;
+  std::unordered_map<uint32_t, std::shared_ptr<queue_pair>> qps_;
+};
+
+/// Opens the devices rdma_devices() finds, at most rdma_devices_max: those named in `names`
+/// (in that order) or, if it is empty, all. Devices that cannot be used (no active port, say)
+/// are skipped; unavailable with every reason if none can.
+caf::expected<std::vector<std::unique_ptr<device>>>
+open_devices(const std::vector<std::string>& names, const link_options& link);
+
+} // namespace crescent::transport::rdma

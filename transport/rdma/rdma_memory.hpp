@@ -1,0 +1,61 @@
+// Memory registrations of the engine's regions: every region is a memory region (ibv_mr) on
+// every opened device, so that it can be the local buffer of this engine's RDMA work and the
+// target of peers' work through any device pair. Built only with rdma-core.
+#pragma once
+
+#include "transport/rdma/rdma_device.hpp"
+#include "transport/region_handle.hpp"
+
+#include <caf/error.hpp>
+
+#include <functional>
+#include <memory>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace crescent::transport::rdma {
+
+/// One region's memory as the devices know it. Deregistered when the last holder lets go:
+/// the registry, or work in flight that took a reference.
+struct registration {
+  uint64_t region_id = 0;
+  std::byte* base = nullptr;
+  uint64_t length = 0;
+  int numa_node = -1;
+  std::vector<ibv_mr*> mrs;  // by device index
+  std::vector<size_t> order; // device indices to use for this memory, best first
+
+  registration() = default;
+  registration(const registration&) = delete;
+  registration& operator=(const registration&) = delete;
+  ~registration();
+};
+
+class memory_registry {
+ public:
+  /// Device indices, best first, for memory on a NUMA node (-1: unknown).
+  using order_function = std::function<std::vector<size_t>(int numa_node)>;
+
+  /// Registers [base, base + region.length) with every device, for local and remote reads and
+  /// writes. An error (with the device's reason) registers nothing.
+  caf::error add(const region_handle& region, std::byte* base,
+                 const std::vector<std::unique_ptr<device>>& devices, const order_function& order);
+
+  /// Forgets a region; its memory regions go once no work holds them.
+  void remove(uint64_t region_id);
+
+  std::shared_ptr<const registration> find(uint64_t region_id) const;
+
+  /// The region's remote keys, named by device, its preferred device first.
+  std::vector<region_key> keys_of(uint64_t region_id,
+                                  const std::vector<std::unique_ptr<device>>& devices) const;
+
+  void clear();
+
+ private:
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<uint64_t, std::shared_ptr<const registration>> regions_;
+};
+
+} // namespace crescent::transport::rdma

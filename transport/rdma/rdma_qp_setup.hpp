@@ -1,0 +1,41 @@
+// The life of a reliable-connected queue pair in verbs terms, shared by both ends: create it,
+// move it RESET -> INIT -> RTR -> RTS against the other end's endpoint, or to ERR to stop it.
+#pragma once
+
+#include "transport/rdma/rdma_device.hpp"
+
+#include <caf/error.hpp>
+
+namespace crescent::transport::rdma {
+
+// Retransmission: 4.096 us * 2^14 = 67 ms per try, 7 retries: a peer whose NIC stops answering
+// fails its work within about half a second to two seconds, well inside common deadlines.
+inline constexpr uint8_t qp_timeout = 14;
+inline constexpr uint8_t qp_retry_count = 7;
+inline constexpr uint8_t qp_rnr_retry = 7;      // 7: retry forever (no receives are ever posted)
+inline constexpr uint8_t qp_min_rnr_timer = 12; // 0.64 ms
+inline constexpr uint8_t qp_hop_limit = 64;
+
+/// A reliable-connected queue pair on `d` in RESET, with `send_depth` send slots and one SGE per
+/// request; null with errno set on failure. Its completions go to the device's queue.
+ibv_qp* create_rc_qp(device& d, uint32_t send_depth);
+
+/// RESET -> INIT on the device's port, allowing remote reads and writes of registered memory.
+caf::error qp_to_init(ibv_qp* qp, const device& d);
+
+/// INIT -> RTR -> RTS: connected to `remote`, sending from `local.psn`. The path MTU is the
+/// smaller of both ports'; READ credits are what the other end can serve.
+caf::error qp_to_rts(ibv_qp* qp, const device& d, const qp_endpoint& local,
+                     const qp_endpoint& remote);
+
+/// Any state -> ERR: the NIC stops the queue pair and flushes every outstanding request.
+caf::error qp_to_error(ibv_qp* qp);
+
+/// A random 24-bit initial packet sequence number.
+uint32_t random_psn();
+
+/// Refuses a remote endpoint that cannot be connected to from `d`: another link layer, or an
+/// InfiniBand port in another subnet.
+caf::error check_reachable(const device& d, const qp_endpoint& remote);
+
+} // namespace crescent::transport::rdma
