@@ -39,6 +39,7 @@ using unpin_atom = caf::atom_constant<caf::atom("unpin")>;
 using promote_atom = caf::atom_constant<caf::atom("promote")>;
 using evict_atom = caf::atom_constant<caf::atom("evict")>;
 using owner_atom = caf::atom_constant<caf::atom("owner")>;  // owner heartbeats and reports
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
 // node agent
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;

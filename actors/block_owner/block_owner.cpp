@@ -4,6 +4,7 @@
 #include "actors/common/timeouts.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
+#include "transport/peer_wire.hpp"
 
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
@@ -43,6 +44,9 @@ envelope make_report(owner_ptr self) {
       list[i].setOnSsd(b.on_ssd);
       ++i;
     }
+    out.setHasPeer(st.parts.peer.has_value());
+    if (st.parts.peer)
+      transport::to_wire(*st.parts.peer, out.initPeer());
   });
 }
 
@@ -55,8 +59,7 @@ void heartbeat(owner_ptr self) {
     out.setSsdCapacityBytes(st.parts.ssd ? st.parts.ssd->capacity_bytes() : 0);
     out.setSsdUsedBytes(st.parts.ssd ? st.parts.ssd->used_bytes() : 0);
   });
-  self->request(st.parts.dir->store_master, control_timeout, owner_atom::value,
-                heartbeat_atom::value, msg)
+  self->request(st.parts.master, control_timeout, owner_atom::value, heartbeat_atom::value, msg)
       .then([] {}, [](caf::error&) {});
   self->delayed_send(self, st.options.heartbeat_interval, tick_atom::value);
 }
@@ -64,7 +67,7 @@ void heartbeat(owner_ptr self) {
 // Tells the master what survived a restart (the SSD tier), and frees what it does not know.
 void report(owner_ptr self) {
   auto& st = self->state;
-  self->request(st.parts.dir->store_master, control_timeout, owner_atom::value, report_atom::value,
+  self->request(st.parts.master, control_timeout, owner_atom::value, report_atom::value,
                 make_report(self))
       .then(
           [=](const envelope& reply) {

@@ -9,15 +9,17 @@
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"
-#include "actors/cluster/directory.hpp"
+#include "actors/store_master/store_master_actor.hpp"
 #include "storage/dram_arena.hpp"
 #include "storage/eviction.hpp"
 #include "storage/ssd_tier.hpp"
+#include "transport/transfer_types.hpp"
 
 #include <caf/actor_system.hpp>
 
 #include <chrono>
 #include <memory>
+#include <optional>
 
 namespace crescent {
 
@@ -32,7 +34,9 @@ struct block_owner_options {
 struct block_owner_parts {
   std::shared_ptr<storage::dram_arena> dram;
   std::shared_ptr<storage::ssd_tier> ssd; // null: no SSD tier
-  std::shared_ptr<const directory> dir;
+  store_master_actor master;
+  /// How other processes reach this node's memory; none in one-process clusters.
+  std::optional<transport::peer_info> peer;
 };
 
 /// Blocks one message may name, at most.

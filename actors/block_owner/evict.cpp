@@ -70,7 +70,7 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> of
     }
   });
   st.evicting = true;
-  self->request(st.parts.dir->store_master, control_timeout, evict_atom::value, msg)
+  self->request(st.parts.master, control_timeout, evict_atom::value, msg)
       .then(
           [=](const envelope& reply) {
             auto approved = read_as<wire::EvictReply>(reply, [](wire::EvictReply::Reader in) {

@@ -91,6 +91,15 @@ caf::error cluster::spawn_storage() {
   auto objects = storage::object_store::open(path, oopt);
   if (!objects)
     return std::move(objects.error());
+  // The master first: owners report to it; it takes them from the directory at start.
+  store_master_options mopt;
+  mopt.nodes = static_cast<uint32_t>(cfg_.nodes.size());
+  mopt.put_timeout = std::chrono::milliseconds(cfg_.pool.put_timeout_ms);
+  mopt.lease_ttl = std::chrono::milliseconds(cfg_.pool.lease_ttl_ms);
+  mopt.node_timeout = std::chrono::milliseconds(cfg_.pool.node_timeout_ms);
+  mopt.sweep = std::chrono::milliseconds(cfg_.pool.sweep_ms);
+  dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
+  all_.push_back(ptr(dir_->store_master));
   const uint64_t page = cfg_.model.page_bytes();
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
     const auto& node = cfg_.nodes[n];
@@ -117,17 +126,9 @@ caf::error cluster::spawn_storage() {
     bopt.evict_fraction = cfg_.pool.evict_fraction;
     bopt.heartbeat_interval = std::chrono::milliseconds(cfg_.heartbeat_interval_ms);
     dir_->block_owners.push_back(
-        spawn_block_owner(sys_, bopt, {std::move(*arena), std::move(ssd), dir_}));
+        spawn_block_owner(sys_, bopt, {std::move(*arena), std::move(ssd), dir_->store_master, {}}));
     all_.push_back(ptr(dir_->block_owners.back()));
   }
-  store_master_options mopt;
-  mopt.nodes = static_cast<uint32_t>(cfg_.nodes.size());
-  mopt.put_timeout = std::chrono::milliseconds(cfg_.pool.put_timeout_ms);
-  mopt.lease_ttl = std::chrono::milliseconds(cfg_.pool.lease_ttl_ms);
-  mopt.node_timeout = std::chrono::milliseconds(cfg_.pool.node_timeout_ms);
-  mopt.sweep = std::chrono::milliseconds(cfg_.pool.sweep_ms);
-  dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
-  all_.push_back(ptr(dir_->store_master));
   return caf::none;
 }
 

@@ -2,21 +2,26 @@
 // management (read.cpp), owners (owners.cpp), the actor itself (store_master.cpp).
 #pragma once
 
+#include "actors/block_owner/block_owner_actor.hpp"
 #include "actors/common/handler_guard.hpp"
 #include "actors/store_master/store_master.hpp"
+#include "transport/transfer_types.hpp"
 
 #include <caf/actor_clock.hpp>
 
+#include <optional>
 #include <random>
 #include <vector>
 
 namespace crescent {
 
 struct node_view {
-  bool alive = true;
+  block_owner_actor owner; // learned from the directory or from the owner's report
+  bool alive = false;      // has an owner that reported and keeps heartbeating
   caf::actor_clock::time_point last_seen;
-  uint64_t dram_capacity_bytes = 0; // 0: not heard of yet
-  uint64_t dram_used_bytes = 0;     // last report plus what was allocated since
+  uint64_t dram_capacity_bytes = 0;         // 0: not heard of yet
+  uint64_t dram_used_bytes = 0;             // last report plus what was allocated since
+  std::optional<transport::peer_info> peer; // how other processes reach its memory
 };
 
 struct master_state {
@@ -55,6 +60,9 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg);
 caf::result<envelope> on_evict(master_ptr self, const envelope& msg);
 void sweep(master_ptr self);
 void node_lost(master_ptr self, uint32_t node, const char* why);
+/// Takes `owner` as node `node`'s owner: watched from now on, the node alive.
+void adopt_owner(master_ptr self, uint32_t node, block_owner_actor owner);
+caf::result<envelope> on_peers(master_ptr self);
 /// Asks the owners to free these blocks' replicas (fire and forget: a lost free leaks space
 /// until the owner next reports).
 void free_replicas(master_ptr self, const std::vector<storage::object_record>& records);

@@ -3,9 +3,12 @@
 #include "actors/store_master/master_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
+#include "transport/peer_wire.hpp"
 
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
+
+#include <caf/actor_cast.hpp>
 
 #include <map>
 #include <unordered_map>
@@ -17,7 +20,7 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
   std::map<uint32_t, std::vector<uint64_t>> by_node;
   for (const auto& r : records)
     for (const auto& x : r.replicas)
-      if (x.node < st.dir->block_owners.size() && st.nodes[x.node].alive) {
+      if (x.node < st.nodes.size() && st.nodes[x.node].alive) {
         by_node[x.node].push_back(r.key);
         if (x.in_dram)
           st.nodes[x.node].dram_used_bytes -=
@@ -31,12 +34,37 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
         for (unsigned i = 0; i < n; ++i)
           list.set(i, keys[at + i]);
       });
-      self->request(st.dir->block_owners[node], control_timeout, free_atom::value, msg)
+      self->request(st.nodes[node].owner, control_timeout, free_atom::value, msg)
           .then([] {},
                 [node](caf::error& err) {
                   spdlog::warn("store_master: freeing on node {} failed: {}", node, describe(err));
                 });
     }
+}
+
+void adopt_owner(master_ptr self, uint32_t node, block_owner_actor owner) {
+  auto& n = self->state.nodes[node];
+  if (!owner)
+    return;
+  if (n.owner != owner) {
+    n.owner = std::move(owner);
+    self->monitor(n.owner);
+  }
+  n.alive = true;
+  n.last_seen = self->clock().now();
+}
+
+caf::result<envelope> on_peers(master_ptr self) {
+  auto& st = self->state;
+  std::vector<const transport::peer_info*> live;
+  for (const auto& n : st.nodes)
+    if (n.alive && n.peer)
+      live.push_back(&*n.peer);
+  return make_envelope<wire::PoolPeers>([&](wire::PoolPeers::Builder out) {
+    auto list = out.initPeers(static_cast<unsigned>(live.size()));
+    for (unsigned i = 0; i < live.size(); ++i)
+      transport::to_wire(*live[i], list[i]);
+  });
 }
 
 void node_lost(master_ptr self, uint32_t node, const char* why) {
@@ -158,15 +186,31 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
   struct report {
     uint32_t node;
     std::unordered_map<uint64_t, held> blocks;
+    std::optional<transport::peer_info> peer;
   };
   auto r = read_as<wire::OwnerReport>(msg, [](wire::OwnerReport::Reader in) {
-    report out{in.getNode(), {}};
+    report out{in.getNode(), {}, {}};
     for (auto b : in.getBlocks())
       out.blocks[b.getKey()] = {b.getInDram(), transport::from_wire(b.getDram()), b.getOnSsd()};
-    return out;
+    if (in.getHasPeer()) {
+      auto peer = transport::from_wire(in.getPeer());
+      if (!peer)
+        return caf::expected<report>{std::move(peer.error())};
+      out.peer = std::move(*peer);
+    }
+    return caf::expected<report>{std::move(out)};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
+  auto owner = caf::actor_cast<block_owner_actor>(self->current_sender());
+  if (!owner)
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "an owner report must come from the owner"));
+  if (r->node < st.nodes.size() && st.nodes[r->node].alive && st.nodes[r->node].owner &&
+      st.nodes[r->node].owner != owner)
+    return st.bad.refuse(st.name, make_error(errc::access_denied,
+                                             "node " + std::to_string(r->node) +
+                                                 " has a live owner; another cannot take it over"));
   if (r->node >= st.nodes.size())
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node"));
   // Replicas the owner no longer has are dropped; what it has but the master does not know

@@ -168,7 +168,7 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
     if (--round->outstanding == 0)
       finish(self, round);
   };
-  self->request(st.dir->block_owners[node], control_timeout, allocate_atom::value, msg)
+  self->request(st.nodes[node].owner, control_timeout, allocate_atom::value, msg)
       .then(
           [=](const envelope& reply) {
             auto handles = read_as<wire::AllocateReply>(reply, [](wire::AllocateReply::Reader in) {

@@ -132,7 +132,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
       if (--*outstanding == 0)
         rp.deliver(answer(self, *a));
     };
-    self->request(st.dir->block_owners[node], control_timeout, promote_atom::value, req)
+    self->request(st.nodes[node].owner, control_timeout, promote_atom::value, req)
         .then(
             [=](const envelope& reply) mutable {
               auto h = read_as<wire::PromoteReply>(reply, [](wire::PromoteReply::Reader in) {

@@ -33,14 +33,16 @@ envelope make_stats(master_ptr self) {
   });
 }
 
-// The directory is complete once `start` arrives: watch every owner from then on.
+// The directory is complete once `start` arrives: its owners (in a one-process cluster) are the
+// nodes' owners; in clusters of several processes owners join by reporting.
 void start(master_ptr self) {
   auto& st = self->state;
   if (st.started)
     return;
   st.started = true;
-  for (auto& owner : st.dir->block_owners)
-    self->monitor(owner);
+  if (st.dir)
+    for (uint32_t n = 0; n < st.dir->block_owners.size() && n < st.nodes.size(); ++n)
+      adopt_owner(self, n, st.dir->block_owners[n]);
   self->delayed_send(self, st.options.sweep, tick_atom::value);
 }
 
@@ -52,11 +54,11 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
   st.objects = std::move(objects);
   st.dir = std::move(dir);
   st.rng.seed(options.placement_seed);
-  st.nodes.assign(options.nodes, node_view{true, self->clock().now(), 0, 0});
+  st.nodes.assign(options.nodes, node_view{});
   self->set_down_handler([=](caf::down_msg& down) {
-    const auto& owners = self->state.dir->block_owners;
-    for (uint32_t n = 0; n < owners.size(); ++n)
-      if (owners[n].address() == down.source)
+    auto& nodes = self->state.nodes;
+    for (uint32_t n = 0; n < nodes.size(); ++n)
+      if (nodes[n].owner && nodes[n].owner.address() == down.source)
         node_lost(self, n, "its block owner stopped");
   });
   return {
@@ -75,6 +77,7 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
       [=](owner_atom, report_atom, const envelope& msg) { return on_owner_report(self, msg); },
       [=](evict_atom, const envelope& msg) { return on_evict(self, msg); },
       [=](stats_atom) { return make_stats(self); },
+      [=](peers_atom) { return on_peers(self); },
       [=](start_atom) { start(self); },
       [=](tick_atom) {
         sweep(self);

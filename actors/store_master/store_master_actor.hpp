@@ -39,6 +39,8 @@ using store_master_actor = caf::typed_actor<
     caf::replies_to<evict_atom, envelope>::with<envelope>,
     // -> StoreStats
     caf::replies_to<stats_atom>::with<envelope>,
+    // -> PoolPeers: how clients in other processes reach the owners' memory
+    caf::replies_to<peers_atom>::with<envelope>,
     // begin watching the owners (sent by bring-up), then the periodic sweep
     caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>>;
 

@@ -163,10 +163,18 @@ struct OwnerBlock {
   onSsd @4 :Bool;
 }
 
-# owner -> store master, after either restarts: what the owner holds.
+# owner -> store master, when it starts and when the master asks: what the owner holds, and how
+# other processes reach its memory. The sender of the report is the node's owner from then on.
 struct OwnerReport {
   node @0 :UInt32;
   blocks @1 :List(OwnerBlock);
+  hasPeer @2 :Bool;                 # false in one-process clusters: every region is local
+  peer @3 :Common.TransportPeer;
+}
+
+# store master -> clients: how to reach every live owner's memory.
+struct PoolPeers {
+  peers @0 :List(Common.TransportPeer);
 }
 
 struct OwnerReportReply {
