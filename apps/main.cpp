@@ -2,6 +2,7 @@
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
 #include "apps/info_command.hpp"
+#include "apps/pool/pool_processes.hpp"
 #include "apps/run_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -71,7 +72,37 @@ int main(int argc, char** argv) {
   peer_cmd->add_flag("--no-shm{false}", peer.shm, "Do not share the region table");
   peer_cmd->add_flag("--no-tcp{false}", peer.tcp, "Run no TCP data-plane server");
 
+  crescent::pool::master_process_options pool_master;
+  auto* master_cmd = app.add_subcommand(
+      "pool-master", "Run the KV pool's store master as its own process (published on a port)");
+  master_cmd->add_option("--nodes", pool_master.nodes, "Node slots")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  master_cmd->add_option("--db", pool_master.db_path, "RocksDB directory")->required();
+  master_cmd->add_option("--port", pool_master.port, "Port (0: any)")->capture_default_str();
+  master_cmd->add_flag("--no-sync{false}", pool_master.sync_commits, "Do not fsync commits");
+  master_cmd->add_option("--put-timeout-ms", pool_master.put_timeout_ms)->capture_default_str();
+  master_cmd->add_option("--lease-ttl-ms", pool_master.lease_ttl_ms)->capture_default_str();
+  master_cmd->add_option("--node-timeout-ms", pool_master.node_timeout_ms)->capture_default_str();
+
+  crescent::pool::node_process_options pool_node;
+  auto* node_cmd = app.add_subcommand(
+      "pool-node", "Run one node's block owner as its own process, joined to a pool master");
+  node_cmd->add_option("--node", pool_node.node, "Node id")->required();
+  node_cmd->add_option("--master-host", pool_node.master_host)->capture_default_str();
+  node_cmd->add_option("--master-port", pool_node.master_port)->required();
+  node_cmd->add_option("--dram-mib", pool_node.dram_mib)
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  node_cmd->add_option("--ssd-mib", pool_node.ssd_mib)->capture_default_str();
+  node_cmd->add_option("--ssd-dir", pool_node.ssd_dir);
+  node_cmd->add_flag("--no-shm{false}", pool_node.shm, "Do not share memory with local peers");
+
   CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("pool-master"))
+    return crescent::pool::run_master_process(pool_master);
+  if (app.got_subcommand("pool-node"))
+    return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
   if (app.got_subcommand("transfer-peer"))

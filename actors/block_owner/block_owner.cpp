@@ -9,6 +9,8 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 namespace crescent {
 
 namespace {
@@ -44,6 +46,8 @@ envelope make_report(owner_ptr self) {
       list[i].setOnSsd(b.on_ssd);
       ++i;
     }
+    out.setDramCapacityBytes(st.parts.dram->capacity_bytes());
+    out.setDramUsedBytes(st.parts.dram->used_bytes());
     out.setHasPeer(st.parts.peer.has_value());
     if (st.parts.peer)
       transport::to_wire(*st.parts.peer, out.initPeer());
@@ -52,6 +56,9 @@ envelope make_report(owner_ptr self) {
 
 void heartbeat(owner_ptr self) {
   auto& st = self->state;
+  self->delayed_send(self, st.options.heartbeat_interval, tick_atom::value);
+  if (!st.parts.master)
+    return; // not joined yet
   auto msg = make_envelope<wire::OwnerHeartbeat>([&](wire::OwnerHeartbeat::Builder out) {
     out.setNode(st.options.node);
     out.setDramCapacityBytes(st.parts.dram->capacity_bytes());
@@ -61,12 +68,13 @@ void heartbeat(owner_ptr self) {
   });
   self->request(st.parts.master, control_timeout, owner_atom::value, heartbeat_atom::value, msg)
       .then([] {}, [](caf::error&) {});
-  self->delayed_send(self, st.options.heartbeat_interval, tick_atom::value);
 }
 
 // Tells the master what survived a restart (the SSD tier), and frees what it does not know.
 void report(owner_ptr self) {
   auto& st = self->state;
+  if (!st.parts.master)
+    return; // not joined yet: joining reports
   self->request(st.parts.master, control_timeout, owner_atom::value, report_atom::value,
                 make_report(self))
       .then(
@@ -109,9 +117,17 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
       [=](stats_atom) { return make_stats(self); },
       [=](start_atom) {
         report(self);
-        heartbeat(self);
+        if (!std::exchange(self->state.beating, true))
+          heartbeat(self);
       },
       [=](tick_atom) { heartbeat(self); },
+      [=](join_atom, store_master_actor master) {
+        // A restarted master: it learns this owner and what it holds from the report.
+        self->state.parts.master = std::move(master);
+        report(self);
+        if (!std::exchange(self->state.beating, true))
+          heartbeat(self);
+      },
   };
 }
 

@@ -2,6 +2,7 @@
 // blocks and decides what to evict; the store master decides whether it may.
 #pragma once
 
+#include "actors/store_master/store_master_actor.hpp"
 #include "messages/atoms.hpp"
 #include "messages/envelope.hpp"
 
@@ -23,6 +24,8 @@ using block_owner_actor = caf::typed_actor<
     // -> OwnerStats
     caf::replies_to<stats_atom>::with<envelope>,
     // internal: start (report to the master), then heartbeat every interval
-    caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>>;
+    caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
+    // in-process only: serve this (new) store master from now on, reporting to it first
+    caf::reacts_to<join_atom, store_master_actor>>;
 
 } // namespace crescent

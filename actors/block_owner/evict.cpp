@@ -100,7 +100,7 @@ void maybe_evict(owner_ptr self) {
   auto& st = self->state;
   const double capacity = static_cast<double>(st.parts.dram->capacity_bytes());
   const double used = static_cast<double>(st.parts.dram->used_bytes());
-  if (st.evicting || used <= st.options.high_watermark * capacity)
+  if (st.evicting || !st.parts.master || used <= st.options.high_watermark * capacity)
     return;
   const double goal = (st.options.high_watermark - st.options.evict_fraction) * capacity;
   const auto bytes = static_cast<uint64_t>(used - goal);

@@ -26,6 +26,7 @@ struct owner_state {
   std::unique_ptr<storage::eviction_index> order; // DRAM copies only
   std::unordered_map<uint64_t, owned_block> blocks;
   bool evicting = false;
+  bool beating = false; // the heartbeat loop runs
   bad_message_counter bad;
   uint64_t evictions = 0;
   uint64_t offloads = 0;

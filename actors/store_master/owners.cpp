@@ -187,9 +187,10 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
     uint32_t node;
     std::unordered_map<uint64_t, held> blocks;
     std::optional<transport::peer_info> peer;
+    uint64_t capacity, used;
   };
   auto r = read_as<wire::OwnerReport>(msg, [](wire::OwnerReport::Reader in) {
-    report out{in.getNode(), {}, {}};
+    report out{in.getNode(), {}, {}, in.getDramCapacityBytes(), in.getDramUsedBytes()};
     for (auto b : in.getBlocks())
       out.blocks[b.getKey()] = {b.getInDram(), transport::from_wire(b.getDram()), b.getOnSsd()};
     if (in.getHasPeer()) {
@@ -250,9 +251,12 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
     if (!known)
       drop.push_back(key);
   }
-  auto& n = st.nodes[r->node];
-  n.alive = true; // a reporting owner (re)joins the pool
-  n.last_seen = self->clock().now();
+  // The reporting owner (re)joins the pool as this node's owner.
+  adopt_owner(self, r->node, std::move(owner));
+  if (r->peer)
+    st.nodes[r->node].peer = std::move(r->peer);
+  st.nodes[r->node].dram_capacity_bytes = r->capacity;
+  st.nodes[r->node].dram_used_bytes = r->used;
   return make_envelope<wire::OwnerReportReply>([&](wire::OwnerReportReply::Builder out) {
     auto list = out.initDrop(static_cast<unsigned>(drop.size()));
     for (unsigned i = 0; i < drop.size(); ++i)

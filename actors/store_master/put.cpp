@@ -17,7 +17,7 @@ namespace crescent {
 namespace {
 
 struct put_args {
-  uint32_t node = 0;
+  uint32_t node = 0; // the writer's; may have no owner (a client outside the pool's nodes)
   uint32_t replicas = 1;
   wire::ReplicaPlacement placement = wire::ReplicaPlacement::LOCAL_FIRST;
   std::vector<uint64_t> keys;
@@ -27,7 +27,7 @@ struct put_args {
 
 constexpr uint64_t block_bytes_max = 64ull << 20;
 
-caf::error check(const put_args& a, size_t nodes) {
+caf::error check(const put_args& a) {
   const size_t n = a.keys.size();
   if (n == 0 || n > storage::object_store::batch_max)
     return make_error(errc::limit_exceeded, "a put names 1 to 4096 blocks");
@@ -35,8 +35,6 @@ caf::error check(const put_args& a, size_t nodes) {
     return make_error(errc::invalid_argument, "a put needs a size and a position per key");
   if (a.replicas == 0 || a.replicas > storage::object_store::replicas_max)
     return make_error(errc::invalid_argument, "replica count must be in [1, 8]");
-  if (a.node >= nodes)
-    return make_error(errc::invalid_argument, "no node " + std::to_string(a.node));
   for (auto s : a.sizes)
     if (s == 0 || s > block_bytes_max)
       return make_error(errc::invalid_argument, "block sizes must be in [1, 64 MiB]");
@@ -45,7 +43,7 @@ caf::error check(const put_args& a, size_t nodes) {
 
 uint64_t free_bytes(const node_view& n) {
   return n.dram_capacity_bytes == 0
-             ? UINT64_MAX / 2 // not heard of yet: assume room
+             ? UINT64_MAX / 2 - n.dram_used_bytes // not heard of yet: assume room
              : n.dram_capacity_bytes - std::min(n.dram_used_bytes, n.dram_capacity_bytes);
 }
 
@@ -196,17 +194,19 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
-  if (auto err = check(*a, st.nodes.size()))
+  if (auto err = check(*a))
     return st.bad.refuse(st.name, std::move(err));
   auto round = std::make_shared<put_round>();
   round->args = std::move(*a);
-  const auto order = candidates(self, round->args);
   std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
   std::unordered_set<uint64_t> seen;
   for (size_t i = 0; i < round->args.keys.size(); ++i) {
     const uint64_t key = round->args.keys[i];
-    if (st.objects->find(key) != nullptr || !seen.insert(key).second ||
-        order.size() < round->args.replicas)
+    if (st.objects->find(key) != nullptr || !seen.insert(key).second)
+      continue;
+    // Chosen per key, after the previous keys' allocations: a batch spreads over the nodes.
+    const auto order = candidates(self, round->args);
+    if (order.size() < round->args.replicas)
       continue;
     const size_t k = round->fresh.size();
     round->fresh.push_back(key);

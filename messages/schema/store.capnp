@@ -170,6 +170,8 @@ struct OwnerReport {
   blocks @1 :List(OwnerBlock);
   hasPeer @2 :Bool;                 # false in one-process clusters: every region is local
   peer @3 :Common.TransportPeer;
+  dramCapacityBytes @4 :UInt64;     # so placement knows the node's room from its first report
+  dramUsedBytes @5 :UInt64;
 }
 
 # store master -> clients: how to reach every live owner's memory.

@@ -1,0 +1,253 @@
+#include "apps/pool/pool_client.hpp"
+
+#include "actors/common/timeouts.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/store.capnp.h"
+#include "storage/checksum.hpp"
+#include "transport/peer_wire.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <poll.h>
+
+namespace crescent::pool {
+
+caf::expected<envelope> pool_client::ask_master(const auto&... xs) {
+  caf::scoped_actor self{*sys_};
+  caf::expected<envelope> result{make_error(errc::timeout, "no answer from the store master")};
+  self->request(master_, control_timeout, xs...)
+      .receive([&](envelope& e) { result = std::move(e); },
+               [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+namespace {
+
+caf::error ask_master_void(caf::actor_system& sys, const store_master_actor& master,
+                           const auto&... xs) {
+  caf::scoped_actor self{sys};
+  caf::error result;
+  self->request(master, control_timeout, xs...)
+      .receive([] {}, [&](caf::error& err) { result = std::move(err); });
+  return result;
+}
+
+} // namespace
+
+caf::expected<std::unique_ptr<pool_client>> pool_client::connect(caf::actor_system& sys,
+                                                                 const std::string& host,
+                                                                 uint16_t port, uint32_t node) {
+  auto master = sys.middleman().remote_actor<store_master_actor>(host, port);
+  if (!master)
+    return make_error(errc::unavailable, "cannot reach the store master at " + host + ":" +
+                                             std::to_string(port) + ": " +
+                                             sys.render(master.error()));
+  transport::transfer_options o;
+  o.local_nodes = {node};
+  auto engine = transport::transfer_engine::create(o);
+  if (!engine)
+    return std::move(engine.error());
+  std::unique_ptr<pool_client> c{new pool_client};
+  c->sys_ = &sys;
+  c->master_ = *master;
+  c->engine_ = std::move(*engine);
+  c->node_ = node;
+  return c;
+}
+
+caf::error pool_client::await_owners(size_t count, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto reply = ask_master(peers_atom::value);
+    if (!reply)
+      return std::move(reply.error());
+    auto peers = read_as<wire::PoolPeers>(*reply, [](wire::PoolPeers::Reader in) {
+      std::vector<transport::peer_info> out;
+      for (auto p : in.getPeers())
+        if (auto info = transport::from_wire(p))
+          out.push_back(std::move(*info));
+      return out;
+    });
+    if (!peers)
+      return std::move(peers.error());
+    if (peers->size() >= count) {
+      for (const auto& p : *peers)
+        if (auto err = engine_->add_peer(p))
+          return err;
+      return caf::none;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::string why;
+      if (auto stats = ask_master(stats_atom::value))
+        read_as<wire::StoreStats>(*stats, [&](wire::StoreStats::Reader in) {
+          why = "; the master counts " + std::to_string(in.getLiveNodes()) + " live nodes and " +
+                std::to_string(in.getBadMessages()) + " refused messages";
+          return 0;
+        });
+      return make_error(errc::timeout, std::to_string(peers->size()) + " of " +
+                                           std::to_string(count) + " owners joined" + why);
+    }
+    poll(nullptr, 0, 20); // owners are starting in other processes
+  }
+}
+
+caf::error pool_client::await_live_nodes(uint32_t count, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto reply = ask_master(stats_atom::value);
+    if (!reply)
+      return std::move(reply.error());
+    auto live = read_as<wire::StoreStats>(
+        *reply, [](wire::StoreStats::Reader in) { return in.getLiveNodes(); });
+    if (!live)
+      return std::move(live.error());
+    if (*live == count)
+      return caf::none;
+    if (std::chrono::steady_clock::now() >= deadline)
+      return make_error(errc::timeout, "the master counts " + std::to_string(*live) +
+                                           " live nodes, not " + std::to_string(count));
+    poll(nullptr, 0, 20); // the master notices a death by a missed heartbeat deadline
+  }
+}
+
+caf::expected<std::vector<uint64_t>>
+pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const std::byte>> blocks,
+                 uint32_t replicas) {
+  auto start = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
+    out.setNode(node_);
+    out.setReplicaCount(replicas);
+    out.setPlacement(wire::ReplicaPlacement::MOST_FREE);
+    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+    auto s = out.initSizes(static_cast<unsigned>(keys.size()));
+    auto p = out.initChainPositions(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i) {
+      k.set(i, keys[i]);
+      s.set(i, blocks[i].size());
+      p.set(i, 0);
+    }
+  });
+  auto reply = ask_master(put_start_atom::value, start);
+  if (!reply)
+    return std::move(reply.error());
+  struct slot {
+    uint64_t key;
+    std::vector<transport::region_handle> replicas;
+  };
+  auto slots = read_as<wire::PutStartReply>(*reply, [](wire::PutStartReply::Reader in) {
+    std::vector<slot> out;
+    for (auto s : in.getSlots()) {
+      slot x{s.getKey(), {}};
+      if (s.isReplicas())
+        for (auto h : s.getReplicas())
+          x.replicas.push_back(transport::from_wire(h));
+      out.push_back(std::move(x));
+    }
+    return out;
+  });
+  if (!slots || slots->size() != keys.size())
+    return make_error(errc::malformed_message, "put_start answer does not match the request");
+  // Every replica of every block in one batch.
+  std::vector<transport::transfer_op> ops;
+  std::vector<size_t> op_block;
+  for (size_t i = 0; i < slots->size(); ++i)
+    for (const auto& h : (*slots)[i].replicas) {
+      auto bytes = blocks[i];
+      ops.push_back({transport::op_kind::write,
+                     {const_cast<std::byte*>(bytes.data()), bytes.size()},
+                     h,
+                     0,
+                     false});
+      op_block.push_back(i);
+    }
+  std::vector<bool> written(slots->size(), true);
+  for (size_t i = 0; i < slots->size(); ++i)
+    written[i] = !(*slots)[i].replicas.empty();
+  if (!ops.empty()) {
+    auto id = engine_->submit(ops, transport::clock_type::now() + std::chrono::seconds(30));
+    if (!id)
+      return std::move(id.error());
+    auto results = engine_->wait(*id);
+    if (!results)
+      return std::move(results.error());
+    for (size_t o = 0; o < results->size(); ++o)
+      if ((*results)[o].state != transport::op_state::completed)
+        written[op_block[o]] = false;
+  }
+  std::vector<uint64_t> commit, sums, revoke;
+  for (size_t i = 0; i < slots->size(); ++i) {
+    if (written[i]) {
+      commit.push_back(keys[i]);
+      sums.push_back(storage::block_checksum(blocks[i]));
+    } else if (!(*slots)[i].replicas.empty()) {
+      revoke.push_back(keys[i]);
+    }
+  }
+  if (!revoke.empty()) {
+    auto msg = make_envelope<wire::PutRevoke>([&](wire::PutRevoke::Builder out) {
+      auto list = out.initKeys(static_cast<unsigned>(revoke.size()));
+      for (unsigned i = 0; i < revoke.size(); ++i)
+        list.set(i, revoke[i]);
+    });
+    [[maybe_unused]] auto err = ask_master_void(*sys_, master_, put_revoke_atom::value, msg);
+  }
+  if (commit.empty())
+    return commit;
+  auto msg = make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
+    auto k = out.initKeys(static_cast<unsigned>(commit.size()));
+    auto c = out.initChecksums(static_cast<unsigned>(sums.size()));
+    for (unsigned i = 0; i < commit.size(); ++i) {
+      k.set(i, commit[i]);
+      c.set(i, sums[i]);
+    }
+  });
+  if (auto err = ask_master_void(*sys_, master_, put_commit_atom::value, msg))
+    return err; // not acknowledged: none of them count as stored
+  return commit;
+}
+
+caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys,
+                                                  std::span<const std::span<std::byte>> out) {
+  auto msg = make_envelope<wire::Get>([&](wire::Get::Builder b) {
+    auto k = b.initKeys(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i)
+      k.set(i, keys[i]);
+  });
+  auto reply = ask_master(get_atom::value, msg);
+  if (!reply)
+    return std::move(reply.error());
+  struct where {
+    uint64_t checksum;
+    std::vector<transport::region_handle> replicas;
+  };
+  auto found = read_as<wire::GetReply>(*reply, [](wire::GetReply::Reader in) {
+    std::vector<where> w;
+    for (auto b : in.getBlocks()) {
+      where x{b.getChecksum(), {}};
+      for (auto h : b.getReplicas())
+        x.replicas.push_back(transport::from_wire(h));
+      w.push_back(std::move(x));
+    }
+    return w;
+  });
+  if (!found || found->size() != keys.size())
+    return make_error(errc::malformed_message, "get answer does not match the request");
+  std::vector<bool> ok(keys.size(), false);
+  for (size_t i = 0; i < keys.size(); ++i)
+    for (const auto& h : (*found)[i].replicas) {
+      if (h.length != out[i].size() || engine_->read(h, 0, out[i]))
+        continue;
+      if (storage::block_checksum(out[i]) == (*found)[i].checksum) {
+        ok[i] = true;
+        break;
+      }
+      auto bad = make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder b) {
+        b.setKey(keys[i]);
+        b.setNode(h.node);
+      });
+      [[maybe_unused]] auto err = ask_master_void(*sys_, master_, corrupt_atom::value, bad);
+    }
+  return ok;
+}
+
+} // namespace crescent::pool

@@ -1,0 +1,58 @@
+// A blocking client of a KV pool whose master and owners run in other processes: puts and gets
+// of whole blocks through the store master's protocol and this process's transfer engine. Used
+// by the multi-process pool tests and `crescent bench store`; workers inside the cluster use the
+// same protocol from their actors.
+#pragma once
+
+#include "actors/store_master/store_master_actor.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace crescent::pool {
+
+class pool_client {
+ public:
+  /// `node`: this client's own node id (no owner runs there).
+  static caf::expected<std::unique_ptr<pool_client>>
+  connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node);
+
+  /// Waits until `count` owners have joined (at most `timeout`), and learns how to reach them.
+  caf::error await_owners(size_t count, std::chrono::milliseconds timeout);
+
+  /// Waits until the master counts exactly `count` live nodes (at most `timeout`): after a node
+  /// died, this is when its replicas have left the metadata.
+  caf::error await_live_nodes(uint32_t count, std::chrono::milliseconds timeout);
+
+  /// Stores blocks (keys[i] holds blocks[i]) with `replicas` copies each; returns the keys that
+  /// were acknowledged (committed and synced). Blocks that could not be placed or written are
+  /// revoked and left out.
+  caf::expected<std::vector<uint64_t>> put(std::span<const uint64_t> keys,
+                                           std::span<const std::span<const std::byte>> blocks,
+                                           uint32_t replicas);
+
+  /// Reads blocks into `out` (each exactly its size); per key: true if read and verified. A
+  /// replica that fails its checksum is reported and the next one tried.
+  caf::expected<std::vector<bool>> get(std::span<const uint64_t> keys,
+                                       std::span<const std::span<std::byte>> out);
+
+  transport::transfer_engine& engine() { return *engine_; }
+  const store_master_actor& master() const { return master_; }
+
+ private:
+  caf::expected<envelope> ask_master(const auto&... xs);
+
+  caf::actor_system* sys_ = nullptr;
+  store_master_actor master_;
+  std::shared_ptr<transport::transfer_engine> engine_;
+  uint32_t node_ = 0;
+};
+
+} // namespace crescent::pool
