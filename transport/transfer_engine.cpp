@@ -46,6 +46,11 @@ caf::error check_rdma_options(const transfer_options& o) {
     return make_error(errc::invalid_argument, "RDMA GID index must be -1 (automatic) or 0..255");
   if (o.rdma_service_level > 15)
     return make_error(errc::invalid_argument, "RDMA service level must be in [0, 15]");
+  // 0 would mean "wait forever": a peer that vanished would never fail its work.
+  if (o.rdma_qp_timeout == 0 || o.rdma_qp_timeout > 31)
+    return make_error(errc::invalid_argument, "RDMA queue pair timeout must be in [1, 31]");
+  if (o.rdma_retry_count > 7 || o.rdma_rnr_retry > 7)
+    return make_error(errc::invalid_argument, "RDMA retry counts must be in [0, 7]");
   if (o.rdma_preferred_devices.size() + o.rdma_fallback_devices.size() > rdma_devices_max)
     return make_error(errc::invalid_argument, "at most 16 RDMA devices may be named");
   std::set<std::string> seen;

@@ -100,7 +100,19 @@ struct transfer_options {
   // What RDMA packets are marked with, for fabrics whose lossless class needs it (as set up for
   // PFC): RoCE's IP traffic class (DSCP << 2), and the service level (0..15) on both links.
   uint8_t rdma_traffic_class = 0;
-  uint8_t rdma_service_level = 0;
+  uint8_t rdma_service_level = 0; // RoCE carries 0..7 (802.1p): larger values are clamped to 7
+  // How long a queue pair keeps trying to deliver before its work fails: each try waits
+  // 4.096 us * 2^rdma_qp_timeout (1..31; 18: about 1.07 s) for an acknowledgement, and is
+  // retried rdma_retry_count times (0..7); receiver-not-ready retries (0..7, 7: forever) do
+  // not occur with one-sided READ and WRITE.
+  uint8_t rdma_qp_timeout = 18;
+  uint8_t rdma_retry_count = 7;
+  uint8_t rdma_rnr_retry = 7;
+  // Calls ibv_fork_init before the RDMA devices are opened (see rdma/rdma_device.cpp): only
+  // for processes that fork while RDMA work runs, on kernels older than 5.13. Off by default:
+  // it hides registered buffers from forked children, which then crash touching them.
+  // RDMAV_FORK_SAFE=1 in the environment does the same.
+  bool rdma_fork_safe = false;
 };
 
 /// Limits on what one call may ask for.

@@ -260,6 +260,82 @@ TEST_F(rdma_engines, a_deadline_ends_rdma_work_in_flight_and_the_path_recovers) 
   EXPECT_GT(bytes_on("rdma"), before);
 }
 
+uint64_t rdma_retries(const transfer_engine& e) {
+  uint64_t n = 0;
+  for (const auto& m : e.metrics())
+    if (m.backend == "rdma")
+      n += m.retries;
+  return n;
+}
+
+// A deadline ends its own batch's work only: queue pairs that other batches' work shares are
+// not reset for it, so that work neither fails nor is retried.
+TEST_F(rdma_engines, a_deadline_leaves_other_batches_on_the_same_queue_pairs_alone) {
+  std::vector<transfer_op> steady;
+  for (int i = 0; i < 32; ++i)
+    steady.push_back(
+        {op_kind::read, local(uint64_t(i) << 20, 1u << 20), region, uint64_t(i) << 20});
+  std::vector<transfer_op> hurried;
+  for (int i = 32; i < 64; ++i)
+    hurried.push_back(
+        {op_kind::read, local(uint64_t(i) << 20, 1u << 20), region, uint64_t(i) << 20});
+  const uint64_t retries_before = rdma_retries(*initiator);
+  for (int round = 0; round < 5; ++round) {
+    auto a = initiator->submit(steady, clock_type::now() + 30s);
+    auto b = initiator->submit(hurried, clock_type::now() + 1ms);
+    ASSERT_TRUE(a && b);
+    auto hurried_results = initiator->wait(*b);
+    auto steady_results = initiator->wait(*a);
+    ASSERT_TRUE(hurried_results && steady_results);
+    for (auto& r : *steady_results)
+      ASSERT_EQ(r.state, op_state::completed) << describe(r.reason);
+    for (auto& r : *hurried_results)
+      EXPECT_TRUE(r.state == op_state::completed || r.state == op_state::timed_out)
+          << describe(r.reason);
+  }
+  EXPECT_EQ(rdma_retries(*initiator), retries_before) << "nothing was flushed and retried";
+  EXPECT_EQ(bytes_on("tcp"), 0u);
+}
+
+// Each stale key breaks a queue pair, which is replaced; the owner is told to release its end
+// each time, so that a long-lived control connection never runs out of its share (1024).
+TEST_F(rdma_engines, replaced_queue_pairs_are_released_at_the_owner) {
+  for (int i = 0; i < 1100; ++i) {
+    auto r = owner->register_region(1, remote_memory.data(), 1 << 20);
+    ASSERT_TRUE(r);
+    ASSERT_FALSE(initiator->write(*r, 0, local(0, 4096))) << "round " << i; // described, cached
+    ASSERT_FALSE(owner->unregister_region(*r));
+    // The NIC refuses the stale key, which breaks the queue pair that carried it.
+    EXPECT_TRUE(is(initiator->write(*r, 0, local(0, 4096)), errc::not_found));
+  }
+  const uint64_t before = bytes_on("rdma");
+  ASSERT_FALSE(initiator->read(region, 0, local(0, 1 << 20)));
+  EXPECT_GT(bytes_on("rdma"), before) << "the owner still accepts our queue pairs";
+  EXPECT_EQ(bytes_on("tcp"), 0u);
+}
+
+// Re-adding the same peer keeps its queue pairs; replacing it with info RDMA cannot reach
+// removes its RDMA route entirely (rdma_backend.cpp, add_peer), and TCP carries on.
+TEST_F(rdma_engines, re_adding_a_peer_is_transactional) {
+  ASSERT_FALSE(initiator->read(region, 0, local(0, 4096)));
+  const uint64_t retries = rdma_retries(*initiator);
+  ASSERT_FALSE(initiator->add_peer(owner->self_info()));
+  ASSERT_FALSE(initiator->read(region, 0, local(0, 4096)));
+  EXPECT_EQ(rdma_retries(*initiator), retries) << "the same peer again keeps its queue pairs";
+  auto unreachable = owner->self_info();
+  for (auto& p : unreachable.rdma_ports)
+    p.link_layer = p.link_layer == 1 ? 2 : 1; // another link layer: no device pair reaches it
+  ASSERT_FALSE(initiator->add_peer(unreachable));
+  EXPECT_EQ(initiator->paths(1), (std::vector<std::string>{"tcp"}));
+  const uint64_t rdma_before = bytes_on("rdma");
+  ASSERT_FALSE(initiator->read(region, 0, local(0, 4096)));
+  EXPECT_EQ(bytes_on("rdma"), rdma_before);
+  EXPECT_EQ(bytes_on("tcp"), 4096u);
+  ASSERT_FALSE(initiator->add_peer(owner->self_info())); // and back
+  ASSERT_FALSE(initiator->read(region, 0, local(0, 4096)));
+  EXPECT_GT(bytes_on("rdma"), rdma_before);
+}
+
 TEST_F(rdma_engines, a_vanished_peer_fails_operations_with_a_reason_before_the_deadline) {
   std::vector<transfer_op> ops;
   for (int i = 0; i < 64; ++i)

@@ -1,6 +1,6 @@
 // The parts of the RDMA path that run without a device: the region table's address lookup,
-// the describe and connect requests of the TCP data-plane server (through the initiator's
-// control channel and through raw sockets), path order and the RDMA options.
+// the describe, connect and release requests of the TCP data-plane server (through the
+// initiator's control channel and through raw sockets), path order and the RDMA options.
 #include "messages/errors.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/rdma/rdma_control.hpp"
@@ -12,6 +12,9 @@
 
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -192,7 +195,7 @@ rdma::connect_request good_connect() {
 }
 
 TEST_F(control_requests, connect_to_an_engine_without_rdma_is_unavailable) {
-  auto reply = channel->connect(good_connect());
+  auto reply = channel->connect(good_connect(), region);
   ASSERT_FALSE(reply);
   EXPECT_TRUE(is(reply.error(), errc::unavailable)) << describe(reply.error());
   EXPECT_NE(describe(reply.error()).find("no RDMA device"), std::string::npos);
@@ -202,14 +205,79 @@ TEST_F(control_requests, connect_to_an_engine_without_rdma_is_unavailable) {
 TEST_F(control_requests, malformed_connect_requests_are_refused) {
   auto req = good_connect();
   req.initiator.qp_num = 0;
-  auto reply = channel->connect(req);
+  auto reply = channel->connect(req, region);
   ASSERT_FALSE(reply);
   EXPECT_TRUE(is(reply.error(), errc::invalid_argument)) << describe(reply.error());
   req = good_connect();
   std::memset(req.target_device, 'x', sizeof(req.target_device));
-  reply = channel->connect(req);
+  reply = channel->connect(req, region);
   EXPECT_TRUE(is(reply.error(), errc::invalid_argument)) << describe(reply.error());
   EXPECT_TRUE(channel->describe(region));
+}
+
+// The owner creates queue pairs only for a peer that holds one of its handles: the handle is
+// checked (as a describe of all of it) before anything else, and refused as a read would be.
+TEST_F(control_requests, connect_must_come_with_a_valid_handle) {
+  ASSERT_TRUE(channel->describe(region));
+  const auto generation = channel->generation();
+  auto forged = region;
+  forged.access_key ^= 0x10;
+  auto reply = channel->connect(good_connect(), forged);
+  ASSERT_FALSE(reply);
+  EXPECT_TRUE(is(reply.error(), errc::access_denied)) << describe(reply.error());
+  auto grown = region.slice(0, 64);
+  grown.offset = big_region - 32;
+  reply = channel->connect(good_connect(), grown);
+  EXPECT_TRUE(is(reply.error(), errc::out_of_range)) << describe(reply.error());
+  auto stale = owner->register_region(1, memory.data(), 4096);
+  ASSERT_TRUE(stale);
+  ASSERT_FALSE(owner->unregister_region(*stale));
+  reply = channel->connect(good_connect(), *stale);
+  EXPECT_TRUE(is(reply.error(), errc::not_found)) << describe(reply.error());
+  // Checked before the request itself: a malformed request with a bad handle is refused for
+  // the handle, so nothing about the request is judged for a stranger.
+  auto bad = good_connect();
+  bad.initiator.qp_num = 0;
+  reply = channel->connect(bad, forged);
+  EXPECT_TRUE(is(reply.error(), errc::access_denied)) << describe(reply.error());
+  EXPECT_EQ(channel->generation(), generation) << "refusals are answers";
+  // A valid sub-handle vouches as well as the whole region: past the check, this engine
+  // simply has no RDMA.
+  reply = channel->connect(good_connect(), region.slice(100, 10));
+  EXPECT_TRUE(is(reply.error(), errc::unavailable)) << describe(reply.error());
+}
+
+TEST_F(control_requests, release_is_answered_and_keeps_the_connection) {
+  // Nothing to send before the connection exists: a queue pair connected through a lost one
+  // was destroyed by the owner when it ended.
+  EXPECT_FALSE(channel->release("mlx5_0", 77, channel->generation()));
+  EXPECT_EQ(channel->fd(), -1) << "release alone never opens a connection";
+  ASSERT_TRUE(channel->describe(region));
+  const auto generation = channel->generation();
+  auto err = channel->release("mlx5_0", 77, generation);
+  EXPECT_TRUE(is(err, errc::unavailable)) << describe(err);
+  EXPECT_NE(describe(err).find("no RDMA device"), std::string::npos);
+  EXPECT_EQ(channel->generation(), generation);
+  EXPECT_FALSE(channel->release("mlx5_0", 77, generation + 1)) << "an older connection's: done";
+  EXPECT_TRUE(channel->describe(region)) << "the connection stays usable";
+}
+
+// The control connection notices a peer whose host vanished while idle: TCP keepalive.
+TEST_F(control_requests, the_control_connection_uses_keepalive) {
+  ASSERT_TRUE(channel->describe(region));
+  ASSERT_GE(channel->fd(), 0);
+  int on = 0;
+  socklen_t len = sizeof(on);
+  ASSERT_EQ(getsockopt(channel->fd(), SOL_SOCKET, SO_KEEPALIVE, &on, &len), 0);
+  EXPECT_EQ(on, 1);
+  int idle = 0;
+  len = sizeof(idle);
+  ASSERT_EQ(getsockopt(channel->fd(), IPPROTO_TCP, TCP_KEEPIDLE, &idle, &len), 0);
+  EXPECT_EQ(idle, rdma::keepalive_idle_s);
+  int count = 0;
+  len = sizeof(count);
+  ASSERT_EQ(getsockopt(channel->fd(), IPPROTO_TCP, TCP_KEEPCNT, &count, &len), 0);
+  EXPECT_EQ(count, rdma::keepalive_probes);
 }
 
 // A connect whose payload has the wrong size is drained and refused; the stream stays in step.
@@ -244,6 +312,47 @@ TEST_F(control_requests, a_connect_of_the_wrong_size_is_drained_and_refused) {
   EXPECT_EQ(res.request_id, 2u);
   EXPECT_EQ(res.status, 0);
   EXPECT_EQ(res.length, sizeof(rdma::describe_reply));
+  close(*fd);
+}
+
+// Release requests of the wrong size are drained and refused, malformed ones refused; the
+// stream stays in step either way.
+TEST_F(control_requests, malformed_release_requests_are_refused_in_step) {
+  auto fd = tcp::connect_to("127.0.0.1", owner->self_info().tcp_port, 2000ms);
+  ASSERT_TRUE(fd);
+  tcp::set_receive_timeout(*fd, 2000ms);
+  auto exchange = [&](tcp::request_header req, std::vector<std::byte> payload) {
+    iovec iov[2] = {{&req, sizeof(req)}, {payload.data(), payload.size()}};
+    EXPECT_FALSE(tcp::write_all(*fd, iov, payload.empty() ? 1 : 2));
+    tcp::response_header res;
+    EXPECT_FALSE(tcp::read_full(*fd, &res, sizeof(res)));
+    std::vector<char> rest(res.status != 0 ? res.message_bytes : res.length);
+    EXPECT_FALSE(tcp::read_full(*fd, rest.data(), rest.size()));
+    return std::make_pair(res, std::string(rest.begin(), rest.end()));
+  };
+  tcp::request_header release;
+  release.kind = tcp::kind_release;
+  release.request_id = 1;
+  release.length = 3;
+  auto [res, message] = exchange(release, std::vector<std::byte>(3));
+  EXPECT_EQ(res.request_id, 1u);
+  EXPECT_EQ(res.status, static_cast<uint8_t>(errc::invalid_argument)) << message;
+  rdma::release_request body{};
+  rdma::set_name(body.device, "mlx5_0");
+  body.qp_num = 0; // no queue pair has number 0
+  std::vector<std::byte> bytes(sizeof(body));
+  std::memcpy(bytes.data(), &body, sizeof(body));
+  release.request_id = 2;
+  release.length = bytes.size();
+  std::tie(res, message) = exchange(release, bytes);
+  EXPECT_EQ(res.request_id, 2u);
+  EXPECT_EQ(res.status, static_cast<uint8_t>(errc::invalid_argument)) << message;
+  body.qp_num = 5;
+  std::memcpy(bytes.data(), &body, sizeof(body));
+  release.request_id = 3;
+  std::tie(res, message) = exchange(release, bytes);
+  EXPECT_EQ(res.request_id, 3u);
+  EXPECT_EQ(res.status, static_cast<uint8_t>(errc::unavailable)) << message;
   close(*fd);
 }
 
@@ -352,6 +461,10 @@ TEST(rdma_options, out_of_range_values_are_refused_on_every_machine) {
   refused([](transfer_options& o) { o.rdma_gid_index = -2; });
   refused([](transfer_options& o) { o.rdma_gid_index = 256; });
   refused([](transfer_options& o) { o.rdma_service_level = 16; });
+  refused([](transfer_options& o) { o.rdma_qp_timeout = 0; }); // would wait forever
+  refused([](transfer_options& o) { o.rdma_qp_timeout = 32; });
+  refused([](transfer_options& o) { o.rdma_retry_count = 8; });
+  refused([](transfer_options& o) { o.rdma_rnr_retry = 8; });
   refused([](transfer_options& o) { o.rdma_preferred_devices = {""}; });
   refused([](transfer_options& o) { o.rdma_preferred_devices = {std::string(64, 'm')}; });
   refused([](transfer_options& o) {
@@ -367,6 +480,33 @@ TEST(rdma_options, out_of_range_values_are_refused_on_every_machine) {
     o.enable_rdma = false;
     o.rdma_queue_depth = 0;
   });
+}
+
+TEST(rdma_options, the_widest_valid_values_are_accepted) {
+  auto accepted = [](void (*change)(transfer_options&)) {
+    auto err = create_with(change);
+    EXPECT_FALSE(err) << describe(err);
+  };
+  accepted([](transfer_options& o) { o.rdma_qp_timeout = 1; });
+  accepted([](transfer_options& o) { o.rdma_qp_timeout = 31; });
+  accepted([](transfer_options& o) {
+    o.rdma_retry_count = 0;
+    o.rdma_rnr_retry = 0;
+  });
+  accepted([](transfer_options& o) { o.rdma_service_level = 15; }); // clamped to 7 on RoCE
+}
+
+// Fork safety is asked for, not imposed; where no device exists asking changes nothing.
+TEST(rdma_options, fork_safety_is_opt_in) {
+  EXPECT_FALSE(transfer_options{}.rdma_fork_safe);
+  if (rdma_devices())
+    GTEST_SKIP() << "this machine has RDMA devices: ibv_fork_init would change this process";
+  transfer_options o;
+  o.local_nodes = {1};
+  o.rdma_fork_safe = true;
+  auto made = transfer_engine::create(o);
+  ASSERT_TRUE(made) << describe(made.error());
+  EXPECT_TRUE(is((*made)->rdma_status(), errc::unavailable));
 }
 
 TEST(rdma_options, named_devices_must_exist_where_rdma_does) {

@@ -1,6 +1,6 @@
-// What the RDMA path decides without a device, tested everywhere: the describe and connect
-// payloads and their checks, device order by NUMA node and by name, GID choice, which ports can
-// reach each other, and RDMA ports in TransportPeer.
+// What the RDMA path decides without a device, tested everywhere: the describe, connect and
+// release payloads and their checks, device order by NUMA node and by name, GID choice, which
+// ports can reach each other, and RDMA ports in TransportPeer.
 #include "messages/errors.hpp"
 #include "transport/peer_wire.hpp"
 #include "transport/rdma/rdma_topology.hpp"
@@ -91,6 +91,38 @@ TEST(rdma_wire, connect_requests_parse_only_when_whole_and_well_formed) {
   auto bad = req;
   bad.initiator.qp_num = 0;
   EXPECT_TRUE(is(parse_connect_request(bytes_of(bad)).error(), errc::invalid_argument));
+}
+
+TEST(rdma_wire, release_requests_parse_only_when_whole_and_well_formed) {
+  release_request req{};
+  set_name(req.device, "mlx5_1");
+  req.qp_num = 0x1234;
+  std::vector<std::byte> bytes(sizeof(req));
+  std::memcpy(bytes.data(), &req, sizeof(req));
+  auto parsed = parse_release_request(bytes);
+  ASSERT_TRUE(parsed) << describe(parsed.error());
+  EXPECT_EQ(name_of(parsed->device), "mlx5_1");
+  EXPECT_EQ(parsed->qp_num, 0x1234u);
+
+  EXPECT_TRUE(is(parse_release_request(std::span{bytes}.first(bytes.size() - 1)).error(),
+                 errc::invalid_argument));
+  auto longer = bytes;
+  longer.push_back(std::byte{0});
+  EXPECT_TRUE(is(parse_release_request(longer).error(), errc::invalid_argument));
+
+  auto refused = [&](auto change) {
+    auto bad = req;
+    change(bad);
+    std::vector<std::byte> b(sizeof(bad));
+    std::memcpy(b.data(), &bad, sizeof(bad));
+    auto r = parse_release_request(b);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(is(r.error(), errc::invalid_argument)) << describe(r.error());
+  };
+  refused([](release_request& r) { r.qp_num = 0; });
+  refused([](release_request& r) { r.qp_num = 1u << 24; });
+  refused([](release_request& r) { std::memset(r.device, 0, sizeof(r.device)); });
+  refused([](release_request& r) { std::memset(r.device, 'x', sizeof(r.device)); }); // no NUL
 }
 
 TEST(rdma_wire, describe_replies_round_trip) {

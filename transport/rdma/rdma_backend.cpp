@@ -3,17 +3,20 @@
 // - Devices (rdma_device.hpp): every usable device rdma-core finds (or those the options
 //   name), each with a protection domain, an active port, one completion queue and a thread
 //   polling it.
-// - Memory (rdma_memory.hpp): every region of the engine is registered with every device; the
-//   local buffer of a slice must lie in one (found through the region table, which keeps it
-//   pinned while the NIC uses it).
+// - Memory (rdma_memory.hpp): every region of the engine is registered with every device that
+//   takes it; the local buffer of a slice must lie in one (found through the region table,
+//   which keeps it pinned while the NIC uses it). A region no device took stays registered
+//   with the engine: its slices take the other paths.
 // - Peers (rdma_peer.hpp): regions are described by their owner over the TCP data-plane
 //   server, queue pairs connected through it; slices go one work request each on the queue
 //   pairs of the best device pair for their memory.
-// - Completions: the poller of each device maps a completion to its slice and ends it;
-//   a failed one ends as io_error (retried on another queue pair, then path), a flushed one of
-//   an expired batch as timed out.
-// - Serving: the TCP server asks this backend for a region's remote keys and for queue pairs
-//   peers connect to (rdma_responder.hpp, rdma_accepted.hpp).
+// - Completions: the poller of each device maps a completion to its slice and ends it as its
+//   queue pair judges (rdma_policy.hpp): a failed one as io_error (retried on another queue
+//   pair), or unavailable if its queue pair never worked (the next path), a flushed one of an
+//   expired batch as timed out. The same thread handles the device's asynchronous events and
+//   sweeps its queue pairs for work the NIC never completes.
+// - Serving: the TCP server asks this backend for a region's remote keys, for queue pairs
+//   peers connect to and for their release (rdma_responder.hpp, rdma_accepted.hpp).
 #include "messages/errors.hpp"
 #include "transport/engine_internal.hpp"
 #include "transport/rdma/rdma_accepted.hpp"
@@ -22,7 +25,6 @@
 #include "transport/rdma/rdma_topology.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace crescent::transport {
 
@@ -36,55 +38,55 @@ using rdma::work;
 // regardless (which also stops the NIC touching their buffers).
 constexpr auto drain_timeout = std::chrono::seconds(2);
 
-bool remote_access_error(ibv_wc_status status) {
-  return status == IBV_WC_REM_ACCESS_ERR || status == IBV_WC_REM_INV_REQ_ERR ||
-         status == IBV_WC_REM_OP_ERR;
-}
-
-std::string hex(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof(buf), "0x%x", v);
-  return buf;
-}
-
-class rdma_backend final : public backend, public rdma::responder {
+class rdma_backend final : public backend, public rdma::responder, public rdma::device_events {
  public:
   rdma_backend(transfer_engine::impl& engine, std::vector<std::unique_ptr<device>> devices)
       : engine_(engine), devices_(std::move(devices)) {
     for (const auto& d : devices_)
       views_.push_back({d->name(), d->numa_node()});
     for (auto& d : devices_)
-      d->start([this](device& dev, std::span<const ibv_wc> wcs, bool failed) {
-        on_completions(dev, wcs, failed);
-      });
+      d->start(*this);
   }
 
   ~rdma_backend() override { stop(); }
 
   const char* name() const override { return "rdma"; }
 
+  // Transactional: the new peer is built completely (ports matched, worker started) before
+  // anything changes; then, under the lock, it takes every node of `info` at once. If it cannot
+  // be built, the peers that served those nodes are removed rather than kept: they were built
+  // from the info this one replaces (another process, port or device, perhaps), and the
+  // engine's new route for those nodes leaves RDMA out, so nothing would reach them but they
+  // would keep their thread, control connection and queue pairs. (Should the engine keep its
+  // old route because no path at all reaches the new info, that route's RDMA slices find no
+  // peer, are unavailable and take the next path.) A peer still serving other nodes stays.
   caf::error add_peer(const peer_info& info) override {
     if (stopping_.load())
       return make_error(errc::unavailable, "the transfer engine is stopping");
+    if (same_peer(info))
+      return caf::none; // the same process again: its queue pairs are kept
     auto p = rdma::peer::create(info, {engine_, devices_});
-    if (!p)
-      return std::move(p.error());
     std::vector<std::shared_ptr<rdma::peer>> replaced;
     {
       std::unique_lock guard{mutex_};
       for (auto n : info.nodes) {
-        if (auto i = peers_.find(n); i != peers_.end())
+        if (auto i = peers_.find(n); i != peers_.end()) {
           replaced.push_back(i->second);
-        peers_[n] = *p;
+          peers_.erase(i);
+        }
+        if (p)
+          peers_[n] = *p;
       }
-      // A replaced peer whose nodes all moved is no one's route any more.
+      // A replaced peer that still serves another node stays; the others are no one's route.
       std::erase_if(replaced, [&](const auto& old) {
         return std::any_of(peers_.begin(), peers_.end(),
                            [&](const auto& kv) { return kv.second == old; });
       });
     }
     for (auto& old : replaced)
-      old->stop();
+      old->stop(); // its work in flight flushes, and is retried on the new peer or path
+    if (!p)
+      return std::move(p.error());
     return caf::none;
   }
 
@@ -101,15 +103,20 @@ class rdma_backend final : public backend, public rdma::responder {
     p->stop();
   }
 
-  // The NIC moves registered memory only, and no code at the owner could check a checksum.
+  // The NIC moves registered memory only (registered with a device here), and no code at the
+  // owner could check a checksum.
   bool can_carry(const transfer_op& op) const override {
     if (op.checksum)
       return false;
     auto region = engine_.table->pin_address(op.local.data(), op.local.size());
     if (!region)
       return false;
+    const bool usable = [&] {
+      auto reg = registry_.find(region->region_id);
+      return reg && reg->usable();
+    }(); // the registration is let go before the pin (end_work says why)
     engine_.table->unpin(*region);
-    return true;
+    return usable;
   }
 
   void start(slice_record& s) override {
@@ -127,9 +134,13 @@ class rdma_backend final : public backend, public rdma::responder {
     if (!local)
       return refuse("the local buffer of an RDMA operation must lie in a registered region");
     auto reg = registry_.find(local->region_id);
-    if (!reg) {
+    if (!reg || !reg->usable()) {
+      const std::string why =
+          reg ? "no RDMA device here took the local buffer's region: " + reg->refusals
+              : std::string{"the local buffer's region is not registered with the RDMA devices"};
+      reg.reset(); // the registration goes before the pin (end_work says why)
       engine_.table->unpin(*local);
-      return refuse("the local buffer's region is not registered with the RDMA devices yet");
+      return refuse(why);
     }
     p->submit(work{&s, *local, std::move(reg)});
   }
@@ -139,19 +150,22 @@ class rdma_backend final : public backend, public rdma::responder {
       p->expire(b);
   }
 
+  // Never fails the region: a device that refuses the memory is left out for it (see
+  // rdma_memory.hpp), and a region no device took is carried by the other paths.
   caf::error on_register(const region_handle& region, std::byte* base) override {
     const auto& o = engine_.options;
-    return registry_.add(region, base, devices_, [&](int numa_node) {
+    registry_.add(region, base, devices_, [&](int numa_node) {
       return rdma::order_devices(views_, numa_node, o.rdma_preferred_devices,
                                  o.rdma_fallback_devices);
     });
+    return caf::none;
   }
 
   void on_unregister(const region_handle& region) override { registry_.remove(region.region_id); }
 
   void advertise(peer_info& info) const override {
     for (const auto& d : devices_)
-      if (!d->failed())
+      if (d->usable())
         info.rdma_ports.push_back(d->advertised());
   }
 
@@ -168,22 +182,43 @@ class rdma_backend final : public backend, public rdma::responder {
     if (stopping_.load())
       return make_error(errc::unavailable, "the transfer engine is stopping");
     const std::string wanted = rdma::name_of(req.target_device);
-    auto d = std::find_if(devices_.begin(), devices_.end(),
-                          [&](const auto& dev) { return dev->name() == wanted; });
-    if (d == devices_.end())
+    auto* d = device_named(wanted);
+    if (d == nullptr)
       return make_error(errc::not_found, "no RDMA device " + wanted + " here");
-    if ((*d)->failed())
-      return make_error(errc::unavailable, "RDMA device " + wanted + " has failed");
-    return accepted_.accept(**d, req.initiator, owner);
+    if (!d->usable())
+      return make_error(errc::unavailable, "RDMA device " + wanted +
+                                               (d->failed() ? " has failed" : "'s port is down"));
+    return accepted_.accept(*d, req.initiator, owner);
+  }
+
+  caf::error release_one(const void* owner, const rdma::release_request& req) override {
+    const std::string name = rdma::name_of(req.device);
+    auto* d = device_named(name);
+    if (d == nullptr)
+      return make_error(errc::not_found, "no RDMA device " + name + " here");
+    return accepted_.release_one(owner, *d, req.qp_num);
   }
 
   void release(const void* owner) override { accepted_.release(owner); }
 
+  // -- what the devices' pollers report -------------------------------------------------------
+
+  void on_completions(device& d, std::span<const ibv_wc> wcs) override;
+  void on_device_failed(device& d, const caf::error& why) override;
+  void on_qp_failed(device& d, uint32_t qp_num, const caf::error& why) override;
+  void on_tick(device& d, clock_type::time_point now) override;
+
  private:
-  void on_completions(device& d, std::span<const ibv_wc> wcs, bool failed);
   void abandon_all(device& d, const caf::error& reason);
-  caf::error verdict(const ibv_wc& wc, const work& w, const device& d) const;
   bool wait_drained() const;
+  bool same_peer(const peer_info& info) const;
+
+  device* device_named(const std::string& name) const {
+    for (const auto& d : devices_)
+      if (d->name() == name)
+        return d.get();
+    return nullptr;
+  }
 
   std::shared_ptr<rdma::peer> find(uint32_t node) const {
     std::shared_lock guard{mutex_};
@@ -207,55 +242,80 @@ class rdma_backend final : public backend, public rdma::responder {
   std::vector<rdma::device_view> views_;
   rdma::memory_registry registry_;
   rdma::accepted_qps accepted_;
+  const rdma::sweep_limits sweep_limits_;
   mutable std::shared_mutex mutex_;
   std::unordered_map<uint32_t, std::shared_ptr<rdma::peer>> peers_;
   std::atomic<bool> stopping_{false};
 };
 
-caf::error rdma_backend::verdict(const ibv_wc& wc, const work& w, const device& d) const {
-  if (wc.status == IBV_WC_SUCCESS)
-    return caf::none;
-  const auto& s = *w.slice;
-  if (s.batch->expired.load())
-    return make_error(errc::timeout, "the batch's deadline passed");
-  if (s.batch->cancelled.load())
-    return make_error(errc::cancelled, "cancelled while in flight");
-  return make_error(errc::io_error, std::string{"RDMA "} +
-                                        (s.kind == op_kind::read ? "READ" : "WRITE") + " of " +
-                                        std::to_string(s.length) + " bytes with node " +
-                                        std::to_string(s.remote.node) + " through " + d.name() +
-                                        " failed: " + ibv_wc_status_str(wc.status) +
-                                        " (vendor error " + hex(wc.vendor_err) + ")");
+// Whether `info` is the peer that already serves all of its nodes, unchanged: re-adding it
+// (a periodic refresh, say) must not tear down its queue pairs.
+bool rdma_backend::same_peer(const peer_info& info) const {
+  std::shared_lock guard{mutex_};
+  std::shared_ptr<rdma::peer> p;
+  for (auto n : info.nodes) {
+    auto i = peers_.find(n);
+    if (i == peers_.end() || (p && i->second != p))
+      return false;
+    p = i->second;
+  }
+  if (!p)
+    return false;
+  const auto& old = p->info();
+  return old.nodes == info.nodes && old.host_id == info.host_id && old.pid == info.pid &&
+         old.tcp_host == info.tcp_host && old.tcp_port == info.tcp_port &&
+         old.rdma_ports == info.rdma_ports;
 }
 
-void rdma_backend::on_completions(device& d, std::span<const ibv_wc> wcs, bool failed) {
-  if (failed)
-    return abandon_all(
-        d, make_error(errc::io_error, "the completion queue of " + d.name() + " failed"));
+void rdma_backend::on_completions(device& d, std::span<const ibv_wc> wcs) {
+  endings out;
   for (const auto& wc : wcs) {
     auto qp = d.find(wc.qp_num);
     if (!qp)
       continue; // abandoned before this completion was polled: its work has ended already
-    endings out;
     auto done = qp->complete(wc, out);
-    if (done.w.slice == nullptr)
-      continue; // not a request in flight: a provider bug, asserted in debug builds
-    if (remote_access_error(wc.status))
-      if (auto p = find(done.w.slice->remote.node))
-        p->invalidate(done.w.slice->remote.region_id); // stale keys: ask the owner again
-    auto err = verdict(wc, done.w, d);
-    rdma::end_work(*engine_.table, done.w, std::move(err));
+    if (done.w.slice != nullptr) {
+      if (done.invalidate)
+        if (auto p = find(done.w.slice->remote.node))
+          p->invalidate(done.w.slice->remote.region_id); // stale keys: ask the owner again
+      rdma::end_work(*engine_.table, done.w, std::move(done.err));
+    }
     rdma::end_all(*engine_.table, out);
     if (done.retire)
-      d.retire(wc.qp_num);
+      d.retire(qp);
   }
+}
+
+void rdma_backend::on_device_failed(device& d, const caf::error& why) {
+  abandon_all(d, make_error(errc::io_error, describe(why)));
+}
+
+void rdma_backend::on_qp_failed(device& d, uint32_t qp_num, const caf::error& why) {
+  if (auto qp = d.find(qp_num)) {
+    // Ours: the NIC moved it to ERR, so what it has in flight flushes; what waits goes
+    // elsewhere now, and it is replaced when next picked.
+    endings out;
+    if (qp->fail(why, out))
+      d.retire(qp);
+    rdma::end_all(*engine_.table, out);
+    return;
+  }
+  accepted_.drop_failed(d, qp_num); // a peer's: its end fails with its next work
+}
+
+void rdma_backend::on_tick(device& d, clock_type::time_point now) {
+  endings out;
+  for (auto& qp : d.queue_pairs())
+    if (qp->sweep(now, sweep_limits_, out))
+      d.retire(qp);
+  rdma::end_all(*engine_.table, out);
 }
 
 void rdma_backend::abandon_all(device& d, const caf::error& reason) {
   endings out;
   for (auto& qp : d.queue_pairs()) {
     qp->abandon(reason, out);
-    d.retire(qp->number());
+    d.retire(qp);
   }
   rdma::end_all(*engine_.table, out);
 }
@@ -299,10 +359,18 @@ void rdma_backend::stop() {
 
 caf::expected<std::unique_ptr<backend>> make_rdma_backend(transfer_engine::impl& engine) {
   const auto& o = engine.options;
-  std::vector<std::string> names = o.rdma_preferred_devices;
-  names.insert(names.end(), o.rdma_fallback_devices.begin(), o.rdma_fallback_devices.end());
-  auto devices =
-      rdma::open_devices(names, {o.rdma_gid_index, o.rdma_traffic_class, o.rdma_service_level});
+  rdma::device_options options;
+  options.names = o.rdma_preferred_devices;
+  options.names.insert(options.names.end(), o.rdma_fallback_devices.begin(),
+                       o.rdma_fallback_devices.end());
+  options.link.gid_index = o.rdma_gid_index;
+  options.link.traffic_class = o.rdma_traffic_class;
+  options.link.service_level = o.rdma_service_level;
+  options.link.qp_timeout = o.rdma_qp_timeout;
+  options.link.retry_count = o.rdma_retry_count;
+  options.link.rnr_retry = o.rdma_rnr_retry;
+  options.fork_safe = o.rdma_fork_safe;
+  auto devices = rdma::open_devices(options);
   if (!devices)
     return std::move(devices.error());
   auto b = std::make_unique<rdma_backend>(engine, std::move(*devices));

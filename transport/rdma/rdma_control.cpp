@@ -4,6 +4,8 @@
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,9 +64,21 @@ caf::error control_channel::lost(const std::string& why) {
                                         ") lost: " + why);
 }
 
+void enable_keepalive(int fd) {
+  // Best effort: a socket that refuses these still works, it only notices a dead peer later.
+  int on = 1;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &keepalive_idle_s, sizeof(keepalive_idle_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &keepalive_interval_s, sizeof(keepalive_interval_s));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &keepalive_probes, sizeof(keepalive_probes));
+}
+
+// One request and its reply. `h`: the handle the request is about (describe) or that vouches
+// for it (connect); `length`: the header's length field (a describe's range, else the
+// payload's size).
 caf::expected<std::vector<std::byte>>
-control_channel::exchange(uint8_t kind, const region_handle* h, const void* payload,
-                          uint64_t payload_bytes, uint64_t reply_max) {
+control_channel::exchange(uint8_t kind, const region_handle* h, uint64_t length,
+                          const void* payload, uint64_t payload_bytes, uint64_t reply_max) {
   int fd = this->fd();
   if (fd < 0) {
     auto opened = tcp::connect_to(host_, port_, timeout_);
@@ -73,6 +87,8 @@ control_channel::exchange(uint8_t kind, const region_handle* h, const void* payl
                                                crescent::describe(opened.error()));
     // A reply slower than this means a peer that stopped answering.
     tcp::set_receive_timeout(*opened, timeout_);
+    // Between requests nothing is read: keepalive notices a peer whose host went away.
+    enable_keepalive(*opened);
     std::lock_guard guard{mutex_};
     fd = fd_ = *opened;
   }
@@ -84,11 +100,9 @@ control_channel::exchange(uint8_t kind, const region_handle* h, const void* payl
     req.access_key = h->access_key;
     req.handle_offset = h->offset;
     req.handle_length = h->length;
-    req.offset = 0;
-    req.length = h->length; // all of the handle, as a read of it would be checked
-  } else {
-    req.length = payload_bytes;
   }
+  req.offset = 0;
+  req.length = length;
   iovec iov[2] = {{&req, sizeof(req)}, {const_cast<void*>(payload), payload_bytes}};
   if (auto err = tcp::write_all(fd, iov, payload_bytes > 0 ? 2 : 1))
     return lost(crescent::describe(err));
@@ -113,7 +127,8 @@ control_channel::exchange(uint8_t kind, const region_handle* h, const void* payl
 }
 
 caf::expected<remote_region> control_channel::describe(const region_handle& h) {
-  auto reply = exchange(tcp::kind_describe, &h, nullptr, 0, describe_reply_bytes_max);
+  // All of the handle, as a read of it would be checked.
+  auto reply = exchange(tcp::kind_describe, &h, h.length, nullptr, 0, describe_reply_bytes_max);
   if (!reply)
     return std::move(reply.error());
   auto region = parse_describe_reply(*reply);
@@ -126,8 +141,10 @@ caf::expected<remote_region> control_channel::describe(const region_handle& h) {
   return region;
 }
 
-caf::expected<qp_endpoint> control_channel::connect(const connect_request& req) {
-  auto reply = exchange(tcp::kind_connect, nullptr, &req, sizeof(req), sizeof(qp_endpoint));
+caf::expected<qp_endpoint> control_channel::connect(const connect_request& req,
+                                                    const region_handle& proof) {
+  auto reply =
+      exchange(tcp::kind_connect, &proof, sizeof(req), &req, sizeof(req), sizeof(qp_endpoint));
   if (!reply)
     return std::move(reply.error());
   if (reply->size() != sizeof(qp_endpoint))
@@ -137,6 +154,19 @@ caf::expected<qp_endpoint> control_channel::connect(const connect_request& req) 
   if (auto err = check_endpoint(e))
     return err;
   return e;
+}
+
+caf::error control_channel::release(const std::string& device, uint32_t qp_num,
+                                    uint64_t generation) {
+  if (this->generation() != generation || fd() < 0)
+    return caf::none; // that connection is gone, and with it the owner's queue pair
+  release_request req{};
+  set_name(req.device, device);
+  req.qp_num = qp_num;
+  auto reply = exchange(tcp::kind_release, nullptr, sizeof(req), &req, sizeof(req), 0);
+  if (!reply)
+    return std::move(reply.error());
+  return caf::none;
 }
 
 } // namespace crescent::transport::rdma

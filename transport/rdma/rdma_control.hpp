@@ -1,7 +1,8 @@
-// The initiator's end of the RDMA control requests to one peer (describe, connect): a TCP
-// connection to the peer's data-plane server, opened on first use. The peer's ends of queue
-// pairs connected through it live as long as it stays open, so losing it means losing them;
-// generation() changes each time an open connection is lost, for the caller to notice.
+// The initiator's end of the RDMA control requests to one peer (describe, connect, release): a
+// TCP connection to the peer's data-plane server, opened on first use, with TCP keepalive so
+// that a peer whose host vanished is noticed while idle. The peer's ends of queue pairs
+// connected through it live until released or until it closes, so losing it means losing
+// them; generation() changes each time an open connection is lost, for the caller to notice.
 //
 // Used by one thread at a time (the peer's worker); interrupt() may come from any thread.
 #pragma once
@@ -32,8 +33,15 @@ class control_channel {
   /// connection or a peer that cannot be reached as io_error or unavailable.
   caf::expected<remote_region> describe(const region_handle& h);
 
-  /// The owner's end of a queue pair for ours.
-  caf::expected<qp_endpoint> connect(const connect_request& req);
+  /// The owner's end of a queue pair for ours. `proof`: a handle of one of the owner's regions
+  /// (the owner creates queue pairs only for peers it gave a handle to); refusals of it come
+  /// back as for describe.
+  caf::expected<qp_endpoint> connect(const connect_request& req, const region_handle& proof);
+
+  /// Tells the owner to destroy its queue pair `qp_num` on its `device` (connected through this
+  /// connection in generation `generation`). Nothing to do, and none, if the connection was
+  /// lost since: the owner destroyed it then.
+  caf::error release(const std::string& device, uint32_t qp_num, uint64_t generation);
 
   /// The socket while connected, else -1: the worker watches it for the peer hanging up.
   int fd() const;
@@ -48,8 +56,8 @@ class control_channel {
 
  private:
   caf::expected<std::vector<std::byte>> exchange(uint8_t kind, const region_handle* h,
-                                                 const void* payload, uint64_t payload_bytes,
-                                                 uint64_t reply_max);
+                                                 uint64_t length, const void* payload,
+                                                 uint64_t payload_bytes, uint64_t reply_max);
   caf::error lost(const std::string& why);
 
   const std::string host_;
@@ -61,5 +69,13 @@ class control_channel {
   uint64_t generation_ = 0;
   uint64_t next_request_ = 1;
 };
+
+/// Turns on TCP keepalive for a connection that holds queue pairs (either end): probes after
+/// keepalive_idle of silence, keepalive_probes of them keepalive_interval apart, so a peer
+/// whose host vanished without closing is noticed in about 40 s and its queue pairs go.
+inline constexpr int keepalive_idle_s = 10;
+inline constexpr int keepalive_interval_s = 5;
+inline constexpr int keepalive_probes = 6;
+void enable_keepalive(int fd);
 
 } // namespace crescent::transport::rdma

@@ -51,8 +51,10 @@ caf::expected<std::unique_ptr<device>> device::open(ibv_device* dev, const rdma_
   d->channel_ = ibv_create_comp_channel(d->ctx_);
   if (d->channel_ == nullptr)
     return verbs_error("cannot create a completion channel on " + info.name, errno);
-  // Non-blocking: the poller waits in poll() (with its wake-up eventfd), never in the channel.
+  // Non-blocking: the poller waits in poll() (with its wake-up eventfd), never in the channel
+  // or in ibv_get_async_event.
   fcntl(d->channel_->fd, F_SETFL, fcntl(d->channel_->fd, F_GETFL) | O_NONBLOCK);
+  fcntl(d->ctx_->async_fd, F_SETFL, fcntl(d->ctx_->async_fd, F_GETFL) | O_NONBLOCK);
   const int entries = std::min(d->attr_.max_cqe, cq_entries_max);
   d->cq_ = ibv_create_cq(d->ctx_, entries, nullptr, d->channel_, 0);
   if (d->cq_ == nullptr)
@@ -138,14 +140,14 @@ std::shared_ptr<queue_pair> device::find(uint32_t qp_num) const {
   return i == qps_.end() ? nullptr : i->second;
 }
 
-std::shared_ptr<queue_pair> device::retire(uint32_t qp_num) {
+std::shared_ptr<queue_pair> device::retire(const std::shared_ptr<queue_pair>& qp) {
   std::lock_guard guard{qps_mutex_};
-  auto i = qps_.find(qp_num);
-  if (i == qps_.end())
+  auto i = qps_.find(qp->number());
+  if (i == qps_.end() || i->second != qp)
     return nullptr;
-  auto qp = std::move(i->second);
+  auto gone = std::move(i->second);
   qps_.erase(i);
-  return qp;
+  return gone;
 }
 
 std::vector<std::shared_ptr<queue_pair>> device::queue_pairs() const {
@@ -156,8 +158,8 @@ std::vector<std::shared_ptr<queue_pair>> device::queue_pairs() const {
   return out;
 }
 
-void device::start(completion_handler handler) {
-  handler_ = std::move(handler);
+void device::start(device_events& events) {
+  events_ = &events;
   poller_ = std::thread([this] { poll_loop(); });
 }
 
@@ -172,20 +174,34 @@ void device::stop() {
     poller_.join();
 }
 
+void device::fail(const caf::error& why) {
+  if (!failed_.exchange(true))
+    events_->on_device_failed(*this, why);
+}
+
 void device::poll_loop() {
   std::array<ibv_wc, poll_batch> wcs;
   int idle = 0;
-  while (!stopping_.load(std::memory_order_relaxed)) {
-    const int n = ibv_poll_cq(cq_, poll_batch, wcs.data());
-    if (n < 0) {
-      // The queue itself broke (an overrun cannot happen: see reserve): nothing more will come.
-      failed_ = true;
-      handler_(*this, {}, true);
-      return;
+  auto next_tick = clock_type::now() + tick_interval;
+  auto cq_failed = [&] {
+    // The queue itself broke (an overrun cannot happen: see reserve): nothing more will come.
+    fail(make_error(errc::io_error, "the completion queue of " + name() + " failed"));
+  };
+  while (!stopping_.load(std::memory_order_relaxed) && !failed_.load()) {
+    // Ticks come while completions stream too: a busy device is swept as often as an idle one.
+    if (const auto now = clock_type::now(); now >= next_tick) {
+      next_tick = now + tick_interval;
+      read_async_events();
+      if (failed_.load())
+        return;
+      events_->on_tick(*this, now);
     }
+    const int n = ibv_poll_cq(cq_, poll_batch, wcs.data());
+    if (n < 0)
+      return cq_failed();
     if (n > 0) {
       idle = 0;
-      handler_(*this, {wcs.data(), static_cast<size_t>(n)}, false);
+      events_->on_completions(*this, {wcs.data(), static_cast<size_t>(n)});
       continue;
     }
     if (++idle < spins_before_sleep)
@@ -194,17 +210,24 @@ void device::poll_loop() {
     // Arm, then look once more: a completion that came before arming raises no event.
     ibv_req_notify_cq(cq_, 0);
     const int late = ibv_poll_cq(cq_, poll_batch, wcs.data());
-    if (late > 0)
-      handler_(*this, {wcs.data(), static_cast<size_t>(late)}, false);
-    else if (late == 0 && !wait_for_event())
+    if (late < 0)
+      return cq_failed();
+    if (late > 0) {
+      events_->on_completions(*this, {wcs.data(), static_cast<size_t>(late)});
+      continue;
+    }
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(next_tick - clock_type::now()).count();
+    if (!wait_for_event(static_cast<int>(std::max<int64_t>(left, 0))))
       return;
   }
 }
 
-// Sleeps until the completion channel or the wake-up eventfd fires; false to stop.
-bool device::wait_for_event() {
-  pollfd fds[2] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-  while (poll(fds, 2, -1) < 0)
+// Sleeps until the completion channel, the device's async events or the wake-up eventfd fire,
+// or `timeout_ms` passes; false to stop.
+bool device::wait_for_event(int timeout_ms) {
+  pollfd fds[3] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {ctx_->async_fd, POLLIN, 0}};
+  while (poll(fds, 3, timeout_ms) < 0)
     if (errno != EINTR)
       return false;
   if ((fds[0].revents & POLLIN) != 0) {
@@ -213,23 +236,114 @@ bool device::wait_for_event() {
     if (ibv_get_cq_event(channel_, &cq, &context) == 0)
       ibv_ack_cq_events(cq, 1); // every event must be acknowledged before the CQ is destroyed
   }
-  return !stopping_.load();
+  if ((fds[2].revents & POLLIN) != 0)
+    read_async_events();
+  return !stopping_.load() && !failed_.load();
 }
 
-caf::expected<std::vector<std::unique_ptr<device>>>
-open_devices(const std::vector<std::string>& names, const link_options& link) {
-  auto found = rdma_devices();
+async_action classify_async_event(ibv_event_type type) {
+  switch (type) {
+  case IBV_EVENT_QP_FATAL:
+  case IBV_EVENT_QP_REQ_ERR:
+  case IBV_EVENT_QP_ACCESS_ERR:
+  case IBV_EVENT_PATH_MIG_ERR:
+    return async_action::qp_failed;
+  case IBV_EVENT_CQ_ERR:
+  case IBV_EVENT_DEVICE_FATAL:
+    return async_action::device_failed;
+  case IBV_EVENT_PORT_ERR:
+    return async_action::port_down;
+  case IBV_EVENT_PORT_ACTIVE:
+    return async_action::port_up;
+  default:
+    // COMM_EST, SQ_DRAINED, PATH_MIG: nothing to do. LID, PKEY, GID, SM changes: queue pairs
+    // that no longer reach their peer fail with their next work, and are replaced. SRQ and WQ
+    // events concern objects this path does not create.
+    return async_action::ignore;
+  }
+}
+
+// Reads (without blocking) and acknowledges the device's asynchronous events. Each is
+// acknowledged before it is acted on: ibv_destroy_qp waits for the events of its queue pair to
+// be acknowledged, and acting may destroy one.
+void device::read_async_events() {
+  for (int i = 0; i < async_events_per_tick; ++i) {
+    ibv_async_event e{};
+    if (ibv_get_async_event(ctx_, &e) != 0)
+      return; // EAGAIN: none waiting
+    const ibv_event_type type = e.event_type;
+    const async_action action = classify_async_event(type);
+    uint32_t qp_num = 0;
+    int port = 0;
+    if (action == async_action::qp_failed && e.element.qp != nullptr)
+      qp_num = e.element.qp->qp_num; // read before the ack: the queue pair may go after it
+    if (action == async_action::port_down || action == async_action::port_up)
+      port = e.element.port_num;
+    ibv_ack_async_event(&e);
+    const std::string what = name() + ": " + ibv_event_type_str(type);
+    switch (action) {
+    case async_action::qp_failed:
+      if (qp_num != 0)
+        events_->on_qp_failed(*this, qp_num, make_error(errc::io_error, what));
+      break;
+    case async_action::device_failed:
+      fail(make_error(errc::io_error, what));
+      return;
+    case async_action::port_down:
+      if (port == port_.num)
+        port_up_ = false; // new work avoids the device; queue pairs on it fail on their own
+      break;
+    case async_action::port_up:
+      if (port == port_.num)
+        port_up_ = true;
+      break;
+    case async_action::ignore:
+      break;
+    }
+  }
+}
+
+// Fork safety is opt-in. Without ibv_fork_init, a child forked while the NIC writes into a
+// registered page may, on kernels older than 5.13 (which do not copy pinned pages at fork),
+// leave the parent's mapping pointing at a page the NIC no longer writes: the parent loses
+// the write. ibv_fork_init prevents that by keeping registered pages out of children (madvise
+// DONTFORK), which costs every registration and makes those pages vanish in the child: a
+// forked child that touches a buffer the parent registered (as the tests' child processes
+// do) dies of SIGSEGV. And it must come before any other verbs call in the process, which a
+// library cannot promise. So it is called only where the options ask (rdma_fork_safe) and
+// before anything else here opens a device; rdma-core also honours RDMAV_FORK_SAFE=1 in the
+// environment. Kernels that copy pinned pages need none of it.
+caf::error init_fork_safety() {
+  const auto status = ibv_is_fork_initialized();
+  if (status == IBV_FORK_ENABLED || status == IBV_FORK_UNNEEDED)
+    return caf::none;
+  if (int rc = ibv_fork_init(); rc != 0)
+    return make_error(errc::unavailable,
+                      std::string{"ibv_fork_init failed ("} + std::strerror(rc) +
+                          "): fork safety must be set up before this process uses verbs at all; "
+                          "set RDMAV_FORK_SAFE=1 in the environment instead");
+  return caf::none;
+}
+
+caf::expected<std::vector<std::unique_ptr<device>>> open_devices(const device_options& options) {
+  if (options.fork_safe)
+    if (auto err = init_fork_safety())
+      return err;
+  const auto& names = options.names;
+  const auto& link = options.link;
+  std::vector<std::string> skipped;
+  auto found = rdma_devices(&skipped);
   if (!found)
     return std::move(found.error());
-  for (const auto& name : names)
-    if (std::none_of(found->begin(), found->end(), [&](const auto& d) { return d.name == name; }))
-      return make_error(errc::invalid_argument,
-                        "RDMA device " + name + " named in the options does not exist");
-  // Before any memory registration: on kernels that do not copy pinned pages at fork (older
-  // than 5.12 or so), this keeps registered pages out of children, so that a fork (and exec) of
-  // this process cannot leave the NIC writing into a page the parent no longer maps. On newer
-  // kernels it does nothing. Memory is registered only after this, so it is never too late.
-  [[maybe_unused]] const int fork_safety = ibv_fork_init();
+  for (const auto& name : names) {
+    if (std::any_of(found->begin(), found->end(), [&](const auto& d) { return d.name == name; }))
+      continue;
+    std::string why = "RDMA device " + name + " named in the options does not exist";
+    for (const auto& s : skipped)
+      if (s.starts_with(name + ": "))
+        why = "RDMA device " + name + " named in the options cannot be used: " + s;
+    return make_error(errc::invalid_argument, why);
+  }
   int count = 0;
   ibv_device** list = ibv_get_device_list(&count);
   if (list == nullptr)

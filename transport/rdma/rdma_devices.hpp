@@ -21,6 +21,9 @@ struct rdma_device {
 
 bool built_with_rdma();
 
-caf::expected<std::vector<rdma_device>> rdma_devices();
+/// The devices this path can use. Devices of another transport than InfiniBand's (iWARP,
+/// usNIC: see rdma_policy.hpp) are left out; `skipped`, if given, gets "name: reason" for each.
+/// unavailable, with those reasons, if no device is left.
+caf::expected<std::vector<rdma_device>> rdma_devices(std::vector<std::string>* skipped = nullptr);
 
 } // namespace crescent::transport

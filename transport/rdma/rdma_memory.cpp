@@ -16,12 +16,11 @@ namespace {
 constexpr int access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
                              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_RELAXED_ORDERING;
 
-caf::error registration_failed(const device& d, const region_handle& r, int err) {
+std::string registration_failed(const device& d, int err) {
   std::string hint;
   if (err == ENOMEM || err == EPERM || err == EAGAIN)
     hint = " (is the locked-memory limit, ulimit -l, high enough?)";
-  return make_error(errc::unavailable, "cannot register " + to_string(r) + " with " + d.name() +
-                                           ": " + std::strerror(err) + hint);
+  return d.name() + " refused it: " + std::strerror(err) + hint;
 }
 
 } // namespace
@@ -32,26 +31,34 @@ registration::~registration() {
       ibv_dereg_mr(mr);
 }
 
-caf::error memory_registry::add(const region_handle& region, std::byte* base,
-                                const std::vector<std::unique_ptr<device>>& devices,
-                                const order_function& order) {
+void memory_registry::add(const region_handle& region, std::byte* base,
+                          const std::vector<std::unique_ptr<device>>& devices,
+                          const order_function& order) {
   auto r = std::make_shared<registration>();
   r->region_id = region.region_id;
   r->base = base;
   r->length = region.length;
-  for (const auto& d : devices) {
+  r->mrs.assign(devices.size(), nullptr);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const auto& d = *devices[i];
+    if (d.failed()) {
+      r->refusals += (r->refusals.empty() ? "" : "; ") + d.name() + " has failed";
+      continue;
+    }
     errno = 0;
-    ibv_mr* mr = ibv_reg_mr(d->pd(), base, region.length, access_flags);
-    if (mr == nullptr)
-      return registration_failed(*d, region, errno != 0 ? errno : EINVAL); // r deregisters
-    r->mrs.push_back(mr);
+    r->mrs[i] = ibv_reg_mr(d.pd(), base, region.length, access_flags);
+    if (r->mrs[i] == nullptr)
+      r->refusals +=
+          (r->refusals.empty() ? "" : "; ") + registration_failed(d, errno != 0 ? errno : EINVAL);
   }
-  // The pages are pinned now, so asking where they are faults nothing in.
+  // The pages are pinned now (if any device took them), so asking where they are faults
+  // nothing in.
   r->numa_node = numa_node_of(base);
-  r->order = order(r->numa_node);
+  for (size_t i : order(r->numa_node))
+    if (i < r->mrs.size() && r->mrs[i] != nullptr)
+      r->order.push_back(i);
   std::unique_lock guard{mutex_};
   regions_[region.region_id] = std::move(r);
-  return caf::none;
 }
 
 void memory_registry::remove(uint64_t region_id) {
@@ -80,7 +87,7 @@ memory_registry::keys_of(uint64_t region_id,
   auto r = find(region_id);
   if (!r)
     return out;
-  for (size_t i : r->order) {
+  for (size_t i : r->order) { // devices that took the memory only
     if (out.size() >= rdma_devices_max || devices[i]->failed())
       continue;
     region_key k{};

@@ -1,6 +1,9 @@
 // Memory registrations of the engine's regions: every region is a memory region (ibv_mr) on
 // every opened device, so that it can be the local buffer of this engine's RDMA work and the
-// target of peers' work through any device pair. Built only with rdma-core.
+// target of peers' work through any device pair. A device that refuses a region (the
+// locked-memory limit, a device out of translation entries) only leaves that device out for
+// it: the region stays registered with the engine, usable over the other devices, shared
+// memory and TCP, and RDMA work on it through no device says why. Built only with rdma-core.
 #pragma once
 
 #include "transport/rdma/rdma_device.hpp"
@@ -11,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -23,8 +27,12 @@ struct registration {
   std::byte* base = nullptr;
   uint64_t length = 0;
   int numa_node = -1;
-  std::vector<ibv_mr*> mrs;  // by device index
-  std::vector<size_t> order; // device indices to use for this memory, best first
+  std::vector<ibv_mr*> mrs;  // by device index; null where that device refused the memory
+  std::vector<size_t> order; // device indices to use for this memory, best first (with an mr)
+  std::string refusals;      // why devices refused it, for messages; empty if none did
+
+  /// Whether any device took the memory.
+  bool usable() const { return !order.empty(); }
 
   registration() = default;
   registration(const registration&) = delete;
@@ -38,9 +46,10 @@ class memory_registry {
   using order_function = std::function<std::vector<size_t>(int numa_node)>;
 
   /// Registers [base, base + region.length) with every device, for local and remote reads and
-  /// writes. An error (with the device's reason) registers nothing.
-  caf::error add(const region_handle& region, std::byte* base,
-                 const std::vector<std::unique_ptr<device>>& devices, const order_function& order);
+  /// writes. A device that refuses it is left out for this region, with its reason kept (see
+  /// above); none taking it is not an error either.
+  void add(const region_handle& region, std::byte* base,
+           const std::vector<std::unique_ptr<device>>& devices, const order_function& order);
 
   /// Forgets a region; its memory regions go once no work holds them.
   void remove(uint64_t region_id);

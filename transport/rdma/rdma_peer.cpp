@@ -97,7 +97,7 @@ void peer::wake() {
 
 void peer::retire(const std::shared_ptr<queue_pair>& qp) {
   // The device's reference goes; the last holder destroys the verbs queue pair.
-  [[maybe_unused]] auto gone = qp->dev().retire(qp->number());
+  [[maybe_unused]] auto gone = qp->dev().retire(qp);
 }
 
 std::vector<std::shared_ptr<queue_pair>> peer::all_qps_locked() const {
@@ -126,7 +126,7 @@ void peer::submit(work w) {
       // Another key than the one the owner accepted goes to the owner too: it decides.
       auto& list = waiting_[{h.region_id, h.access_key}];
       if (list.empty())
-        jobs_.push_back(job{job_kind::describe, h, 0, {}});
+        jobs_.push_back(job{job_kind::describe, h, 0, {}, {}});
       list.push_back(std::move(w));
     }
   }
@@ -177,13 +177,13 @@ caf::expected<std::shared_ptr<queue_pair>> peer::pick_locked(work& w, const desc
   const size_t ports = info_.rdma_ports.size();
   for (size_t dev : w.local->order) {
     const auto& mine = *ctx_.devices[dev];
-    if (mine.failed() || s.length > mine.port().max_msg_bytes)
+    if (!mine.usable() || s.length > mine.port().max_msg_bytes || w.local->mrs[dev] == nullptr)
       continue;
     for (const auto& [port, rkey] : d.keys) {
       const long at = pool_at_[dev * ports + port];
-      if (at < 0 || pools_[at].down_until > now)
+      if (at < 0 || pools_[at].health->down(now))
         continue;
-      auto qp = slot_locked(static_cast<size_t>(at), wake_worker);
+      auto qp = slot_locked(static_cast<size_t>(at), s.remote, wake_worker);
       if (!qp)
         continue; // this pair is down now; another may do
       w.lkey = w.local->mrs[dev]->lkey;
@@ -197,21 +197,26 @@ caf::expected<std::shared_ptr<queue_pair>> peer::pick_locked(work& w, const desc
 }
 
 // The pool's next queue pair in turn; a missing or broken one is replaced by a new one, which
-// the worker connects (slices queue on it meanwhile).
-caf::expected<std::shared_ptr<queue_pair>> peer::slot_locked(size_t pool_index, bool& wake_worker) {
+// the worker connects (slices queue on it meanwhile) with `proof`, a handle the owner gave us,
+// and the owner is told to release its end of the one replaced.
+caf::expected<std::shared_ptr<queue_pair>>
+peer::slot_locked(size_t pool_index, const region_handle& proof, bool& wake_worker) {
   auto& p = pools_[pool_index];
   auto& slot = p.qps[p.next++ % p.qps.size()];
   if (slot && !slot->broken())
     return slot;
   auto& dev = *ctx_.devices[p.device];
   const uint32_t depth = std::min(ctx_.engine.options.rdma_queue_depth, dev.max_qp_wr());
-  auto made = queue_pair::create(dev, depth, node_);
+  auto made = queue_pair::create(dev, depth, node_, p.health);
   if (!made) {
-    p.down_until = clock_type::now() + pool_cooldown;
+    p.health->failed(clock_type::now());
     return std::move(made.error());
   }
+  if (slot)
+    if (auto remote = slot->remote())
+      jobs_.push_back(job{job_kind::release, {}, 0, {}, std::move(*remote)});
   slot = *made;
-  jobs_.push_back(job{job_kind::connect, {}, pool_index, slot});
+  jobs_.push_back(job{job_kind::connect, proof, pool_index, slot, {}});
   wake_worker = true;
   return slot;
 }
@@ -237,9 +242,10 @@ void peer::expire(const batch_state& b) {
     }
     qps = all_qps_locked();
   }
+  // Only what waits: requests in flight cannot be taken back from the NIC without resetting
+  // the queue pair, which other batches' work shares. They end with their completions.
   for (auto& qp : qps)
-    if (qp->expire(b, out))
-      retire(qp);
+    qp->expire(b, out);
   end_all(*ctx_.engine.table, out);
 }
 
@@ -264,8 +270,10 @@ void peer::run() {
     const uint64_t generation = control_.generation();
     if (j->kind == job_kind::describe)
       run_describe(*j);
-    else
+    else if (j->kind == job_kind::connect)
       run_connect(*j);
+    else
+      run_release(*j);
     if (control_.generation() != generation)
       channel_lost();
   }
@@ -366,7 +374,7 @@ void peer::take_described(const job& j, const caf::expected<remote_region>& repl
       out.emplace_back(std::move(*k), err);
     list.erase(rest, list.end());
     if (!list.empty()) {
-      jobs_.push_back(job{job_kind::describe, list.front().slice->remote, 0, {}});
+      jobs_.push_back(job{job_kind::describe, list.front().slice->remote, 0, {}, {}});
       return;
     }
   } else {
@@ -384,7 +392,8 @@ void peer::run_connect(const job& j) {
   connect_request req{};
   set_name(req.target_device, theirs.device);
   req.initiator = qp->local_endpoint();
-  auto reply = control_.connect(req);
+  auto reply = control_.connect(req, j.handle);
+  const uint64_t generation = control_.generation();
   caf::error err;
   if (!reply)
     err = std::move(reply.error());
@@ -394,19 +403,38 @@ void peer::run_connect(const job& j) {
     err = check_reachable(qp->dev(), *reply);
   endings out;
   if (!err)
-    err = qp->connect(*reply, out);
+    err = qp->connect(*reply, generation, out);
   if (err) {
-    {
-      std::lock_guard guard{mutex_};
-      pools_[j.pool].down_until = clock_type::now() + pool_cooldown;
+    // The owner created its end if it answered: it goes, as ours does.
+    if (reply) {
+      [[maybe_unused]] auto gone = control_.release(theirs.device, reply->qp_num, generation);
     }
-    // io_error: its slices are retried, on another device pair or, if none, the next path.
-    const auto reason = error_here(errc::io_error, "cannot connect " + qp->dev().name() + " to " +
-                                                       theirs.device + ": " + describe(err));
+    caf::error reason;
+    if (is(err, errc::not_found) || is(err, errc::access_denied) || is(err, errc::out_of_range)) {
+      // The owner refused the handle that vouched for us (its region went, say): that says
+      // nothing about the path. Its description is forgotten, so its slices ask again and are
+      // told; the others are retried with another handle.
+      invalidate(j.handle.region_id);
+      reason = error_here(errc::io_error, "the owner refused " + to_string(j.handle) +
+                                              " for a queue pair: " + describe(err));
+    } else {
+      // A queue pair that never worked: its device pair is left alone for a while, and its
+      // slices move on to the next path at once rather than trying this one again.
+      pools_[j.pool].health->failed(clock_type::now());
+      reason = error_here(errc::unavailable, "cannot connect " + qp->dev().name() + " to " +
+                                                 theirs.device + ": " + describe(err));
+    }
     if (qp->break_with(reason, out))
       retire(qp);
   }
   end_all(*ctx_.engine.table, out);
+}
+
+// Best effort: an owner that does not answer loses the control connection, and with it every
+// queue pair it holds for us (run() notices the new generation).
+void peer::run_release(const job& j) {
+  [[maybe_unused]] auto err =
+      control_.release(j.remote.device, j.remote.qp_num, j.remote.generation);
 }
 
 } // namespace crescent::transport::rdma

@@ -2,12 +2,16 @@
 // - which of its regions this engine knows (address, length, remote key per device), learned
 //   from the owner on first use and forgotten on a remote access error;
 // - a pool of queue pairs for each pair of devices that can reach each other, created when
-//   first needed and replaced when broken;
+//   first needed and replaced when broken (the owner is told to release its end of the one
+//   replaced); a pool whose new queue pairs fail before they ever work is left alone for a
+//   while (path_health), and its slices move on to the next path as unavailable;
 // - a worker thread that does what may block, off the submitting and completion threads:
-//   describe and connect requests over the control channel, and watching that channel, whose
-//   loss means the peer's ends of our queue pairs are gone.
+//   describe, connect and release requests over the control channel, and watching that
+//   channel, whose loss means the peer's ends of our queue pairs are gone.
 // Slices wait (in order) for their region's description or their queue pair's connection;
-// a deadline ends the waiting ones at once and resets the queue pairs carrying in-flight ones.
+// a deadline ends the waiting ones at once. Work in flight ends with its completions: queue
+// pairs are shared by batches and are not reset for one batch's deadline (queue_pair::sweep
+// bounds that wait).
 #pragma once
 
 #include "messages/errors.hpp"
@@ -36,8 +40,6 @@ class peer {
  public:
   /// Regions remembered per peer, at most; past it the cache starts over.
   static constexpr size_t regions_cached_max = 1u << 16;
-  /// A device pair whose queue pair could not be connected is left alone this long.
-  static constexpr std::chrono::milliseconds pool_cooldown{1000};
 
   /// unavailable if the peer has no RDMA port, no TCP server, or no port any of our devices
   /// reaches.
@@ -51,7 +53,7 @@ class peer {
   /// Moves a slice on: describes its region if needed, then posts it on a queue pair.
   void submit(work w);
 
-  /// Ends the batch's waiting slices; resets queue pairs with its slices in flight.
+  /// Ends the batch's waiting slices (not its slices in flight, see above).
   void expire(const batch_state& b);
 
   /// Forgets a region after a remote access error: the next use asks its owner again.
@@ -71,14 +73,15 @@ class peer {
     size_t port = 0;   // index into info_.rdma_ports
     std::vector<std::shared_ptr<queue_pair>> qps;
     uint32_t next = 0;
-    clock_type::time_point down_until{};
+    std::shared_ptr<path_health> health = std::make_shared<path_health>();
   };
-  enum class job_kind { describe, connect };
+  enum class job_kind { describe, connect, release };
   struct job {
     job_kind kind = job_kind::describe;
-    region_handle handle;         // describe
-    size_t pool = 0;              // connect
-    std::weak_ptr<queue_pair> qp; // connect
+    region_handle handle;          // describe: the region; connect: the proof the owner checks
+    size_t pool = 0;               // connect
+    std::weak_ptr<queue_pair> qp;  // connect
+    queue_pair::remote_end remote; // release
   };
   using region_key_t = std::pair<uint64_t, uint64_t>; // (region id, access key)
 
@@ -87,13 +90,15 @@ class peer {
   void wait_idle();
   void run_describe(const job& j);
   void run_connect(const job& j);
+  void run_release(const job& j);
   void take_described(const job& j, const caf::expected<remote_region>& reply,
                       std::shared_ptr<const described>& d, std::vector<work>& go, endings& out);
   std::shared_ptr<const described> translate(const remote_region& r) const;
   void route(work w, const described& d);
   caf::expected<std::shared_ptr<queue_pair>> pick_locked(work& w, const described& d,
                                                          bool& wake_worker);
-  caf::expected<std::shared_ptr<queue_pair>> slot_locked(size_t pool_index, bool& wake_worker);
+  caf::expected<std::shared_ptr<queue_pair>>
+  slot_locked(size_t pool_index, const region_handle& proof, bool& wake_worker);
   std::vector<std::shared_ptr<queue_pair>> all_qps_locked() const;
   void channel_lost();
   void retire(const std::shared_ptr<queue_pair>& qp);

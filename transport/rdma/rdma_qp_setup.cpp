@@ -31,12 +31,15 @@ ibv_qp* create_rc_qp(device& d, uint32_t send_depth) {
   return ibv_create_qp(d.pd(), &init);
 }
 
-caf::error qp_to_init(ibv_qp* qp, const device& d) {
+static_assert(IBV_ACCESS_REMOTE_WRITE == access_remote_write &&
+              IBV_ACCESS_REMOTE_READ == access_remote_read);
+
+caf::error qp_to_init(ibv_qp* qp, const device& d, qp_role role) {
   ibv_qp_attr a{};
   a.qp_state = IBV_QPS_INIT;
   a.pkey_index = 0;
   a.port_num = d.port().num;
-  a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  a.qp_access_flags = static_cast<unsigned>(qp_access_flags(role));
   const int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   if (int rc = ibv_modify_qp(qp, &a, mask); rc != 0)
     return modify_failed("INIT", d, rc);
@@ -49,7 +52,7 @@ namespace {
 // a global route header from our chosen source GID to its GID.
 void set_address(ibv_ah_attr& ah, const device& d, const qp_endpoint& remote) {
   ah.port_num = d.port().num;
-  ah.sl = d.link().service_level;
+  ah.sl = effective_service_level(d.port().link_layer, d.link().service_level);
   ah.src_path_bits = 0;
   if (d.port().link_layer == link_infiniband) {
     ah.dlid = remote.lid;
@@ -82,9 +85,9 @@ caf::error qp_to_rts(ibv_qp* qp, const device& d, const qp_endpoint& local,
     return modify_failed("RTR", d, rc);
   a = ibv_qp_attr{};
   a.qp_state = IBV_QPS_RTS;
-  a.timeout = qp_timeout;
-  a.retry_cnt = qp_retry_count;
-  a.rnr_retry = qp_rnr_retry;
+  a.timeout = d.link().qp_timeout;
+  a.retry_cnt = d.link().retry_count;
+  a.rnr_retry = d.link().rnr_retry;
   a.sq_psn = local.psn;
   // Never more READs in flight than the other end can serve: it would answer with errors.
   a.max_rd_atomic = std::min(local.rd_atomic_init, remote.rd_atomic_dest);

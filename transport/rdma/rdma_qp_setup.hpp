@@ -3,16 +3,18 @@
 #pragma once
 
 #include "transport/rdma/rdma_device.hpp"
+#include "transport/rdma/rdma_policy.hpp"
 
 #include <caf/error.hpp>
 
 namespace crescent::transport::rdma {
 
-// Retransmission: 4.096 us * 2^14 = 67 ms per try, 7 retries: a peer whose NIC stops answering
-// fails its work within about half a second to two seconds, well inside common deadlines.
-inline constexpr uint8_t qp_timeout = 14;
-inline constexpr uint8_t qp_retry_count = 7;
-inline constexpr uint8_t qp_rnr_retry = 7;      // 7: retry forever (no receives are ever posted)
+// Retransmission (link_options, from the engine's options): a try waits 4.096 us * 2^timeout
+// for an acknowledgement, then is retried retry_count times. The default timeout 18 is about
+// 1.07 s per try, so a peer whose NIC stops answering fails its work within about 8.6 s; less
+// risks spurious failures under congestion (PFC pauses, incast), which are far costlier than
+// noticing a dead peer late. rnr_retry 7 means "retry forever": no receives are ever posted,
+// so receiver-not-ready never happens in this protocol.
 inline constexpr uint8_t qp_min_rnr_timer = 12; // 0.64 ms
 inline constexpr uint8_t qp_hop_limit = 64;
 
@@ -20,8 +22,9 @@ inline constexpr uint8_t qp_hop_limit = 64;
 /// request; null with errno set on failure. Its completions go to the device's queue.
 ibv_qp* create_rc_qp(device& d, uint32_t send_depth);
 
-/// RESET -> INIT on the device's port, allowing remote reads and writes of registered memory.
-caf::error qp_to_init(ibv_qp* qp, const device& d);
+/// RESET -> INIT on the device's port, granting the other end the access of `role`
+/// (qp_access_flags: none for an initiator, remote READ and WRITE for an owner's end).
+caf::error qp_to_init(ibv_qp* qp, const device& d, qp_role role);
 
 /// INIT -> RTR -> RTS: connected to `remote`, sending from `local.psn`. The path MTU is the
 /// smaller of both ports'; READ credits are what the other end can serve.

@@ -4,8 +4,10 @@
 #include "transport/rdma/rdma_qp_setup.hpp"
 
 #include <array>
+#include <atomic>
 #include <cassert>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace crescent::transport::rdma {
@@ -15,12 +17,23 @@ namespace {
 // Work requests posted with one ibv_post_send (one doorbell), at most.
 constexpr size_t post_burst_max = 32;
 
+uint32_t next_instance() {
+  static std::atomic<uint32_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "0x%x", v);
+  return buf;
+}
+
 } // namespace
 
 void end_work(region_table& table, work& w, caf::error err) {
   assert(w.slice != nullptr);
-  table.unpin(w.local_region);
   w.local.reset();
+  table.unpin(w.local_region);
   complete_slice(*w.slice, std::move(err));
 }
 
@@ -30,18 +43,37 @@ void end_all(region_table& table, endings& done) {
   done.clear();
 }
 
-caf::expected<std::shared_ptr<queue_pair>> queue_pair::create(device& d, uint32_t depth,
-                                                              uint32_t node) {
+wc_kind kind_of(ibv_wc_status status) {
+  switch (status) {
+  case IBV_WC_SUCCESS:
+    return wc_kind::success;
+  case IBV_WC_WR_FLUSH_ERR:
+    return wc_kind::flushed;
+  case IBV_WC_REM_ACCESS_ERR:
+  case IBV_WC_REM_INV_REQ_ERR:
+  case IBV_WC_REM_OP_ERR:
+    return wc_kind::remote_access;
+  default:
+    return wc_kind::path;
+  }
+}
+
+queue_pair::queue_pair(device& d, uint32_t depth, uint32_t node,
+                       std::shared_ptr<path_health> health)
+    : dev_(d), depth_(depth), node_(node), health_(std::move(health)), instance_(next_instance()) {}
+
+caf::expected<std::shared_ptr<queue_pair>>
+queue_pair::create(device& d, uint32_t depth, uint32_t node, std::shared_ptr<path_health> health) {
   if (!d.reserve(depth))
     return make_error(errc::no_space, "the completion queue of " + d.name() +
                                           " has no room for another queue pair");
-  std::shared_ptr<queue_pair> qp{new queue_pair(d, depth, node)};
+  std::shared_ptr<queue_pair> qp{new queue_pair(d, depth, node, std::move(health))};
   errno = 0;
   qp->qp_ = create_rc_qp(d, depth);
   if (qp->qp_ == nullptr)
     return make_error(errc::unavailable, "cannot create a queue pair on " + d.name() + ": " +
                                              std::strerror(errno != 0 ? errno : EINVAL));
-  if (auto err = qp_to_init(qp->qp_, d))
+  if (auto err = qp_to_init(qp->qp_, d, qp_role::initiator))
     return err;
   qp->number_ = qp->qp_->qp_num;
   qp->local_ = d.endpoint(qp->number_, random_psn());
@@ -63,13 +95,20 @@ bool queue_pair::broken() const {
   return state_ == state::broken;
 }
 
-caf::error queue_pair::connect(const qp_endpoint& remote, endings& out) {
+std::optional<queue_pair::remote_end> queue_pair::remote() const {
+  std::lock_guard guard{mutex_};
+  return remote_;
+}
+
+caf::error queue_pair::connect(const qp_endpoint& remote, uint64_t generation, endings& out) {
   std::lock_guard guard{mutex_};
   if (state_ != state::connecting)
     return make_error(errc::io_error, "the queue pair broke while connecting");
   // Under the lock: a concurrent break must not interleave with these transitions.
   if (auto err = qp_to_rts(qp_, dev_, local_, remote))
-    return err;
+    return err; // the caller releases the owner's end
+  // Connected: from now on the owner's end is released when this one is replaced.
+  remote_ = remote_end{name_of(remote.device), remote.qp_num, generation};
   state_ = state::ready;
   post_locked(out);
   return caf::none;
@@ -114,7 +153,7 @@ size_t queue_pair::post_burst_locked(endings& out) {
     sges[n] =
         ibv_sge{reinterpret_cast<uintptr_t>(s.local), static_cast<uint32_t>(s.length), w.lkey};
     auto& wr = wrs[n];
-    wr.wr_id = slot;
+    wr.wr_id = wr_id(slot);
     wr.sg_list = &sges[n];
     wr.num_sge = 1;
     wr.opcode = s.kind == op_kind::read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
@@ -146,21 +185,44 @@ size_t queue_pair::post_burst_locked(endings& out) {
   return posted;
 }
 
+std::string queue_pair::context_locked(const work& w, const ibv_wc& wc) const {
+  const auto& s = *w.slice;
+  return std::string{"RDMA "} + (s.kind == op_kind::read ? "READ" : "WRITE") + " of " +
+         std::to_string(s.length) + " bytes with node " + std::to_string(node_) + " through " +
+         dev_.name() + " failed: " + ibv_wc_status_str(wc.status) + " (vendor error " +
+         hex(wc.vendor_err) + ")";
+}
+
 queue_pair::finished queue_pair::complete(const ibv_wc& wc, endings& out) {
   std::lock_guard guard{mutex_};
-  assert(wc.wr_id < slots_.size() && slots_[wc.wr_id].slice != nullptr &&
-         "a completion for a request that is not in flight");
   finished f;
-  if (wc.wr_id >= slots_.size() || slots_[wc.wr_id].slice == nullptr)
-    return f;
-  f.w = std::move(slots_[wc.wr_id]);
-  slots_[wc.wr_id] = work{};
-  free_.push_back(static_cast<uint32_t>(wc.wr_id));
-  if (wc.status != IBV_WC_SUCCESS)
+  const auto slot = static_cast<uint32_t>(wc.wr_id & 0xffffffffu);
+  if ((wc.wr_id >> 32) != instance_ || slot >= slots_.size() || slots_[slot].slice == nullptr)
+    return f; // not a request in flight here: a stale completion of an earlier queue pair
+  f.w = std::move(slots_[slot]);
+  slots_[slot] = work{};
+  free_.push_back(slot);
+  const auto& b = *f.w.slice->batch;
+  const wc_kind kind = kind_of(wc.status);
+  auto outcome =
+      judge_completion(kind, ever_succeeded_, broken_code_, b.expired.load(), b.cancelled.load(),
+                       kind == wc_kind::success ? std::string{} : context_locked(f.w, wc));
+  if (outcome.first_success) {
+    ever_succeeded_ = true;
+    if (health_)
+      health_->succeeded();
+  }
+  if (outcome.cool_down && health_)
+    health_->failed(clock_type::now());
+  if (outcome.cool_down)
+    broken_code_ = errc::unavailable; // what flushes after it also moves on to the next path
+  f.err = std::move(outcome.err);
+  f.invalidate = outcome.invalidate;
+  if (kind != wc_kind::success)
     // The NIC has moved the queue pair to ERR already; what waits goes elsewhere.
-    break_locked(make_error(errc::io_error, "a queue pair to node " + std::to_string(node_) +
-                                                " on " + dev_.name() +
-                                                " broke: " + ibv_wc_status_str(wc.status)),
+    break_locked(make_error(broken_code_, "a queue pair to node " + std::to_string(node_) + " on " +
+                                              dev_.name() +
+                                              " broke: " + ibv_wc_status_str(wc.status)),
                  out);
   else
     post_locked(out);
@@ -171,6 +233,9 @@ queue_pair::finished queue_pair::complete(const ibv_wc& wc, endings& out) {
 void queue_pair::break_locked(const caf::error& reason, endings& out) {
   if (state_ != state::broken) {
     state_ = state::broken;
+    broken_at_ = clock_type::now();
+    if (is(reason, errc::unavailable))
+      broken_code_ = errc::unavailable;
     [[maybe_unused]] auto err = qp_to_error(qp_); // fails only for a queue pair already gone
   }
   for (auto& w : waiting_)
@@ -191,7 +256,23 @@ bool queue_pair::break_with(const caf::error& reason, endings& out) {
   return take_retirement_locked();
 }
 
-bool queue_pair::expire(const batch_state& b, endings& out) {
+bool queue_pair::fail(const caf::error& why, endings& out) {
+  std::lock_guard guard{mutex_};
+  if (state_ == state::broken)
+    return take_retirement_locked();
+  errc code = errc::io_error;
+  if (!ever_succeeded_) {
+    if (health_)
+      health_->failed(clock_type::now());
+    code = errc::unavailable;
+  }
+  break_locked(make_error(code, "a queue pair to node " + std::to_string(node_) +
+                                    " failed: " + describe(why)),
+               out);
+  return take_retirement_locked();
+}
+
+void queue_pair::expire(const batch_state& b, endings& out) {
   std::lock_guard guard{mutex_};
   for (auto i = waiting_.begin(); i != waiting_.end();) {
     if (i->slice->batch != &b) {
@@ -201,24 +282,54 @@ bool queue_pair::expire(const batch_state& b, endings& out) {
     out.emplace_back(std::move(*i), make_error(errc::timeout, "the batch's deadline passed"));
     i = waiting_.erase(i);
   }
-  bool in_flight = false;
-  for (const auto& w : slots_)
-    in_flight = in_flight || (w.slice != nullptr && w.slice->batch == &b);
-  if (!in_flight)
-    return false;
-  // The only way to take requests back from a NIC: other batches' requests on this queue pair
-  // flush too, and are retried on another one.
-  break_locked(make_error(errc::io_error, "a queue pair to node " + std::to_string(node_) +
-                                              " was reset for an expired batch"),
-               out);
-  return take_retirement_locked();
 }
 
-void queue_pair::abandon(const caf::error& reason, endings& out) {
+bool queue_pair::sweep(clock_type::time_point now, const sweep_limits& limits, endings& out) {
   std::lock_guard guard{mutex_};
+  if (retired_)
+    return false;
+  const size_t in_flight = slots_.size() - free_.size();
+  // Broken and drained but not retired (a post that failed in submit, say): nothing else would
+  // ever retire it.
+  if (state_ == state::broken && in_flight == 0)
+    return take_retirement_locked();
+  std::optional<clock_type::time_point> oldest_expired;
+  if (in_flight > 0 && state_ != state::broken)
+    for (const auto& w : slots_)
+      if (w.slice != nullptr && w.slice->batch->expired.load() &&
+          (!oldest_expired || w.slice->batch->deadline < *oldest_expired))
+        oldest_expired = w.slice->batch->deadline;
+  switch (decide_sweep(in_flight, state_ == state::broken ? broken_at_ : std::nullopt,
+                       oldest_expired, now, limits)) {
+  case sweep_action::none:
+    return false;
+  case sweep_action::reset:
+    break_locked(make_error(errc::io_error,
+                            "a queue pair to node " + std::to_string(node_) + " on " + dev_.name() +
+                                " was reset: work of an expired batch was still " + "in flight " +
+                                std::to_string(limits.expired_grace.count()) +
+                                " ms after its deadline"),
+                 out);
+    return take_retirement_locked();
+  case sweep_action::destroy:
+    destroy_locked(
+        make_error(errc::io_error, "a broken queue pair to node " + std::to_string(node_) + " on " +
+                                       dev_.name() + " did not flush its work within " +
+                                       std::to_string(limits.flush_timeout.count()) + " ms"),
+        out);
+    return true;
+  }
+  return false;
+}
+
+// Destroys the verbs queue pair: when ibv_destroy_qp returns the NIC no longer touches the
+// buffers of its work, which may then end.
+void queue_pair::destroy_locked(const caf::error& reason, endings& out) {
   if (qp_ != nullptr)
     ibv_destroy_qp(qp_);
   qp_ = nullptr;
+  if (state_ != state::broken)
+    broken_at_ = clock_type::now();
   state_ = state::broken;
   retired_ = true;
   for (auto& w : waiting_)
@@ -230,6 +341,11 @@ void queue_pair::abandon(const caf::error& reason, endings& out) {
       slots_[i] = work{};
       free_.push_back(i);
     }
+}
+
+void queue_pair::abandon(const caf::error& reason, endings& out) {
+  std::lock_guard guard{mutex_};
+  destroy_locked(reason, out);
 }
 
 } // namespace crescent::transport::rdma

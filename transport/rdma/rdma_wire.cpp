@@ -57,6 +57,21 @@ caf::expected<connect_request> parse_connect_request(std::span<const std::byte> 
   return req;
 }
 
+caf::expected<release_request> parse_release_request(std::span<const std::byte> bytes) {
+  if (bytes.size() != sizeof(release_request))
+    return make_error(errc::invalid_argument, "a release request has " +
+                                                  std::to_string(sizeof(release_request)) +
+                                                  " bytes, not " + std::to_string(bytes.size()));
+  release_request req;
+  std::memcpy(&req, bytes.data(), sizeof(req));
+  if (name_of(req.device).empty())
+    return make_error(errc::invalid_argument, "a release request must name the device");
+  if (req.qp_num == 0 || req.qp_num > qp_num_mask)
+    return make_error(errc::invalid_argument, "a release request must name a queue pair number "
+                                              "of 24 bits");
+  return req;
+}
+
 std::vector<std::byte> encode_describe_reply(uint64_t base_address, uint64_t region_length,
                                              const std::vector<region_key>& keys) {
   assert(keys.size() <= rdma_devices_max);

@@ -6,8 +6,17 @@
 //   for that memory first.
 // - kind_connect: "connect this queue pair of mine to one of yours." The payload is a
 //   connect_request; the owner creates a queue pair on the named device, brings it to
-//   ready-to-send and answers with its own qp_endpoint. The owner's queue pair lives as long as
-//   the TCP connection that asked for it.
+//   ready-to-send and answers with its own qp_endpoint. The request header carries a handle of
+//   one of the owner's regions, checked as a describe's is: only a peer that was given a handle
+//   may have a queue pair created for it (each is a NIC resource, and the way in to the
+//   owner's registered memory for whoever also holds a remote key). The owner's queue pair
+//   lives until it is released or the TCP connection that asked for it ends, whichever comes
+//   first; one connection holds a bounded number of them.
+// - kind_release: "I no longer use this queue pair of yours." The payload is a release_request
+//   naming the owner's device and queue pair (as its connect reply did); the owner destroys
+//   it if that connection asked for it, and answers not_found otherwise. An initiator sends
+//   it for each queue pair of its own that it drops or replaces while the connection lasts,
+//   so that the owner does not hold dead queue pairs until the connection ends.
 //
 // Plain structs in host byte order, like the rest of the protocol (whose magic numbers make a
 // peer of the other byte order fail at once). Everything read from a peer goes through the
@@ -53,6 +62,12 @@ struct connect_request {
   qp_endpoint initiator;
 };
 
+struct release_request {
+  char device[name_bytes]; // the owner's device, NUL-terminated
+  uint32_t qp_num;         // the owner's queue pair there, as its connect reply named it
+  uint32_t reserved;
+};
+
 struct describe_reply {
   uint64_t base_address;  // of the region's first byte, in the owner's address space
   uint64_t region_length; // bytes
@@ -68,6 +83,7 @@ struct region_key {
 
 static_assert(sizeof(qp_endpoint) == 100);
 static_assert(sizeof(connect_request) == 164);
+static_assert(sizeof(release_request) == 72);
 static_assert(sizeof(describe_reply) == 24);
 static_assert(sizeof(region_key) == 72);
 
@@ -97,6 +113,10 @@ caf::error check_endpoint(const qp_endpoint& e);
 
 /// A connect request as received: exactly sizeof(connect_request) bytes, checked.
 caf::expected<connect_request> parse_connect_request(std::span<const std::byte> bytes);
+
+/// A release request as received: exactly sizeof(release_request) bytes, naming a device and a
+/// queue pair number a connect reply could have named (1..2^24-1).
+caf::expected<release_request> parse_release_request(std::span<const std::byte> bytes);
 
 std::vector<std::byte> encode_describe_reply(uint64_t base_address, uint64_t region_length,
                                              const std::vector<region_key>& keys);

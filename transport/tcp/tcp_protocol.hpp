@@ -5,10 +5,12 @@
 //
 // Byte order is the host's; the magic numbers make a peer of the other byte order fail at once.
 //
-// Two more kinds serve the RDMA path (rdma/rdma_wire.hpp): kind_describe is checked exactly
+// Three more kinds serve the RDMA path (rdma/rdma_wire.hpp): kind_describe is checked exactly
 // like a read of [offset, offset + length) of the handle and answers with where the region
-// lives and its remote keys; kind_connect carries a connect_request (length bytes) and answers
-// with the owner's queue pair. Refusals are refusals, as for reads and writes.
+// lives and its remote keys; kind_connect carries a connect_request (length bytes), must come
+// with a valid handle of the owner's (checked like a describe of all of it), and answers with
+// the owner's queue pair; kind_release carries a release_request (length bytes) and destroys
+// a queue pair that connection connected. Refusals are refusals, as for reads and writes.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,7 @@ inline constexpr uint8_t kind_read = 1;
 inline constexpr uint8_t kind_write = 2;
 inline constexpr uint8_t kind_describe = 3;
 inline constexpr uint8_t kind_connect = 4;
+inline constexpr uint8_t kind_release = 5;
 inline constexpr uint8_t flag_checksum = 1;
 inline constexpr uint16_t message_bytes_max = 1024;
 

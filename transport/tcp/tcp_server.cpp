@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_server.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/rdma/rdma_control.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_types.hpp"
@@ -112,9 +113,11 @@ caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd,
   return respond(fd, req, caf::none, reply.data(), reply.size());
 }
 
-// A queue pair for the initiator's, on the device it names; it lives as long as `owner`.
-caf::error serve_connect(rdma::responder* rdma, int fd, const request_header& req,
-                         const void* owner) {
+// A queue pair for the initiator's, on the device it names; it lives until released or until
+// `owner` ends. Only a peer holding a handle of ours gets one: the handle in the header is
+// checked as a describe of all of it would be, before anything is created.
+caf::error serve_connect(region_table& table, rdma::responder* rdma, int fd,
+                         const request_header& req, const void* owner) {
   if (req.length != sizeof(rdma::connect_request)) {
     if (auto err = drain(fd, req.length))
       return err;
@@ -123,6 +126,11 @@ caf::error serve_connect(rdma::responder* rdma, int fd, const request_header& re
   std::array<std::byte, sizeof(rdma::connect_request)> body;
   if (auto err = read_full(fd, body.data(), body.size()))
     return err;
+  const auto h = handle_of(req);
+  auto region = table.pin_region(h, 0, h.length);
+  if (!region)
+    return respond(fd, req, region.error());
+  table.unpin(h);
   auto parsed = rdma::parse_connect_request(body);
   if (!parsed)
     return respond(fd, req, parsed.error());
@@ -131,11 +139,34 @@ caf::error serve_connect(rdma::responder* rdma, int fd, const request_header& re
   auto local = rdma->accept(*parsed, owner);
   if (!local)
     return respond(fd, req, local.error());
+  // This connection now holds a NIC resource: should its initiator's host vanish without a
+  // FIN, keepalive ends the connection, and with it the queue pairs it holds.
+  rdma::enable_keepalive(fd);
   return respond(fd, req, caf::none, reinterpret_cast<const std::byte*>(&*local), sizeof(*local));
 }
 
+// Destroys a queue pair this connection connected (rdma_wire.hpp).
+caf::error serve_release(rdma::responder* rdma, int fd, const request_header& req,
+                         const void* owner) {
+  if (req.length != sizeof(rdma::release_request)) {
+    if (auto err = drain(fd, req.length))
+      return err;
+    return respond(fd, req, make_error(errc::invalid_argument, "malformed release request"));
+  }
+  std::array<std::byte, sizeof(rdma::release_request)> body;
+  if (auto err = read_full(fd, body.data(), body.size()))
+    return err;
+  auto parsed = rdma::parse_release_request(body);
+  if (!parsed)
+    return respond(fd, req, parsed.error());
+  if (rdma == nullptr)
+    return respond(fd, req, make_error(errc::unavailable, "this engine has no RDMA device"));
+  return respond(fd, req, rdma->release_one(owner, *parsed));
+}
+
 bool known_kind(uint8_t kind) {
-  return kind == kind_read || kind == kind_write || kind == kind_describe || kind == kind_connect;
+  return kind == kind_read || kind == kind_write || kind == kind_describe || kind == kind_connect ||
+         kind == kind_release;
 }
 
 } // namespace
@@ -236,8 +267,11 @@ void server::serve(connection& c) {
     case kind_describe:
       err = serve_describe(table_, rdma_, c.fd, req);
       break;
+    case kind_connect:
+      err = serve_connect(table_, rdma_, c.fd, req, &c);
+      break;
     default:
-      err = serve_connect(rdma_, c.fd, req, &c);
+      err = serve_release(rdma_, c.fd, req, &c);
       break;
     }
     if (err)

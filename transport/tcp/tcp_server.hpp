@@ -1,8 +1,9 @@
 // The data-plane server of one engine: it serves one-sided reads and writes of this process's
 // registered regions to initiators elsewhere. One thread accepts; one thread per connection
 // reads a request, checks the handle against the region table, and moves the payload between
-// the socket and the region directly. It also answers the RDMA path's describe and connect
-// requests (rdma/rdma_wire.hpp); queue pairs a connection asked for live as long as it does.
+// the socket and the region directly. It also answers the RDMA path's describe, connect and
+// release requests (rdma/rdma_wire.hpp); queue pairs a connection asked for live until it
+// releases them or ends.
 #pragma once
 
 #include "transport/rdma/rdma_responder.hpp"
