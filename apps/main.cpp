@@ -1,4 +1,5 @@
 // The `crescent` command line.
+#include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
 #include "apps/info_command.hpp"
@@ -62,6 +63,32 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
 
+  crescent::bench::bench_store_options store;
+  auto* store_cmd = bench_cmd->add_subcommand(
+      "store", "KV pool (master and nodes on loopback) vs memcached and redis-server");
+  store_cmd->add_option("--clients", store.clients, "Concurrent clients")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  store_cmd->add_option("--sizes-kib", store.sizes_kib, "Value sizes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 65536));
+  store_cmd->add_option("--mib-per-phase", store.mib_per_phase, "Bytes moved per put/get phase")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16384));
+  store_cmd->add_option("--trials", store.trials, "Trials (rows report medians)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  store_cmd->add_option("--nodes", store.nodes, "Pool node processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 16));
+  store_cmd->add_option("--replicas", store.replicas, "Replicas per block")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 8));
+  store_cmd->add_flag("--tcp", store.tcp, "Pool bytes over TCP instead of shared memory");
+  store_cmd->add_flag("--no-sync{false}", store.sync_commits, "The master does not fsync commits");
+  store_cmd->add_option("--only", store.only, "The pool alone, no baselines")
+      ->check(CLI::IsMember({"crescent"}));
+
   crescent::bench::transfer_peer_options peer;
   auto* peer_cmd = app.add_subcommand(
       "transfer-peer", "Helper process of the transfer benchmark and tests: serves one region");
@@ -84,6 +111,10 @@ int main(int argc, char** argv) {
   master_cmd->add_option("--put-timeout-ms", pool_master.put_timeout_ms)->capture_default_str();
   master_cmd->add_option("--lease-ttl-ms", pool_master.lease_ttl_ms)->capture_default_str();
   master_cmd->add_option("--node-timeout-ms", pool_master.node_timeout_ms)->capture_default_str();
+  master_cmd
+      ->add_option("--ssd-grace-ms", pool_master.ssd_grace_ms,
+                   "How long a lost node's SSD blocks wait for it to come back (0: not at all)")
+      ->capture_default_str();
 
   crescent::pool::node_process_options pool_node;
   auto* node_cmd = app.add_subcommand(
@@ -107,6 +138,8 @@ int main(int argc, char** argv) {
     return crescent::cli::run_command(run);
   if (app.got_subcommand("transfer-peer"))
     return crescent::bench::run_transfer_peer(peer);
+  if (bench_cmd->got_subcommand("store"))
+    return crescent::bench::bench_store(store);
   if (bench_cmd->got_subcommand("transfer"))
     return crescent::bench::bench_transfer(transfer);
   return crescent::cli::info_command();

@@ -1,11 +1,11 @@
 #include "apps/run_command.hpp"
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/replay/replay_driver.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
 #include "messages/errors.hpp"
-#include "messages/registration.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -67,7 +67,7 @@ int run_command(const run_options& opt) {
   std::fflush(stdout); // the header before the progress line on stderr
 
   caf::actor_system_config sys_cfg;
-  register_types(sys_cfg);
+  setup_actor_system(sys_cfg, false);
   caf::actor_system sys{sys_cfg};
   auto cl = cluster::start(sys, cfg);
   if (!cl)

@@ -10,6 +10,10 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG QUIET)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
+# Client libraries of the store benchmark's baselines (memcached, Redis); optional: without them
+# `crescent bench store` measures the pool alone and says why.
+pkg_check_modules(LIBMEMCACHED IMPORTED_TARGET libmemcached)
+pkg_check_modules(HIREDIS IMPORTED_TARGET hiredis)
 
 find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
 find_path(CLI11_INCLUDE_DIR CLI/CLI.hpp REQUIRED)

@@ -209,7 +209,7 @@ object_store::set_replicas(uint64_t key, std::vector<replica> replicas) {
   return std::vector<object_record>{};
 }
 
-caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node) {
+caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node, bool keep_ssd) {
   std::vector<object_record> lost;
   std::vector<uint64_t> pending_lost;
   std::vector<uint64_t> keys;
@@ -220,9 +220,15 @@ caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node)
   for (auto key : keys) {
     auto& r = objects_.at(key);
     std::vector<replica> left;
-    for (const auto& x : r.replicas)
-      if (x.node != node)
-        left.push_back(x);
+    for (auto x : r.replicas) {
+      if (x.node == node) {
+        if (!keep_ssd || !x.on_ssd || r.state != object_state::complete)
+          continue;
+        x.in_dram = false; // the DRAM copy died with the process
+        x.dram = {};
+      }
+      left.push_back(x);
+    }
     if (r.state != object_state::complete) {
       r.replicas = std::move(left); // pending and removed blocks are not persisted
       if (r.replicas.empty())

@@ -94,8 +94,10 @@ class object_store {
                                                          std::vector<replica> replicas);
 
   /// Takes `node` out of every replica list; blocks left without replicas are forgotten and
-  /// returned (each a miss from now on, never wrong bytes).
-  caf::expected<std::vector<object_record>> drop_node(uint32_t node);
+  /// returned (each a miss from now on, never wrong bytes). With `keep_ssd`, the node's replicas
+  /// that are on its SSD stay, as SSD-only copies: its files outlive its process, and the node
+  /// may come back with them (its report then confirms each one, or drops it).
+  caf::expected<std::vector<object_record>> drop_node(uint32_t node, bool keep_ssd = false);
 
   /// Extends a complete block's read lease to at least `until_ns`.
   void lease(uint64_t key, int64_t until_ns);

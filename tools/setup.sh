@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libxxhash-dev liburing-dev
+  memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
 )
 

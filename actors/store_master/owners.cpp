@@ -71,8 +71,11 @@ void node_lost(master_ptr self, uint32_t node, const char* why) {
   auto& st = self->state;
   if (node >= st.nodes.size() || !st.nodes[node].alive)
     return;
+  const bool keep_ssd = st.options.ssd_grace.count() > 0;
   st.nodes[node].alive = false;
-  auto lost = st.objects->drop_node(node);
+  st.nodes[node].lost_at = self->clock().now();
+  st.nodes[node].ssd_waiting = keep_ssd;
+  auto lost = st.objects->drop_node(node, keep_ssd);
   if (!lost) {
     spdlog::error("store_master: dropping node {}: {}", node, describe(lost.error()));
     return;
@@ -91,9 +94,19 @@ void sweep(master_ptr self) {
       ++st.reclaimed;
   free_replicas(self, done);
   const auto now = self->clock().now();
-  for (uint32_t n = 0; n < st.nodes.size(); ++n)
-    if (st.nodes[n].alive && now - st.nodes[n].last_seen > st.options.node_timeout)
+  for (uint32_t n = 0; n < st.nodes.size(); ++n) {
+    auto& v = st.nodes[n];
+    if (v.alive && now - v.last_seen > st.options.node_timeout)
       node_lost(self, n, "no heartbeat");
+    if (!v.alive && v.ssd_waiting && now - v.lost_at > st.options.ssd_grace) {
+      v.ssd_waiting = false; // [rare] the node did not come back: its SSD copies are gone too
+      if (auto lost = st.objects->drop_node(n)) {
+        st.lost += lost->size();
+        spdlog::warn("store_master: node {} did not come back; {} blocks only on its SSD are lost",
+                     n, lost->size());
+      }
+    }
+  }
 }
 
 caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
@@ -253,6 +266,7 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
   }
   // The reporting owner (re)joins the pool as this node's owner.
   adopt_owner(self, r->node, std::move(owner));
+  st.nodes[r->node].ssd_waiting = false;
   if (r->peer)
     st.nodes[r->node].peer = std::move(r->peer);
   st.nodes[r->node].dram_capacity_bytes = r->capacity;

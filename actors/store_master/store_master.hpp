@@ -3,8 +3,10 @@
 // Acknowledgement contract: a PutCommit is answered only after the records are synced to
 // RocksDB, so an acknowledged block's metadata survives a crash of the master. Pending puts are
 // never persisted and are reclaimed after put_timeout. A node whose owner stops heartbeating
-// for node_timeout, or dies, leaves every replica list at the next sweep (every `sweep`); a
-// block left without replicas is gone: an explicit miss, never wrong bytes.
+// for node_timeout, or dies, leaves every replica list at the next sweep (every `sweep`),
+// except for its SSD replicas, which wait unserved for ssd_grace: an owner that restarts on the
+// same SSD files gets them back. A block left without replicas is gone: an explicit miss, never
+// wrong bytes.
 #pragma once
 
 #include "actors/cluster/directory.hpp"
@@ -24,6 +26,9 @@ struct store_master_options {
   std::chrono::milliseconds lease_ttl{5000};
   std::chrono::milliseconds node_timeout{5000};
   std::chrono::milliseconds sweep{500};
+  // How long a lost node's SSD replicas stay in the metadata, unserved, waiting for the node to
+  // come back with its files; 0: they leave with the node.
+  std::chrono::milliseconds ssd_grace{600000};
   uint64_t placement_seed = 1; // random placement is reproducible
 };
 

@@ -1,8 +1,8 @@
 #include "apps/bench/bench_transfer.hpp"
 
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
-#include "messages/registration.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/transfer_engine.hpp"
@@ -194,8 +194,7 @@ caf::expected<row> measure(transport::transfer_engine& engine, const remote_peer
 
 int bench_transfer(const bench_transfer_options& opt) {
   caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.load<caf::io::middleman>();
+  setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
   auto peer = start_transfer_peer(sys, self_executable(), {1, opt.region_mib, true, true});
   if (!peer) {

@@ -55,6 +55,17 @@ child_process::child_process(child_process&& other) noexcept
     : pid_(std::exchange(other.pid_, -1)), stdin_fd_(std::exchange(other.stdin_fd_, -1)),
       stdout_fd_(std::exchange(other.stdout_fd_, -1)), buffered_(std::move(other.buffered_)) {}
 
+child_process& child_process::operator=(child_process&& other) noexcept {
+  if (this != &other) {
+    child_process old{std::move(*this)}; // ends here, as the child this held
+    pid_ = std::exchange(other.pid_, -1);
+    stdin_fd_ = std::exchange(other.stdin_fd_, -1);
+    stdout_fd_ = std::exchange(other.stdout_fd_, -1);
+    buffered_ = std::move(other.buffered_);
+  }
+  return *this;
+}
+
 child_process::~child_process() {
   if (stdin_fd_ >= 0)
     close(stdin_fd_);

@@ -18,7 +18,8 @@ class child_process {
                                             const std::vector<std::string>& args);
 
   child_process(child_process&& other) noexcept;
-  child_process& operator=(child_process&&) = delete;
+  /// Ends the child this held (as the destructor does) and takes over `other`'s.
+  child_process& operator=(child_process&& other) noexcept;
   child_process(const child_process&) = delete;
   ~child_process();
 

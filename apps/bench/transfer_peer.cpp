@@ -1,7 +1,7 @@
 #include "apps/bench/transfer_peer.hpp"
 
+#include "actors/common/actor_system_setup.hpp"
 #include "messages/checked_read.hpp"
-#include "messages/registration.hpp"
 #include "messages/schema/bench.capnp.h"
 #include "transport/host_memory.hpp"
 #include "transport/peer_wire.hpp"
@@ -102,8 +102,7 @@ int run_transfer_peer(const transfer_peer_options& opt) {
     return 2;
   }
   caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.load<caf::io::middleman>();
+  setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
   auto actor = sys.spawn(transfer_peer, *engine, *region, memory->data());
   auto port = sys.middleman().publish(actor, 0, "127.0.0.1");

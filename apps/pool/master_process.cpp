@@ -1,7 +1,7 @@
+#include "actors/common/actor_system_setup.hpp"
 #include "actors/store_master/store_master.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "messages/errors.hpp"
-#include "messages/registration.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -24,14 +24,14 @@ int run_master_process(const master_process_options& opt) {
     return 2;
   }
   caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.load<caf::io::middleman>();
+  setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
   store_master_options mopt;
   mopt.nodes = opt.nodes;
   mopt.put_timeout = std::chrono::milliseconds(opt.put_timeout_ms);
   mopt.lease_ttl = std::chrono::milliseconds(opt.lease_ttl_ms);
   mopt.node_timeout = std::chrono::milliseconds(opt.node_timeout_ms);
+  mopt.ssd_grace = std::chrono::milliseconds(opt.ssd_grace_ms);
   // No directory: owners join by reporting.
   auto master = spawn_store_master(sys, mopt, std::move(*objects), nullptr);
   caf::anon_send(master, start_atom::value);

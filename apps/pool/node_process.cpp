@@ -1,7 +1,7 @@
 #include "actors/block_owner/block_owner.hpp"
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "messages/errors.hpp"
-#include "messages/registration.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
@@ -85,8 +85,7 @@ int run_node_process(const node_process_options& opt) {
     ssd = std::move(*tier);
   }
   caf::actor_system_config cfg;
-  register_types(cfg);
-  cfg.load<caf::io::middleman>();
+  setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
   block_owner_options bopt;
   bopt.node = opt.node;

@@ -14,26 +14,21 @@
 namespace crescent::pool {
 
 caf::expected<envelope> pool_client::ask_master(const auto&... xs) {
-  caf::scoped_actor self{*sys_};
   caf::expected<envelope> result{make_error(errc::timeout, "no answer from the store master")};
-  self->request(master_, control_timeout, xs...)
+  (*self_)
+      ->request(master_, control_timeout, xs...)
       .receive([&](envelope& e) { result = std::move(e); },
                [&](caf::error& err) { result = std::move(err); });
   return result;
 }
 
-namespace {
-
-caf::error ask_master_void(caf::actor_system& sys, const store_master_actor& master,
-                           const auto&... xs) {
-  caf::scoped_actor self{sys};
+caf::error pool_client::ask_master_void(const auto&... xs) {
   caf::error result;
-  self->request(master, control_timeout, xs...)
+  (*self_)
+      ->request(master_, control_timeout, xs...)
       .receive([] {}, [&](caf::error& err) { result = std::move(err); });
   return result;
 }
-
-} // namespace
 
 caf::expected<std::unique_ptr<pool_client>> pool_client::connect(caf::actor_system& sys,
                                                                  const std::string& host,
@@ -53,6 +48,7 @@ caf::expected<std::unique_ptr<pool_client>> pool_client::connect(caf::actor_syst
   c->master_ = *master;
   c->engine_ = std::move(*engine);
   c->node_ = node;
+  c->self_ = std::make_unique<caf::scoped_actor>(sys);
   return c;
 }
 
@@ -189,7 +185,7 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
       for (unsigned i = 0; i < revoke.size(); ++i)
         list.set(i, revoke[i]);
     });
-    [[maybe_unused]] auto err = ask_master_void(*sys_, master_, put_revoke_atom::value, msg);
+    [[maybe_unused]] auto err = ask_master_void(put_revoke_atom::value, msg);
   }
   if (commit.empty())
     return commit;
@@ -201,7 +197,7 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
       c.set(i, sums[i]);
     }
   });
-  if (auto err = ask_master_void(*sys_, master_, put_commit_atom::value, msg))
+  if (auto err = ask_master_void(put_commit_atom::value, msg))
     return err; // not acknowledged: none of them count as stored
   return commit;
 }
@@ -245,7 +241,7 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys
         b.setKey(keys[i]);
         b.setNode(h.node);
       });
-      [[maybe_unused]] auto err = ask_master_void(*sys_, master_, corrupt_atom::value, bad);
+      [[maybe_unused]] auto err = ask_master_void(corrupt_atom::value, bad);
     }
   return ok;
 }

@@ -9,6 +9,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 namespace crescent::pool {
 
+/// Serves one thread at a time; give each thread its own client.
 class pool_client {
  public:
   /// `node`: this client's own node id (no owner runs there).
@@ -48,11 +50,15 @@ class pool_client {
 
  private:
   caf::expected<envelope> ask_master(const auto&... xs);
+  caf::error ask_master_void(const auto&... xs);
 
   caf::actor_system* sys_ = nullptr;
   store_master_actor master_;
   std::shared_ptr<transport::transfer_engine> engine_;
   uint32_t node_ = 0;
+  // Made once: a scoped actor is an actor, and spawning one per request cost more than the
+  // request. It is why a client serves one thread at a time.
+  std::unique_ptr<caf::scoped_actor> self_;
 };
 
 } // namespace crescent::pool

@@ -24,6 +24,7 @@ struct master_process_options {
   uint32_t put_timeout_ms = 30000;
   uint32_t lease_ttl_ms = 5000;
   uint32_t node_timeout_ms = 5000;
+  uint32_t ssd_grace_ms = 600000; // a lost node's SSD replicas wait this long for it
 };
 
 struct node_process_options {

@@ -122,6 +122,31 @@ TEST_F(objects, a_dead_node_leaves_every_replica_list) {
   EXPECT_EQ(s->find(2), nullptr);
 }
 
+TEST_F(objects, a_dead_node_can_keep_its_ssd_replicas) {
+  {
+    auto s = open();
+    auto on_ssd = block(1, {1});
+    on_ssd.replicas[0].on_ssd = true; // in DRAM and on SSD
+    std::vector<object_record> recs{on_ssd, block(2, {1}), block(3, {0, 1})};
+    ASSERT_FALSE(s->start(recs));
+    std::vector<uint64_t> keys{1, 2, 3}, sums{1, 2, 3};
+    ASSERT_FALSE(s->commit(keys, sums));
+    auto lost = s->drop_node(1, true);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(keys_of(*lost), (std::vector<uint64_t>{2})) << "DRAM-only: gone with the process";
+    ASSERT_EQ(s->find(1)->replicas.size(), 1u);
+    EXPECT_TRUE(s->find(1)->replicas[0].on_ssd);
+    EXPECT_FALSE(s->find(1)->replicas[0].in_dram) << "its DRAM copy died with the process";
+    EXPECT_EQ(s->find(3)->replicas.size(), 1u);
+  }
+  auto s = open();
+  ASSERT_NE(s->find(1), nullptr) << "the SSD replica is persisted";
+  EXPECT_TRUE(s->find(1)->replicas[0].on_ssd);
+  auto lost = s->drop_node(1);
+  ASSERT_TRUE(lost);
+  EXPECT_EQ(keys_of(*lost), (std::vector<uint64_t>{1})) << "and leaves when the wait is over";
+}
+
 TEST_F(objects, invalid_changes_are_refused_and_change_nothing) {
   auto s = open();
   std::vector<object_record> recs{block(1, {0})};

@@ -1,9 +1,9 @@
 // Two real processes on loopback: a `crescent transfer-peer` registers a region; this process
 // learns how to reach it and the region's handle through actor messages (CAF's network layer),
 // then reads and writes it through its own transfer engine, over TCP and over shared memory.
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
-#include "messages/registration.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -24,8 +24,7 @@ class peer_process : public ::testing::TestWithParam<path> {
   static caf::actor_system_config& config() {
     static caf::actor_system_config cfg = [] {
       caf::actor_system_config c;
-      register_types(c);
-      c.load<caf::io::middleman>();
+      setup_actor_system(c, true);
       return c;
     }();
     return cfg;

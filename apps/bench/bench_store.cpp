@@ -1,0 +1,263 @@
+#include "apps/bench/bench_store.hpp"
+
+#include "actors/common/actor_system_setup.hpp"
+#include "apps/bench/baseline_servers.hpp"
+#include "apps/bench/store_phase.hpp"
+#include "apps/pool/pool_client.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+namespace crescent::bench {
+
+namespace {
+
+constexpr uint32_t first_client_node = 32; // client node ids: no owner runs there
+
+// One client of the pool: a put is acknowledged once the master synced its commit.
+class pool_kv_client final : public kv_client {
+ public:
+  pool_kv_client(std::unique_ptr<pool::pool_client> c, uint32_t replicas)
+      : client_(std::move(c)), replicas_(replicas) {}
+
+  caf::error put(uint64_t key, std::span<const std::byte> value) override {
+    const uint64_t keys[] = {key};
+    const std::span<const std::byte> values[] = {value};
+    auto done = client_->put(keys, values, replicas_);
+    if (!done)
+      return std::move(done.error());
+    if (done->size() != 1)
+      return make_error(errc::unavailable, "the pool did not acknowledge the put");
+    return caf::none;
+  }
+
+  caf::expected<bool> get(uint64_t key, std::span<std::byte> out) override {
+    const uint64_t keys[] = {key};
+    const std::span<std::byte> outs[] = {out};
+    auto got = client_->get(keys, outs);
+    if (!got)
+      return std::move(got.error());
+    return (*got)[0];
+  }
+
+ private:
+  std::unique_ptr<pool::pool_client> client_;
+  uint32_t replicas_;
+};
+
+// The pool's processes; they exit when this goes (their standard input closes).
+struct pool_processes {
+  std::string dir;
+  std::optional<child_process> master;
+  std::vector<child_process> nodes;
+  uint16_t port = 0;
+
+  ~pool_processes() {
+    nodes.clear();
+    master.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+caf::error start_pool(pool_processes& p, const bench_store_options& opt, uint64_t dram_mib) {
+  p.dir = (std::filesystem::temp_directory_path() /
+           ("crescent-bench-store-" + std::to_string(getpid())))
+              .string();
+  std::filesystem::remove_all(p.dir);
+  std::filesystem::create_directories(p.dir);
+  std::vector<std::string> margs{"pool-master", "--nodes", std::to_string(opt.nodes), "--db",
+                                 p.dir + "/metadata"};
+  if (!opt.sync_commits)
+    margs.push_back("--no-sync");
+  auto m = child_process::spawn(self_executable(), margs);
+  if (!m)
+    return std::move(m.error());
+  auto line = m->read_line(std::chrono::seconds(30));
+  if (!line)
+    return std::move(line.error());
+  unsigned port = 0;
+  if (std::sscanf(line->c_str(), "crescent-pool-master port=%u", &port) != 1)
+    return make_error(errc::io_error, "pool-master said: " + *line);
+  p.port = static_cast<uint16_t>(port);
+  p.master.emplace(std::move(*m));
+  for (uint32_t n = 0; n < opt.nodes; ++n) {
+    std::vector<std::string> args{
+        "pool-node",          "--node",     std::to_string(n),       "--master-port",
+        std::to_string(port), "--dram-mib", std::to_string(dram_mib)};
+    if (opt.tcp)
+      args.push_back("--no-shm");
+    auto c = child_process::spawn(self_executable(), args);
+    if (!c)
+      return std::move(c.error());
+    if (auto ready = c->read_line(std::chrono::seconds(60)); !ready)
+      return std::move(ready.error());
+    p.nodes.emplace_back(std::move(*c));
+  }
+  return caf::none;
+}
+
+struct system_under_test {
+  std::string name;
+  std::vector<std::unique_ptr<kv_client>> clients;
+};
+
+caf::expected<system_under_test> connect_all(const std::string& name, uint32_t count,
+                                             const kv_client_factory& connect) {
+  system_under_test s{name, {}};
+  for (uint32_t c = 0; c < count; ++c) {
+    auto client = connect();
+    if (!client)
+      return std::move(client.error());
+    s.clients.push_back(std::move(*client));
+  }
+  return s;
+}
+
+struct row_key {
+  uint64_t size;
+  bool put;
+  std::string system;
+  auto operator<=>(const row_key&) const = default;
+};
+
+template <class T>
+T median(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string size_text(uint64_t bytes) {
+  return bytes >= (1u << 20) ? fmt::format("{} MiB", bytes >> 20)
+                             : fmt::format("{} KiB", bytes >> 10);
+}
+
+} // namespace
+
+int bench_store(const bench_store_options& opt) {
+  if (opt.clients == 0 || opt.sizes_kib.empty() || opt.trials == 0) {
+    fmt::print(stderr, "bench store: needs clients, sizes and trials\n");
+    return 2;
+  }
+  // Every trial writes fresh keys (the pool keeps the first value of a key).
+  uint64_t total_mib = 0;
+  for (auto s : opt.sizes_kib)
+    total_mib += std::max<uint64_t>(opt.mib_per_phase, (s * opt.clients + 1023) / 1024);
+  total_mib *= opt.trials * opt.replicas;
+  const uint64_t dram_mib = total_mib * 5 / 4 / opt.nodes + 64; // below the eviction watermark
+  caf::actor_system_config cfg;
+  setup_actor_system(cfg, true);
+  caf::actor_system sys{cfg};
+  pool_processes pool;
+  if (auto err = start_pool(pool, opt, dram_mib)) {
+    fmt::print(stderr, "bench store: cannot start the pool: {}\n", describe(err));
+    return 2;
+  }
+  std::vector<system_under_test> systems;
+  {
+    uint32_t next = first_client_node;
+    auto s =
+        connect_all("crescent", opt.clients, [&]() -> caf::expected<std::unique_ptr<kv_client>> {
+          auto c = pool::pool_client::connect(sys, "127.0.0.1", pool.port, next++);
+          if (!c)
+            return std::move(c.error());
+          if (auto err = (*c)->await_owners(opt.nodes, std::chrono::seconds(30)))
+            return err;
+          return std::unique_ptr<kv_client>{new pool_kv_client(std::move(*c), opt.replicas)};
+        });
+    if (!s) {
+      fmt::print(stderr, "bench store: cannot connect to the pool: {}\n", describe(s.error()));
+      return 2;
+    }
+    systems.push_back(std::move(*s));
+  }
+  const uint64_t largest = *std::max_element(opt.sizes_kib.begin(), opt.sizes_kib.end()) << 10;
+  std::vector<baseline_server> servers;
+  if (opt.only.empty()) {
+    for (auto* start :
+         {+[](uint64_t mib, uint64_t largest) { return start_memcached(mib, largest); },
+          +[](uint64_t mib, uint64_t) { return start_redis(mib); }}) {
+      auto server = start(total_mib + 256, largest); // room for every trial's values
+      if (!server) {
+        fmt::print("bench store: baseline skipped: {}\n", describe(server.error()));
+        continue;
+      }
+      auto s = connect_all(server->name, opt.clients, server->connect);
+      if (!s) {
+        fmt::print("bench store: baseline {} skipped: {}\n", server->name, describe(s.error()));
+        continue;
+      }
+      systems.push_back(std::move(*s));
+      servers.push_back(std::move(*server));
+    }
+  }
+  fmt::print("crescent bench store: {} clients in one process; pool: a master and {} node "
+             "processes on loopback, {} replica(s), bytes over {}, commits {}; each row is the "
+             "median of {} trials\n",
+             opt.clients, opt.nodes, opt.replicas, opt.tcp ? "tcp" : "shared memory",
+             opt.sync_commits ? "synced" : "not synced", opt.trials);
+  std::map<row_key, std::vector<phase_result>> results;
+  bool failed = false;
+  for (uint32_t t = 0; t < opt.trials; ++t)
+    for (size_t si = 0; si < opt.sizes_kib.size(); ++si) {
+      const uint64_t size = opt.sizes_kib[si] << 10;
+      const uint64_t ops = std::max<uint64_t>(1, (opt.mib_per_phase << 20) / size / opt.clients);
+      const uint64_t key_base = (uint64_t{t} * 64 + si) << 32;
+      for (auto& s : systems)
+        for (bool put : {true, false}) {
+          auto r = run_phase(s.clients, put, size, ops, key_base);
+          if (r.errors + r.wrong + r.misses > 0) {
+            failed = true;
+            fmt::print(stderr, "bench store: {} {} {}: {} errors, {} wrong, {} misses{}{}\n",
+                       s.name, put ? "put" : "get", size_text(size), r.errors, r.wrong, r.misses,
+                       r.first_error.empty() ? "" : ": ", r.first_error);
+          }
+          results[{size, put, s.name}].push_back(r);
+        }
+    }
+  fmt::print("{:<8} {:<4} {:<10} {:>9} {:>7} {:>9} {:>9} {:>13} {:>9}\n", "size", "op", "system",
+             "ops/s", "GB/s", "p50 us", "p99 us", "vs memcached", "vs redis");
+  auto ops_per_s = [&](const row_key& k) {
+    auto i = results.find(k);
+    if (i == results.end())
+      return 0.0;
+    std::vector<double> v;
+    for (const auto& r : i->second)
+      v.push_back(static_cast<double>(r.ops) / r.seconds);
+    return median(v);
+  };
+  for (auto size_kib : opt.sizes_kib)
+    for (bool put : {true, false})
+      for (const auto& s : systems) {
+        const row_key k{size_kib << 10, put, s.name};
+        const auto& rs = results[k];
+        std::vector<double> gbps, p50, p99;
+        for (const auto& r : rs) {
+          gbps.push_back(static_cast<double>(r.bytes) / r.seconds / 1e9);
+          p50.push_back(r.p50_us);
+          p99.push_back(r.p99_us);
+        }
+        auto ratio = [&](const char* base) {
+          const double b = ops_per_s({k.size, put, base});
+          return b > 0 && s.name != base ? fmt::format("{:.2f}x", ops_per_s(k) / b)
+                                         : std::string{"-"};
+        };
+        fmt::print("{:<8} {:<4} {:<10} {:>9.0f} {:>7.2f} {:>9.0f} {:>9.0f} {:>13} {:>9}\n",
+                   size_text(k.size), put ? "put" : "get", s.name, ops_per_s(k), median(gbps),
+                   median(p50), median(p99), ratio("memcached"), ratio("redis"));
+      }
+  for (auto& s : servers)
+    if (s.process)
+      s.process->kill(); // neither exits when its standard input closes
+  return failed ? 1 : 0;
+}
+
+} // namespace crescent::bench

@@ -1,0 +1,28 @@
+// `crescent bench store`: the KV pool (a pool-master and pool-node processes on loopback)
+// against memcached and redis-server (persistence off) started in the same run. Several
+// concurrent clients put, then get, values of each size; every system runs the same client loop
+// (kv_client.hpp). Prints ops/s, GB/s, p50/p99 latency per system and the ratio to each
+// baseline. The target (issue 4): >= 1.5x memcached's throughput for 512 KiB gets and puts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crescent::bench {
+
+struct bench_store_options {
+  uint32_t clients = 8; // concurrent clients, one connection each
+  std::vector<uint64_t> sizes_kib = {512, 2048};
+  uint64_t mib_per_phase = 256; // bytes all clients move in one put or get phase
+  uint32_t trials = 3;          // rows report medians
+  uint32_t nodes = 2;           // pool-node processes
+  uint32_t replicas = 1;
+  bool tcp = false;         // the pool's bytes over TCP instead of shared memory
+  bool sync_commits = true; // the master fsyncs every acknowledged put
+  std::string only;         // "crescent": no baselines
+};
+
+int bench_store(const bench_store_options& opt);
+
+} // namespace crescent::bench
