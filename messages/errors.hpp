@@ -28,7 +28,7 @@ enum class errc : uint8_t {
   io_error,          // RocksDB, file or socket failure
   unavailable,       // the device, backend or peer is not there
   timeout,
-  cancelled,           // the caller cancelled the operation
+  cancelled,  // the caller cancelled the operation
   rejected,   // admission control said no
   bad_config, // a configuration field is missing or invalid
   bad_trace,  // a trace line does not parse
