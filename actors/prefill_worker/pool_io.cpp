@@ -3,7 +3,7 @@
 // cannot be read is recomputed, a block that cannot be stored is simply not cached.
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
-#include "messages/checked_read.hpp"
+#include "actors/store_master/pool_protocol.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
 
@@ -14,17 +14,8 @@ namespace crescent {
 
 namespace {
 
-struct location {
-  uint64_t key;
-  uint64_t size;
-  uint64_t checksum;
-  std::vector<transport::region_handle> replicas;
-};
-
-struct slot {
-  uint64_t key;
-  std::vector<transport::region_handle> replicas; // empty: skip this block
-};
+using pool_protocol::block_location;
+using pool_protocol::put_slot;
 
 std::span<std::byte> page_span(prefill_ptr self, size_t i) {
   auto& job = *self->state.current;
@@ -32,10 +23,7 @@ std::span<std::byte> page_span(prefill_ptr self, size_t i) {
 }
 
 void report_corrupt(prefill_ptr self, uint64_t key, uint32_t node) {
-  auto msg = make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder out) {
-    out.setKey(key);
-    out.setNode(node);
-  });
+  auto msg = pool_protocol::make_report_corrupt(key, node);
   self->request(self->state.parts.dir->store_master, control_timeout, corrupt_atom::value, msg)
       .then([] {}, [](caf::error&) {});
 }
@@ -49,7 +37,7 @@ std::vector<transport::region_handle> by_locality(std::vector<transport::region_
 }
 
 // One block into one page: the first replica that reads and verifies.
-caf::error load_one(prefill_ptr self, const location& loc, std::span<std::byte> page) {
+caf::error load_one(prefill_ptr self, const block_location& loc, std::span<std::byte> page) {
   auto& st = self->state;
   caf::error last = make_error(errc::not_found, "no replica");
   for (const auto& h : by_locality(loc.replicas, st.options.node)) {
@@ -70,7 +58,7 @@ caf::error load_one(prefill_ptr self, const location& loc, std::span<std::byte> 
 }
 
 // Reads the found blocks into the local pages, in order, stopping at the first that fails.
-void load_blocks(prefill_ptr self, const std::vector<location>& found) {
+void load_blocks(prefill_ptr self, const std::vector<block_location>& found) {
   auto& st = self->state;
   auto& job = *st.current;
   const size_t usable = (job.tokens.size() - 1) / st.parts.engine->config().block_tokens;
@@ -108,25 +96,11 @@ void lookup_prefix(prefill_ptr self) {
     begin_compute(self);
     return;
   }
-  auto msg = make_envelope<wire::Get>([&](wire::Get::Builder out) {
-    auto keys = out.initKeys(static_cast<unsigned>(usable));
-    for (unsigned i = 0; i < usable; ++i)
-      keys.set(i, job.keys[i]);
-    out.setPrefixOnly(true);
-  });
+  auto msg = pool_protocol::make_get(std::span{job.keys}.first(usable), true);
   self->request(st.parts.dir->store_master, control_timeout, get_atom::value, msg)
       .then(
           [=](const envelope& reply) {
-            auto found = read_as<wire::GetReply>(reply, [](wire::GetReply::Reader in) {
-              std::vector<location> out;
-              for (auto b : in.getBlocks()) {
-                location loc{b.getKey(), b.getSizeBytes(), b.getChecksum(), {}};
-                for (auto h : b.getReplicas())
-                  loc.replicas.push_back(transport::from_wire(h));
-                out.push_back(std::move(loc));
-              }
-              return out;
-            });
+            auto found = pool_protocol::read_get_reply(reply);
             if (found)
               load_blocks(self, *found);
             else
@@ -154,7 +128,7 @@ wire::ReplicaPlacement to_wire(placement_policy p) {
 }
 
 // Writes every replica of every granted block; a block with a failed replica is revoked.
-void write_replicas(prefill_ptr self, size_t first, const std::vector<slot>& slots) {
+void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>& slots) {
   auto& cur = *self->state.current;
   std::vector<uint64_t> keys, sums, revoke;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -187,34 +161,17 @@ void store_new_blocks(prefill_ptr self) {
     finish_job(self, {});
     return;
   }
-  auto msg = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
-    out.setNode(st.options.node);
-    out.setReplicaCount(st.options.replicas);
-    out.setPlacement(to_wire(st.options.placement));
-    const auto n = static_cast<unsigned>(last - first);
-    auto keys = out.initKeys(n);
-    auto sizes = out.initSizes(n);
-    auto positions = out.initChainPositions(n);
-    for (unsigned i = 0; i < n; ++i) {
-      keys.set(i, job.keys[first + i]);
-      sizes.set(i, model.page_bytes());
-      positions.set(i, static_cast<uint32_t>(first + i));
-    }
-  });
+  const std::vector<uint64_t> sizes(last - first, model.page_bytes());
+  std::vector<uint32_t> positions;
+  for (size_t i = first; i < last; ++i)
+    positions.push_back(static_cast<uint32_t>(i));
+  auto msg = pool_protocol::make_put_start(
+      {st.options.node, st.options.replicas, to_wire(st.options.placement),
+       std::span{job.keys}.subspan(first, last - first), sizes, positions});
   self->request(st.parts.dir->store_master, control_timeout, put_start_atom::value, msg)
       .then(
           [=](const envelope& reply) {
-            auto slots = read_as<wire::PutStartReply>(reply, [](wire::PutStartReply::Reader in) {
-              std::vector<slot> out;
-              for (auto s : in.getSlots()) {
-                slot x{s.getKey(), {}};
-                if (s.isReplicas())
-                  for (auto h : s.getReplicas())
-                    x.replicas.push_back(transport::from_wire(h));
-                out.push_back(std::move(x));
-              }
-              return out;
-            });
+            auto slots = pool_protocol::read_put_start_reply(reply);
             if (!slots || slots->size() != last - first) {
               spdlog::warn("prefill_worker: bad put reply; blocks not stored");
               finish_job(self, {});
@@ -233,11 +190,7 @@ namespace {
 void revoke_blocks(prefill_ptr self, const std::vector<uint64_t>& keys) {
   if (keys.empty())
     return;
-  auto msg = make_envelope<wire::PutRevoke>([&](wire::PutRevoke::Builder out) {
-    auto list = out.initKeys(static_cast<unsigned>(keys.size()));
-    for (unsigned i = 0; i < keys.size(); ++i)
-      list.set(i, keys[i]);
-  });
+  auto msg = pool_protocol::make_put_revoke(keys);
   self->request(self->state.parts.dir->store_master, control_timeout, put_revoke_atom::value, msg)
       .then([] {}, [](caf::error&) {});
 }
@@ -249,14 +202,7 @@ void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uin
     finish_job(self, {});
     return;
   }
-  auto msg = make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
-    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
-    auto c = out.initChecksums(static_cast<unsigned>(sums.size()));
-    for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
-      c.set(i, sums[i]);
-    }
-  });
+  auto msg = pool_protocol::make_put_commit(keys, sums);
   self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
       .then([=]() { finish_job(self, keys); },
             [=](caf::error& err) {

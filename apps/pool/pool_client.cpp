@@ -1,6 +1,7 @@
 #include "apps/pool/pool_client.hpp"
 
 #include "actors/common/timeouts.hpp"
+#include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
@@ -110,37 +111,16 @@ caf::error pool_client::await_live_nodes(uint32_t count, std::chrono::millisecon
 caf::expected<std::vector<uint64_t>>
 pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const std::byte>> blocks,
                  uint32_t replicas) {
-  auto start = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
-    out.setNode(node_);
-    out.setReplicaCount(replicas);
-    out.setPlacement(wire::ReplicaPlacement::MOST_FREE);
-    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
-    auto s = out.initSizes(static_cast<unsigned>(keys.size()));
-    auto p = out.initChainPositions(static_cast<unsigned>(keys.size()));
-    for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
-      s.set(i, blocks[i].size());
-      p.set(i, 0);
-    }
-  });
+  std::vector<uint64_t> sizes;
+  for (const auto& b : blocks)
+    sizes.push_back(b.size());
+  const std::vector<uint32_t> positions(keys.size(), 0); // blocks of no particular chain
+  auto start = pool_protocol::make_put_start(
+      {node_, replicas, wire::ReplicaPlacement::MOST_FREE, keys, sizes, positions});
   auto reply = ask_master(put_start_atom::value, start);
   if (!reply)
     return std::move(reply.error());
-  struct slot {
-    uint64_t key;
-    std::vector<transport::region_handle> replicas;
-  };
-  auto slots = read_as<wire::PutStartReply>(*reply, [](wire::PutStartReply::Reader in) {
-    std::vector<slot> out;
-    for (auto s : in.getSlots()) {
-      slot x{s.getKey(), {}};
-      if (s.isReplicas())
-        for (auto h : s.getReplicas())
-          x.replicas.push_back(transport::from_wire(h));
-      out.push_back(std::move(x));
-    }
-    return out;
-  });
+  auto slots = pool_protocol::read_put_start_reply(*reply);
   if (!slots || slots->size() != keys.size())
     return make_error(errc::malformed_message, "put_start answer does not match the request");
   // Every replica of every block in one batch.
@@ -180,52 +160,23 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
     }
   }
   if (!revoke.empty()) {
-    auto msg = make_envelope<wire::PutRevoke>([&](wire::PutRevoke::Builder out) {
-      auto list = out.initKeys(static_cast<unsigned>(revoke.size()));
-      for (unsigned i = 0; i < revoke.size(); ++i)
-        list.set(i, revoke[i]);
-    });
-    [[maybe_unused]] auto err = ask_master_void(put_revoke_atom::value, msg);
+    [[maybe_unused]] auto err =
+        ask_master_void(put_revoke_atom::value, pool_protocol::make_put_revoke(revoke));
   }
   if (commit.empty())
     return commit;
-  auto msg = make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
-    auto k = out.initKeys(static_cast<unsigned>(commit.size()));
-    auto c = out.initChecksums(static_cast<unsigned>(sums.size()));
-    for (unsigned i = 0; i < commit.size(); ++i) {
-      k.set(i, commit[i]);
-      c.set(i, sums[i]);
-    }
-  });
-  if (auto err = ask_master_void(put_commit_atom::value, msg))
+  if (auto err =
+          ask_master_void(put_commit_atom::value, pool_protocol::make_put_commit(commit, sums)))
     return err; // not acknowledged: none of them count as stored
   return commit;
 }
 
 caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys,
                                                   std::span<const std::span<std::byte>> out) {
-  auto msg = make_envelope<wire::Get>([&](wire::Get::Builder b) {
-    auto k = b.initKeys(static_cast<unsigned>(keys.size()));
-    for (unsigned i = 0; i < keys.size(); ++i)
-      k.set(i, keys[i]);
-  });
-  auto reply = ask_master(get_atom::value, msg);
+  auto reply = ask_master(get_atom::value, pool_protocol::make_get(keys, false));
   if (!reply)
     return std::move(reply.error());
-  struct where {
-    uint64_t checksum;
-    std::vector<transport::region_handle> replicas;
-  };
-  auto found = read_as<wire::GetReply>(*reply, [](wire::GetReply::Reader in) {
-    std::vector<where> w;
-    for (auto b : in.getBlocks()) {
-      where x{b.getChecksum(), {}};
-      for (auto h : b.getReplicas())
-        x.replicas.push_back(transport::from_wire(h));
-      w.push_back(std::move(x));
-    }
-    return w;
-  });
+  auto found = pool_protocol::read_get_reply(*reply);
   if (!found || found->size() != keys.size())
     return make_error(errc::malformed_message, "get answer does not match the request");
   std::vector<bool> ok(keys.size(), false);
@@ -237,11 +188,8 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys
         ok[i] = true;
         break;
       }
-      auto bad = make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder b) {
-        b.setKey(keys[i]);
-        b.setNode(h.node);
-      });
-      [[maybe_unused]] auto err = ask_master_void(corrupt_atom::value, bad);
+      [[maybe_unused]] auto err =
+          ask_master_void(corrupt_atom::value, pool_protocol::make_report_corrupt(keys[i], h.node));
     }
   return ok;
 }
