@@ -2,8 +2,10 @@
 
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/baseline_servers.hpp"
+#include "apps/bench/median.hpp"
 #include "apps/bench/store_phase.hpp"
 #include "apps/pool/pool_client.hpp"
+#include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -74,32 +76,23 @@ caf::error start_pool(pool_processes& p, const bench_store_options& opt, uint64_
               .string();
   std::filesystem::remove_all(p.dir);
   std::filesystem::create_directories(p.dir);
-  std::vector<std::string> margs{"pool-master", "--nodes", std::to_string(opt.nodes), "--db",
-                                 p.dir + "/metadata"};
+  std::vector<std::string> margs{"--nodes", std::to_string(opt.nodes), "--db", p.dir + "/metadata"};
   if (!opt.sync_commits)
     margs.push_back("--no-sync");
-  auto m = child_process::spawn(self_executable(), margs);
+  auto m = pool::launch_master(self_executable(), margs, std::chrono::seconds(30));
   if (!m)
     return std::move(m.error());
-  auto line = m->read_line(std::chrono::seconds(30));
-  if (!line)
-    return std::move(line.error());
-  unsigned port = 0;
-  if (std::sscanf(line->c_str(), "crescent-pool-master port=%u", &port) != 1)
-    return make_error(errc::io_error, "pool-master said: " + *line);
-  p.port = static_cast<uint16_t>(port);
-  p.master.emplace(std::move(*m));
+  p.port = m->port;
+  p.master.emplace(std::move(m->process));
   for (uint32_t n = 0; n < opt.nodes; ++n) {
-    std::vector<std::string> args{
-        "pool-node",          "--node",     std::to_string(n),       "--master-port",
-        std::to_string(port), "--dram-mib", std::to_string(dram_mib)};
+    std::vector<std::string> args{"--node",        std::to_string(n),
+                                  "--master-port", std::to_string(p.port),
+                                  "--dram-mib",    std::to_string(dram_mib)};
     if (opt.tcp)
       args.push_back("--no-shm");
-    auto c = child_process::spawn(self_executable(), args);
+    auto c = pool::launch_node(self_executable(), args, std::chrono::seconds(60));
     if (!c)
       return std::move(c.error());
-    if (auto ready = c->read_line(std::chrono::seconds(60)); !ready)
-      return std::move(ready.error());
     p.nodes.emplace_back(std::move(*c));
   }
   return caf::none;
@@ -128,12 +121,6 @@ struct row_key {
   std::string system;
   auto operator<=>(const row_key&) const = default;
 };
-
-template <class T>
-T median(std::vector<T> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::string size_text(uint64_t bytes) {
   return bytes >= (1u << 20) ? fmt::format("{} MiB", bytes >> 20)

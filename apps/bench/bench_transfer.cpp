@@ -1,6 +1,7 @@
 #include "apps/bench/bench_transfer.hpp"
 
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/bench/median.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
 #include "transport/host_memory.hpp"
@@ -156,11 +157,6 @@ struct row {
   double base_gbps = 0;
   double ratio = 0;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Trials alternate baseline and case, each as long, so that the machine's drift hits both; the
 // row reports the medians.

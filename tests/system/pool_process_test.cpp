@@ -4,6 +4,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/child_process.hpp"
 #include "apps/pool/pool_client.hpp"
+#include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -54,19 +55,14 @@ class pool_processes : public ::testing::Test {
 
   // Node n's block owner: 64 MiB of DRAM, or 1 MiB of DRAM and 64 MiB of SSD with `ssd`.
   caf::expected<bench::child_process> start_node(uint32_t n) {
-    std::vector<std::string> args{"pool-node", "--node", std::to_string(n), "--master-port",
+    std::vector<std::string> args{"--node", std::to_string(n), "--master-port",
                                   std::to_string(port)};
     if (ssd)
       args.insert(args.end(), {"--dram-mib", "1", "--ssd-mib", "64", "--ssd-dir",
                                dir + "/ssd" + std::to_string(n)});
     else
       args.insert(args.end(), {"--dram-mib", "64"});
-    auto p = bench::child_process::spawn(CRESCENT_BINARY, args);
-    if (!p)
-      return p;
-    if (auto ready = p->read_line(std::chrono::seconds(30)); !ready)
-      return std::move(ready.error());
-    return p;
+    return pool::launch_node(CRESCENT_BINARY, args, std::chrono::seconds(30));
   }
 
   void TearDown() override {
@@ -77,17 +73,14 @@ class pool_processes : public ::testing::Test {
   }
 
   void start_master(uint16_t at) {
-    auto p = bench::child_process::spawn(
-        CRESCENT_BINARY,
-        {"pool-master", "--nodes", std::to_string(node_count), "--db", dir + "/metadata", "--port",
-         std::to_string(at), "--node-timeout-ms", "2000", "--lease-ttl-ms", ssd ? "200" : "5000"});
-    ASSERT_TRUE(p) << describe(p.error());
-    auto line = p->read_line(std::chrono::seconds(30));
-    ASSERT_TRUE(line) << describe(line.error());
-    unsigned got = 0;
-    ASSERT_EQ(std::sscanf(line->c_str(), "crescent-pool-master port=%u", &got), 1) << *line;
-    port = static_cast<uint16_t>(got);
-    master.emplace(std::move(*p));
+    auto m = pool::launch_master(CRESCENT_BINARY,
+                                 {"--nodes", std::to_string(node_count), "--db", dir + "/metadata",
+                                  "--port", std::to_string(at), "--node-timeout-ms", "2000",
+                                  "--lease-ttl-ms", ssd ? "200" : "5000"},
+                                 std::chrono::seconds(30));
+    ASSERT_TRUE(m) << describe(m.error());
+    port = m->port;
+    master.emplace(std::move(m->process));
   }
 
   void connect() {

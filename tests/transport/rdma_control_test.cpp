@@ -136,6 +136,19 @@ struct control_requests : ::testing::Test {
     channel.emplace("127.0.0.1", owner->self_info().tcp_port, 1, 2000ms);
   }
 
+  // One request written as raw bytes on `fd`, and its answer: the header and what follows it
+  // (the message of a refusal, or the payload).
+  static std::pair<tcp::response_header, std::string> raw_exchange(int fd, tcp::request_header req,
+                                                                   std::vector<std::byte> payload) {
+    iovec iov[2] = {{&req, sizeof(req)}, {payload.data(), payload.size()}};
+    EXPECT_FALSE(tcp::write_all(fd, iov, payload.empty() ? 1 : 2));
+    tcp::response_header res;
+    EXPECT_FALSE(tcp::read_full(fd, &res, sizeof(res)));
+    std::vector<char> rest(res.status != 0 ? res.message_bytes : res.length);
+    EXPECT_FALSE(tcp::read_full(fd, rest.data(), rest.size()));
+    return {res, std::string(rest.begin(), rest.end())};
+  }
+
   std::shared_ptr<transfer_engine> owner;
   host_memory memory;
   region_handle region;
@@ -286,13 +299,7 @@ TEST_F(control_requests, a_connect_of_the_wrong_size_is_drained_and_refused) {
   ASSERT_TRUE(fd);
   tcp::set_receive_timeout(*fd, 2000ms);
   auto exchange = [&](tcp::request_header req, std::vector<std::byte> payload) {
-    iovec iov[2] = {{&req, sizeof(req)}, {payload.data(), payload.size()}};
-    EXPECT_FALSE(tcp::write_all(*fd, iov, payload.empty() ? 1 : 2));
-    tcp::response_header res;
-    EXPECT_FALSE(tcp::read_full(*fd, &res, sizeof(res)));
-    std::vector<char> rest(res.status != 0 ? res.message_bytes : res.length);
-    EXPECT_FALSE(tcp::read_full(*fd, rest.data(), rest.size()));
-    return res;
+    return raw_exchange(*fd, req, std::move(payload)).first;
   };
   tcp::request_header connect;
   connect.kind = tcp::kind_connect;
@@ -322,13 +329,7 @@ TEST_F(control_requests, malformed_release_requests_are_refused_in_step) {
   ASSERT_TRUE(fd);
   tcp::set_receive_timeout(*fd, 2000ms);
   auto exchange = [&](tcp::request_header req, std::vector<std::byte> payload) {
-    iovec iov[2] = {{&req, sizeof(req)}, {payload.data(), payload.size()}};
-    EXPECT_FALSE(tcp::write_all(*fd, iov, payload.empty() ? 1 : 2));
-    tcp::response_header res;
-    EXPECT_FALSE(tcp::read_full(*fd, &res, sizeof(res)));
-    std::vector<char> rest(res.status != 0 ? res.message_bytes : res.length);
-    EXPECT_FALSE(tcp::read_full(*fd, rest.data(), rest.size()));
-    return std::make_pair(res, std::string(rest.begin(), rest.end()));
+    return raw_exchange(*fd, req, std::move(payload));
   };
   tcp::request_header release;
   release.kind = tcp::kind_release;
