@@ -28,6 +28,9 @@ envelope make_stats(owner_ptr self) {
     out.setOffloads(st.offloads);
     out.setPromotions(st.promotions);
     out.setBadMessages(st.bad.count);
+    out.setSsdWriteErrors(st.ssd_write_errors);
+    out.setSsdReadErrors(st.ssd_read_errors);
+    out.setLastSsdError(st.last_ssd_error);
   });
 }
 
@@ -65,6 +68,8 @@ void heartbeat(owner_ptr self) {
     out.setDramUsedBytes(st.parts.dram->used_bytes());
     out.setSsdCapacityBytes(st.parts.ssd ? st.parts.ssd->capacity_bytes() : 0);
     out.setSsdUsedBytes(st.parts.ssd ? st.parts.ssd->used_bytes() : 0);
+    out.setSsdWriteErrors(st.ssd_write_errors);
+    out.setSsdReadErrors(st.ssd_read_errors);
   });
   self->request(st.parts.master, control_timeout, owner_atom::value, heartbeat_atom::value, msg)
       .then([] {}, [](caf::error&) {});

@@ -7,6 +7,7 @@
 #include "storage/checksum.hpp"
 
 #include <caf/stateful_actor.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 namespace crescent {
@@ -15,24 +16,30 @@ namespace {
 
 constexpr size_t victims_per_round_max = 1024;
 
-// Copies a victim to SSD if the tier exists and has room; true if the copy is there.
-bool offload(owner_ptr self, uint64_t key, owned_block& b) {
+// Where a victim's SSD copy comes from: none, one from before (a promoted block), or one
+// written for this eviction.
+enum class ssd_copy : uint8_t { none, kept, written };
+
+// Copies a victim to SSD if the tier exists and has room.
+ssd_copy offload(owner_ptr self, uint64_t key, owned_block& b) {
   auto& st = self->state;
-  if (!st.parts.ssd || b.on_ssd)
-    return b.on_ssd;
-  if (st.parts.ssd->capacity_bytes() - st.parts.ssd->used_bytes() < b.size_bytes)
-    return false;
+  if (b.on_ssd)
+    return ssd_copy::kept;
+  if (!st.parts.ssd || st.parts.ssd->capacity_bytes() - st.parts.ssd->used_bytes() < b.size_bytes)
+    return ssd_copy::none;
   auto bytes = st.parts.dram->bytes(*b.dram, b.size_bytes);
   if (auto err = st.parts.ssd->put(key, bytes, storage::block_checksum(bytes))) {
-    spdlog::warn("block_owner {}: offload of {} failed: {}", st.options.node, key, describe(err));
-    return false;
+    // Disk full or an I/O error: the block is evicted without a copy (a miss later, never a
+    // claim of a copy that is not there), and the failure shows in the owner's statistics.
+    note_ssd_error(self, true, key, err);
+    return ssd_copy::none;
   }
   b.on_ssd = true;
   ++st.offloads;
-  return true;
+  return ssd_copy::written;
 }
 
-void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<bool>& offloaded,
+void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<ssd_copy>& copies,
            const std::vector<bool>& approved) {
   auto& st = self->state;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -43,8 +50,10 @@ void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<
     b.evicting = false;
     const bool drop = b.freed || (i < approved.size() && approved[i]);
     if (!drop) {
-      // Refused (leased, pinned, pending): keep DRAM, and no second copy the master ignores.
-      if (offloaded[i] && st.parts.ssd && st.parts.ssd->remove(keys[i]) == caf::none)
+      // Refused (leased, pinned, pending): keep DRAM, and no second copy the master ignores. A
+      // copy from before stays: the master knows it, and the disk may have no room for another.
+      if (copies[i] == ssd_copy::written && st.parts.ssd &&
+          st.parts.ssd->remove(keys[i]) == caf::none)
         b.on_ssd = false;
       continue;
     }
@@ -58,7 +67,7 @@ void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<
   }
 }
 
-void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> offloaded) {
+void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<ssd_copy> copies) {
   auto& st = self->state;
   auto msg = make_envelope<wire::EvictRequest>([&](wire::EvictRequest::Builder out) {
     out.setNode(st.options.node);
@@ -66,7 +75,7 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> of
     auto o = out.initOffloaded(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
       k.set(i, keys[i]);
-      o.set(i, offloaded[i]);
+      o.set(i, copies[i] != ssd_copy::none);
     }
   });
   st.evicting = true;
@@ -79,7 +88,7 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> of
                 out.push_back(a);
               return out;
             });
-            apply(self, keys, offloaded, approved ? *approved : std::vector<bool>{});
+            apply(self, keys, copies, approved ? *approved : std::vector<bool>{});
             self->state.evicting = false;
             // Keep going while above the watermark, but only if this round freed something:
             // a round of refusals waits for the next allocation.
@@ -89,12 +98,26 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> of
           [=](caf::error& err) {
             spdlog::warn("block_owner {}: eviction not approved: {}", self->state.options.node,
                          describe(err));
-            apply(self, keys, offloaded, {});
+            apply(self, keys, copies, {});
             self->state.evicting = false;
           });
 }
 
 } // namespace
+
+void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& err) {
+  auto& st = self->state;
+  ++(write ? st.ssd_write_errors : st.ssd_read_errors);
+  st.last_ssd_error =
+      fmt::format("{} of block {}: {}", write ? "SSD write" : "SSD read", key, describe(err));
+  if (st.last_ssd_error.size() > ssd_error_text_max)
+    st.last_ssd_error.resize(ssd_error_text_max);
+  // Once per power of two: a full disk fails every offload, and the log must stay readable.
+  const uint64_t n = write ? st.ssd_write_errors : st.ssd_read_errors;
+  if ((n & (n - 1)) == 0)
+    spdlog::warn("block_owner {}: {} (failure {} of this kind)", st.options.node, st.last_ssd_error,
+                 n);
+}
 
 void maybe_evict(owner_ptr self) {
   auto& st = self->state;
@@ -110,13 +133,13 @@ void maybe_evict(owner_ptr self) {
   });
   if (victims.empty())
     return;
-  std::vector<bool> offloaded;
+  std::vector<ssd_copy> copies;
   for (auto key : victims) {
     auto& b = st.blocks.at(key);
     b.evicting = true;
-    offloaded.push_back(offload(self, key, b));
+    copies.push_back(offload(self, key, b));
   }
-  ask_master(self, std::move(victims), std::move(offloaded));
+  ask_master(self, std::move(victims), std::move(copies));
 }
 
 } // namespace crescent

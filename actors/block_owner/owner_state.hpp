@@ -6,6 +6,7 @@
 #include "actors/common/handler_guard.hpp"
 
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -31,7 +32,12 @@ struct owner_state {
   uint64_t evictions = 0;
   uint64_t offloads = 0;
   uint64_t promotions = 0;
+  uint64_t ssd_write_errors = 0;
+  uint64_t ssd_read_errors = 0;
+  std::string last_ssd_error; // at most ssd_error_text_max bytes
 };
+
+inline constexpr size_t ssd_error_text_max = 512;
 
 using owner_ptr = block_owner_actor::stateful_pointer<owner_state>;
 
@@ -39,8 +45,13 @@ using owner_ptr = block_owner_actor::stateful_pointer<owner_state>;
 caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg);
 caf::result<void> on_free(owner_ptr self, const envelope& msg);
 caf::result<envelope> on_promote(owner_ptr self, const envelope& msg);
+/// A DRAM copy of `key`, read back from SSD if need be. io_error: the SSD copy was unreadable
+/// and is forgotten; no_space: no DRAM room now; not_found: no copy.
+caf::expected<transport::region_handle> promote(owner_ptr self, uint64_t key);
 void release_dram(owner_ptr self, uint64_t key, owned_block& b);
 // evict.cpp
+/// Counts and logs a failed SSD write (an offload) or read (a promotion); kept for the stats.
+void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& err);
 void maybe_evict(owner_ptr self);
 
 } // namespace crescent

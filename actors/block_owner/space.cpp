@@ -7,6 +7,8 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace crescent {
 
 namespace {
@@ -23,17 +25,25 @@ caf::error check_count(size_t n) {
   return caf::none;
 }
 
-envelope handles_reply(const std::vector<transport::region_handle>& handles, bool promote) {
-  auto fill = [&](auto list) {
+envelope allocate_reply(const std::vector<transport::region_handle>& handles) {
+  return make_envelope<wire::AllocateReply>([&](wire::AllocateReply::Builder out) {
+    auto list = out.initHandles(static_cast<unsigned>(handles.size()));
     for (unsigned i = 0; i < handles.size(); ++i)
       transport::to_wire(handles[i], list[i]);
-  };
-  if (promote)
-    return make_envelope<wire::PromoteReply>([&](wire::PromoteReply::Builder out) {
-      fill(out.initHandles(static_cast<unsigned>(handles.size())));
-    });
-  return make_envelope<wire::AllocateReply>([&](wire::AllocateReply::Builder out) {
-    fill(out.initHandles(static_cast<unsigned>(handles.size())));
+  });
+}
+
+envelope promote_reply(const std::vector<transport::region_handle>& handles,
+                       const std::vector<bool>& lost) {
+  return make_envelope<wire::PromoteReply>([&](wire::PromoteReply::Builder out) {
+    auto list = out.initHandles(static_cast<unsigned>(handles.size()));
+    for (unsigned i = 0; i < handles.size(); ++i)
+      transport::to_wire(handles[i], list[i]);
+    if (std::find(lost.begin(), lost.end(), true) == lost.end())
+      return;
+    auto flags = out.initLost(static_cast<unsigned>(lost.size()));
+    for (unsigned i = 0; i < lost.size(); ++i)
+      flags.set(i, lost[i]);
   });
 }
 
@@ -50,6 +60,35 @@ std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owne
 }
 
 } // namespace
+
+caf::expected<transport::region_handle> promote(owner_ptr self, uint64_t key) {
+  auto& st = self->state;
+  auto i = st.blocks.find(key);
+  if (i == st.blocks.end() || i->second.freed)
+    return make_error(errc::not_found, "no such block");
+  auto& b = i->second;
+  if (b.dram)
+    return b.dram->handle;
+  if (!b.on_ssd || !st.parts.ssd)
+    return make_error(errc::not_found, "no copy of the block");
+  auto h = place(self, key, b, 0);
+  if (!h)
+    return make_error(errc::no_space, "no DRAM room to promote into"); // try again later
+  auto err = st.parts.ssd->get(key, st.parts.dram->bytes(*b.dram, b.size_bytes));
+  if (!err) {
+    ++st.promotions;
+    return *h;
+  }
+  // The SSD copy cannot be read (an I/O error, a short file, a bad checksum): it is gone for
+  // good. Forget it here, and say so, so that the master drops the replica instead of asking
+  // again on every get.
+  note_ssd_error(self, false, key, err);
+  release_dram(self, key, b);
+  if (auto gone = st.parts.ssd->remove(key))
+    spdlog::warn("block_owner {}: {}", st.options.node, describe(gone));
+  st.blocks.erase(i);
+  return make_error(errc::io_error, describe(err));
+}
 
 void release_dram(owner_ptr self, uint64_t key, owned_block& b) {
   auto& st = self->state;
@@ -95,7 +134,7 @@ caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
     out.push_back(h ? *h : transport::region_handle{});
   }
   maybe_evict(self);
-  return handles_reply(out, false);
+  return allocate_reply(out);
 }
 
 caf::result<void> on_free(owner_ptr self, const envelope& msg) {
@@ -132,34 +171,14 @@ caf::result<envelope> on_promote(owner_ptr self, const envelope& msg) {
   if (auto err = check_count(keys->size()))
     return st.bad.refuse(st.name, std::move(err));
   std::vector<transport::region_handle> out;
+  std::vector<bool> lost;
   for (auto key : *keys) {
-    auto i = st.blocks.find(key);
-    if (i == st.blocks.end() || i->second.freed) {
-      out.emplace_back();
-      continue;
-    }
-    auto& b = i->second;
-    if (b.dram) {
-      out.push_back(b.dram->handle);
-      continue;
-    }
-    std::optional<transport::region_handle> h;
-    if (b.on_ssd && st.parts.ssd)
-      h = place(self, key, b, 0);
-    if (h) {
-      if (auto err = st.parts.ssd->get(key, st.parts.dram->bytes(*b.dram, b.size_bytes))) {
-        spdlog::warn("block_owner {}: promotion of {} failed: {}", st.options.node, key,
-                     describe(err));
-        release_dram(self, key, b);
-        h.reset();
-      } else {
-        ++st.promotions;
-      }
-    }
+    auto h = promote(self, key);
     out.push_back(h ? *h : transport::region_handle{});
+    lost.push_back(!h && !is(h.error(), errc::no_space));
   }
   maybe_evict(self);
-  return handles_reply(out, true);
+  return promote_reply(out, lost);
 }
 
 } // namespace crescent

@@ -19,10 +19,12 @@ struct node_view {
   block_owner_actor owner; // learned from the directory or from the owner's report
   bool alive = false;      // has an owner that reported and keeps heartbeating
   caf::actor_clock::time_point last_seen;
-  caf::actor_clock::time_point lost_at;     // when it left the pool
-  bool ssd_waiting = false;                 // left, and its SSD replicas wait for it
-  uint64_t dram_capacity_bytes = 0;         // 0: not heard of yet
-  uint64_t dram_used_bytes = 0;             // last report plus what was allocated since
+  caf::actor_clock::time_point lost_at; // when it left the pool
+  bool ssd_waiting = false;             // left, and its SSD replicas wait for it
+  uint64_t dram_capacity_bytes = 0;     // 0: not heard of yet
+  uint64_t dram_used_bytes = 0;         // last report plus what was allocated since
+  uint64_t ssd_write_errors = 0;        // as of the last heartbeat
+  uint64_t ssd_read_errors = 0;
   std::optional<transport::peer_info> peer; // how other processes reach its memory
 };
 

@@ -113,10 +113,11 @@ caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct beat {
     uint32_t node;
-    uint64_t capacity, used;
+    uint64_t capacity, used, write_errors, read_errors;
   };
   auto b = read_as<wire::OwnerHeartbeat>(msg, [](wire::OwnerHeartbeat::Reader in) {
-    return beat{in.getNode(), in.getDramCapacityBytes(), in.getDramUsedBytes()};
+    return beat{in.getNode(), in.getDramCapacityBytes(), in.getDramUsedBytes(),
+                in.getSsdWriteErrors(), in.getSsdReadErrors()};
   });
   if (!b)
     return st.bad.refuse(st.name, std::move(b.error()));
@@ -130,6 +131,8 @@ caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
   n.last_seen = self->clock().now();
   n.dram_capacity_bytes = b->capacity;
   n.dram_used_bytes = b->used;
+  n.ssd_write_errors = b->write_errors;
+  n.ssd_read_errors = b->read_errors;
   return caf::unit;
 }
 

@@ -6,6 +6,7 @@
 #include "messages/schema/store.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
 
 #include <map>
 
@@ -89,6 +90,31 @@ void promoted(master_ptr self, uint32_t node, uint64_t key, const transport::reg
   [[maybe_unused]] auto done = st.objects->set_replicas(key, std::move(next));
 }
 
+// The owner of `node` has no readable copy of `key` (its SSD copy failed to read, say): the
+// replica leaves the metadata, as a corrupt one does.
+void replica_gone(master_ptr self, uint32_t node, uint64_t key) {
+  auto& st = self->state;
+  const auto* r = st.objects->find(key);
+  if (r == nullptr || r->state != storage::object_state::complete)
+    return;
+  std::vector<storage::replica> keep;
+  for (const auto& x : r->replicas)
+    if (x.node != node)
+      keep.push_back(x);
+  if (keep.size() == r->replicas.size())
+    return;
+  auto gone = st.objects->set_replicas(key, std::move(keep));
+  if (gone)
+    st.lost += gone->size();
+  else
+    spdlog::error("store_master: dropping a replica of {}: {}", key, describe(gone.error()));
+}
+
+struct promote_outcome {
+  std::vector<transport::region_handle> handles;
+  std::vector<bool> lost; // empty: none
+};
+
 } // namespace
 
 caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
@@ -125,23 +151,27 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
       for (unsigned i = 0; i < keys.size(); ++i)
         list.set(i, keys[i]);
     });
-    auto done = [=, node = node,
-                 keys = keys](std::vector<transport::region_handle> handles) mutable {
-      for (size_t i = 0; i < keys.size() && i < handles.size(); ++i)
-        promoted(self, node, keys[i], handles[i]);
+    auto done = [=, node = node, keys = keys](promote_outcome o) mutable {
+      for (size_t i = 0; i < keys.size() && i < o.handles.size(); ++i)
+        promoted(self, node, keys[i], o.handles[i]);
+      for (size_t i = 0; i < keys.size() && i < o.lost.size(); ++i)
+        if (o.lost[i])
+          replica_gone(self, node, keys[i]);
       if (--*outstanding == 0)
         rp.deliver(answer(self, *a));
     };
     self->request(st.nodes[node].owner, control_timeout, promote_atom::value, req)
         .then(
             [=](const envelope& reply) mutable {
-              auto h = read_as<wire::PromoteReply>(reply, [](wire::PromoteReply::Reader in) {
-                std::vector<transport::region_handle> out;
+              auto o = read_as<wire::PromoteReply>(reply, [](wire::PromoteReply::Reader in) {
+                promote_outcome out;
                 for (auto x : in.getHandles())
-                  out.push_back(transport::from_wire(x));
+                  out.handles.push_back(transport::from_wire(x));
+                for (auto x : in.getLost())
+                  out.lost.push_back(x);
                 return out;
               });
-              done(h ? *h : std::vector<transport::region_handle>{});
+              done(o ? std::move(*o) : promote_outcome{});
             },
             [=](caf::error&) mutable { done({}); });
   }

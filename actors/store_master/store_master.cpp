@@ -18,8 +18,13 @@ namespace {
 envelope make_stats(master_ptr self) {
   auto& st = self->state;
   uint32_t live = 0;
-  for (const auto& n : st.nodes)
+  uint64_t write_errors = 0;
+  uint64_t read_errors = 0;
+  for (const auto& n : st.nodes) {
     live += n.alive ? 1 : 0;
+    write_errors += n.alive ? n.ssd_write_errors : 0;
+    read_errors += n.alive ? n.ssd_read_errors : 0;
+  }
   return make_envelope<wire::StoreStats>([&](wire::StoreStats::Builder out) {
     out.setCompleteBlocks(st.objects->complete_count());
     out.setPendingBlocks(st.objects->pending_count());
@@ -30,6 +35,8 @@ envelope make_stats(master_ptr self) {
     out.setLiveNodes(live);
     out.setEvictionsApproved(st.approved);
     out.setEvictionsRefused(st.refused);
+    out.setSsdWriteErrors(write_errors);
+    out.setSsdReadErrors(read_errors);
   });
 }
 

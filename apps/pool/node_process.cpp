@@ -59,6 +59,9 @@ int run_node_process(const node_process_options& opt) {
   transport::transfer_options topt;
   topt.local_nodes = {opt.node};
   topt.enable_shm = opt.shm;
+  // The node registers one region, its arena: a small table keeps the shared file that other
+  // processes map at a few KiB instead of 16 MiB.
+  topt.region_capacity = 64;
   auto engine = transport::transfer_engine::create(topt);
   if (!engine) {
     fmt::print(stderr, "pool-node: {}\n", describe(engine.error()));

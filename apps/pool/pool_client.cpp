@@ -89,20 +89,26 @@ caf::error pool_client::await_owners(size_t count, std::chrono::milliseconds tim
   }
 }
 
+caf::expected<pool_stats> pool_client::stats() {
+  auto reply = ask_master(stats_atom::value);
+  if (!reply)
+    return std::move(reply.error());
+  return read_as<wire::StoreStats>(*reply, [](wire::StoreStats::Reader in) {
+    return pool_stats{in.getCompleteBlocks(), in.getLostBlocks(),     in.getCorruptReports(),
+                      in.getLiveNodes(),      in.getSsdWriteErrors(), in.getSsdReadErrors()};
+  });
+}
+
 caf::error pool_client::await_live_nodes(uint32_t count, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    auto reply = ask_master(stats_atom::value);
-    if (!reply)
-      return std::move(reply.error());
-    auto live = read_as<wire::StoreStats>(
-        *reply, [](wire::StoreStats::Reader in) { return in.getLiveNodes(); });
-    if (!live)
-      return std::move(live.error());
-    if (*live == count)
+    auto now = stats();
+    if (!now)
+      return std::move(now.error());
+    if (now->live_nodes == count)
       return caf::none;
     if (std::chrono::steady_clock::now() >= deadline)
-      return make_error(errc::timeout, "the master counts " + std::to_string(*live) +
+      return make_error(errc::timeout, "the master counts " + std::to_string(now->live_nodes) +
                                            " live nodes, not " + std::to_string(count));
     poll(nullptr, 0, 20); // the master notices a death by a missed heartbeat deadline
   }

@@ -19,6 +19,16 @@
 
 namespace crescent::pool {
 
+/// What the store master counts (wire::StoreStats), as far as clients need it.
+struct pool_stats {
+  uint64_t complete_blocks = 0;
+  uint64_t lost_blocks = 0; // left without any replica
+  uint64_t corrupt_reports = 0;
+  uint32_t live_nodes = 0;
+  uint64_t ssd_write_errors = 0; // summed over live nodes, as of their last heartbeats
+  uint64_t ssd_read_errors = 0;
+};
+
 /// Serves one thread at a time; give each thread its own client.
 class pool_client {
  public:
@@ -32,6 +42,9 @@ class pool_client {
   /// Waits until the master counts exactly `count` live nodes (at most `timeout`): after a node
   /// died, this is when its replicas have left the metadata.
   caf::error await_live_nodes(uint32_t count, std::chrono::milliseconds timeout);
+
+  /// The master's counters now.
+  caf::expected<pool_stats> stats();
 
   /// Stores blocks (keys[i] holds blocks[i]) with `replicas` copies each; returns the keys that
   /// were acknowledged (committed and synced). Blocks that could not be placed or written are

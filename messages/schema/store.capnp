@@ -106,6 +106,8 @@ struct StoreStats {
   liveNodes @6 :UInt32;
   evictionsApproved @7 :UInt64;
   evictionsRefused @8 :UInt64;
+  ssdWriteErrors @9 :UInt64;  # summed over live nodes, as of their last heartbeats
+  ssdReadErrors @10 :UInt64;
 }
 
 # -- block owners -------------------------------------------------------------------------
@@ -133,6 +135,8 @@ struct Promote {
 
 struct PromoteReply {
   handles @0 :List(Common.RegionHandle);   # one per key; regionId 0: failed
+  lost @1 :List(Bool);   # per key: the owner has no readable copy (its SSD copy failed to read,
+                         # or it holds none): drop the replica. Empty: none lost.
 }
 
 # owner -> store master, every heartbeat interval.
@@ -142,6 +146,8 @@ struct OwnerHeartbeat {
   dramUsedBytes @2 :UInt64;
   ssdCapacityBytes @3 :UInt64;
   ssdUsedBytes @4 :UInt64;
+  ssdWriteErrors @5 :UInt64;   # since the owner started
+  ssdReadErrors @6 :UInt64;
 }
 
 # owner -> store master: may these DRAM copies go? `offloaded`: a copy is on SSD now.
@@ -194,6 +200,9 @@ struct OwnerStats {
   offloads @7 :UInt64;
   promotions @8 :UInt64;
   badMessages @9 :UInt64;
+  ssdWriteErrors @10 :UInt64;   # offloads that failed (disk full, I/O error)
+  ssdReadErrors @11 :UInt64;    # promotions that failed (I/O error, bad checksum)
+  lastSsdError @12 :Text;       # the latest of those, for people
 }
 
 # -- pool metadata, persisted by the store master -----------------------------------------

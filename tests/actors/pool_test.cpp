@@ -4,6 +4,9 @@
 #include "storage/checksum.hpp"
 #include "support/test_cluster.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -220,6 +223,42 @@ TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   }
   auto promotions = p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); });
   EXPECT_GT(promotions, 0u);
+}
+
+TEST(kv_pool, an_unreadable_ssd_copy_is_one_counted_failure_then_a_plain_miss) {
+  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
+  cfg.pool.evict_fraction = 0.4;
+  cfg.pool.lease_ttl_ms = 1;
+  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
+  const auto ssd_dir = std::filesystem::temp_directory_path() /
+                       ("crescent-ssd-errors-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(ssd_dir);
+  cfg.store.ssd_dir = ssd_dir.string();
+  pool p{cfg};
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 60; ++k)
+    keys.push_back(k);
+  ASSERT_EQ(p.put(keys).size(), keys.size());
+  // Node 0's SSD copies turn to zeros under it: every one now fails its checksum.
+  const auto data = ssd_dir / "node-0" / "blocks.data";
+  const auto size = std::filesystem::file_size(data);
+  std::filesystem::resize_file(data, 0);
+  std::filesystem::resize_file(data, size);
+  auto read_errors = [&] {
+    return p.owners_stat([](wire::OwnerStats::Reader in) { return in.getSsdReadErrors(); });
+  };
+  size_t misses = 0;
+  for (auto k : keys) {
+    misses += p.get({k})[0].empty() ? 1 : 0;
+    p.sched.advance_time(std::chrono::milliseconds(2));
+  }
+  EXPECT_GT(misses, 20u) << "node 0's DRAM holds 20 blocks: the rest were only on SSD";
+  EXPECT_EQ(read_errors(), misses) << "each unreadable copy is counted once";
+  EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getLostBlocks(); }), misses);
+  for (auto k : keys) // the master dropped those replicas: no second read of a bad copy
+    p.get({k});
+  EXPECT_EQ(read_errors(), misses);
+  std::filesystem::remove_all(ssd_dir);
 }
 
 TEST(kv_pool, a_dead_owner_leaves_the_replica_lists) {

@@ -6,14 +6,18 @@
 #include "apps/pool/pool_client.hpp"
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
+#include "storage/ssd_tier.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <set>
 
 namespace crescent::testing {
 namespace {
@@ -62,7 +66,7 @@ class pool_processes : public ::testing::Test {
                                dir + "/ssd" + std::to_string(n)});
     else
       args.insert(args.end(), {"--dram-mib", "64"});
-    return pool::launch_node(CRESCENT_BINARY, args, std::chrono::seconds(30));
+    return pool::launch_node(CRESCENT_BINARY, args, std::chrono::seconds(30), limits);
   }
 
   void TearDown() override {
@@ -147,6 +151,7 @@ class pool_processes : public ::testing::Test {
   std::vector<bench::child_process> nodes;
   std::unique_ptr<pool::pool_client> client;
   bool ssd = false;
+  bench::spawn_limits limits; // of every node process
 };
 
 class pool_processes_with_ssd : public pool_processes {
@@ -158,16 +163,67 @@ class pool_processes_with_ssd : public pool_processes {
     pool_processes::SetUp();
   }
 
+  // Puts keys [first, first + count) with one replica, in batches of 50. A put that finds DRAM
+  // full while the owner is still offloading is not acknowledged; it is put again.
+  std::vector<uint64_t> put_patiently(uint64_t first, uint64_t count) {
+    std::vector<uint64_t> acked;
+    for (uint64_t at = first; at < first + count; at += 50) {
+      std::vector<uint64_t> left;
+      for (uint64_t k = at; k < std::min(first + count, at + 50); ++k)
+        left.push_back(k);
+      for (int attempt = 0; attempt < 100 && !left.empty(); ++attempt) {
+        std::vector<std::vector<std::byte>> data;
+        for (auto k : left)
+          data.push_back(block_of(k));
+        std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
+        auto done = client->put(left, spans, 1);
+        EXPECT_TRUE(done) << describe(done.error());
+        if (!done)
+          return acked;
+        acked.insert(acked.end(), done->begin(), done->end());
+        std::erase_if(left, [&](uint64_t k) {
+          return std::find(done->begin(), done->end(), k) != done->end();
+        });
+      }
+    }
+    return acked;
+  }
+
+  // The master's counters once `ready` holds for them (owners report SSD errors with their
+  // heartbeats, once a second); the last ones seen after 10 s.
+  pool::pool_stats stats_once(std::function<bool(const pool::pool_stats&)> ready) {
+    pool::pool_stats last;
+    for (int i = 0; i < 500; ++i) {
+      auto now = client->stats();
+      EXPECT_TRUE(now) << describe(now.error());
+      if (!now)
+        break;
+      last = *now;
+      if (ready(last))
+        break;
+      poll(nullptr, 0, 20);
+    }
+    return last;
+  }
+
   // Like verify(), in small batches, reading what missed again: a block only on SSD is promoted
   // into DRAM on a get, and while the owner's DRAM is full (it offloads in the background) the
   // promotion fails and the get is a miss.
-  size_t verify_patiently(std::vector<uint64_t> keys) {
+  size_t verify_patiently(std::vector<uint64_t> keys, std::vector<uint64_t>* missing = nullptr) {
     size_t good = 0;
-    for (int round = 0; round < 30 && !keys.empty(); ++round) {
+    for (int round = 0, stalled = 0; round < 60 && stalled < 3 && !keys.empty(); ++round) {
       std::vector<uint64_t> missed;
-      good += verify(keys, 16, &missed);
+      const size_t found = verify(keys, 16, &missed);
+      good += found;
       keys = std::move(missed);
+      // Nothing came back: the blocks in DRAM are leased by these reads for 200 ms, and cannot
+      // make room for promotions until the leases end.
+      stalled = found == 0 ? stalled + 1 : 0;
+      if (found == 0)
+        poll(nullptr, 0, 250);
     }
+    if (missing != nullptr)
+      *missing = keys;
     return good;
   }
 };
@@ -209,26 +265,7 @@ TEST_F(pool_processes, a_restarted_master_finds_every_committed_block) {
 
 TEST_F(pool_processes_with_ssd, ssd_blocks_survive_an_owner_restart) {
   // About 500 blocks per node, 2 MiB, in 1 MiB of DRAM: more than half are offloaded to SSD.
-  // A put that finds DRAM full while the owner is still offloading is not acknowledged; the
-  // client puts it again.
-  std::vector<uint64_t> acked;
-  for (uint64_t at = 0; at < 1500; at += 50) {
-    std::vector<uint64_t> left;
-    for (uint64_t k = at; k < at + 50; ++k)
-      left.push_back(k);
-    for (int attempt = 0; attempt < 100 && !left.empty(); ++attempt) {
-      std::vector<std::vector<std::byte>> data;
-      for (auto k : left)
-        data.push_back(block_of(k));
-      std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
-      auto done = client->put(left, spans, 1);
-      ASSERT_TRUE(done) << describe(done.error());
-      acked.insert(acked.end(), done->begin(), done->end());
-      std::erase_if(left, [&](uint64_t k) {
-        return std::find(done->begin(), done->end(), k) != done->end();
-      });
-    }
-  }
+  auto acked = put_patiently(0, 1500);
   ASSERT_EQ(acked.size(), 1500u);
   ASSERT_EQ(verify_patiently(acked), acked.size()) << "SSD-only blocks are promoted on a get";
   nodes[0].kill();
@@ -248,6 +285,60 @@ TEST_F(pool_processes_with_ssd, ssd_blocks_survive_an_owner_restart) {
   // rest, byte for byte (verify() checks every byte it counts).
   EXPECT_GE(after + 256, acked.size());
   EXPECT_GT(after, while_down + 200) << "node 0's SSD blocks came back";
+}
+
+// Nodes whose files cannot grow past 2 MiB (RLIMIT_FSIZE): each SSD tier takes 512 blocks, then
+// every write fails with EFBIG, which the tier reports as a full disk (no_space).
+class pool_processes_with_full_disks : public pool_processes_with_ssd {
+ protected:
+  static constexpr uint64_t ssd_blocks_max = (2u << 20) / block_bytes;
+
+  void SetUp() override {
+    limits.file_size_bytes = 2u << 20;
+    pool_processes_with_ssd::SetUp();
+  }
+};
+
+TEST_F(pool_processes_with_full_disks, ssd_failures_are_counted_misses_never_wrong_bytes) {
+  // 1000 blocks per node: about 230 stay in DRAM and up to 512 fit on SSD; offloading the rest
+  // fails.
+  auto acked = put_patiently(0, 3000);
+  ASSERT_EQ(acked.size(), 3000u) << "a full SSD does not stop puts: eviction makes room";
+  auto s = stats_once([](const auto& x) { return x.ssd_write_errors > 0; });
+  EXPECT_GT(s.ssd_write_errors, 0u) << "failed offloads show in the master's statistics";
+  // Victims that could not be offloaded were evicted: misses, never wrong bytes (verify()
+  // compares every block it counts).
+  std::vector<uint64_t> missing;
+  const size_t before = verify_patiently(acked, &missing);
+  EXPECT_GT(missing.size(), 0u);
+  EXPECT_GT(before, node_count * 256) << "more than DRAM holds: the SSD blocks are served";
+
+  // An I/O error under a running owner: node 0's data file loses its contents.
+  std::filesystem::resize_file(dir + "/ssd0/blocks.data", 0);
+  const size_t after = verify_patiently(acked);
+  EXPECT_LE(after + 200, before) << "node 0's SSD blocks cannot be read any more";
+  s = stats_once([](const auto& x) { return x.ssd_read_errors > 0; });
+  EXPECT_GT(s.ssd_read_errors, 0u);
+  // verify_patiently() reads a missing block again and again: an unreadable SSD copy fails
+  // once, then leaves the metadata and is a plain miss.
+  EXPECT_LE(s.ssd_read_errors, ssd_blocks_max);
+  EXPECT_GE(s.lost_blocks, s.ssd_read_errors);
+
+  // Whatever is on nodes 1 and 2's SSDs was served: no block reached an SSD and then went
+  // unread, and no copy stayed behind after its block was evicted.
+  const std::set<uint64_t> missed(missing.begin(), missing.end());
+  for (uint32_t n = 1; n < node_count; ++n) {
+    nodes[n].kill(); // its SSD index is locked while it runs
+    storage::ssd_options o;
+    o.directory = dir + "/ssd" + std::to_string(n);
+    o.capacity_bytes = 64u << 20;
+    o.blocks_max = static_cast<uint32_t>(o.capacity_bytes / block_bytes);
+    auto tier = storage::ssd_tier::open(o);
+    ASSERT_TRUE(tier) << describe(tier.error());
+    EXPECT_GT((*tier)->blocks().size(), ssd_blocks_max / 2);
+    for (const auto& b : (*tier)->blocks())
+      EXPECT_EQ(missed.count(b.key), 0u) << "block " << b.key << " is on node " << n << "'s SSD";
+  }
 }
 
 } // namespace
