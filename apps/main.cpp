@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   store_cmd->add_option("--mib-per-phase", store.mib_per_phase, "Bytes moved per put/get phase")
       ->capture_default_str()
       ->check(CLI::Range(1, 16384));
+  store_cmd->add_option("--get-rounds", store.get_rounds, "Times a get phase reads every value")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   store_cmd->add_option("--trials", store.trials, "Trials (rows report medians)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));

@@ -118,20 +118,29 @@ caf::error object_store::start(std::span<const object_record> records) {
   return caf::none;
 }
 
-caf::error object_store::commit(std::span<const uint64_t> keys,
-                                std::span<const uint64_t> checksums) {
+caf::error object_store::check_commit(std::span<const uint64_t> keys,
+                                      std::span<const uint64_t> checksums) const {
   if (keys.size() != checksums.size())
     return make_error(errc::invalid_argument, "commit needs one checksum per key");
   if (auto err = check_batch(keys.size()))
     return err;
-  rocksdb::WriteBatch batch;
   std::unordered_set<uint64_t> seen;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    auto found = objects_.find(keys[i]);
+  for (auto key : keys) {
+    auto found = objects_.find(key);
     if (found == objects_.end() || found->second.state != object_state::pending ||
-        !seen.insert(keys[i]).second)
-      return make_error(errc::not_found, "block " + std::to_string(keys[i]) + " is not pending");
-    object_record done = found->second;
+        !seen.insert(key).second)
+      return make_error(errc::not_found, "block " + std::to_string(key) + " is not pending");
+  }
+  return caf::none;
+}
+
+caf::error object_store::commit(std::span<const uint64_t> keys,
+                                std::span<const uint64_t> checksums) {
+  if (auto err = check_commit(keys, checksums))
+    return err;
+  rocksdb::WriteBatch batch;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    object_record done = objects_.at(keys[i]);
     done.checksum = checksums[i];
     batch.Put(db_key(keys[i]), encode_object(done));
   }
@@ -139,6 +148,7 @@ caf::error object_store::commit(std::span<const uint64_t> keys,
   w.sync = options_.sync_commits;
   if (auto s = db_->Write(w, &batch); !s.ok())
     return db_error("cannot commit blocks", s);
+  ++commit_writes_;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto& r = objects_[keys[i]];
     r.checksum = checksums[i];

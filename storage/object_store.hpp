@@ -77,6 +77,10 @@ class object_store {
   /// Makes pending blocks complete with their checksums, in one synced batch.
   caf::error commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums);
 
+  /// Would commit() accept these (pending keys, each once, a checksum each)? Writes nothing.
+  caf::error check_commit(std::span<const uint64_t> keys,
+                          std::span<const uint64_t> checksums) const;
+
   /// Abandons pending blocks; returns them so that their space can be freed. Other keys are
   /// left alone.
   std::vector<object_record> revoke(std::span<const uint64_t> keys);
@@ -110,6 +114,8 @@ class object_store {
   const object_record* find(uint64_t key) const;
   uint64_t complete_count() const { return complete_; }
   uint64_t pending_count() const { return pending_; }
+  /// Batches commit() wrote (each one synced write, however many blocks it held).
+  uint64_t commit_writes() const { return commit_writes_; }
   size_t size() const { return objects_.size(); }
 
   /// Every block, for reconciliation and stats.
@@ -131,6 +137,7 @@ class object_store {
   std::unordered_map<uint64_t, object_record> objects_;
   uint64_t complete_ = 0;
   uint64_t pending_ = 0;
+  uint64_t commit_writes_ = 0;
 };
 
 std::string encode_object(const object_record& r);

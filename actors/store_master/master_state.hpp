@@ -8,6 +8,7 @@
 #include "transport/transfer_types.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/typed_response_promise.hpp>
 
 #include <optional>
 #include <random>
@@ -28,6 +29,13 @@ struct node_view {
   std::optional<transport::peer_info> peer; // how other processes reach its memory
 };
 
+/// A put_commit waiting for the next synced write (group commit).
+struct queued_commit {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> checksums;
+  caf::typed_response_promise<caf::unit_t> promise;
+};
+
 struct master_state {
   static inline const char* name = "store_master";
   store_master_options options;
@@ -42,6 +50,8 @@ struct master_state {
   uint64_t lost = 0;
   uint64_t approved = 0;
   uint64_t refused = 0;
+  std::vector<queued_commit> commits; // acknowledged by the next flush_commits
+  bool commit_flush_sent = false;     // a flush message is in the mailbox
 };
 
 using master_ptr = store_master_actor::stateful_pointer<master_state>;
@@ -52,6 +62,9 @@ int64_t now_ns(master_ptr self);
 caf::result<envelope> on_put_start(master_ptr self, const envelope& msg);
 caf::result<void> on_put_commit(master_ptr self, const envelope& msg);
 caf::result<void> on_put_revoke(master_ptr self, const envelope& msg);
+/// Writes the queued commits in one synced batch (at most batch_max keys; the rest next) and
+/// acknowledges them.
+void flush_commits(master_ptr self);
 // read.cpp
 caf::result<envelope> on_get(master_ptr self, const envelope& msg);
 caf::result<envelope> on_exists(master_ptr self, const envelope& msg);

@@ -228,6 +228,10 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   return round->promise;
 }
 
+// Group commit: a commit waits in a queue for a flush message that the first one sends to this
+// actor. Every commit that arrives before the flush is handled (those already in the mailbox,
+// and with many writers those that came while the last sync ran) shares its synced write: one
+// fdatasync (about 650 us on this machine's disk) acknowledges them all.
 caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
@@ -237,9 +241,56 @@ caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, std::move(a.error()));
   if (a->first.empty())
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "commit of no blocks"));
-  if (auto err = st.objects->commit(a->first, a->second))
+  if (auto err = st.objects->check_commit(a->first, a->second))
     return st.bad.refuse(st.name, std::move(err));
-  return caf::unit;
+  auto rp = self->make_response_promise<caf::unit_t>();
+  st.commits.push_back({std::move(a->first), std::move(a->second), rp});
+  if (!st.commit_flush_sent) {
+    st.commit_flush_sent = true;
+    self->send(self, put_commit_atom::value);
+  }
+  return rp;
+}
+
+void flush_commits(master_ptr self) {
+  auto& st = self->state;
+  st.commit_flush_sent = false;
+  std::vector<uint64_t> keys, sums;
+  std::unordered_set<uint64_t> seen;
+  std::vector<queued_commit> group;
+  size_t taken = 0;
+  for (; taken < st.commits.size(); ++taken) {
+    auto& c = st.commits[taken];
+    if (!group.empty() && keys.size() + c.keys.size() > storage::object_store::batch_max)
+      break;
+    // Checked again: a sweep or a revoke may have taken its blocks since it arrived.
+    auto err = st.objects->check_commit(c.keys, c.checksums);
+    for (size_t i = 0; !err && i < c.keys.size(); ++i)
+      if (seen.count(c.keys[i]) != 0)
+        err = make_error(errc::not_found,
+                         "block " + std::to_string(c.keys[i]) + " is committed by another put");
+    if (err) {
+      c.promise.deliver(std::move(err));
+      continue;
+    }
+    seen.insert(c.keys.begin(), c.keys.end());
+    keys.insert(keys.end(), c.keys.begin(), c.keys.end());
+    sums.insert(sums.end(), c.checksums.begin(), c.checksums.end());
+    group.push_back(std::move(c));
+  }
+  st.commits.erase(st.commits.begin(), st.commits.begin() + static_cast<ptrdiff_t>(taken));
+  if (!st.commits.empty()) {
+    st.commit_flush_sent = true;
+    self->send(self, put_commit_atom::value);
+  }
+  if (group.empty())
+    return;
+  auto err = st.objects->commit(keys, sums);
+  for (auto& c : group)
+    if (err)
+      c.promise.deliver(err);
+    else
+      c.promise.deliver(caf::unit);
 }
 
 caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {

@@ -37,6 +37,7 @@ envelope make_stats(master_ptr self) {
     out.setEvictionsRefused(st.refused);
     out.setSsdWriteErrors(write_errors);
     out.setSsdReadErrors(read_errors);
+    out.setCommitWrites(st.objects->commit_writes());
   });
 }
 
@@ -71,6 +72,7 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
   return {
       [=](put_start_atom, const envelope& msg) { return on_put_start(self, msg); },
       [=](put_commit_atom, const envelope& msg) { return on_put_commit(self, msg); },
+      [=](put_commit_atom) { flush_commits(self); },
       [=](put_revoke_atom, const envelope& msg) { return on_put_revoke(self, msg); },
       [=](get_atom, const envelope& msg) { return on_get(self, msg); },
       [=](exists_atom, const envelope& msg) { return on_exists(self, msg); },

@@ -42,6 +42,8 @@ using store_master_actor = caf::typed_actor<
     // -> PoolPeers: how clients in other processes reach the owners' memory
     caf::replies_to<peers_atom>::with<envelope>,
     // begin watching the owners (sent by bring-up), then the periodic sweep
-    caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>>;
+    caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
+    // write the queued commits (the master sends it to itself; from others it is harmless)
+    caf::reacts_to<put_commit_atom>>;
 
 } // namespace crescent

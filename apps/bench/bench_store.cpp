@@ -130,7 +130,7 @@ std::string size_text(uint64_t bytes) {
 } // namespace
 
 int bench_store(const bench_store_options& opt) {
-  if (opt.clients == 0 || opt.sizes_kib.empty() || opt.trials == 0) {
+  if (opt.clients == 0 || opt.sizes_kib.empty() || opt.trials == 0 || opt.get_rounds == 0) {
     fmt::print(stderr, "bench store: needs clients, sizes and trials\n");
     return 2;
   }
@@ -187,10 +187,10 @@ int bench_store(const bench_store_options& opt) {
     }
   }
   fmt::print("crescent bench store: {} clients in one process; pool: a master and {} node "
-             "processes on loopback, {} replica(s), bytes over {}, commits {}; each row is the "
-             "median of {} trials\n",
+             "processes on loopback, {} replica(s), bytes over {}, commits {}; gets read every "
+             "value {} times; each row is the median of {} trials\n",
              opt.clients, opt.nodes, opt.replicas, opt.tcp ? "tcp" : "shared memory",
-             opt.sync_commits ? "synced" : "not synced", opt.trials);
+             opt.sync_commits ? "synced" : "not synced", opt.get_rounds, opt.trials);
   std::map<row_key, std::vector<phase_result>> results;
   bool failed = false;
   for (uint32_t t = 0; t < opt.trials; ++t)
@@ -200,7 +200,7 @@ int bench_store(const bench_store_options& opt) {
       const uint64_t key_base = (uint64_t{t} * 64 + si) << 32;
       for (auto& s : systems)
         for (bool put : {true, false}) {
-          auto r = run_phase(s.clients, put, size, ops, key_base);
+          auto r = run_phase(s.clients, put, size, ops, key_base, put ? 1 : opt.get_rounds);
           if (r.errors + r.wrong + r.misses > 0) {
             failed = true;
             fmt::print(stderr, "bench store: {} {} {}: {} errors, {} wrong, {} misses{}{}\n",

@@ -14,9 +14,12 @@ namespace crescent::bench {
 struct bench_store_options {
   uint32_t clients = 8; // concurrent clients, one connection each
   std::vector<uint64_t> sizes_kib = {512, 2048};
-  uint64_t mib_per_phase = 256; // bytes all clients move in one put or get phase
-  uint32_t trials = 3;          // rows report medians
-  uint32_t nodes = 2;           // pool-node processes
+  uint64_t mib_per_phase = 256; // bytes all clients put in one phase
+  // A get phase reads every value this many times: gets run ten times faster than puts, and a
+  // phase of a tenth of a second measures mostly noise.
+  uint32_t get_rounds = 4;
+  uint32_t trials = 3; // rows report medians
+  uint32_t nodes = 2;  // pool-node processes
   uint32_t replicas = 1;
   bool tcp = false;         // the pool's bytes over TCP instead of shared memory
   bool sync_commits = true; // the master fsyncs every acknowledged put

@@ -44,7 +44,8 @@ double percentile_us(std::vector<double>& us, double p) {
 } // namespace
 
 phase_result run_phase(std::vector<std::unique_ptr<kv_client>>& clients, bool put,
-                       uint64_t value_bytes, uint64_t ops_per_client, uint64_t key_base) {
+                       uint64_t value_bytes, uint64_t ops_per_client, uint64_t key_base,
+                       uint32_t rounds) {
   const auto base = payload(value_bytes);
   std::vector<std::vector<double>> latencies(clients.size());
   std::vector<phase_result> parts(clients.size());
@@ -55,10 +56,10 @@ phase_result run_phase(std::vector<std::unique_ptr<kv_client>>& clients, bool pu
       auto expected = base;
       std::vector<std::byte> got(value_bytes);
       auto& part = parts[c];
-      latencies[c].reserve(ops_per_client);
+      latencies[c].reserve(ops_per_client * rounds);
       ready.arrive_and_wait();
-      for (uint64_t i = 0; i < ops_per_client; ++i) {
-        const uint64_t key = key_base + c * ops_per_client + i;
+      for (uint64_t i = 0; i < ops_per_client * rounds; ++i) {
+        const uint64_t key = key_base + c * ops_per_client + i % ops_per_client;
         stamp(expected, key);
         const auto t0 = clock_type::now();
         caf::error err;

@@ -20,10 +20,11 @@ struct phase_result {
   double p99_us = 0;
 };
 
-/// Client c handles keys key_base + c * ops_per_client + [0, ops_per_client). The value of a key
-/// is a pseudo-random buffer fixed by the value size, stamped with the key at both ends, so a
-/// get can tell a value of another key from its own.
+/// Client c handles keys key_base + c * ops_per_client + [0, ops_per_client), `rounds` times
+/// over. The value of a key is a pseudo-random buffer fixed by the value size, stamped with the
+/// key at both ends, so a get can tell a value of another key from its own.
 phase_result run_phase(std::vector<std::unique_ptr<kv_client>>& clients, bool put,
-                       uint64_t value_bytes, uint64_t ops_per_client, uint64_t key_base);
+                       uint64_t value_bytes, uint64_t ops_per_client, uint64_t key_base,
+                       uint32_t rounds = 1);
 
 } // namespace crescent::bench

@@ -108,6 +108,7 @@ struct StoreStats {
   evictionsRefused @8 :UInt64;
   ssdWriteErrors @9 :UInt64;  # summed over live nodes, as of their last heartbeats
   ssdReadErrors @10 :UInt64;
+  commitWrites @11 :UInt64;   # synced writes for put_commits: concurrent commits share one
 }
 
 # -- block owners -------------------------------------------------------------------------

@@ -88,18 +88,22 @@ class pool : public cluster_harness {
       }
       return 0;
     });
-    if (commit && !stored.empty()) {
-      auto c = make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
-        auto k = out.initKeys(static_cast<unsigned>(stored.size()));
-        auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
-        for (unsigned i = 0; i < stored.size(); ++i) {
-          k.set(i, stored[i]);
-          s.set(i, sums[i]);
-        }
-      });
-      EXPECT_FALSE(ask_void(cl->dir().store_master, put_commit_atom::value, c));
-    }
+    if (commit && !stored.empty())
+      EXPECT_FALSE(
+          ask_void(cl->dir().store_master, put_commit_atom::value, commit_message(stored, sums)));
     return stored;
+  }
+
+  static envelope commit_message(const std::vector<uint64_t>& keys,
+                                 const std::vector<uint64_t>& sums) {
+    return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
+      auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+      auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
+      for (unsigned i = 0; i < keys.size(); ++i) {
+        k.set(i, keys[i]);
+        s.set(i, sums[i]);
+      }
+    });
   }
 
   // Replicas of each key (empty: not available); reads and checks one of each.
@@ -169,6 +173,37 @@ TEST(kv_pool, an_unfinished_put_is_reclaimed) {
   }));
   EXPECT_EQ(used(), 0u) << "the owner got its space back";
   EXPECT_TRUE(p.get({7})[0].empty());
+}
+
+TEST(kv_pool, concurrent_commits_share_one_synced_write) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  ASSERT_EQ(p.put({1, 2, 3, 4, 5}, 1, false).size(), 5u); // started, not committed
+  auto writes = [&] {
+    return p.master_stat([](wire::StoreStats::Reader in) { return in.getCommitWrites(); });
+  };
+  const auto before = writes();
+  // Six writers commit at once; the last names block 5 again, which only one put may commit.
+  auto answers = std::make_shared<std::vector<std::pair<uint64_t, caf::error>>>();
+  const auto master = p.cl->dir().store_master;
+  for (uint64_t key : {1, 2, 3, 4, 5, 5}) {
+    auto msg = pool::commit_message({key}, {storage::block_checksum(bytes_of(key))});
+    p.sys.spawn([=](caf::event_based_actor* self) {
+      self->request(master, caf::infinite, put_commit_atom::value, msg)
+          .then([=] { answers->emplace_back(key, caf::error{}); },
+                [=](caf::error& err) { answers->emplace_back(key, std::move(err)); });
+    });
+  }
+  ASSERT_TRUE(p.run_until([&] { return answers->size() == 6; }));
+  size_t refused = 0;
+  for (const auto& [key, err] : *answers)
+    if (err) {
+      ++refused;
+      EXPECT_EQ(key, 5u) << describe(err);
+    }
+  EXPECT_EQ(refused, 1u);
+  EXPECT_EQ(writes(), before + 1) << "five commits, one synced write";
+  for (auto found : p.get({1, 2, 3, 4, 5}))
+    EXPECT_FALSE(found.empty());
 }
 
 TEST(kv_pool, leased_and_pinned_blocks_survive_eviction_pressure) {
