@@ -43,6 +43,7 @@ struct slice_record {
   region_handle remote;
   uint64_t remote_offset = 0; // bytes into `remote`
   bool checksum = false;
+  memory_location local_location; // of `local`
   uint32_t attempts = 0;
   uint32_t path = 0;  // index into the operation's paths
   bool ended = false; // asserts that a slice ends exactly once
@@ -87,6 +88,9 @@ class backend {
   /// Whether this path can carry the operation at all; if not, its slices skip it (without
   /// spending an attempt). start() must still cope with anything (things change meanwhile).
   virtual bool can_carry(const transfer_op&) const { return true; }
+  /// Whether start() may be given a slice whose local buffer is GPU memory. Operations on GPU
+  /// buffers take only such paths, so the others never touch device pointers.
+  virtual bool carries_device_memory() const { return false; }
   virtual void start(slice_record& s) = 0;
   /// The batch's deadline passed: end its slices in flight promptly.
   virtual void expire(batch_state&) {}
@@ -118,6 +122,8 @@ struct transfer_engine::impl {
   // Declared in the order they may be destroyed last to first: the TCP server answers RDMA
   // connects, so it goes before the RDMA backend.
   std::unique_ptr<backend> local;
+  std::unique_ptr<backend> cuda;
+  caf::error cuda_status; // why there is no cuda backend
   std::unique_ptr<backend> shm;
   std::unique_ptr<backend> rdma;
   rdma::responder* rdma_responder = nullptr; // the RDMA backend's, for the TCP server
@@ -158,6 +164,12 @@ bool retryable(const caf::error& err);
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine);
 std::unique_ptr<backend> make_shm_backend(transfer_engine::impl& engine);
+/// unavailable (with the reason) where the binary has no CUDA or the runtime finds no device.
+caf::expected<std::unique_ptr<backend>> make_cuda_backend(transfer_engine::impl& engine);
+/// Checks that [base, base + length) is memory of the GPU `where` names, inside one allocation,
+/// and exports it for other processes (cuda/cuda_memory.cpp); unavailable without CUDA.
+caf::expected<device_export> export_device_memory(std::byte* base, uint64_t length,
+                                                  memory_location where);
 caf::expected<std::unique_ptr<backend>> make_tcp_backend(transfer_engine::impl& engine);
 /// Opens the RDMA devices and sets engine.rdma_responder; unavailable (with the reason) where
 /// rdma-core is missing or finds no usable device.

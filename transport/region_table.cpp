@@ -15,7 +15,11 @@ namespace crescent::transport {
 namespace detail {
 
 constexpr uint64_t table_magic = 0x43524553544142ull; // "CRESTAB"
-constexpr uint32_t table_version = 1;
+// Version 2 grew the slot from 64 to 192 bytes for GPU regions (location, PCI address,
+// allocation offset, address and the 64-byte IPC handle). One slot, under one sequence number,
+// keeps a reader from pairing one region's handle with another's IPC handle; the pages of a
+// memfd that are never written cost nothing, so the larger table costs address space only.
+constexpr uint32_t table_version = 2;
 
 struct table_header {
   std::atomic<uint64_t> magic;
@@ -23,8 +27,10 @@ struct table_header {
   uint64_t reserved[6];
 };
 
-// One region, 64 bytes. Every field is atomic: readers in other processes read while the owner
-// writes, and the sequence number (odd while writing) tells them to retry.
+constexpr size_t ipc_words = ipc_handle_bytes / sizeof(uint64_t);
+
+// One region, 192 bytes. Every field is atomic: readers in other processes read while the
+// owner writes, and the sequence number (odd while writing) tells them to retry.
 struct table_slot {
   std::atomic<uint64_t> seq;
   std::atomic<uint64_t> region_id;
@@ -34,15 +40,44 @@ struct table_slot {
   std::atomic<uint64_t> segment_offset;
   std::atomic<uint64_t> fd_node; // segment fd << 32 | node
   std::atomic<uint64_t> segment_inode;
+  std::atomic<uint64_t> location; // kind << 56 | exportable << 48 | device ordinal (32 bits)
+  std::atomic<uint64_t> pci;
+  std::atomic<uint64_t> alloc_offset;
+  std::atomic<uint64_t> address;
+  std::atomic<uint64_t> ipc_handle[ipc_words];
+  std::atomic<uint64_t> reserved[4];
 };
 
-static_assert(sizeof(table_header) == 64 && sizeof(table_slot) == 64);
+static_assert(sizeof(table_header) == 64 && sizeof(table_slot) == 192);
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 
 } // namespace detail
 
 using detail::table_header;
 using detail::table_slot;
+
+namespace {
+
+uint64_t pack_location(const device_export& d) {
+  return (uint64_t{static_cast<uint8_t>(d.location.kind)} << 56) | (uint64_t{d.exportable} << 48) |
+         static_cast<uint32_t>(d.location.device);
+}
+
+device_export unpack_location(uint64_t word) {
+  device_export d;
+  d.location.kind = (word >> 56) == 1 ? memory_kind::cuda : memory_kind::cpu;
+  d.exportable = ((word >> 48) & 0xff) != 0;
+  d.location.device = static_cast<int32_t>(word & 0xffffffffu);
+  return d;
+}
+
+caf::error refuse_gpu(const region_handle& h, const memory_location& where) {
+  return make_error(errc::unavailable,
+                    to_string(h) + " is GPU memory (" + to_string(where) +
+                        "): GPU regions are reachable only from the same host, by the cuda path");
+}
+
+} // namespace
 
 caf::error check_access(const region_entry& e, const region_handle& h, uint64_t offset,
                         uint64_t length) {
@@ -78,10 +113,8 @@ caf::expected<std::unique_ptr<region_table>> region_table::create(uint32_t capac
   auto* header = static_cast<table_header*>(t->map_);
   header->version_capacity.store((uint64_t{detail::table_version} << 32) | capacity);
   header->magic.store(detail::table_magic, std::memory_order_release);
-  t->local_.resize(capacity);
-  t->free_.reserve(capacity);
-  for (uint32_t i = capacity; i > 0; --i)
-    t->free_.push_back(i - 1);
+  // Slots are made as regions need them: the table's capacity is 2^18 by default, and slots
+  // that exist for nothing would cost every engine a 50 MB first touch.
   return t;
 }
 
@@ -109,15 +142,29 @@ void region_table::publish(uint32_t i, const region_entry& e) {
   s->fd_node.store((uint64_t{static_cast<uint32_t>(e.segment_fd)} << 32) | e.node,
                    std::memory_order_relaxed);
   s->segment_inode.store(e.segment_inode, std::memory_order_relaxed);
+  s->location.store(pack_location(e.device), std::memory_order_relaxed);
+  s->pci.store(e.device.pci, std::memory_order_relaxed);
+  s->alloc_offset.store(e.device.alloc_offset, std::memory_order_relaxed);
+  s->address.store(e.address, std::memory_order_relaxed);
+  for (size_t w = 0; w < detail::ipc_words; ++w) {
+    uint64_t word = 0;
+    std::memcpy(&word, e.device.ipc_handle.data() + w * sizeof(word), sizeof(word));
+    s->ipc_handle[w].store(word, std::memory_order_relaxed);
+  }
   s->seq.store(seq + 2, std::memory_order_release);
 }
 
 caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base, uint64_t length,
-                                                  uint64_t access_key) {
+                                                  uint64_t access_key,
+                                                  const device_export& device) {
   std::lock_guard guard{mutex_};
-  if (free_.empty())
+  if (free_.empty() && local_.size() >= capacity_)
     return make_error(errc::limit_exceeded,
                       "all " + std::to_string(capacity_) + " region table slots are in use");
+  if (free_.empty()) {
+    free_.push_back(static_cast<uint32_t>(local_.size()));
+    local_.emplace_back(); // a deque: references to the other slots stay valid
+  }
   const uint32_t i = free_.back();
   free_.pop_back();
   auto& l = local_[i];
@@ -126,7 +173,11 @@ caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base
   l.live = true;
   l.pins = 0;
   l.entry = region_entry{(generation << slot_bits) | i, access_key, length, node};
-  if (auto seg = find_segment(base, length)) {
+  l.entry.address = reinterpret_cast<uintptr_t>(base);
+  l.entry.device = device;
+  if (device.location.is_gpu()) {
+    // GPU memory is never in a host segment; a region that is not a GPU one has no device data.
+  } else if (auto seg = find_segment(base, length)) {
     l.entry.segment_id = seg->segment_id;
     l.entry.segment_fd = seg->fd;
     l.entry.segment_offset = seg->offset;
@@ -141,7 +192,7 @@ caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base
 caf::error region_table::remove(const region_handle& h) {
   std::unique_lock guard{mutex_};
   const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
-  if (i >= capacity_ || !local_[i].live || local_[i].entry.region_id != h.region_id)
+  if (i >= local_.size() || !local_[i].live || local_[i].entry.region_id != h.region_id)
     return make_error(errc::not_found, "unregister of unknown " + to_string(h));
   auto& l = local_[i];
   if (l.entry.access_key != h.access_key)
@@ -158,6 +209,18 @@ caf::error region_table::remove(const region_handle& h) {
   return caf::none;
 }
 
+caf::expected<region_table::local_slot*> region_table::pin_slot(const region_handle& h,
+                                                                uint64_t offset, uint64_t length) {
+  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  if (i >= local_.size() || !local_[i].live)
+    return make_error(errc::not_found, "no registered region for " + to_string(h));
+  auto& l = local_[i];
+  if (auto err = check_access(l.entry, h, offset, length))
+    return err;
+  ++l.pins;
+  return &l;
+}
+
 caf::expected<std::byte*> region_table::pin(const region_handle& h, uint64_t offset,
                                             uint64_t length) {
   auto region = pin_region(h, offset, length);
@@ -166,17 +229,35 @@ caf::expected<std::byte*> region_table::pin(const region_handle& h, uint64_t off
   return region->first + h.offset + offset;
 }
 
+caf::expected<std::pair<std::byte*, memory_location>>
+region_table::pin_any(const region_handle& h, uint64_t offset, uint64_t length) {
+  std::lock_guard guard{mutex_};
+  auto l = pin_slot(h, offset, length);
+  if (!l)
+    return std::move(l.error());
+  return std::make_pair((*l)->base + h.offset + offset, (*l)->entry.device.location);
+}
+
+std::optional<memory_location> region_table::location_of(const region_handle& h) {
+  std::lock_guard guard{mutex_};
+  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  if (i >= local_.size() || !local_[i].live || local_[i].entry.region_id != h.region_id)
+    return std::nullopt;
+  return local_[i].entry.device.location;
+}
+
 caf::expected<std::pair<std::byte*, uint64_t>>
 region_table::pin_region(const region_handle& h, uint64_t offset, uint64_t length) {
   std::lock_guard guard{mutex_};
-  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
-  if (i >= capacity_ || !local_[i].live)
-    return make_error(errc::not_found, "no registered region for " + to_string(h));
-  auto& l = local_[i];
-  if (auto err = check_access(l.entry, h, offset, length))
-    return err;
-  ++l.pins;
-  return std::make_pair(l.base, l.entry.length);
+  auto l = pin_slot(h, offset, length);
+  if (!l)
+    return std::move(l.error());
+  if ((*l)->entry.device.location.is_gpu()) {
+    const auto where = (*l)->entry.device.location;
+    --(*l)->pins; // live: nobody waits for this pin to drop
+    return refuse_gpu(h, where);
+  }
+  return std::make_pair((*l)->base, (*l)->entry.length);
 }
 
 caf::expected<region_handle> region_table::pin_address(const std::byte* p, uint64_t length) {
@@ -196,6 +277,8 @@ caf::expected<region_handle> region_table::pin_address(const std::byte* p, uint6
     if (want - base > longest)
       break;
     auto& l = local_[i->second];
+    if (l.entry.device.location.is_gpu())
+      continue; // no host buffer lies in GPU memory; RDMA never registers it
     if (want - base <= l.entry.length && length <= l.entry.length - (want - base)) {
       ++l.pins;
       return region_handle{l.entry.node, l.entry.region_id, 0, l.entry.length, l.entry.access_key};
@@ -263,11 +346,22 @@ caf::expected<region_entry> remote_region_table::lookup(const region_handle& h, 
     e.segment_offset = s->segment_offset.load(std::memory_order_relaxed);
     const uint64_t fd_node = s->fd_node.load(std::memory_order_relaxed);
     e.segment_inode = s->segment_inode.load(std::memory_order_relaxed);
+    const uint64_t location = s->location.load(std::memory_order_relaxed);
+    e.device.pci = s->pci.load(std::memory_order_relaxed);
+    e.device.alloc_offset = s->alloc_offset.load(std::memory_order_relaxed);
+    e.address = s->address.load(std::memory_order_relaxed);
+    std::array<uint64_t, detail::ipc_words> ipc{};
+    for (size_t w = 0; w < detail::ipc_words; ++w)
+      ipc[w] = s->ipc_handle[w].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s->seq.load(std::memory_order_relaxed) != before)
       continue;
     e.segment_fd = static_cast<int32_t>(fd_node >> 32);
     e.node = static_cast<uint32_t>(fd_node & 0xffffffffu);
+    const auto where = unpack_location(location);
+    e.device.location = where.location;
+    e.device.exportable = where.exportable;
+    std::memcpy(e.device.ipc_handle.data(), ipc.data(), ipc_handle_bytes);
     break;
   }
   if (auto err = check_access(e, h, offset, length))

@@ -11,23 +11,45 @@
 //
 // pin_address() finds the region that holds a local buffer: one-sided RDMA needs the buffer of
 // an operation to be registered memory, and keeps its region pinned while the NIC uses it.
+//
+// GPU regions: every entry records where its bytes are (memory_location). A GPU region also
+// publishes what another process on the host needs to open it with CUDA IPC: the allocation's
+// IPC handle, the region's offset in that allocation and the device's PCI address (device
+// ordinals differ between processes with different CUDA_VISIBLE_DEVICES). pin() and
+// pin_region() refuse GPU regions (unavailable): their callers (the in-process memcpy path and
+// the TCP server, hence RDMA describes) handle host memory only. The cuda path uses pin_any().
 #pragma once
 
+#include "transport/memory_location.hpp"
 #include "transport/region_handle.hpp"
 
 #include <caf/expected.hpp>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 namespace crescent::transport {
+
+inline constexpr size_t ipc_handle_bytes = 64; // CUDA_IPC_HANDLE_SIZE
+
+/// What other processes on the host need to reach a GPU region; unused for host memory.
+struct device_export {
+  memory_location location;
+  bool exportable = false;   // an IPC handle exists (cudaMalloc'd memory; not VMM or pools)
+  uint64_t pci = 0;          // PCI domain << 16 | bus << 8 | device, of the GPU holding the bytes
+  uint64_t alloc_offset = 0; // of the region's first byte within its allocation
+  std::array<std::byte, ipc_handle_bytes> ipc_handle{}; // cudaIpcMemHandle_t of the allocation
+};
 
 /// A region as every process on the host can see it.
 struct region_entry {
@@ -39,6 +61,8 @@ struct region_entry {
   int32_t segment_fd = -1;    // the owner's fd of the segment
   uint64_t segment_inode = 0; // what that fd must refer to, checked when a peer opens it
   uint64_t segment_offset = 0;
+  uint64_t address = 0; // the owner's address of the region's first byte (host or device)
+  device_export device{};
 };
 
 /// Checks a handle and an operation range against a region: the key, the handle inside the
@@ -60,11 +84,20 @@ class region_table {
   ~region_table();
 
   caf::expected<region_handle> insert(uint32_t node, std::byte* base, uint64_t length,
-                                      uint64_t access_key);
+                                      uint64_t access_key, const device_export& device = {});
   caf::error remove(const region_handle& h);
 
-  /// Memory behind [offset, offset + length) of `h`, held registered until unpin.
+  /// Host memory behind [offset, offset + length) of `h`, held registered until unpin.
+  /// unavailable for a GPU region.
   caf::expected<std::byte*> pin(const region_handle& h, uint64_t offset, uint64_t length);
+
+  /// As pin, for host and GPU regions alike: the address and where it is.
+  caf::expected<std::pair<std::byte*, memory_location>> pin_any(const region_handle& h,
+                                                                uint64_t offset, uint64_t length);
+
+  /// Where the region of `h` lives, if it is registered (its handle is not checked: this only
+  /// chooses a path, and every path checks the handle).
+  std::optional<memory_location> location_of(const region_handle& h);
   void unpin(const region_handle& h);
 
   /// As pin, and tells where the whole region lies: its first byte and its length.
@@ -95,14 +128,17 @@ class region_table {
     bool live = false;
   };
 
+  /// Checks `h` and the range against a live region and pins it; the caller holds mutex_.
+  caf::expected<local_slot*> pin_slot(const region_handle& h, uint64_t offset, uint64_t length);
+
   int fd_ = -1;
   void* map_ = nullptr;
   uint64_t bytes_ = 0;
   uint32_t capacity_ = 0;
   std::mutex mutex_;
   std::condition_variable unpinned_;
-  std::vector<local_slot> local_;
-  std::vector<uint32_t> free_;
+  std::deque<local_slot> local_; // slots made so far (remove() holds a reference while waiting)
+  std::vector<uint32_t> free_;   // of those, the unused ones
   std::set<std::pair<uintptr_t, uint32_t>> by_address_; // live regions: (base, slot)
   std::multiset<uint64_t> lengths_;                     // of live regions, for the scan's bound
 };

@@ -18,7 +18,21 @@ caf::error check_op(const transfer_op& op) {
     return make_error(errc::out_of_range, "bytes [" + std::to_string(op.remote_offset) + ", +" +
                                               std::to_string(op.local.size()) + ") lie outside " +
                                               to_string(op.remote));
+  if (op.local_location.is_gpu() && op.checksum)
+    return make_error(errc::invalid_argument,
+                      "checksums are not supported on GPU memory: there is no host copy to hash");
   return caf::none;
+}
+
+// Why an operation has no path: with a GPU buffer, no path to its node carries GPU memory.
+caf::error no_path(const transfer_engine::impl& e, const transfer_op& op) {
+  if (!op.local_location.is_gpu())
+    return make_error(errc::not_found, "no route to node " + std::to_string(op.remote.node));
+  std::string why = "the local buffer is GPU memory (" + to_string(op.local_location) +
+                    ") and no path to node " + std::to_string(op.remote.node) + " carries it";
+  if (e.cuda_status)
+    why += ": " + describe(e.cuda_status);
+  return make_error(errc::unavailable, std::move(why));
 }
 
 void finish_batch(batch_state& b) {
@@ -130,14 +144,17 @@ uint64_t slice_size(const transfer_engine::impl& e, const std::vector<backend*>&
     return e.options.slice_bytes;
   if (paths[0] == e.tcp.get())
     return e.options.tcp_slice_bytes;
-  if (paths[0] == e.shm.get() || paths[0] == e.local.get())
+  if (paths[0] == e.shm.get() || paths[0] == e.local.get() || paths[0] == e.cuda.get())
     return e.options.copy_slice_bytes;
   return e.options.slice_bytes;
 }
 
 // The paths that can carry this operation, in preference order. The last one always stays,
-// so that an operation no path can carry fails with that path's reason.
-std::vector<backend*> usable_paths(const std::vector<backend*>& all, const transfer_op& op) {
+// so that an operation no path can carry fails with that path's reason; but a GPU buffer only
+// ever goes to paths that carry device memory (none: the operation fails in launch).
+std::vector<backend*> usable_paths(std::vector<backend*> all, const transfer_op& op) {
+  if (op.local_location.is_gpu())
+    std::erase_if(all, [](backend* b) { return !b->carries_device_memory(); });
   std::vector<backend*> out;
   for (size_t i = 0; i < all.size(); ++i)
     if (i + 1 == all.size() ? out.empty() || all[i]->can_carry(op) : all[i]->can_carry(op))
@@ -173,9 +190,9 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
     const uint64_t size = slice_size(e, rec->paths);
     uint32_t slices = 0;
     for (uint64_t off = 0; off < n; off += size, ++slices)
-      b->slices.push_back(slice_record{b.get(), i, ops[i].kind, ops[i].local.data() + off,
-                                       std::min<uint64_t>(size, n - off), ops[i].remote,
-                                       ops[i].remote_offset + off, ops[i].checksum});
+      b->slices.push_back(slice_record{
+          b.get(), i, ops[i].kind, ops[i].local.data() + off, std::min<uint64_t>(size, n - off),
+          ops[i].remote, ops[i].remote_offset + off, ops[i].checksum, ops[i].local_location});
     rec->slices_left = slices;
     b->ops.push_back(std::move(rec));
   }
@@ -189,7 +206,7 @@ void launch(transfer_engine::impl& e, batch_state& b) {
     auto& op = *b.ops[i];
     caf::error err = check_op(op.op);
     if (!err && op.paths.empty())
-      err = make_error(errc::not_found, "no route to node " + std::to_string(op.op.remote.node));
+      err = no_path(e, op.op);
     if (!err)
       ++op.counters[0]->operations;
     if (err || op.slices_left == 0) {
@@ -341,7 +358,7 @@ void transfer_engine::impl::run_watchdog() {
     }
     b->expired = true;
     guard.unlock();
-    for (auto* path : {tcp.get(), rdma.get(), shm.get(), local.get()})
+    for (auto* path : {tcp.get(), rdma.get(), shm.get(), cuda.get(), local.get()})
       if (path != nullptr)
         path->expire(*b);
     guard.lock();

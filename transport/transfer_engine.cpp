@@ -117,6 +117,13 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
   p->local_nodes.insert(options.local_nodes.begin(), options.local_nodes.end());
   p->options = std::move(options);
   p->local = make_local_backend(*p);
+  if (!p->options.enable_cuda) {
+    p->cuda_status = make_error(errc::unavailable, "CUDA is disabled by the engine's options");
+  } else if (auto cuda = make_cuda_backend(*p)) {
+    p->cuda = std::move(*cuda);
+  } else {
+    p->cuda_status = std::move(cuda.error());
+  }
   if (p->options.enable_shm)
     p->shm = make_shm_backend(*p);
   if (auto err = open_rdma(*p))
@@ -144,7 +151,8 @@ bool transfer_engine::impl::is_local(uint32_t node) const {
 
 std::vector<backend*> transfer_engine::impl::paths_to(uint32_t node) const {
   if (is_local(node))
-    return {local.get()};
+    return cuda ? std::vector<backend*>{cuda.get(), local.get()}
+                : std::vector<backend*>{local.get()};
   std::shared_lock guard{routes_mutex};
   auto i = routes.find(node);
   if (i == routes.end())
@@ -187,13 +195,15 @@ transfer_engine::~transfer_engine() {
   if (impl_->watchdog.joinable())
     impl_->watchdog.join();
   // The TCP server first: its connections release the RDMA queue pairs they accepted.
-  for (auto* b : {impl_->tcp.get(), impl_->rdma.get(), impl_->shm.get(), impl_->local.get()})
+  for (auto* b : {impl_->tcp.get(), impl_->rdma.get(), impl_->shm.get(), impl_->cuda.get(),
+                  impl_->local.get()})
     if (b != nullptr)
       b->stop();
 }
 
 caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std::byte* base,
-                                                              uint64_t length_bytes) {
+                                                              uint64_t length_bytes,
+                                                              memory_location where) {
   if (base == nullptr || length_bytes == 0)
     return make_error(errc::invalid_argument, "cannot register a null or empty region");
   if (length_bytes > op_bytes_max)
@@ -202,8 +212,20 @@ caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std
   if (!impl_->is_local(node))
     return make_error(errc::invalid_argument,
                       "node " + std::to_string(node) + " is not served by this engine");
-  auto handle = impl_->table->insert(node, base, length_bytes, impl_->next_key());
-  if (!handle || !impl_->rdma)
+  device_export device;
+  device.location = where;
+  if (where.is_gpu()) {
+    if (!impl_->cuda)
+      return make_error(errc::unavailable, "cannot register GPU memory (" + to_string(where) +
+                                               "): " + describe(impl_->cuda_status));
+    auto exported = export_device_memory(base, length_bytes, where);
+    if (!exported)
+      return std::move(exported.error());
+    device = *exported;
+  }
+  auto handle = impl_->table->insert(node, base, length_bytes, impl_->next_key(), device);
+  // GPUDirect RDMA is out of scope: GPU regions are never registered with the NICs.
+  if (!handle || !impl_->rdma || where.is_gpu())
     return handle;
   // Nobody holds the handle yet, so no peer can use the region before its memory registration.
   if (auto err = impl_->rdma->on_register(*handle, base)) {
@@ -219,7 +241,7 @@ caf::error transfer_engine::unregister_region(const region_handle& region) {
   if (auto err = impl_->table->remove(region))
     return err;
   if (impl_->rdma)
-    impl_->rdma->on_unregister(region);
+    impl_->rdma->on_unregister(region); // a no-op for GPU regions, which it never registered
   return caf::none;
 }
 
@@ -252,6 +274,10 @@ caf::error transfer_engine::rdma_status() const {
   return impl_->rdma ? caf::error{} : impl_->rdma_status;
 }
 
+caf::error transfer_engine::cuda_status() const {
+  return impl_->cuda ? caf::error{} : impl_->cuda_status;
+}
+
 caf::error transfer_engine::add_peer(const peer_info& peer) {
   if (peer.nodes.empty())
     return make_error(errc::invalid_argument, "a peer must serve at least one node");
@@ -262,8 +288,9 @@ caf::error transfer_engine::add_peer(const peer_info& peer) {
   auto r = std::make_shared<route>();
   r->info = peer;
   caf::error last;
-  // Preference order: shared memory on the same host, then RDMA, then TCP.
-  for (auto* b : {impl_->shm.get(), impl_->rdma.get(), impl_->tcp.get()}) {
+  // Preference order: GPU copies on the same host (only for operations on GPU memory), shared
+  // memory on the same host, then RDMA, then TCP.
+  for (auto* b : {impl_->cuda.get(), impl_->shm.get(), impl_->rdma.get(), impl_->tcp.get()}) {
     if (b == nullptr)
       continue;
     if (auto err = b->add_peer(peer))
@@ -338,11 +365,12 @@ caf::error transfer_engine::copy(const region_handle& src, const region_handle& 
     return make_error(errc::invalid_argument, "copy needs a source in this process");
   if (dst.length < src.length)
     return make_error(errc::out_of_range, "copy destination is shorter than its source");
-  auto bytes = impl_->table->pin(src, 0, src.length);
+  auto bytes = impl_->table->pin_any(src, 0, src.length);
   if (!bytes)
     return std::move(bytes.error());
-  auto err =
-      run_one(*this, transfer_op{op_kind::write, {*bytes, src.length}, dst, 0, false}, timeout);
+  auto err = run_one(
+      *this, transfer_op{op_kind::write, {bytes->first, src.length}, dst, 0, false, bytes->second},
+      timeout);
   impl_->table->unpin(src);
   return err;
 }

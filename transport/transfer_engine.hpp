@@ -1,7 +1,8 @@
 // The transfer engine: registered memory, and batches of one-sided reads and writes through
 // region handles. KV bytes move here, never through actor mailboxes.
 //
-// Paths, chosen per remote node, in this order of preference: the same process -> an in-process
+// Paths, chosen per remote node, in this order of preference: operations on GPU memory on this
+// host -> cuda (below); the same process -> an in-process
 // copy; the same host -> shared memory (the initiator maps the owner's memfd and copies); RDMA
 // where both engines have a device that can reach the other's; TCP to the owner's data-plane
 // server. Operations are cut into slices (transfer_options::slice_bytes) that may take
@@ -30,6 +31,38 @@
 //   where enable_rdma or enable_tcp is off (queue pairs are set up through the TCP server).
 // For TCP, operations run on the engine's connection threads; for RDMA, on the NICs, completed
 // on one thread per device.
+//
+// GPU memory (the cuda path). Not yet run on a GPU: built and tested (the GPU tests skip) on
+// machines without one, against the CUDA 12/13 documentation.
+// - register_region(node, base, length, memory_location::cuda(d)) registers memory of CUDA
+//   device d of this process: all of it must be device memory of d (cudaPointerGetAttributes)
+//   inside one allocation. Where the allocation came from cudaMalloc it is also exported for
+//   CUDA IPC (its handle and the region's offset in it go into the region table); other memory
+//   (cuMemCreate, memory pools, cudaMallocAsync) is usable from this process only, and peers
+//   get unavailable. Managed and host-pinned memory are refused: register them as cpu memory.
+// - An operation whose local buffer is GPU memory says so in transfer_op::local_location; only
+//   the cuda path takes it. The cuda path carries operations that involve GPU memory (the local
+//   buffer or the remote region), to regions of this process (from the engine's own table) and
+//   of other processes on this host (their region tables, GPU regions opened with
+//   cudaIpcOpenMemHandle and cached until remove_peer or the engine's end, host regions through
+//   their memfd segments). Host-only operations never take it.
+// - Copies are cudaMemcpyAsync (cudaMemcpyDefault, unified addressing) on the engine's own
+//   streams, waited for before the slice ends: as other copy paths, a slice is done when submit
+//   returns. The calling thread's current device is set for each copy and restored after.
+//   Work the caller queued on its own streams that produces or consumes those bytes must be
+//   finished (synchronized) before submit, and is not ordered with the engine's copies.
+// - Refused: GPU regions from another host (the TCP server and RDMA answer unavailable, "GPU
+//   regions are reachable only from the same host"; GPUDirect RDMA is out of scope, so GPU
+//   regions are never registered with NICs); operations on GPU memory with checksum = true
+//   (there is no host copy to hash: invalid_argument for a GPU buffer, for a GPU region the
+//   cuda path's refusal); a GPU buffer with no cuda path (unavailable, with cuda_status()).
+// - Without CUDA in the binary, without a driver or device, or with enable_cuda off, there is
+//   no cuda path: registering GPU memory fails with unavailable and the reason (cuda_status).
+// - A failed copy (a CUDA error) fails its slice with io_error and the CUDA error's name; the
+//   destination range of that slice then holds unknown bytes, as for any failed write.
+// - A peer's allocation stays opened (cudaIpcOpenMemHandle) here until remove_peer or the
+//   engine's end: the owner must not cudaFree memory a peer may still have open (CUDA leaves
+//   that undefined), which the protocol above (leases) covers as for host regions.
 //
 // Contract:
 // - Every operation ends: completed, failed with a reason, timed out at the batch's deadline, or
@@ -75,9 +108,11 @@ class transfer_engine {
   // -- regions ------------------------------------------------------------------------------
 
   /// Registers [base, base + length_bytes) as memory of `node` (one of this engine's nodes) and
-  /// returns a handle to all of it; cut sub-handles with region_handle::slice.
+  /// returns a handle to all of it; cut sub-handles with region_handle::slice. `where` says
+  /// whether it is host memory or memory of a CUDA device (checked for GPU memory; see above).
   caf::expected<region_handle> register_region(uint32_t node, std::byte* base,
-                                               uint64_t length_bytes);
+                                               uint64_t length_bytes,
+                                               memory_location where = memory_location::cpu());
 
   /// Forgets a region: later operations on its handles fail with not_found.
   caf::error unregister_region(const region_handle& region);
@@ -93,11 +128,15 @@ class transfer_engine {
   /// Forgets a process's nodes; their operations fail with not_found from then on.
   void remove_peer(uint32_t node);
 
-  /// The paths to `node`, most preferred first ("local", "shm", "rdma", "tcp"); empty: no route.
+  /// The paths to `node`, most preferred first ("cuda", "local", "shm", "rdma", "tcp"); empty: no
+  /// route. "cuda" only ever carries operations on GPU memory.
   std::vector<std::string> paths(uint32_t node) const;
 
   /// None where this engine has an RDMA path; else why not (unavailable, with the reason).
   caf::error rdma_status() const;
+
+  /// None where this engine has a cuda path (GPU memory); else why not (unavailable).
+  caf::error cuda_status() const;
 
   // -- operations ---------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // Vocabulary of the transfer engine: operations, their states, peers and options.
 #pragma once
 
+#include "transport/memory_location.hpp"
 #include "transport/region_handle.hpp"
 
 #include <caf/error.hpp>
@@ -35,6 +36,10 @@ struct transfer_op {
   region_handle remote;
   uint64_t remote_offset = 0; // bytes into `remote`
   bool checksum = false;      // verify an xxh3 of every slice at the reading side
+  // Where `local` lives. Stated by the caller, never guessed: only the cuda path may touch a
+  // GPU buffer, and a GPU pointer stated as cpu memory would be memcpy'd (and crash). An op
+  // with a cuda location and checksum = true is refused (no host copy to hash).
+  memory_location local_location = memory_location::cpu();
 };
 
 struct op_result {
@@ -89,6 +94,9 @@ struct transfer_options {
   // RDMA is used where rdma-core finds a device with an active port and enable_tcp is on: queue
   // pairs are set up through the TCP data-plane server (see transfer_engine.hpp).
   bool enable_rdma = true;
+  // The cuda path (GPU memory in this process and, through CUDA IPC, in others on this host):
+  // used where this binary was built with CUDA and the runtime finds a device.
+  bool enable_cuda = true;
   uint32_t rdma_qps_per_peer = 2;  // reliable-connected queue pairs per pair of devices
   uint32_t rdma_queue_depth = 128; // work requests in flight per queue pair (and the device's max)
   // Devices by name (e.g. mlx5_0). Both empty: every device, the one on the NUMA node of the
@@ -124,7 +132,7 @@ inline constexpr size_t rdma_devices_max = 16; // devices opened, and RDMA ports
 inline constexpr size_t rdma_device_name_max = 63; // bytes
 
 struct path_metrics {
-  std::string backend; // local, shm, tcp, rdma
+  std::string backend; // local, cuda, shm, tcp, rdma
   uint32_t node = 0;   // the remote node
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;

@@ -1,0 +1,63 @@
+// Helpers of the GPU tests: a device allocation that frees itself, random bytes, and the skip
+// reason of machines without a GPU.
+#pragma once
+
+#include "messages/errors.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+namespace crescent::transport::test {
+
+/// Skips the test, with the engine's reason, where it has no cuda path.
+#define CRESCENT_SKIP_WITHOUT_CUDA(engine)                                                         \
+  if (auto why = (engine).cuda_status())                                                           \
+  GTEST_SKIP() << describe(why)
+
+struct device_buffer {
+  std::byte* p = nullptr;
+  size_t bytes = 0;
+  explicit device_buffer(size_t n) : bytes(n) {
+    if (cudaMalloc(reinterpret_cast<void**>(&p), n) != cudaSuccess)
+      p = nullptr;
+  }
+  ~device_buffer() {
+    if (p != nullptr)
+      cudaFree(p);
+  }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+
+  void upload(size_t at, const std::vector<std::byte>& bytes_in) {
+    ASSERT_EQ(cudaMemcpy(p + at, bytes_in.data(), bytes_in.size(), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  std::vector<std::byte> download(size_t at, size_t n) const {
+    std::vector<std::byte> out(n);
+    EXPECT_EQ(cudaMemcpy(out.data(), p + at, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    return out;
+  }
+};
+
+/// An engine serving `node` that reaches peers on this host only (cuda and shm paths).
+inline std::shared_ptr<transfer_engine> same_host_engine(uint32_t node) {
+  transfer_options o;
+  o.local_nodes = {node};
+  o.enable_tcp = false;
+  o.enable_rdma = false;
+  return *transfer_engine::create(o);
+}
+
+inline std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
+  std::vector<std::byte> out(n);
+  std::mt19937_64 rng{seed};
+  for (auto& b : out)
+    b = std::byte(rng());
+  return out;
+}
+
+} // namespace crescent::transport::test
