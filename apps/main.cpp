@@ -89,6 +89,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 8));
   store_cmd->add_flag("--tcp", store.tcp, "Pool bytes over TCP instead of shared memory");
   store_cmd->add_flag("--no-sync{false}", store.sync_commits, "The master does not fsync commits");
+  store_cmd->add_flag("--no-combine{false}", store.combine_gets,
+                      "Each pool client sends its gets to the master alone");
   store_cmd->add_option("--only", store.only, "The pool alone, no baselines")
       ->check(CLI::IsMember({"crescent"}));
 

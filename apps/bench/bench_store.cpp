@@ -149,11 +149,12 @@ int bench_store(const bench_store_options& opt) {
     return 2;
   }
   std::vector<system_under_test> systems;
+  auto combiner = opt.combine_gets ? std::make_shared<pool::get_combiner>() : nullptr;
   {
     uint32_t next = first_client_node;
     auto s =
         connect_all("crescent", opt.clients, [&]() -> caf::expected<std::unique_ptr<kv_client>> {
-          auto c = pool::pool_client::connect(sys, "127.0.0.1", pool.port, next++);
+          auto c = pool::pool_client::connect(sys, "127.0.0.1", pool.port, next++, combiner);
           if (!c)
             return std::move(c.error());
           if (auto err = (*c)->await_owners(opt.nodes, std::chrono::seconds(30)))
@@ -187,10 +188,11 @@ int bench_store(const bench_store_options& opt) {
     }
   }
   fmt::print("crescent bench store: {} clients in one process; pool: a master and {} node "
-             "processes on loopback, {} replica(s), bytes over {}, commits {}; gets read every "
-             "value {} times; each row is the median of {} trials\n",
+             "processes on loopback, {} replica(s), bytes over {}, commits {}, concurrent gets "
+             "{}; gets read every value {} times; each row is the median of {} trials\n",
              opt.clients, opt.nodes, opt.replicas, opt.tcp ? "tcp" : "shared memory",
-             opt.sync_commits ? "synced" : "not synced", opt.get_rounds, opt.trials);
+             opt.sync_commits ? "synced" : "not synced",
+             opt.combine_gets ? "combined" : "sent alone", opt.get_rounds, opt.trials);
   std::map<row_key, std::vector<phase_result>> results;
   bool failed = false;
   for (uint32_t t = 0; t < opt.trials; ++t)
@@ -241,6 +243,10 @@ int bench_store(const bench_store_options& opt) {
                    size_text(k.size), put ? "put" : "get", s.name, ops_per_s(k), median(gbps),
                    median(p50), median(p99), ratio("memcached"), ratio("redis"));
       }
+  if (combiner && combiner->requests() > 0)
+    fmt::print("crescent: {} gets went to the master in {} requests ({:.1f} per request)\n",
+               combiner->gets(), combiner->requests(),
+               static_cast<double>(combiner->gets()) / static_cast<double>(combiner->requests()));
   for (auto& s : servers)
     if (s.process)
       s.process->kill(); // neither exits when its standard input closes

@@ -23,7 +23,10 @@ struct bench_store_options {
   uint32_t replicas = 1;
   bool tcp = false;         // the pool's bytes over TCP instead of shared memory
   bool sync_commits = true; // the master fsyncs every acknowledged put
-  std::string only;         // "crescent": no baselines
+  // The pool's clients share one get_combiner (apps/pool/get_combiner.hpp): gets that are
+  // concurrent go to the master in one request, as a serving process's would.
+  bool combine_gets = true;
+  std::string only; // "crescent": no baselines
 };
 
 int bench_store(const bench_store_options& opt);

@@ -31,9 +31,9 @@ caf::error pool_client::ask_master_void(const auto&... xs) {
   return result;
 }
 
-caf::expected<std::unique_ptr<pool_client>> pool_client::connect(caf::actor_system& sys,
-                                                                 const std::string& host,
-                                                                 uint16_t port, uint32_t node) {
+caf::expected<std::unique_ptr<pool_client>>
+pool_client::connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node,
+                     std::shared_ptr<get_combiner> combiner) {
   auto master = sys.middleman().remote_actor<store_master_actor>(host, port);
   if (!master)
     return make_error(errc::unavailable, "cannot reach the store master at " + host + ":" +
@@ -50,6 +50,7 @@ caf::expected<std::unique_ptr<pool_client>> pool_client::connect(caf::actor_syst
   c->engine_ = std::move(*engine);
   c->node_ = node;
   c->self_ = std::make_unique<caf::scoped_actor>(sys);
+  c->combiner_ = std::move(combiner);
   return c;
 }
 
@@ -179,11 +180,21 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
 
 caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys,
                                                   std::span<const std::span<std::byte>> out) {
-  auto reply = ask_master(get_atom::value, pool_protocol::make_get(keys, false));
-  if (!reply)
-    return std::move(reply.error());
-  auto found = pool_protocol::read_get_reply(*reply);
-  if (!found || found->size() != keys.size())
+  if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
+    return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");
+  auto ask = [this](const envelope& msg) { return ask_master(get_atom::value, msg); };
+  auto locate = [&]() -> caf::expected<std::vector<pool_protocol::block_location>> {
+    if (combiner_)
+      return combiner_->locate(keys, ask);
+    auto reply = ask(pool_protocol::make_get(keys, false));
+    if (!reply)
+      return std::move(reply.error());
+    return pool_protocol::read_get_reply(*reply);
+  };
+  auto found = locate();
+  if (!found)
+    return std::move(found.error());
+  if (found->size() != keys.size())
     return make_error(errc::malformed_message, "get answer does not match the request");
   std::vector<bool> ok(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "actors/store_master/store_master_actor.hpp"
+#include "apps/pool/get_combiner.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
@@ -32,9 +33,11 @@ struct pool_stats {
 /// Serves one thread at a time; give each thread its own client.
 class pool_client {
  public:
-  /// `node`: this client's own node id (no owner runs there).
+  /// `node`: this client's own node id (no owner runs there). Clients given the same
+  /// `combiner` (one per process and master) send their concurrent gets to the master together.
   static caf::expected<std::unique_ptr<pool_client>>
-  connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node);
+  connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node,
+          std::shared_ptr<get_combiner> combiner = nullptr);
 
   /// Waits until `count` owners have joined (at most `timeout`), and learns how to reach them.
   caf::error await_owners(size_t count, std::chrono::milliseconds timeout);
@@ -54,7 +57,7 @@ class pool_client {
                                            uint32_t replicas);
 
   /// Reads blocks into `out` (each exactly its size); per key: true if read and verified. A
-  /// replica that fails its checksum is reported and the next one tried.
+  /// replica that fails its checksum is reported and the next one tried. 1 to 4096 keys.
   caf::expected<std::vector<bool>> get(std::span<const uint64_t> keys,
                                        std::span<const std::span<std::byte>> out);
 
@@ -72,6 +75,7 @@ class pool_client {
   // Made once: a scoped actor is an actor, and spawning one per request cost more than the
   // request. It is why a client serves one thread at a time.
   std::unique_ptr<caf::scoped_actor> self_;
+  std::shared_ptr<get_combiner> combiner_; // null: every get asks alone
 };
 
 } // namespace crescent::pool
