@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 
 #include <sys/socket.h>
@@ -179,9 +180,10 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
 }
 
 void connection::receive_loop() {
+  stream_reader in{fd_}; // write acknowledgements arrive many to a segment
   for (;;) {
     response_header res;
-    auto err = read_full(fd_, &res, sizeof(res));
+    auto err = in.read(&res, sizeof(res));
     if (!err && res.magic != response_magic)
       err = make_error(errc::io_error, "malformed response");
     if (err) {
@@ -212,12 +214,12 @@ void connection::receive_loop() {
       verdict = make_error(errc::io_error, "response does not match any request");
     else if (res.status != 0) {
       std::string message(res.message_bytes, '\0');
-      verdict = read_full(fd_, message.data(), message.size());
+      verdict = in.read(message.data(), message.size());
       if (!verdict)
         verdict = make_error(static_cast<errc>(res.status),
                              "node " + std::to_string(node_) + " refused: " + message);
     } else if (res.length > 0) {
-      verdict = read_full(fd_, s->local, res.length);
+      verdict = in.read(s->local, res.length);
       if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)
         verdict = make_error(errc::checksum_mismatch, "read payload does not match its checksum");
     }

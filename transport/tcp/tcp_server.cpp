@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "transport/rdma/rdma_control.hpp"
 #include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_types.hpp"
 
@@ -25,7 +26,12 @@ namespace {
 // this long in the middle of a request is dropped (it holds a region pinned meanwhile).
 constexpr auto receive_timeout = std::chrono::seconds(5);
 
-caf::error respond(int fd, const request_header& req, const caf::error& err,
+// Write acknowledgements wait here while more requests are already buffered, and leave with
+// the next response or when the stream pauses: one send for many writes of small slices.
+constexpr size_t acks_max = 32;
+using ack_queue = std::vector<response_header>;
+
+caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
                    const std::byte* payload = nullptr, uint64_t length = 0, uint64_t checksum = 0) {
   response_header res;
   res.request_id = req.request_id;
@@ -42,18 +48,28 @@ caf::error respond(int fd, const request_header& req, const caf::error& err,
     res.checksum = checksum;
     res.flags = req.flags;
   }
-  iovec iov[3] = {{&res, sizeof(res)},
+  iovec iov[4] = {{acks.data(), acks.size() * sizeof(response_header)},
+                  {&res, sizeof(res)},
                   {message.data(), message.size()},
                   {const_cast<std::byte*>(payload), static_cast<size_t>(length)}};
-  return write_all(fd, iov, 3);
+  auto sent = write_all(fd, iov, 4);
+  acks.clear();
+  return sent;
+}
+
+caf::error flush(int fd, ack_queue& acks) {
+  iovec iov{acks.data(), acks.size() * sizeof(response_header)};
+  auto sent = write_all(fd, &iov, 1);
+  acks.clear();
+  return sent;
 }
 
 // Reads and throws away a refused write's payload, so that the stream stays in step.
-caf::error drain(int fd, uint64_t length) {
+caf::error drain(stream_reader& in, uint64_t length) {
   std::array<char, 64 * 1024> sink;
   while (length > 0) {
     const size_t n = std::min<uint64_t>(length, sink.size());
-    if (auto err = read_full(fd, sink.data(), n))
+    if (auto err = in.read(sink.data(), n))
       return err;
     length -= n;
   }
@@ -64,31 +80,38 @@ region_handle handle_of(const request_header& req) {
   return region_handle{0, req.region_id, req.handle_offset, req.handle_length, req.access_key};
 }
 
-caf::error serve_write(region_table& table, int fd, const request_header& req) {
+caf::error serve_write(region_table& table, stream_reader& in, int fd, ack_queue& acks,
+                       const request_header& req) {
   const auto h = handle_of(req);
   auto target = table.pin(h, req.offset, req.length);
   if (!target) {
-    if (auto err = drain(fd, req.length))
+    if (auto err = drain(in, req.length))
       return err;
-    return respond(fd, req, target.error());
+    return respond(fd, acks, req, target.error());
   }
-  auto err = read_full(fd, *target, req.length);
+  auto err = in.read(*target, req.length);
   caf::error verdict;
   if (!err && (req.flags & flag_checksum) != 0 && XXH3_64bits(*target, req.length) != req.checksum)
     verdict = make_error(errc::checksum_mismatch, "write payload does not match its checksum");
   table.unpin(h);
   if (err)
     return err;
-  return respond(fd, req, verdict);
+  if (verdict)
+    return respond(fd, acks, req, verdict);
+  response_header ack;
+  ack.request_id = req.request_id;
+  ack.flags = req.flags;
+  acks.push_back(ack);
+  return caf::none;
 }
 
-caf::error serve_read(region_table& table, int fd, const request_header& req) {
+caf::error serve_read(region_table& table, int fd, ack_queue& acks, const request_header& req) {
   const auto h = handle_of(req);
   auto source = table.pin(h, req.offset, req.length);
   if (!source)
-    return respond(fd, req, source.error());
+    return respond(fd, acks, req, source.error());
   const uint64_t sum = (req.flags & flag_checksum) != 0 ? XXH3_64bits(*source, req.length) : 0;
-  auto err = respond(fd, req, caf::none, *source, req.length, sum);
+  auto err = respond(fd, acks, req, caf::none, *source, req.length, sum);
   table.unpin(h);
   return err;
 }
@@ -96,12 +119,12 @@ caf::error serve_read(region_table& table, int fd, const request_header& req) {
 // Where the region lies and its remote keys: what an RDMA initiator needs to address it. The
 // handle is checked as for a read; the region stays pinned while its keys are read, so its
 // registrations exist meanwhile.
-caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd,
+caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd, ack_queue& acks,
                           const request_header& req) {
   const auto h = handle_of(req);
   auto region = table.pin_region(h, req.offset, req.length);
   if (!region)
-    return respond(fd, req, region.error());
+    return respond(fd, acks, req, region.error());
   std::vector<rdma::region_key> keys;
   if (rdma != nullptr)
     keys = rdma->keys_of(req.region_id);
@@ -110,58 +133,59 @@ caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd,
     keys.resize(rdma_devices_max);
   const auto reply =
       rdma::encode_describe_reply(reinterpret_cast<uintptr_t>(region->first), region->second, keys);
-  return respond(fd, req, caf::none, reply.data(), reply.size());
+  return respond(fd, acks, req, caf::none, reply.data(), reply.size());
 }
 
 // A queue pair for the initiator's, on the device it names; it lives until released or until
 // `owner` ends. Only a peer holding a handle of ours gets one: the handle in the header is
 // checked as a describe of all of it would be, before anything is created.
-caf::error serve_connect(region_table& table, rdma::responder* rdma, int fd,
-                         const request_header& req, const void* owner) {
+caf::error serve_connect(region_table& table, rdma::responder* rdma, stream_reader& in, int fd,
+                         ack_queue& acks, const request_header& req, const void* owner) {
   if (req.length != sizeof(rdma::connect_request)) {
-    if (auto err = drain(fd, req.length))
+    if (auto err = drain(in, req.length))
       return err;
-    return respond(fd, req, make_error(errc::invalid_argument, "malformed connect request"));
+    return respond(fd, acks, req, make_error(errc::invalid_argument, "malformed connect request"));
   }
   std::array<std::byte, sizeof(rdma::connect_request)> body;
-  if (auto err = read_full(fd, body.data(), body.size()))
+  if (auto err = in.read(body.data(), body.size()))
     return err;
   const auto h = handle_of(req);
   auto region = table.pin_region(h, 0, h.length);
   if (!region)
-    return respond(fd, req, region.error());
+    return respond(fd, acks, req, region.error());
   table.unpin(h);
   auto parsed = rdma::parse_connect_request(body);
   if (!parsed)
-    return respond(fd, req, parsed.error());
+    return respond(fd, acks, req, parsed.error());
   if (rdma == nullptr)
-    return respond(fd, req, make_error(errc::unavailable, "this engine has no RDMA device"));
+    return respond(fd, acks, req, make_error(errc::unavailable, "this engine has no RDMA device"));
   auto local = rdma->accept(*parsed, owner);
   if (!local)
-    return respond(fd, req, local.error());
+    return respond(fd, acks, req, local.error());
   // This connection now holds a NIC resource: should its initiator's host vanish without a
   // FIN, keepalive ends the connection, and with it the queue pairs it holds.
   rdma::enable_keepalive(fd);
-  return respond(fd, req, caf::none, reinterpret_cast<const std::byte*>(&*local), sizeof(*local));
+  return respond(fd, acks, req, caf::none, reinterpret_cast<const std::byte*>(&*local),
+                 sizeof(*local));
 }
 
 // Destroys a queue pair this connection connected (rdma_wire.hpp).
-caf::error serve_release(rdma::responder* rdma, int fd, const request_header& req,
-                         const void* owner) {
+caf::error serve_release(rdma::responder* rdma, stream_reader& in, int fd, ack_queue& acks,
+                         const request_header& req, const void* owner) {
   if (req.length != sizeof(rdma::release_request)) {
-    if (auto err = drain(fd, req.length))
+    if (auto err = drain(in, req.length))
       return err;
-    return respond(fd, req, make_error(errc::invalid_argument, "malformed release request"));
+    return respond(fd, acks, req, make_error(errc::invalid_argument, "malformed release request"));
   }
   std::array<std::byte, sizeof(rdma::release_request)> body;
-  if (auto err = read_full(fd, body.data(), body.size()))
+  if (auto err = in.read(body.data(), body.size()))
     return err;
   auto parsed = rdma::parse_release_request(body);
   if (!parsed)
-    return respond(fd, req, parsed.error());
+    return respond(fd, acks, req, parsed.error());
   if (rdma == nullptr)
-    return respond(fd, req, make_error(errc::unavailable, "this engine has no RDMA device"));
-  return respond(fd, req, rdma->release_one(owner, *parsed));
+    return respond(fd, acks, req, make_error(errc::unavailable, "this engine has no RDMA device"));
+  return respond(fd, acks, req, rdma->release_one(owner, *parsed));
 }
 
 bool known_kind(uint8_t kind) {
@@ -244,9 +268,17 @@ void server::accept_loop() {
 }
 
 void server::serve(connection& c) {
+  stream_reader in{c.fd};
+  ack_queue acks;
+  acks.reserve(acks_max);
   while (!stopping_.load()) {
+    // Acknowledgements go out before this thread could wait for a request: the initiator may
+    // be waiting for them.
+    if (!acks.empty() && (acks.size() >= acks_max || !in.has(sizeof(request_header))))
+      if (flush(c.fd, acks))
+        break;
     request_header req;
-    auto err = read_full(c.fd, &req, sizeof(req), true);
+    auto err = in.read(&req, sizeof(req), true);
     if (err && is(err, errc::timeout))
       continue; // idle
     if (err)
@@ -259,19 +291,19 @@ void server::serve(connection& c) {
       break;
     switch (req.kind) {
     case kind_write:
-      err = serve_write(table_, c.fd, req);
+      err = serve_write(table_, in, c.fd, acks, req);
       break;
     case kind_read:
-      err = serve_read(table_, c.fd, req);
+      err = serve_read(table_, c.fd, acks, req);
       break;
     case kind_describe:
-      err = serve_describe(table_, rdma_, c.fd, req);
+      err = serve_describe(table_, rdma_, c.fd, acks, req);
       break;
     case kind_connect:
-      err = serve_connect(table_, rdma_, c.fd, req, &c);
+      err = serve_connect(table_, rdma_, in, c.fd, acks, req, &c);
       break;
     default:
-      err = serve_release(rdma_, c.fd, req, &c);
+      err = serve_release(rdma_, in, c.fd, acks, req, &c);
       break;
     }
     if (err)
