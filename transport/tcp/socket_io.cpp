@@ -40,25 +40,26 @@ caf::expected<sockaddr_in> resolve(const std::string& host, uint16_t port) {
 
 } // namespace
 
+caf::error receive_failure(ssize_t n, bool idle) {
+  if (n == 0)
+    return make_error(errc::io_error, "the peer closed the connection");
+  if (errno == EINTR)
+    return caf::none;
+  if (errno == EAGAIN || errno == EWOULDBLOCK)
+    return idle ? make_error(errc::timeout, "idle")
+                : make_error(errc::io_error, "the peer stalled in the middle of a message");
+  return sys_error("receive");
+}
+
 caf::error read_full(int fd, void* buffer, size_t length, bool idle_ok) {
   auto* p = static_cast<char*>(buffer);
   size_t got = 0;
   while (got < length) {
     ssize_t n = recv(fd, p + got, length - got, MSG_WAITALL);
-    if (n > 0) {
+    if (n > 0)
       got += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0)
-      return make_error(errc::io_error, "the peer closed the connection");
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (idle_ok && got == 0)
-        return make_error(errc::timeout, "idle");
-      return make_error(errc::io_error, "the peer stalled in the middle of a message");
-    }
-    return sys_error("receive");
+    else if (auto err = receive_failure(n, idle_ok && got == 0))
+      return err;
   }
   return caf::none;
 }

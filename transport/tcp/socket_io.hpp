@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 namespace crescent::transport::tcp {
@@ -16,6 +17,10 @@ namespace crescent::transport::tcp {
 /// Reads exactly `length` bytes. With `idle_ok`, a receive timeout before the first byte is
 /// reported as errc::timeout (an idle connection), after it as an io_error (a stalled peer).
 caf::error read_full(int fd, void* buffer, size_t length, bool idle_ok = false);
+
+/// What a receive that returned `n` <= 0 (errno set) means: none for "try again" (EINTR), else
+/// the error. `idle`: a timeout is errc::timeout (no byte of a message had come), not io_error.
+caf::error receive_failure(ssize_t n, bool idle);
 
 /// Writes every byte of the iovecs (modified while writing).
 caf::error write_all(int fd, iovec* iov, int count);

@@ -1,13 +1,10 @@
 #include "transport/tcp/stream_reader.hpp"
 
-#include "messages/errors.hpp"
 #include "transport/tcp/socket_io.hpp"
 
 #include <sys/socket.h>
 
-#include <cerrno>
 #include <cstring>
-#include <string>
 
 namespace crescent::transport::tcp {
 
@@ -31,18 +28,9 @@ caf::error stream_reader::read(void* out, size_t length, bool idle_ok) {
     if (n > 0) {
       end_ = static_cast<size_t>(n);
       got += take(p + got, length - got);
-      continue;
+    } else if (auto err = receive_failure(n, idle_ok && got == 0)) {
+      return err;
     }
-    if (n == 0)
-      return make_error(errc::io_error, "the peer closed the connection");
-    if (errno == EINTR)
-      continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (idle_ok && got == 0)
-        return make_error(errc::timeout, "idle");
-      return make_error(errc::io_error, "the peer stalled in the middle of a message");
-    }
-    return make_error(errc::io_error, std::string{"receive: "} + std::strerror(errno));
   }
   return caf::none;
 }
