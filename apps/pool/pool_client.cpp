@@ -198,17 +198,39 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys
     return make_error(errc::malformed_message, "get answer does not match the request");
   std::vector<bool> ok(keys.size(), false);
   for (size_t i = 0; i < keys.size(); ++i)
-    for (const auto& h : (*found)[i].replicas) {
-      if (h.length != out[i].size() || engine_->read(h, 0, out[i]))
-        continue;
-      if (storage::block_checksum(out[i]) == (*found)[i].checksum) {
-        ok[i] = true;
-        break;
-      }
-      [[maybe_unused]] auto err =
-          ask_master_void(corrupt_atom::value, pool_protocol::make_report_corrupt(keys[i], h.node));
-    }
+    ok[i] = read_block((*found)[i], out[i]);
   return ok;
+}
+
+caf::expected<size_t> pool_client::get_prefix(std::span<const uint64_t> keys,
+                                              std::span<const std::span<std::byte>> out) {
+  if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
+    return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");
+  auto reply = ask_master(get_atom::value, pool_protocol::make_get(keys, true));
+  if (!reply)
+    return std::move(reply.error());
+  auto found = pool_protocol::read_get_reply(*reply);
+  if (!found)
+    return std::move(found.error());
+  if (found->size() > keys.size())
+    return make_error(errc::malformed_message, "prefix answer longer than the request");
+  size_t n = 0;
+  while (n < found->size() && (*found)[n].key == keys[n] && read_block((*found)[n], out[n]))
+    ++n;
+  return n;
+}
+
+bool pool_client::read_block(const pool_protocol::block_location& at, std::span<std::byte> out) {
+  for (const auto& h : at.replicas) {
+    if (h.length != out.size() || engine_->read(h, 0, out))
+      continue;
+    if (storage::block_checksum(out) == at.checksum)
+      return true;
+    // A mismatch is a miss for this replica: reported, so that the master drops it.
+    [[maybe_unused]] auto err =
+        ask_master_void(corrupt_atom::value, pool_protocol::make_report_corrupt(at.key, h.node));
+  }
+  return false;
 }
 
 } // namespace crescent::pool

@@ -61,12 +61,20 @@ class pool_client {
   caf::expected<std::vector<bool>> get(std::span<const uint64_t> keys,
                                        std::span<const std::span<std::byte>> out);
 
+  /// The longest available prefix of a chain of blocks (a request's prompt blocks, in order):
+  /// reads keys[0..n) into out[0..n) and returns n, stopping at the first block that is not in
+  /// the pool or whose replicas all fail their checksum. 1 to 4096 keys.
+  caf::expected<size_t> get_prefix(std::span<const uint64_t> keys,
+                                   std::span<const std::span<std::byte>> out);
+
   transport::transfer_engine& engine() { return *engine_; }
   const store_master_actor& master() const { return master_; }
 
  private:
   caf::expected<envelope> ask_master(const auto&... xs);
   caf::error ask_master_void(const auto&... xs);
+  /// Reads one block from the first of its replicas that verifies; false: none did.
+  bool read_block(const pool_protocol::block_location& at, std::span<std::byte> out);
 
   caf::actor_system* sys_ = nullptr;
   store_master_actor master_;

@@ -250,6 +250,29 @@ TEST_F(pool_processes, with_one_replica_a_killed_owner_means_explicit_misses) {
   EXPECT_GT(good, acked.size() / 3) << "the others' are not";
 }
 
+TEST_F(pool_processes, the_longest_available_prefix_is_read_and_verified) {
+  // A chain of ten blocks whose sixth was never stored.
+  ASSERT_EQ(put_range(500, 5, 1).size(), 5u);
+  ASSERT_EQ(put_range(506, 4, 1).size(), 4u);
+  std::vector<uint64_t> chain;
+  for (uint64_t k = 500; k < 510; ++k)
+    chain.push_back(k);
+  std::vector<std::vector<std::byte>> bufs(chain.size(), std::vector<std::byte>(block_bytes));
+  std::vector<std::span<std::byte>> spans(bufs.begin(), bufs.end());
+  auto n = client->get_prefix(chain, spans);
+  ASSERT_TRUE(n) << describe(n.error());
+  EXPECT_EQ(*n, 5u);
+  for (size_t i = 0; i < *n; ++i)
+    EXPECT_EQ(bufs[i], block_of(chain[i]));
+  auto rest = client->get_prefix(std::span{chain}.subspan(6), std::span{spans}.subspan(6));
+  ASSERT_TRUE(rest) << describe(rest.error());
+  EXPECT_EQ(*rest, 4u);
+  EXPECT_EQ(bufs[9], block_of(509));
+  auto none = client->get_prefix(std::span{chain}.subspan(5, 1), std::span{spans}.subspan(5, 1));
+  ASSERT_TRUE(none) << describe(none.error());
+  EXPECT_EQ(*none, 0u);
+}
+
 TEST_F(pool_processes, a_restarted_master_finds_every_committed_block) {
   auto acked = put_range(0, 2000, 2);
   ASSERT_EQ(acked.size(), 2000u);
