@@ -51,6 +51,12 @@ caf::error check_rdma_options(const transfer_options& o) {
     return make_error(errc::invalid_argument, "RDMA queue pair timeout must be in [1, 31]");
   if (o.rdma_retry_count > 7 || o.rdma_rnr_retry > 7)
     return make_error(errc::invalid_argument, "RDMA retry counts must be in [0, 7]");
+  auto bad_wait = [](std::chrono::milliseconds t) {
+    return t < std::chrono::milliseconds(10) || t > std::chrono::seconds(60);
+  };
+  if (bad_wait(o.rdma_flush_timeout) || bad_wait(o.rdma_expired_grace))
+    return make_error(errc::invalid_argument,
+                      "RDMA flush timeout and expired grace must be in [10 ms, 60 s]");
   if (o.rdma_preferred_devices.size() + o.rdma_fallback_devices.size() > rdma_devices_max)
     return make_error(errc::invalid_argument, "at most 16 RDMA devices may be named");
   std::set<std::string> seen;

@@ -116,6 +116,12 @@ struct transfer_options {
   uint8_t rdma_qp_timeout = 18;
   uint8_t rdma_retry_count = 7;
   uint8_t rdma_rnr_retry = 7;
+  // Bounds on waiting for a NIC (rdma/rdma_policy.hpp, sweep_limits): a broken queue pair whose
+  // flushed work has not all completed this long after it broke is destroyed (10 ms..60 s); work
+  // of an expired batch still in flight this long after the deadline resets its queue pair
+  // (10 ms..60 s). Longer suits fabrics with long retry chains; shorter frees buffers sooner.
+  std::chrono::milliseconds rdma_flush_timeout{1000};
+  std::chrono::milliseconds rdma_expired_grace{500};
   // Calls ibv_fork_init before the RDMA devices are opened (see rdma/rdma_device.cpp): only
   // for processes that fork while RDMA work runs, on kernels older than 5.13. Off by default:
   // it hides registered buffers from forked children, which then crash touching them.

@@ -466,6 +466,8 @@ TEST(rdma_options, out_of_range_values_are_refused_on_every_machine) {
   refused([](transfer_options& o) { o.rdma_qp_timeout = 32; });
   refused([](transfer_options& o) { o.rdma_retry_count = 8; });
   refused([](transfer_options& o) { o.rdma_rnr_retry = 8; });
+  refused([](transfer_options& o) { o.rdma_flush_timeout = std::chrono::milliseconds(9); });
+  refused([](transfer_options& o) { o.rdma_expired_grace = std::chrono::seconds(61); });
   refused([](transfer_options& o) { o.rdma_preferred_devices = {""}; });
   refused([](transfer_options& o) { o.rdma_preferred_devices = {std::string(64, 'm')}; });
   refused([](transfer_options& o) {
@@ -495,6 +497,10 @@ TEST(rdma_options, the_widest_valid_values_are_accepted) {
     o.rdma_rnr_retry = 0;
   });
   accepted([](transfer_options& o) { o.rdma_service_level = 15; }); // clamped to 7 on RoCE
+  accepted([](transfer_options& o) {
+    o.rdma_flush_timeout = std::chrono::milliseconds(10);
+    o.rdma_expired_grace = std::chrono::seconds(60);
+  });
 }
 
 // Fork safety is asked for, not imposed; where no device exists asking changes nothing.

@@ -41,7 +41,9 @@ constexpr auto drain_timeout = std::chrono::seconds(2);
 class rdma_backend final : public backend, public rdma::responder, public rdma::device_events {
  public:
   rdma_backend(transfer_engine::impl& engine, std::vector<std::unique_ptr<device>> devices)
-      : engine_(engine), devices_(std::move(devices)) {
+      : engine_(engine),
+        devices_(std::move(devices)), sweep_limits_{engine.options.rdma_flush_timeout,
+                                                    engine.options.rdma_expired_grace} {
     for (const auto& d : devices_)
       views_.push_back({d->name(), d->numa_node()});
     for (auto& d : devices_)
