@@ -25,6 +25,9 @@
 // - A region unregistered while a peer still addresses it makes that peer's NIC report an
 //   access error (the peer then asks again and gets not_found); as with shared memory, a
 //   protocol above must keep regions registered while peers may still use them.
+// - A port's new LID or GID (from the subnet manager, or a RoCE interface's new IP address) is
+//   used by queue pairs set up after the change; those set up before fail with their next work
+//   and are replaced. A RoCE port whose GID is removed takes no new work until one comes back.
 // - A deadline ends RDMA work in flight by moving its queue pairs to the error state: the NIC
 //   stops and reports every request, after which no byte of the batch moves.
 // - The RDMA path is off (see rdma_status) where rdma-core finds no device with an active port,

@@ -240,8 +240,9 @@ TEST(rdma_verbs_mapping, asynchronous_events) {
   EXPECT_EQ(classify_async_event(IBV_EVENT_PORT_ERR), async_action::port_down);
   EXPECT_EQ(classify_async_event(IBV_EVENT_PORT_ACTIVE), async_action::port_up);
   EXPECT_EQ(classify_async_event(IBV_EVENT_COMM_EST), async_action::ignore);
-  EXPECT_EQ(classify_async_event(IBV_EVENT_LID_CHANGE), async_action::ignore);
-  EXPECT_EQ(classify_async_event(IBV_EVENT_GID_CHANGE), async_action::ignore);
+  EXPECT_EQ(classify_async_event(IBV_EVENT_LID_CHANGE), async_action::address_changed);
+  EXPECT_EQ(classify_async_event(IBV_EVENT_GID_CHANGE), async_action::address_changed);
+  EXPECT_EQ(classify_async_event(IBV_EVENT_SM_CHANGE), async_action::ignore);
   EXPECT_EQ(classify_async_event(IBV_EVENT_SQ_DRAINED), async_action::ignore);
 }
 

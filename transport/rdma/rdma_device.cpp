@@ -45,6 +45,7 @@ caf::expected<std::unique_ptr<device>> device::open(ibv_device* dev, const rdma_
   if (!port)
     return std::move(port.error());
   d->port_ = *port;
+  d->address_ = {port->lid, port->gid};
   d->pd_ = ibv_alloc_pd(d->ctx_);
   if (d->pd_ == nullptr)
     return verbs_error("cannot allocate a protection domain on " + info.name, errno);
@@ -93,13 +94,19 @@ uint8_t device::rd_atomic_dest() const {
   return static_cast<uint8_t>(std::clamp(attr_.max_qp_rd_atom, 1, 16));
 }
 
+port_address device::address() const {
+  std::lock_guard guard{address_mutex_};
+  return address_;
+}
+
 qp_endpoint device::endpoint(uint32_t qp_num, uint32_t psn) const {
+  const auto now = address();
   qp_endpoint e{};
   set_name(e.device, info_.name);
-  std::memcpy(e.gid, port_.gid.raw, sizeof(e.gid));
+  std::memcpy(e.gid, now.gid.raw, sizeof(e.gid));
   e.qp_num = qp_num;
   e.psn = psn;
-  e.lid = port_.lid;
+  e.lid = now.lid;
   e.port = port_.num;
   e.link_layer = port_.link_layer;
   e.mtu = static_cast<uint8_t>(port_.mtu);
@@ -109,13 +116,37 @@ qp_endpoint device::endpoint(uint32_t qp_num, uint32_t psn) const {
 }
 
 rdma_port_info device::advertised() const {
+  const auto now = address();
   rdma_port_info p;
   p.device = info_.name;
   p.port = port_.num;
   p.link_layer = port_.link_layer;
-  p.lid = port_.lid;
-  std::copy(std::begin(port_.gid.raw), std::end(port_.gid.raw), p.gid.begin());
+  p.lid = now.lid;
+  std::copy(std::begin(now.gid.raw), std::end(now.gid.raw), p.gid.begin());
   return p;
+}
+
+// [rare] The subnet manager gave the port another LID, or the interface another IP address (a
+// RoCE GID). New queue pairs on both sides use the new address (connects carry endpoint(), and
+// this engine advertises advertised()); queue pairs set up with the old one fail with their
+// next work and are replaced. Peers that learned this process's ports before keep the old GID
+// for their reachability check until they learn them again. A RoCE GID that is gone (all
+// zeros: the address was removed) leaves the port unusable until one comes back.
+void device::refresh_address() {
+  ibv_port_attr pa{};
+  ibv_gid gid{};
+  if (ibv_query_port(ctx_, port_.num, &pa) != 0 ||
+      ibv_query_gid(ctx_, port_.num, port_.gid_index, &gid) != 0)
+    return; // the port is going away: its port event or the queue pairs' errors will tell
+  const bool gid_gone =
+      std::all_of(std::begin(gid.raw), std::end(gid.raw), [](uint8_t b) { return b == 0; });
+  {
+    std::lock_guard guard{address_mutex_};
+    address_.lid = pa.lid;
+    address_.gid = gid;
+  }
+  if (port_.link_layer == link_ethernet)
+    port_up_ = !gid_gone && pa.state == IBV_PORT_ACTIVE;
 }
 
 bool device::reserve(uint32_t entries) {
@@ -255,10 +286,13 @@ async_action classify_async_event(ibv_event_type type) {
     return async_action::port_down;
   case IBV_EVENT_PORT_ACTIVE:
     return async_action::port_up;
+  case IBV_EVENT_LID_CHANGE:
+  case IBV_EVENT_GID_CHANGE:
+    return async_action::address_changed;
   default:
-    // COMM_EST, SQ_DRAINED, PATH_MIG: nothing to do. LID, PKEY, GID, SM changes: queue pairs
-    // that no longer reach their peer fail with their next work, and are replaced. SRQ and WQ
-    // events concern objects this path does not create.
+    // COMM_EST, SQ_DRAINED, PATH_MIG: nothing to do. PKEY and SM changes: queue pairs that no
+    // longer reach their peer fail with their next work, and are replaced. SRQ and WQ events
+    // concern objects this path does not create.
     return async_action::ignore;
   }
 }
@@ -277,7 +311,8 @@ void device::read_async_events() {
     int port = 0;
     if (action == async_action::qp_failed && e.element.qp != nullptr)
       qp_num = e.element.qp->qp_num; // read before the ack: the queue pair may go after it
-    if (action == async_action::port_down || action == async_action::port_up)
+    if (action == async_action::port_down || action == async_action::port_up ||
+        action == async_action::address_changed)
       port = e.element.port_num;
     ibv_ack_async_event(&e);
     const std::string what = name() + ": " + ibv_event_type_str(type);
@@ -296,6 +331,10 @@ void device::read_async_events() {
     case async_action::port_up:
       if (port == port_.num)
         port_up_ = true;
+      break;
+    case async_action::address_changed:
+      if (port == port_.num)
+        refresh_address();
       break;
     case async_action::ignore:
       break;

@@ -30,11 +30,18 @@ class device;
 struct port_choice {
   uint8_t num = 0;
   uint8_t link_layer = 0; // link_infiniband or link_ethernet
-  uint16_t lid = 0;       // InfiniBand
+  uint16_t lid = 0;       // InfiniBand; as the port was opened (device::address() is current)
   ibv_mtu mtu = IBV_MTU_1024;
   int gid_index = 0; // the source GID of RoCE packets; InfiniBand: 0, its port GID
-  ibv_gid gid{};
+  ibv_gid gid{};     // as the port was opened (device::address() is current)
   uint32_t max_msg_bytes = 0;
+};
+
+/// Where a port is reached now: the subnet manager may assign another LID, and a RoCE GID
+/// follows the interface's IP address.
+struct port_address {
+  uint16_t lid = 0;
+  ibv_gid gid{};
 };
 
 /// How this engine's RDMA packets leave a port, and how long a queue pair keeps trying to
@@ -73,7 +80,7 @@ class device_events {
 };
 
 /// What an asynchronous event means here.
-enum class async_action { ignore, qp_failed, device_failed, port_down, port_up };
+enum class async_action { ignore, qp_failed, device_failed, port_down, port_up, address_changed };
 async_action classify_async_event(ibv_event_type type);
 
 /// The first active port of a device: on InfiniBand with its LID, on Ethernet with the GID at
@@ -111,6 +118,9 @@ class device {
   uint8_t rd_atomic_init() const;
   uint8_t rd_atomic_dest() const;
 
+  /// The port's LID and GID now (refreshed on LID and GID change events).
+  port_address address() const;
+
   /// What a peer needs to connect to queue pair `qp_num` here.
   qp_endpoint endpoint(uint32_t qp_num, uint32_t psn) const;
   rdma_port_info advertised() const;
@@ -138,6 +148,7 @@ class device {
   void poll_loop();
   bool wait_for_event(int timeout_ms);
   void read_async_events();
+  void refresh_address();
   void fail(const caf::error& why);
 
   rdma_device info_;
@@ -145,6 +156,8 @@ class device {
   ibv_context* ctx_ = nullptr;
   ibv_device_attr attr_{};
   port_choice port_;
+  mutable std::mutex address_mutex_;
+  port_address address_; // guarded by address_mutex_
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;

@@ -113,7 +113,7 @@ uint32_t random_psn() {
 }
 
 caf::error check_reachable(const device& d, const qp_endpoint& remote) {
-  if (!ports_reachable(d.port().link_layer, d.port().gid.raw, remote.link_layer, remote.gid))
+  if (!ports_reachable(d.port().link_layer, d.address().gid.raw, remote.link_layer, remote.gid))
     return make_error(errc::unavailable, d.name() + " cannot reach " + name_of(remote.device) +
                                              ": another link layer or InfiniBand subnet");
   return caf::none;
