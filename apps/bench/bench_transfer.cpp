@@ -45,21 +45,27 @@ double memcpy_gbps(std::byte* src, std::byte* dst, uint64_t span, uint64_t block
   return static_cast<double>(bytes) / seconds_since(start) / 1e9;
 }
 
-// A plain TCP stream of 1 MiB writes into the peer's sink.
-caf::expected<double> tcp_stream_gbps(uint16_t port, std::byte* buf, double seconds) {
+// A plain TCP stream of 1 MiB writes into the peer's sink, from `span` bytes of memory walked
+// through as the engine's operations walk through theirs (the sink does the same at its end).
+caf::expected<double> tcp_stream_gbps(uint16_t port, const std::byte* buf, uint64_t span,
+                                      double seconds) {
   auto fd = transport::tcp::connect_to("127.0.0.1", port, std::chrono::seconds(2));
   if (!fd)
     return std::move(fd.error());
-  constexpr size_t chunk = 1u << 20;
+  constexpr uint64_t chunk = 1u << 20;
   uint64_t bytes = 0;
+  uint64_t at = 0;
   const auto start = clock::now();
   while (seconds_since(start) < seconds) {
-    ssize_t n = send(*fd, buf, chunk, MSG_NOSIGNAL);
+    if (at + chunk > span)
+      at = 0;
+    ssize_t n = send(*fd, buf + at, chunk, MSG_NOSIGNAL);
     if (n <= 0) {
       close(*fd);
       return make_error(errc::io_error, "the sink closed the stream");
     }
     bytes += static_cast<uint64_t>(n);
+    at += static_cast<uint64_t>(n);
   }
   const double gbps = static_cast<double>(bytes) / seconds_since(start) / 1e9;
   close(*fd);
@@ -170,7 +176,8 @@ caf::expected<row> measure(transport::transfer_engine& engine, const remote_peer
       base = memcpy_gbps(scratch.data(), local.data(), local.size_bytes(), c.block,
                          opt.seconds_per_case);
     } else {
-      auto s = tcp_stream_gbps(peer.sink_port, local.data(), opt.seconds_per_case);
+      auto s =
+          tcp_stream_gbps(peer.sink_port, local.data(), local.size_bytes(), opt.seconds_per_case);
       if (!s)
         return std::move(s.error());
       base = *s;

@@ -63,15 +63,24 @@ transfer_peer(transfer_peer_actor::stateful_pointer<peer_state> self,
   };
 }
 
-// The plain TCP stream baseline: accept connections and discard what they send.
-void run_sink(int listen_fd) {
+// The plain TCP stream baseline: accept connections and take what they send into the region's
+// memory, walking through all of it, as the engine's writes do: a sink that reused one small
+// buffer would receive into the caches, which no transfer into a large region can.
+void run_sink(int listen_fd, std::byte* base, uint64_t bytes) {
   for (;;) {
     int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0)
       return;
-    std::thread([fd] {
-      std::vector<char> buf(4u << 20);
-      while (recv(fd, buf.data(), buf.size(), 0) > 0) {
+    std::thread([fd, base, bytes] {
+      constexpr uint64_t chunk = 4u << 20;
+      uint64_t at = 0;
+      for (;;) {
+        if (at + chunk > bytes)
+          at = 0;
+        const ssize_t n = recv(fd, base + at, chunk, 0);
+        if (n <= 0)
+          break;
+        at += static_cast<uint64_t>(n);
       }
       close(fd);
     }).detach();
@@ -110,7 +119,7 @@ int run_transfer_peer(const transfer_peer_options& opt) {
     fmt::print(stderr, "transfer-peer: cannot publish its actor: {}\n", sys.render(port.error()));
     return 2;
   }
-  std::thread(run_sink, sink->first).detach();
+  std::thread(run_sink, sink->first, memory->data(), memory->size_bytes()).detach();
   fmt::print("crescent-transfer-peer actor-port={} sink-port={} pid={}\n", *port, sink->second,
              getpid());
   std::fflush(stdout);
