@@ -133,6 +133,11 @@ int main(int argc, char** argv) {
   node_cmd->add_option("--ssd-mib", pool_node.ssd_mib)->capture_default_str();
   node_cmd->add_option("--ssd-dir", pool_node.ssd_dir);
   node_cmd->add_flag("--no-shm{false}", pool_node.shm, "Do not share memory with local peers");
+  node_cmd
+      ->add_option("--file-size-limit", pool_node.file_size_limit_bytes,
+                   "Bytes no file of this process may grow past (RLIMIT_FSIZE; writes beyond "
+                   "fail like a full disk): to break a node on purpose")
+      ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 50));
 
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("pool-master"))

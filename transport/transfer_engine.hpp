@@ -27,7 +27,8 @@
 //   protocol above must keep regions registered while peers may still use them.
 // - A port's new LID or GID (from the subnet manager, or a RoCE interface's new IP address) is
 //   used by queue pairs set up after the change; those set up before fail with their next work
-//   and are replaced. A RoCE port whose GID is removed takes no new work until one comes back.
+//   and are replaced. A port left without an address (no LID yet, no RoCE GID) takes no new
+//   work until an event brings one; with rdma_gid_index -1 the best RoCE GID is chosen again.
 // - A deadline ends RDMA work in flight by moving its queue pairs to the error state: the NIC
 //   stops and reports every request, after which no byte of the batch moves.
 // - The RDMA path is off (see rdma_status) where rdma-core finds no device with an active port,

@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,31 +24,8 @@ std::string self_executable() {
   return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string{};
 }
 
-namespace {
-
-// fork + exec, for children that need limits posix_spawn cannot set. Between fork and exec the
-// child calls only async-signal-safe functions: this process has other threads.
-pid_t fork_limited(const char* program, char* const* argv, int in, int out,
-                   const spawn_limits& limits) {
-  const pid_t pid = fork();
-  if (pid != 0)
-    return pid; // the parent, or -1
-  if (dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0)
-    _exit(127);
-  const rlimit fsize{limits.file_size_bytes, limits.file_size_bytes};
-  struct sigaction ignore {};
-  ignore.sa_handler = SIG_IGN;
-  if (setrlimit(RLIMIT_FSIZE, &fsize) != 0 || sigaction(SIGXFSZ, &ignore, nullptr) != 0)
-    _exit(127);
-  execve(program, argv, environ);
-  _exit(127);
-}
-
-} // namespace
-
 caf::expected<child_process> child_process::spawn(const std::string& program,
-                                                  const std::vector<std::string>& args,
-                                                  const spawn_limits& limits) {
+                                                  const std::vector<std::string>& args) {
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
     return make_error(errc::io_error, std::string{"pipe: "} + std::strerror(errno));
@@ -62,13 +38,7 @@ caf::expected<child_process> child_process::spawn(const std::string& program,
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   child_process c;
-  int rc = 0;
-  if (limits.file_size_bytes == 0) {
-    rc = posix_spawn(&c.pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
-  } else {
-    c.pid_ = fork_limited(program.c_str(), argv.data(), in[0], out[1], limits);
-    rc = c.pid_ < 0 ? errno : 0;
-  }
+  int rc = posix_spawn(&c.pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   close(in[0]);
   close(out[1]);

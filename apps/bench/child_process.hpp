@@ -12,19 +12,10 @@
 
 namespace crescent::bench {
 
-/// Limits the child runs under, to break it on purpose.
-struct spawn_limits {
-  /// RLIMIT_FSIZE: no file of the child grows past this many bytes (0: no limit). SIGXFSZ is
-  /// ignored, so writes beyond it fail with EFBIG instead of killing the child: a full disk as
-  /// the child's code sees it.
-  uint64_t file_size_bytes = 0;
-};
-
 class child_process {
  public:
   static caf::expected<child_process> spawn(const std::string& program,
-                                            const std::vector<std::string>& args,
-                                            const spawn_limits& limits = {});
+                                            const std::vector<std::string>& args);
 
   child_process(child_process&& other) noexcept;
   /// Ends the child this held (as the destructor does) and takes over `other`'s.

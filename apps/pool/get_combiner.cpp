@@ -1,12 +1,14 @@
 #include "apps/pool/get_combiner.hpp"
 
-#include <cassert>
+#include <exception>
+#include <string>
 
 namespace crescent::pool {
 
 caf::expected<std::vector<pool_protocol::block_location>>
 get_combiner::locate(std::span<const uint64_t> keys, const ask_fn& ask) {
-  assert(!keys.empty() && keys.size() <= keys_max);
+  if (keys.empty() || keys.size() > keys_max)
+    return make_error(errc::invalid_argument, "a get names 1 to 4096 keys");
   waiter self{keys};
   std::unique_lock guard{mutex_};
   queue_.push_back(&self);
@@ -33,11 +35,17 @@ void get_combiner::lead(std::unique_lock<std::mutex>& guard, const ask_fn& ask) 
   gets_ += batch.size();
   ++requests_;
   guard.unlock();
+  // Whatever happens to the request, the waiters are answered and the next leader can go:
+  // an exception here would leave in_flight_ set and every later get of the process waiting.
   auto found = [&]() -> caf::expected<std::vector<pool_protocol::block_location>> {
-    auto reply = ask(pool_protocol::make_get(keys, false));
-    if (!reply)
-      return std::move(reply.error());
-    return pool_protocol::read_get_reply(*reply);
+    try {
+      auto reply = ask(pool_protocol::make_get(keys, false));
+      if (!reply)
+        return std::move(reply.error());
+      return pool_protocol::read_get_reply(*reply);
+    } catch (const std::exception& e) {
+      return make_error(errc::internal, std::string{"get failed: "} + e.what());
+    }
   }();
   if (found && found->size() != keys.size())
     found = make_error(errc::malformed_message, "get answer does not match the request");

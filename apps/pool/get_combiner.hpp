@@ -33,7 +33,7 @@ class get_combiner {
   using ask_fn = std::function<caf::expected<envelope>(const envelope&)>;
 
   /// Where `keys` are (in order), asked together with whatever other threads ask meanwhile.
-  /// `keys` must hold 1 to keys_max keys.
+  /// invalid_argument unless `keys` holds 1 to keys_max keys.
   caf::expected<std::vector<pool_protocol::block_location>> locate(std::span<const uint64_t> keys,
                                                                    const ask_fn& ask);
 

@@ -10,9 +10,13 @@
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 #include <thread>
 
 namespace crescent::pool {
@@ -55,6 +59,13 @@ int run_node_process(const node_process_options& opt) {
   if (opt.master_port == 0 || opt.dram_mib == 0) {
     fmt::print(stderr, "pool-node: needs --master-port and a DRAM tier\n");
     return 2;
+  }
+  if (opt.file_size_limit_bytes > 0) {
+    const rlimit fsize{opt.file_size_limit_bytes, opt.file_size_limit_bytes};
+    if (signal(SIGXFSZ, SIG_IGN) == SIG_ERR || setrlimit(RLIMIT_FSIZE, &fsize) != 0) {
+      fmt::print(stderr, "pool-node: cannot limit file sizes: {}\n", std::strerror(errno));
+      return 2;
+    }
   }
   transport::transfer_options topt;
   topt.local_nodes = {opt.node};

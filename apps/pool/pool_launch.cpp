@@ -34,9 +34,8 @@ caf::expected<launched_master> launch_master(const std::string& binary,
 
 caf::expected<bench::child_process> launch_node(const std::string& binary,
                                                 const std::vector<std::string>& args,
-                                                std::chrono::milliseconds timeout,
-                                                const bench::spawn_limits& limits) {
-  auto p = bench::child_process::spawn(binary, with_command("pool-node", args), limits);
+                                                std::chrono::milliseconds timeout) {
+  auto p = bench::child_process::spawn(binary, with_command("pool-node", args));
   if (!p)
     return p;
   if (auto ready = p->read_line(timeout); !ready)

@@ -23,10 +23,9 @@ caf::expected<launched_master> launch_master(const std::string& binary,
                                              const std::vector<std::string>& args,
                                              std::chrono::milliseconds timeout);
 
-/// `binary pool-node <args>`, under `limits`; waits at most `timeout` for its ready line.
+/// `binary pool-node <args>`; waits at most `timeout` for its ready line.
 caf::expected<bench::child_process> launch_node(const std::string& binary,
                                                 const std::vector<std::string>& args,
-                                                std::chrono::milliseconds timeout,
-                                                const bench::spawn_limits& limits = {});
+                                                std::chrono::milliseconds timeout);
 
 } // namespace crescent::pool

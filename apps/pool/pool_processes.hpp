@@ -36,6 +36,9 @@ struct node_process_options {
   std::string ssd_dir;
   storage::eviction_policy policy = storage::eviction_policy::lru;
   bool shm = true;
+  // RLIMIT_FSIZE for the whole process, SIGXFSZ ignored: writes past it fail with EFBIG, which
+  // the SSD tier reports as a full disk. 0: no limit.
+  uint64_t file_size_limit_bytes = 0;
 };
 
 int run_master_process(const master_process_options& opt);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <future>
+#include <stdexcept>
 #include <thread>
 
 namespace crescent::pool {
@@ -104,6 +105,35 @@ TEST(get_combiner, a_failed_request_fails_every_get_it_carried_and_the_next_one_
   ASSERT_TRUE(again) << describe(again.error());
   EXPECT_EQ((*again)[0].key, 7u);
   EXPECT_EQ(calls, 1);
+}
+
+TEST(get_combiner, too_many_or_no_keys_are_refused_and_nothing_is_sent) {
+  get_combiner c;
+  int calls = 0;
+  auto ask = [&](const envelope& m) -> caf::expected<envelope> {
+    ++calls;
+    return answer(m);
+  };
+  std::vector<uint64_t> many(get_combiner::keys_max + 1, 1);
+  auto got = c.locate(many, ask);
+  ASSERT_FALSE(got);
+  EXPECT_TRUE(is(got.error(), errc::invalid_argument));
+  got = c.locate({}, ask);
+  ASSERT_FALSE(got);
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(get_combiner, a_request_that_throws_fails_its_gets_and_the_next_one_is_sent) {
+  get_combiner c;
+  auto throwing = [](const envelope&) -> caf::expected<envelope> {
+    throw std::runtime_error("out of memory, say");
+  };
+  auto got = c.locate(std::vector<uint64_t>{1}, throwing);
+  ASSERT_FALSE(got);
+  EXPECT_TRUE(is(got.error(), errc::internal));
+  auto again = c.locate(std::vector<uint64_t>{2},
+                        [](const envelope& m) { return caf::expected<envelope>{answer(m)}; });
+  ASSERT_TRUE(again) << describe(again.error());
 }
 
 TEST(get_combiner, a_reply_of_the_wrong_length_is_an_error_not_a_shifted_answer) {

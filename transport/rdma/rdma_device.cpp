@@ -45,7 +45,7 @@ caf::expected<std::unique_ptr<device>> device::open(ibv_device* dev, const rdma_
   if (!port)
     return std::move(port.error());
   d->port_ = *port;
-  d->address_ = {port->lid, port->gid};
+  d->address_ = {port->lid, port->gid_index, port->gid};
   d->pd_ = ibv_alloc_pd(d->ctx_);
   if (d->pd_ == nullptr)
     return verbs_error("cannot allocate a protection domain on " + info.name, errno);
@@ -126,27 +126,25 @@ rdma_port_info device::advertised() const {
   return p;
 }
 
-// [rare] The subnet manager gave the port another LID, or the interface another IP address (a
-// RoCE GID). New queue pairs on both sides use the new address (connects carry endpoint(), and
+// [rare] The subnet manager gave the port another LID, the interface another IP address (a
+// RoCE GID), or the port came back. The port is described again as at open: with an automatic
+// GID index the best RoCE GID is chosen again (a new address may sit in another slot of the
+// table). New queue pairs on both sides use the new address (connects carry endpoint(), and
 // this engine advertises advertised()); queue pairs set up with the old one fail with their
 // next work and are replaced. Peers that learned this process's ports before keep the old GID
-// for their reachability check until they learn them again. A RoCE GID that is gone (all
-// zeros: the address was removed) leaves the port unusable until one comes back.
+// for their reachability check until they learn them again. A port without a usable address
+// (no LID yet, no RoCE GID) takes no new work until an event brings one.
 void device::refresh_address() {
-  ibv_port_attr pa{};
-  ibv_gid gid{};
-  if (ibv_query_port(ctx_, port_.num, &pa) != 0 ||
-      ibv_query_gid(ctx_, port_.num, port_.gid_index, &gid) != 0)
-    return; // the port is going away: its port event or the queue pairs' errors will tell
-  const bool gid_gone =
-      std::all_of(std::begin(gid.raw), std::end(gid.raw), [](uint8_t b) { return b == 0; });
+  auto now = describe_port_again(ctx_, info_.name, port_.num, link_.gid_index);
+  if (!now) {
+    port_up_ = false;
+    return;
+  }
   {
     std::lock_guard guard{address_mutex_};
-    address_.lid = pa.lid;
-    address_.gid = gid;
+    address_ = {now->lid, now->gid_index, now->gid};
   }
-  if (port_.link_layer == link_ethernet)
-    port_up_ = !gid_gone && pa.state == IBV_PORT_ACTIVE;
+  port_up_ = true;
 }
 
 bool device::reserve(uint32_t entries) {
@@ -329,12 +327,9 @@ void device::read_async_events() {
         port_up_ = false; // new work avoids the device; queue pairs on it fail on their own
       break;
     case async_action::port_up:
-      if (port == port_.num)
-        port_up_ = true;
-      break;
     case async_action::address_changed:
       if (port == port_.num)
-        refresh_address();
+        refresh_address(); // usable again only with an address
       break;
     case async_action::ignore:
       break;

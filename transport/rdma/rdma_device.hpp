@@ -32,7 +32,7 @@ struct port_choice {
   uint8_t link_layer = 0; // link_infiniband or link_ethernet
   uint16_t lid = 0;       // InfiniBand; as the port was opened (device::address() is current)
   ibv_mtu mtu = IBV_MTU_1024;
-  int gid_index = 0; // the source GID of RoCE packets; InfiniBand: 0, its port GID
+  int gid_index = 0; // as the port was opened (device::address() is current)
   ibv_gid gid{};     // as the port was opened (device::address() is current)
   uint32_t max_msg_bytes = 0;
 };
@@ -40,7 +40,8 @@ struct port_choice {
 /// Where a port is reached now: the subnet manager may assign another LID, and a RoCE GID
 /// follows the interface's IP address.
 struct port_address {
-  uint16_t lid = 0;
+  uint16_t lid = 0;  // InfiniBand
+  int gid_index = 0; // the source GID of RoCE packets; InfiniBand: 0, its port GID
   ibv_gid gid{};
 };
 
@@ -87,6 +88,11 @@ async_action classify_async_event(ibv_event_type type);
 /// `gid_index` or, for -1, the best RoCE GID of its table. unavailable with the reason if none.
 caf::expected<port_choice> choose_port(ibv_context* ctx, const std::string& device_name,
                                        uint8_t port_count, int32_t gid_index);
+
+/// Port `num` described again (after an address change or a port event): unavailable while it
+/// is not active, has no LID (InfiniBand) or no RoCE GID fit for `gid_index` (-1: the best).
+caf::expected<port_choice> describe_port_again(ibv_context* ctx, const std::string& device_name,
+                                               uint8_t num, int32_t gid_index);
 
 class device {
  public:

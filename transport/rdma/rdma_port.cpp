@@ -127,4 +127,13 @@ caf::expected<port_choice> choose_port(ibv_context* ctx, const std::string& devi
   return make_error(errc::unavailable, why);
 }
 
+caf::expected<port_choice> describe_port_again(ibv_context* ctx, const std::string& device_name,
+                                               uint8_t num, int32_t gid_index) {
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, num, &pa) != 0 || pa.state != IBV_PORT_ACTIVE)
+    return make_error(errc::unavailable,
+                      device_name + " port " + std::to_string(num) + " is not active");
+  return describe_port(ctx, device_name, num, pa, gid_index);
+}
+
 } // namespace crescent::transport::rdma

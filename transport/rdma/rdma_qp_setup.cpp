@@ -61,7 +61,7 @@ void set_address(ibv_ah_attr& ah, const device& d, const qp_endpoint& remote) {
   }
   ah.is_global = 1;
   std::memcpy(ah.grh.dgid.raw, remote.gid, sizeof(remote.gid));
-  ah.grh.sgid_index = static_cast<uint8_t>(d.port().gid_index);
+  ah.grh.sgid_index = static_cast<uint8_t>(d.address().gid_index);
   ah.grh.hop_limit = qp_hop_limit;
   ah.grh.traffic_class = d.link().traffic_class;
   ah.grh.flow_label = 0;

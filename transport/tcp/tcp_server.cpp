@@ -29,6 +29,7 @@ constexpr auto receive_timeout = std::chrono::seconds(5);
 // Write acknowledgements wait here while more requests are already buffered, and leave with
 // the next response or when the stream pauses: one send for many writes of small slices.
 constexpr size_t acks_max = 32;
+constexpr uint64_t ack_hold_payload_max = 1u << 20; // acks wait for smaller payloads only
 using ack_queue = std::vector<response_header>;
 
 caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
@@ -289,6 +290,11 @@ void server::serve(connection& c) {
     if (req.magic != request_magic || !known_kind(req.kind) ||
         (payload && req.length > slice_bytes_max))
       break;
+    // Before a payload that takes a while to arrive, the acknowledgements held for earlier
+    // writes go: their batches need not wait for this one.
+    if (!acks.empty() && req.kind == kind_write && req.length >= ack_hold_payload_max)
+      if (flush(c.fd, acks))
+        break;
     switch (req.kind) {
     case kind_write:
       err = serve_write(table_, in, c.fd, acks, req);
