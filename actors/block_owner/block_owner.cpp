@@ -9,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cassert>
 #include <utility>
 
 namespace crescent {
@@ -140,6 +141,9 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
 
 block_owner_actor spawn_block_owner(caf::actor_system& sys, block_owner_options options,
                                     block_owner_parts parts) {
+  // Programmer errors: configurations are checked where they are read (cluster_config).
+  assert(options.high_watermark > 0 && options.high_watermark <= 1);
+  assert(options.promotion_reserve >= 0 && options.promotion_reserve < 0.5);
   return sys.spawn(block_owner, options, std::move(parts));
 }
 

@@ -28,6 +28,10 @@ struct block_owner_options {
   storage::eviction_policy policy = storage::eviction_policy::lru;
   double high_watermark = 0.90;
   double evict_fraction = 0.05;
+  // DRAM that new puts may not take, kept for promotions from SSD: reads of SSD-only blocks
+  // find room even while puts and leased blocks fill the rest. It applies only where the high
+  // watermark lies below it (else puts could never start an eviction).
+  double promotion_reserve = 0.05;
   std::chrono::milliseconds heartbeat_interval{1000};
 };
 

@@ -47,6 +47,16 @@ envelope promote_reply(const std::vector<transport::region_handle>& handles,
   });
 }
 
+// How much of the arena puts may fill: all but the promotion reserve, when the eviction
+// watermark lies below that.
+uint64_t put_limit_bytes(const owner_state& st) {
+  const double capacity = static_cast<double>(st.parts.dram->capacity_bytes());
+  const double keep = 1.0 - st.options.promotion_reserve;
+  if (st.options.high_watermark >= keep)
+    return st.parts.dram->capacity_bytes();
+  return static_cast<uint64_t>(keep * capacity);
+}
+
 // A DRAM copy for `key`, from the arena; nothing when the arena is full.
 std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owned_block& b,
                                               uint32_t position) {
@@ -128,7 +138,9 @@ caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
       continue;
     }
     b.size_bytes = a->sizes[i];
-    auto h = place(self, a->keys[i], b, a->positions[i]);
+    auto h = st.parts.dram->used_bytes() + b.size_bytes <= put_limit_bytes(st)
+                 ? place(self, a->keys[i], b, a->positions[i])
+                 : std::nullopt;
     if (!h && !b.on_ssd)
       st.blocks.erase(a->keys[i]);
     out.push_back(h ? *h : transport::region_handle{});

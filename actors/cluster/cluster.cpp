@@ -124,6 +124,7 @@ caf::error cluster::spawn_storage() {
     bopt.policy = cfg_.pool.eviction;
     bopt.high_watermark = cfg_.pool.high_watermark;
     bopt.evict_fraction = cfg_.pool.evict_fraction;
+    bopt.promotion_reserve = cfg_.pool.promotion_reserve;
     bopt.heartbeat_interval = std::chrono::milliseconds(cfg_.heartbeat_interval_ms);
     dir_->block_owners.push_back(
         spawn_block_owner(sys_, bopt, {std::move(*arena), std::move(ssd), dir_->store_master, {}}));

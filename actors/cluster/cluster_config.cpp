@@ -61,6 +61,8 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("pool.high_watermark", "must be in (0, 1]");
   if (!(pool.evict_fraction > 0 && pool.evict_fraction < pool.high_watermark))
     return field_error("pool.evict_fraction", "must be in (0, pool.high_watermark)");
+  if (!(pool.promotion_reserve >= 0 && pool.promotion_reserve < 0.5))
+    return field_error("pool.promotion_reserve", "must be in [0, 0.5)");
   if (pool.lease_ttl_ms == 0 || pool.put_timeout_ms == 0 || pool.sweep_ms == 0 ||
       pool.node_timeout_ms <= pool.sweep_ms)
     return field_error("pool", "lease_ttl_ms, put_timeout_ms and sweep_ms must be positive, "

@@ -31,6 +31,7 @@ struct pool_config {
   storage::eviction_policy eviction = storage::eviction_policy::lru;
   double high_watermark = 0.90;
   double evict_fraction = 0.05;
+  double promotion_reserve = 0.05; // DRAM puts may not take, kept for promotions from SSD
   uint32_t lease_ttl_ms = 5000;
   uint32_t put_timeout_ms = 30000;
   uint32_t node_timeout_ms = 5000;

@@ -195,6 +195,8 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
         }},
        {"high_watermark", [&](auto& v, auto& f) { return r.read_double(v, f, p.high_watermark); }},
        {"evict_fraction", [&](auto& v, auto& f) { return r.read_double(v, f, p.evict_fraction); }},
+       {"promotion_reserve",
+        [&](auto& v, auto& f) { return r.read_double(v, f, p.promotion_reserve); }},
        {"lease_ttl_ms", u32(p.lease_ttl_ms, 1, u32_max)},
        {"put_timeout_ms", u32(p.put_timeout_ms, 1, u32_max)},
        {"node_timeout_ms", u32(p.node_timeout_ms, 1, u32_max)},

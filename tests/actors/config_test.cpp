@@ -72,6 +72,9 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   e = error_of("nodes: [{prefill: 1, pool_mib: 0}, {decode: 1}]\n");
   EXPECT_NE(e.find("nodes[0].pool_mib"), std::string::npos) << e;
 
+  e = error_of("pool: {promotion_reserve: 0.5}\n");
+  EXPECT_NE(e.find("pool.promotion_reserve"), std::string::npos) << e;
+
   e = error_of("model: [1, 2\n");
   EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
 
@@ -88,6 +91,7 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->decode.kv_bytes, defaults.decode.kv_bytes);
   EXPECT_EQ(cfg->prefill.chunk_tokens, defaults.prefill.chunk_tokens);
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
+  EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
 }
 
 TEST(cluster_config, missing_file_is_an_error) {

@@ -241,6 +241,7 @@ TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   auto cfg = pool_cluster(2, 20 * block_bytes, 1);
   cfg.pool.evict_fraction = 0.4;
   cfg.pool.lease_ttl_ms = 1; // a read's lease ends before the next read: promoted blocks may go
+  cfg.pool.promotion_reserve = 0; // every put fits while evictions make room
   cfg.nodes[0].ssd_bytes = 200 * block_bytes;
   cfg.nodes[1].ssd_bytes = 200 * block_bytes;
   pool p{cfg};
@@ -260,10 +261,46 @@ TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   EXPECT_GT(promotions, 0u);
 }
 
+// Node 0 holds 20 blocks of DRAM; puts may fill 19 of them (promotion_reserve 5%), evictions
+// start past 18. Its recent blocks are all leased, so nothing can be evicted, and the puts after
+// them fill DRAM up to their limit. Gets of blocks only on SSD still find room to promote into
+// (each promoted block, read and so leased, is then evicted to SSD again as room is needed).
+size_t promotions_under_lease_pressure(double reserve) {
+  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
+  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
+  cfg.nodes[1].pool_bytes = 2 * block_bytes; // puts can hardly go elsewhere
+  cfg.pool.promotion_reserve = reserve;
+  pool p{cfg};
+  std::vector<uint64_t> first;
+  for (uint64_t k = 1; k <= 25; ++k)
+    first.push_back(k);
+  EXPECT_GE(p.put(first).size(), 20u); // the oldest were offloaded to SSD
+  std::vector<uint64_t> in_dram;
+  for (uint64_t k = 10; k <= 25; ++k)
+    in_dram.push_back(k);
+  p.get(in_dram); // leased for a minute: not evictable
+  std::vector<uint64_t> more;
+  for (uint64_t k = 26; k <= 32; ++k)
+    more.push_back(k);
+  const auto stored = p.put(more);
+  EXPECT_LT(stored.size(), more.size()) << "DRAM filled up to what puts may take";
+  size_t promoted = 0;
+  for (uint64_t k = 1; k <= 3; ++k)
+    promoted += p.get({k})[0].empty() ? 0 : 1;
+  return promoted;
+}
+
+TEST(kv_pool, a_promotion_finds_room_while_leased_blocks_and_puts_fill_dram) {
+  const size_t with_reserve = promotions_under_lease_pressure(0.05);
+  EXPECT_EQ(with_reserve, 3u) << "each SSD-only block read finds room";
+  EXPECT_LT(promotions_under_lease_pressure(0.0), with_reserve) << "puts took that room";
+}
+
 TEST(kv_pool, an_unreadable_ssd_copy_is_one_counted_failure_then_a_plain_miss) {
   auto cfg = pool_cluster(2, 20 * block_bytes, 1);
   cfg.pool.evict_fraction = 0.4;
   cfg.pool.lease_ttl_ms = 1;
+  cfg.pool.promotion_reserve = 0; // every put fits while evictions make room
   cfg.nodes[0].ssd_bytes = 200 * block_bytes;
   const auto ssd_dir = std::filesystem::temp_directory_path() /
                        ("crescent-ssd-errors-" + std::to_string(::getpid()));
