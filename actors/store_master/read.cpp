@@ -90,24 +90,27 @@ void promoted(master_ptr self, uint32_t node, uint64_t key, const transport::reg
   [[maybe_unused]] auto done = st.objects->set_replicas(key, std::move(next));
 }
 
-// The owner of `node` has no readable copy of `key` (its SSD copy failed to read, say): the
-// replica leaves the metadata, as a corrupt one does.
-void replica_gone(master_ptr self, uint32_t node, uint64_t key) {
+// Takes `node`'s replicas out of a complete block's record, for a copy that is bad or gone; a
+// block left without replicas is forgotten and counted lost. Returns the record as it was with
+// only the replicas taken (none: nothing to take).
+caf::expected<std::optional<storage::object_record>> take_replicas(master_ptr self, uint64_t key,
+                                                                   uint32_t node) {
   auto& st = self->state;
   const auto* r = st.objects->find(key);
   if (r == nullptr || r->state != storage::object_state::complete)
-    return;
+    return std::nullopt; // already gone: several readers may report the same replica
+  storage::object_record taken = *r;
+  taken.replicas.clear();
   std::vector<storage::replica> keep;
   for (const auto& x : r->replicas)
-    if (x.node != node)
-      keep.push_back(x);
-  if (keep.size() == r->replicas.size())
-    return;
+    (x.node == node ? taken.replicas : keep).push_back(x);
+  if (taken.replicas.empty())
+    return std::nullopt;
   auto gone = st.objects->set_replicas(key, std::move(keep));
-  if (gone)
-    st.lost += gone->size();
-  else
-    spdlog::error("store_master: dropping a replica of {}: {}", key, describe(gone.error()));
+  if (!gone)
+    return std::move(gone.error());
+  st.lost += gone->size();
+  return taken;
 }
 
 struct promote_outcome {
@@ -156,7 +159,9 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
         promoted(self, node, keys[i], o.handles[i]);
       for (size_t i = 0; i < keys.size() && i < o.lost.size(); ++i)
         if (o.lost[i])
-          replica_gone(self, node, keys[i]);
+          if (auto taken = take_replicas(self, keys[i], node); !taken)
+            spdlog::error("store_master: dropping a replica of {}: {}", keys[i],
+                          describe(taken.error()));
       if (--*outstanding == 0)
         rp.deliver(answer(self, *a));
     };
@@ -251,19 +256,12 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
   if (r == nullptr || r->state != storage::object_state::complete)
     return caf::unit; // already gone: several readers may report the same replica
   ++st.corrupt_reports;
-  std::vector<storage::replica> keep;
-  storage::object_record bad = *r;
-  bad.replicas.clear();
-  for (const auto& x : r->replicas)
-    (x.node == a->second ? bad.replicas : keep).push_back(x);
-  if (bad.replicas.empty())
-    return caf::unit;
-  auto gone = st.objects->set_replicas(a->first, std::move(keep));
-  if (!gone)
-    return std::move(gone.error());
-  st.lost += gone->size();
+  auto taken = take_replicas(self, a->first, a->second);
+  if (!taken)
+    return std::move(taken.error());
   // The bad copy's space goes back; without leases on it now, nobody reads it any more.
-  free_replicas(self, {bad});
+  if (*taken)
+    free_replicas(self, {**taken});
   return caf::unit;
 }
 

@@ -50,7 +50,8 @@ pool_client::connect(caf::actor_system& sys, const std::string& host, uint16_t p
   c->engine_ = std::move(*engine);
   c->node_ = node;
   c->self_ = std::make_unique<caf::scoped_actor>(sys);
-  c->combiner_ = std::move(combiner);
+  // Alone, a combiner sends each get at once: one code path either way.
+  c->combiner_ = combiner ? std::move(combiner) : std::make_shared<get_combiner>();
   return c;
 }
 
@@ -182,16 +183,8 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys
                                                   std::span<const std::span<std::byte>> out) {
   if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
     return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");
-  auto ask = [this](const envelope& msg) { return ask_master(get_atom::value, msg); };
-  auto locate = [&]() -> caf::expected<std::vector<pool_protocol::block_location>> {
-    if (combiner_)
-      return combiner_->locate(keys, ask);
-    auto reply = ask(pool_protocol::make_get(keys, false));
-    if (!reply)
-      return std::move(reply.error());
-    return pool_protocol::read_get_reply(*reply);
-  };
-  auto found = locate();
+  auto found = combiner_->locate(
+      keys, [this](const envelope& msg) { return ask_master(get_atom::value, msg); });
   if (!found)
     return std::move(found.error());
   if (found->size() != keys.size())

@@ -83,7 +83,7 @@ class pool_client {
   // Made once: a scoped actor is an actor, and spawning one per request cost more than the
   // request. It is why a client serves one thread at a time.
   std::unique_ptr<caf::scoped_actor> self_;
-  std::shared_ptr<get_combiner> combiner_; // null: every get asks alone
+  std::shared_ptr<get_combiner> combiner_; // shared with other clients, or this one's own
 };
 
 } // namespace crescent::pool

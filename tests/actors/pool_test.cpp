@@ -2,6 +2,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
+#include "support/random_bytes.hpp"
 #include "support/test_cluster.hpp"
 
 #include <unistd.h>
@@ -16,11 +17,7 @@ namespace {
 constexpr uint64_t block_bytes = 4096;
 
 std::vector<std::byte> bytes_of(uint64_t key) {
-  std::vector<std::byte> out(block_bytes);
-  std::mt19937_64 rng{key};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
+  return random_bytes(block_bytes, key);
 }
 
 cluster_config pool_cluster(uint32_t nodes, uint64_t pool_bytes, uint32_t replicas) {

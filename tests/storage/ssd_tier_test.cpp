@@ -1,6 +1,7 @@
 #include "messages/errors.hpp"
 #include "storage/checksum.hpp"
 #include "storage/ssd_tier.hpp"
+#include "support/random_bytes.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -15,11 +16,7 @@ namespace crescent::storage {
 namespace {
 
 std::vector<std::byte> random_block(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937_64 rng{seed};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
+  return testing::random_bytes(n, seed);
 }
 
 class ssd : public ::testing::TestWithParam<bool> {

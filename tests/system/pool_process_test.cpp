@@ -7,6 +7,7 @@
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 #include "storage/ssd_tier.hpp"
+#include "support/random_bytes.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -27,11 +28,7 @@ constexpr uint32_t node_count = 3;
 constexpr uint32_t client_node = 9;
 
 std::vector<std::byte> block_of(uint64_t key) {
-  std::vector<std::byte> out(block_bytes);
-  std::mt19937_64 rng{key * 7919 + 1};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
+  return random_bytes(block_bytes, key * 7919 + 1);
 }
 
 caf::actor_system_config& config() {

@@ -3,12 +3,12 @@
 #pragma once
 
 #include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 namespace crescent::transport::test {
@@ -52,12 +52,6 @@ inline std::shared_ptr<transfer_engine> same_host_engine(uint32_t node) {
   return *transfer_engine::create(o);
 }
 
-inline std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937_64 rng{seed};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
-}
+using crescent::testing::random_bytes;
 
 } // namespace crescent::transport::test

@@ -4,6 +4,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -59,13 +60,7 @@ class peer_process : public ::testing::TestWithParam<path> {
   std::shared_ptr<transfer_engine> engine;
 };
 
-std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937_64 rng{seed};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
-}
+using crescent::testing::random_bytes;
 
 TEST_P(peer_process, reads_and_writes_through_handles_received_in_actor_messages) {
   const auto& region = peer->region;

@@ -2,6 +2,7 @@
 // shared-memory paths as two processes on one host would: random-data integrity from 1 byte to
 // 64 MiB at unaligned offsets, batches, concurrent batches, refusals and a peer that goes away.
 #include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -22,18 +23,7 @@ std::string name_of(const ::testing::TestParamInfo<path>& p) {
 
 constexpr uint64_t region_bytes = (64ull << 20) + (64u << 10);
 
-std::vector<std::byte> random_bytes(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937_64 rng{seed};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, 8);
-  }
-  for (; i < n; ++i)
-    out[i] = std::byte(rng());
-  return out;
-}
+using crescent::testing::random_bytes;
 
 class two_engines : public ::testing::TestWithParam<path> {
  protected:

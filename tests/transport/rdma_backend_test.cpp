@@ -5,6 +5,7 @@
 // The initiator has no shared-memory path, so its paths to the owner are RDMA then TCP; the
 // metrics show which carried the bytes.
 #include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -23,16 +24,7 @@ using namespace std::chrono_literals;
 
 constexpr uint64_t region_bytes = (64ull << 20) + (64u << 10);
 
-void fill_random(std::byte* out, size_t n, uint64_t seed) {
-  std::mt19937_64 rng{seed};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const uint64_t v = rng();
-    std::memcpy(out + i, &v, 8);
-  }
-  for (; i < n; ++i)
-    out[i] = std::byte(rng());
-}
+using crescent::testing::fill_random;
 
 // Why RDMA cannot be tested here, or none.
 caf::error rdma_unavailable() {

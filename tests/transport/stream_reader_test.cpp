@@ -1,6 +1,7 @@
 // The TCP path's buffered reader, over a socket pair: messages that arrive together come out
 // whole and in order, whatever their sizes, and a closed peer is an error, not a short read.
 #include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
 #include "transport/tcp/stream_reader.hpp"
 
 #include <gtest/gtest.h>
@@ -24,13 +25,7 @@ struct socket_pair {
   }
 };
 
-std::vector<std::byte> bytes(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  std::mt19937_64 rng{seed};
-  for (auto& b : out)
-    b = std::byte(rng());
-  return out;
-}
+using crescent::testing::random_bytes;
 
 TEST(stream_reader, messages_of_every_size_come_out_whole_and_in_order) {
   socket_pair p;
@@ -40,7 +35,7 @@ TEST(stream_reader, messages_of_every_size_come_out_whole_and_in_order) {
                                   72};
   std::vector<std::vector<std::byte>> sent;
   for (size_t i = 0; i < sizes.size(); ++i)
-    sent.push_back(bytes(sizes[i], i));
+    sent.push_back(random_bytes(sizes[i], i));
   std::thread writer([&] {
     for (const auto& m : sent) {
       size_t done = 0;
@@ -66,7 +61,7 @@ TEST(stream_reader, has_takes_in_what_is_there_without_waiting) {
   socket_pair p;
   stream_reader in{p.fd[0]};
   EXPECT_FALSE(in.has(72)) << "an empty socket: no wait";
-  auto m = bytes(100, 7);
+  auto m = random_bytes(100, 7);
   ASSERT_EQ(::write(p.fd[1], m.data(), 50), 50);
   EXPECT_FALSE(in.has(72));
   ASSERT_EQ(::write(p.fd[1], m.data() + 50, 50), 50);
@@ -78,7 +73,7 @@ TEST(stream_reader, has_takes_in_what_is_there_without_waiting) {
 
 TEST(stream_reader, a_peer_that_closes_mid_message_is_an_io_error) {
   socket_pair p;
-  auto m = bytes(40, 3);
+  auto m = random_bytes(40, 3);
   ASSERT_EQ(::write(p.fd[1], m.data(), m.size()), 40);
   close(p.fd[1]);
   p.fd[1] = -1;
