@@ -2,6 +2,7 @@
 // shared-memory paths as two processes on one host would: random-data integrity from 1 byte to
 // 64 MiB at unaligned offsets, batches, concurrent batches, refusals and a peer that goes away.
 #include "messages/errors.hpp"
+#include "support/integrity_cases.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/transfer_engine.hpp"
@@ -21,7 +22,7 @@ std::string name_of(const ::testing::TestParamInfo<path>& p) {
   return p.param == path::tcp ? "tcp" : "shm";
 }
 
-constexpr uint64_t region_bytes = (64ull << 20) + (64u << 10);
+constexpr uint64_t region_bytes = test::integrity_region_bytes;
 
 using crescent::testing::random_bytes;
 
@@ -68,12 +69,9 @@ class two_engines : public ::testing::TestWithParam<path> {
 };
 
 TEST_P(two_engines, random_data_integrity_from_one_byte_to_64_mib) {
-  const uint64_t sizes[] = {1,        7, 4096, 65535, 65536, 65537, (1u << 20) + 3, (8u << 20) + 5,
-                            64u << 20};
-  const uint64_t offsets[] = {3, 4097, 11};
   uint64_t seed = 1;
-  for (auto size : sizes) {
-    for (auto offset : offsets) {
+  for (auto size : test::integrity_sizes) {
+    for (auto offset : test::integrity_offsets) {
       if (offset + size > region_bytes)
         continue;
       SCOPED_TRACE(std::to_string(size) + " bytes at " + std::to_string(offset));

@@ -5,6 +5,7 @@
 // The initiator has no shared-memory path, so its paths to the owner are RDMA then TCP; the
 // metrics show which carried the bytes.
 #include "messages/errors.hpp"
+#include "support/integrity_cases.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/transfer_engine.hpp"
@@ -22,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint64_t region_bytes = (64ull << 20) + (64u << 10);
+constexpr uint64_t region_bytes = test::integrity_region_bytes;
 
 using crescent::testing::fill_random;
 
@@ -88,12 +89,9 @@ class rdma_engines : public ::testing::Test {
 };
 
 TEST_F(rdma_engines, random_data_integrity_from_one_byte_to_64_mib) {
-  const uint64_t sizes[] = {1,        7, 4096, 65535, 65536, 65537, (1u << 20) + 3, (8u << 20) + 5,
-                            64u << 20};
-  const uint64_t offsets[] = {3, 4097, 11};
   uint64_t seed = 1;
-  for (auto size : sizes)
-    for (auto offset : offsets) {
+  for (auto size : test::integrity_sizes)
+    for (auto offset : test::integrity_offsets) {
       if (offset + size > region_bytes)
         continue;
       SCOPED_TRACE(std::to_string(size) + " bytes at " + std::to_string(offset));
