@@ -17,6 +17,7 @@ using release_atom = caf::atom_constant<caf::atom("release")>;
 using prefill_atom = caf::atom_constant<caf::atom("prefill")>;
 using kv_ready_atom = caf::atom_constant<caf::atom("kv_ready")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
+using handed_off_atom = caf::atom_constant<caf::atom("handed_off")>;
 // request
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;

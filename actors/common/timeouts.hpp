@@ -10,4 +10,8 @@ namespace crescent {
 /// may be inside a compute step when the message arrives.
 inline constexpr auto control_timeout = std::chrono::seconds(30);
 
+/// The KV of one prompt on its way to the decode instance (up to the context limit, through
+/// the transfer engine): a batch that has not ended by then fails the request.
+inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);
+
 } // namespace crescent

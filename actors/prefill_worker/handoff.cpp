@@ -1,11 +1,16 @@
 // The KV hand-off: the prompt's KV goes from the local pages into the pages the decode worker
-// reserved (through the transfer engine, never a mailbox), then the request learns its first
+// reserved (one batch of writes through the transfer engine, never a mailbox: shared memory or
+// TCP when the decode worker lives in another process), then the request learns its first
 // token and the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
+//
+// The batch runs while the worker serves its mailbox; its end comes back as handed_off_atom
+// (from the engine's thread that ended it, or from this one for in-process copies).
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/request.capnp.h"
 #include "messages/schema/worker.capnp.h"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
@@ -26,19 +31,19 @@ void notify_request(prefill_ptr self, const prefill_job& job) {
   caf::anon_send(job.requester, prefill_done_atom::value, msg);
 }
 
-} // namespace
+// The first failed write's reason, or none.
+caf::error first_failure(const std::vector<transport::op_result>& results) {
+  for (const auto& r : results)
+    if (r.state != transport::op_state::completed)
+      return r.reason ? r.reason
+                      : make_error(errc::internal, std::string{"a KV write ended "} +
+                                                       transport::to_string(r.state));
+  return caf::none;
+}
 
-void hand_off(prefill_ptr self) {
+void signal_decode(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  for (size_t i = 0; i < job.pages.size(); ++i) {
-    // A failed write means the reservation is gone (the request ended, and the decode worker
-    // revoked the handles): nothing was written, and the request needs no answer.
-    if (auto err = st.parts.transfer->copy(job.pages[i], job.decode_pages[i])) {
-      fail_job(self, "KV hand-off to decode failed: " + describe(err));
-      return;
-    }
-  }
   // The request hears of its first token before the decode worker can produce the second, so
   // in one process the request's mailbox sees them in order.
   notify_request(self, job);
@@ -59,6 +64,40 @@ void hand_off(prefill_ptr self) {
             if (self->state.current && self->state.current->request_id == id)
               fail_job(self, "decode worker refused the KV: " + describe(err));
           });
+}
+
+} // namespace
+
+void hand_off(prefill_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  const uint64_t page = st.parts.engine->config().page_bytes();
+  std::vector<transport::transfer_op> ops;
+  ops.reserve(job.pages.size());
+  for (size_t i = 0; i < job.pages.size(); ++i)
+    ops.push_back({transport::op_kind::write, {job.page_ptrs[i], page}, job.decode_pages[i]});
+  auto me = caf::actor_cast<prefill_worker_actor>(self);
+  const auto id = job.request_id;
+  auto err = st.parts.transfer->submit(ops, transport::clock_type::now() + kv_handoff_timeout,
+                                       [me, id](std::vector<transport::op_result> results) {
+                                         caf::anon_send(me, handed_off_atom::value, id,
+                                                        first_failure(results));
+                                       });
+  if (err)
+    fail_job(self, "KV hand-off to decode failed: " + describe(err));
+}
+
+void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err) {
+  auto& st = self->state;
+  if (!st.current || st.current->request_id != request_id)
+    return; // rare: only the current job hands off, and it waits for this
+  // A failed write means the reservation is gone (the request ended, and the decode worker
+  // revoked the handles) or the decode worker's process is: the request needs no other answer.
+  if (err) {
+    fail_job(self, "KV hand-off to decode failed: " + describe(err));
+    return;
+  }
+  signal_decode(self);
 }
 
 } // namespace crescent

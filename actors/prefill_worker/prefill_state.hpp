@@ -61,5 +61,6 @@ void lookup_prefix(prefill_ptr self);
 void store_new_blocks(prefill_ptr self);
 // handoff.cpp
 void hand_off(prefill_ptr self);
+void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err);
 
 } // namespace crescent

@@ -25,7 +25,8 @@ envelope make_stats(prefill_ptr self) {
 }
 
 // Invariant of the job loop: while a job runs, exactly one thing is outstanding, either a step
-// message to self or one request (prefix lookup, kv_ready, put) whose answer continues the job.
+// message to self, one batch of KV writes whose end continues the job (handed_off_atom), or one
+// request (prefix lookup, kv_ready, put) whose answer continues it.
 prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_worker_options options,
                                                    prefill_worker_parts parts) {
   self->state.options = options;
@@ -43,6 +44,9 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) { on_step(self); },
+      [=](handed_off_atom, uint64_t request_id, const caf::error& err) {
+        on_handed_off(self, request_id, err);
+      },
   };
 }
 

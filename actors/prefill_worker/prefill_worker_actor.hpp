@@ -6,6 +6,7 @@
 #include "messages/atoms.hpp"
 #include "messages/envelope.hpp"
 
+#include <caf/error.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -18,6 +19,8 @@ using prefill_worker_actor = caf::typed_actor<
     // -> WorkerStats
     caf::replies_to<stats_atom>::with<envelope>,
     // internal: run the next step of the current job
-    caf::reacts_to<step_atom>>;
+    caf::reacts_to<step_atom>,
+    // internal: the KV writes of this request's hand-off ended (none: all written)
+    caf::reacts_to<handed_off_atom, uint64_t, caf::error>>;
 
 } // namespace crescent
