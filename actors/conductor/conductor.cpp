@@ -9,7 +9,8 @@ namespace crescent {
 
 bool node_alive(conductor_ptr self, uint32_t node) {
   auto& st = self->state;
-  return self->clock().now() - st.node_last_seen[node] <= st.options.heartbeat_timeout;
+  return !st.node_gone[node] &&
+         self->clock().now() - st.node_last_seen[node] <= st.options.heartbeat_timeout;
 }
 
 namespace {
@@ -40,6 +41,16 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
   st.decode_active.assign(st.options.decode_node.size(), 0);
   // Every node starts alive: its first heartbeat is due one interval after bring-up.
   st.node_last_seen.assign(st.options.nodes, self->clock().now());
+  st.node_agent.assign(st.options.nodes, caf::actor_addr{});
+  st.node_gone.assign(st.options.nodes, false);
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& s = self->state;
+    for (uint32_t n = 0; n < s.node_agent.size(); ++n)
+      if (s.node_agent[n] && s.node_agent[n] == down.source) {
+        s.node_agent[n] = caf::actor_addr{};
+        s.node_gone[n] = true;
+      }
+  });
   return {
       [=](schedule_atom, const envelope& msg) { return on_schedule(self, msg); },
       [=](report_atom, const envelope& msg) { return on_prefill_report(self, msg); },

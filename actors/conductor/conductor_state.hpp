@@ -25,6 +25,10 @@ struct conductor_state {
   std::vector<uint32_t> prefill_queued; // per prefill instance
   std::vector<uint32_t> decode_active;  // per decode instance
   std::vector<caf::actor_clock::time_point> node_last_seen;
+  // The agent each node's heartbeats come from, watched: an agent that is gone (its process
+  // died or became unreachable) takes its node out at once, not after the heartbeat timeout.
+  std::vector<caf::actor_addr> node_agent;
+  std::vector<bool> node_gone; // until the node's next heartbeat
   std::unordered_map<uint64_t, placed_request> in_flight;
   uint64_t placed = 0;
   uint64_t rejected = 0;

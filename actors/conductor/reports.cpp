@@ -4,6 +4,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 
 namespace crescent {
@@ -73,6 +74,12 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
         st.name,
         make_error(errc::invalid_argument, "heartbeat from unknown node " + std::to_string(*node)));
   st.node_last_seen[*node] = self->clock().now();
+  st.node_gone[*node] = false;
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (sender && sender != st.node_agent[*node]) {
+    self->monitor(sender);
+    st.node_agent[*node] = std::move(sender);
+  }
   return caf::unit;
 }
 

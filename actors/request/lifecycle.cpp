@@ -63,6 +63,7 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
     for (unsigned i = 0; i < prompt_pages; ++i)
       transport::to_wire(pages[i], list[i]);
   });
+  self->monitor(st.dir->prefill[st.prefill_instance]);
   self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
       .then([](const envelope&) {},
             [=](caf::error& err) {
@@ -130,6 +131,9 @@ void on_schedule_reply(request_ptr self, const envelope& reply) {
   st.placed = true;
   st.prefill_instance = r->prefill;
   st.decode_instance = r->decode;
+  // Watched from here: a message to a worker that is gone may get no answer at all (a proxy of
+  // a lost process drops it), but monitoring one that is gone reports it at once.
+  self->monitor(st.dir->decode[st.decode_instance]);
   reserve(self);
 }
 

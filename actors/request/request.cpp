@@ -2,6 +2,7 @@
 
 #include "actors/request/request_state.hpp"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 
 namespace crescent {
@@ -12,6 +13,19 @@ request_actor::behavior_type request(request_ptr self, request_options options,
                                      std::shared_ptr<const directory> dir) {
   self->state.options = options;
   self->state.dir = std::move(dir);
+  // The workers it waits for are watched: one that stops (it crashed, its process died or
+  // became unreachable) fails the request now instead of at its deadline.
+  self->set_down_handler([=](caf::down_msg& down) {
+    auto& st = self->state;
+    if (st.done)
+      return;
+    const bool decode =
+        down.source == caf::actor_cast<caf::actor_addr>(st.dir->decode[st.decode_instance]);
+    finish(self, request_status::failed,
+           std::string{decode ? "decode" : "prefill"} + " instance " +
+               std::to_string(decode ? st.decode_instance : st.prefill_instance) +
+               " stopped: " + caf::to_string(down.reason));
+  });
   return {
       [=](run_atom, const envelope& msg) { return on_run(self, msg); },
       [=](prefill_done_atom, const envelope& msg) { return on_prefill_done(self, msg); },
