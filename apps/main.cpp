@@ -3,6 +3,7 @@
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
 #include "apps/info_command.hpp"
+#include "apps/node/node_command.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "apps/run_command.hpp"
 
@@ -139,7 +140,26 @@ int main(int argc, char** argv) {
                    "fail like a full disk): to break a node on purpose")
       ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 50));
 
+  crescent::cli::node_options node;
+  auto* host_cmd = app.add_subcommand(
+      "node", "Host one node of a cluster that spans processes (its block owner, decode "
+              "instances and node agent); the cluster's `crescent run` joins it");
+  host_cmd->add_option("--config", node.config_path, "Cluster config (YAML), as the main process's")
+      ->required()
+      ->check(CLI::ExistingFile);
+  host_cmd->add_option("--node", node.node, "Which node of the config this process hosts")
+      ->required();
+  host_cmd
+      ->add_option("--port", node.port,
+                   "Port of its node agent (0: any; default: the port of "
+                   "the node's address)")
+      ->check(CLI::Range(0, 65535));
+  host_cmd->add_option("--ssd-dir", node.ssd_dir,
+                       "Directory of its SSD tier (default: store.ssd_dir/node-<n>)");
+
   CLI11_PARSE(app, argc, argv);
+  if (app.got_subcommand("node"))
+    return crescent::cli::node_command(node);
   if (app.got_subcommand("pool-master"))
     return crescent::pool::run_master_process(pool_master);
   if (app.got_subcommand("pool-node"))

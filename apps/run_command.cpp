@@ -27,18 +27,20 @@ int fail(const std::string& what) {
 
 void print_header(const run_options& opt, const cluster_config& cfg,
                   const replay::workload_options& w, size_t requests) {
-  uint32_t prefill = 0, decode = 0;
+  uint32_t prefill = 0, decode = 0, hosted = 0;
   for (const auto& n : cfg.nodes) {
     prefill += n.prefill_instances;
     decode += n.decode_instances;
+    hosted += n.hosted_elsewhere() ? 1 : 0;
   }
   fmt::print("crescent run: {} requests from {}\n", requests, opt.trace_path);
   fmt::print("  scale       one trace block (512 tokens) = {} model tokens (input x{:.5f}); "
              "outputs x{}; arrivals {}x faster than the trace\n",
              w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
-  fmt::print("  cluster     {} nodes, {} prefill, {} decode, a block owner per node; model {} "
-             "layers, d_model {}, vocab {}, reference engine on the CPU\n",
-             cfg.nodes.size(), prefill, decode, cfg.model.layers, cfg.model.d_model,
+  fmt::print("  cluster     {} nodes ({} in `crescent node` processes), {} prefill, {} decode, a "
+             "block owner per node; model {} layers, d_model {}, vocab {}, reference engine on "
+             "the CPU\n",
+             cfg.nodes.size(), hosted, prefill, decode, cfg.model.layers, cfg.model.d_model,
              cfg.model.vocab);
 }
 
@@ -67,7 +69,7 @@ int run_command(const run_options& opt) {
   std::fflush(stdout); // the header before the progress line on stderr
 
   caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, false);
+  setup_actor_system(sys_cfg, spans_processes(cfg));
   caf::actor_system sys{sys_cfg};
   auto cl = cluster::start(sys, cfg);
   if (!cl)

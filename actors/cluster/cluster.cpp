@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster.hpp"
 
 #include "actors/block_owner/block_owner.hpp"
+#include "actors/cluster/node_spawn.hpp"
 #include "actors/conductor/conductor.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
 #include "actors/node_agent/node_agent.hpp"
@@ -49,21 +50,22 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   if (auto err = validate(cfg))
     return err;
   std::unique_ptr<cluster> c{new cluster(sys, cfg)};
-  // One process: every node's regions are this engine's own.
-  auto transfer = transport::transfer_engine::create_local(cfg.access_key_seed);
-  if (!transfer)
-    return std::move(transfer.error());
-  c->transfer_ = std::move(*transfer);
-  for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
+  if (auto err = c->create_transfer())
+    return err;
+  const auto nodes = static_cast<uint32_t>(cfg.nodes.size());
+  for (uint32_t n = 0; n < nodes; ++n) {
     for (uint32_t i = 0; i < cfg.nodes[n].prefill_instances; ++i)
       c->dir_->prefill_node.push_back(n);
     for (uint32_t i = 0; i < cfg.nodes[n].decode_instances; ++i)
       c->dir_->decode_node.push_back(n);
   }
+  c->dir_->block_owners.resize(nodes);
+  c->dir_->node_agents.resize(nodes);
+  c->dir_->decode.resize(c->dir_->decode_node.size());
   if (auto err = c->spawn_storage())
     return err;
   conductor_options copt;
-  copt.nodes = static_cast<uint32_t>(cfg.nodes.size());
+  copt.nodes = nodes;
   copt.prefill_node = c->dir_->prefill_node;
   copt.decode_node = c->dir_->decode_node;
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
@@ -72,8 +74,33 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   c->all_.push_back(ptr(c->dir_->conductor));
   if (auto err = c->spawn_workers())
     return err;
+  if (auto err = c->join_hosted_nodes())
+    return err;
   c->spawn_node_agents();
   return c;
+}
+
+caf::error cluster::create_transfer() {
+  if (!spans_processes(cfg_)) {
+    // One process: every node's regions are this engine's own.
+    auto transfer = transport::transfer_engine::create_local(cfg_.access_key_seed);
+    if (!transfer)
+      return std::move(transfer.error());
+    transfer_ = std::move(*transfer);
+    return caf::none;
+  }
+  transport::transfer_options topt;
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
+    if (!cfg_.nodes[n].hosted_elsewhere())
+      topt.local_nodes.push_back(n);
+  topt.key_seed = cfg_.access_key_seed;
+  topt.enable_shm = cfg_.transfer.shm;
+  topt.tcp_bind_host = cfg_.transfer.bind_host;
+  auto transfer = transport::transfer_engine::create(topt);
+  if (!transfer)
+    return std::move(transfer.error());
+  transfer_ = std::move(*transfer);
+  return caf::none;
 }
 
 caf::error cluster::spawn_storage() {
@@ -100,35 +127,15 @@ caf::error cluster::spawn_storage() {
   mopt.sweep = std::chrono::milliseconds(cfg_.pool.sweep_ms);
   dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
   all_.push_back(ptr(dir_->store_master));
-  const uint64_t page = cfg_.model.page_bytes();
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    const auto& node = cfg_.nodes[n];
-    auto blocks = static_cast<uint32_t>(std::max<uint64_t>(1, node.pool_bytes / page));
-    auto arena = storage::dram_arena::create(transfer_, n, node.pool_bytes, blocks);
-    if (!arena)
-      return std::move(arena.error());
-    std::shared_ptr<storage::ssd_tier> ssd;
-    if (node.ssd_bytes > 0) {
-      storage::ssd_options sopt;
-      sopt.directory = ssd_base + "/node-" + std::to_string(n);
-      sopt.capacity_bytes = node.ssd_bytes;
-      sopt.blocks_max = static_cast<uint32_t>(node.ssd_bytes / page + 1);
-      sopt.sync_writes = cfg_.store.sync_commits;
-      auto tier = storage::ssd_tier::open(sopt);
-      if (!tier)
-        return std::move(tier.error());
-      ssd = std::move(*tier);
-    }
-    block_owner_options bopt;
-    bopt.node = n;
-    bopt.policy = cfg_.pool.eviction;
-    bopt.high_watermark = cfg_.pool.high_watermark;
-    bopt.evict_fraction = cfg_.pool.evict_fraction;
-    bopt.promotion_reserve = cfg_.pool.promotion_reserve;
-    bopt.heartbeat_interval = std::chrono::milliseconds(cfg_.heartbeat_interval_ms);
-    dir_->block_owners.push_back(
-        spawn_block_owner(sys_, bopt, {std::move(*arena), std::move(ssd), dir_->store_master, {}}));
-    all_.push_back(ptr(dir_->block_owners.back()));
+    if (cfg_.nodes[n].hosted_elsewhere())
+      continue; // its process runs the owner; the join brings its handle
+    auto owner = spawn_node_owner(sys_, cfg_, n, transfer_, ssd_base + "/node-" + std::to_string(n),
+                                  dir_->store_master, std::nullopt);
+    if (!owner)
+      return std::move(owner.error());
+    dir_->block_owners[n] = std::move(*owner);
+    all_.push_back(ptr(dir_->block_owners[n]));
   }
   return caf::none;
 }
@@ -156,24 +163,22 @@ caf::error cluster::spawn_workers() {
     all_.push_back(ptr(dir_->prefill.back()));
   }
   for (uint32_t i = 0; i < dir_->decode_node.size(); ++i) {
-    auto engine = gpu::make_reference_engine(cfg_.model, cfg_.engine);
-    if (!engine)
-      return std::move(engine.error());
-    auto pool = storage::dram_pool::create(transfer_, dir_->decode_node[i], page,
-                                           static_cast<uint32_t>(cfg_.decode.kv_bytes / page));
-    if (!pool)
-      return std::move(pool.error());
-    decode_worker_options opt{i, dir_->decode_node[i], cfg_.decode.batch_max,
-                              cfg_.decode.request_tokens_max, cfg_.simulated_time};
-    dir_->decode.push_back(
-        spawn_decode_worker(sys_, opt, {std::move(*engine), std::move(*pool), transfer_, dir_}));
-    all_.push_back(ptr(dir_->decode.back()));
+    const uint32_t node = dir_->decode_node[i];
+    if (cfg_.nodes[node].hosted_elsewhere())
+      continue; // its process runs the worker; the join brings its handle
+    auto worker = spawn_decode_instance(sys_, cfg_, i, node, transfer_, dir_);
+    if (!worker)
+      return std::move(worker.error());
+    dir_->decode[i] = std::move(*worker);
+    all_.push_back(ptr(dir_->decode[i]));
   }
   return caf::none;
 }
 
 void cluster::spawn_node_agents() {
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
+    if (cfg_.nodes[n].hosted_elsewhere())
+      continue; // its agent came with the join
     std::vector<caf::strong_actor_ptr> watched{ptr(dir_->block_owners[n])};
     for (uint32_t i = 0; i < dir_->prefill.size(); ++i)
       if (dir_->prefill_node[i] == n)
@@ -181,9 +186,9 @@ void cluster::spawn_node_agents() {
     for (uint32_t i = 0; i < dir_->decode.size(); ++i)
       if (dir_->decode_node[i] == n)
         watched.push_back(ptr(dir_->decode[i]));
-    dir_->node_agents.push_back(spawn_node_agent(
-        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_));
-    all_.push_back(ptr(dir_->node_agents.back()));
+    dir_->node_agents[n] = spawn_node_agent(
+        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_);
+    all_.push_back(ptr(dir_->node_agents[n]));
   }
   // The directory is complete: from here on actors may read it.
   for (auto& agent : dir_->node_agents)
@@ -209,8 +214,11 @@ request_actor cluster::spawn_request() {
 
 void cluster::stop() {
   // Node agents first, so none of them reports its node's actors going down as a failure.
-  for (auto& agent : dir_->node_agents)
-    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  // Only this process's actors are stopped: a hosted node's agent sees the conductor go and
+  // ends its own process.
+  for (uint32_t n = 0; n < dir_->node_agents.size(); ++n)
+    if (!cfg_.nodes[n].hosted_elsewhere())
+      caf::anon_send_exit(dir_->node_agents[n], caf::exit_reason::user_shutdown);
   for (auto& a : all_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   all_.clear();

@@ -2,9 +2,15 @@
 // and of the tests. It creates the memory, engines and metadata store every actor needs first,
 // so that configuration and resource errors surface here as errors, before any actor runs.
 //
-// Shutdown: stop() asks every actor to exit; the caller then waits for the actor system to
-// drain (actor_system::await_all_actors_done) before destroying the cluster, which removes the
-// temporary metadata directory if it created one.
+// Nodes with an address (cluster_config.hpp) run in `crescent node` processes: bring-up joins
+// each (actors/node_agent/node_agent.hpp), waiting up to join_timeout_ms for it to listen, and
+// fails if one cannot be joined. The actor system must then have the middleman loaded, and the
+// transfer engine serves this process's nodes over its data-plane server (transfer.bind_host),
+// so the KV hand-off to a hosted decode instance takes shared memory or TCP.
+//
+// Shutdown: stop() asks every actor of this process to exit; the caller then waits for the actor
+// system to drain (actor_system::await_all_actors_done) before destroying the cluster, which
+// removes the temporary metadata directory if it created one.
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -46,8 +52,10 @@ class cluster {
 
  private:
   cluster(caf::actor_system& sys, cluster_config cfg);
+  caf::error create_transfer();
   caf::error spawn_storage();
   caf::error spawn_workers();
+  caf::error join_hosted_nodes(); // hosted_nodes.cpp
   void spawn_node_agents();
 
   caf::actor_system& sys_;

@@ -10,7 +10,53 @@ caf::error field_error(const std::string& field, const std::string& what) {
   return make_error(errc::bad_config, field + ": " + what);
 }
 
+caf::error validate_hosting(const cluster_config& cfg) {
+  for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+    const auto& n = cfg.nodes[i];
+    if (!n.hosted_elsewhere())
+      continue;
+    const std::string name = "nodes[" + std::to_string(i) + "]";
+    if (auto a = parse_node_address(n.address); !a)
+      return field_error(name + ".address", describe(a.error()));
+    if (n.prefill_instances != 0)
+      return field_error(name, "prefill instances run in the cluster's main process only; a "
+                               "node with an address may host decode instances and its pool");
+  }
+  if (cfg.transfer.bind_host.empty())
+    return field_error("transfer.bind_host", "must name an address to listen on");
+  if (cfg.join_timeout_ms == 0)
+    return field_error("join_timeout_ms", "must be positive");
+  return caf::none;
+}
+
 } // namespace
+
+caf::expected<node_address> parse_node_address(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return make_error(errc::invalid_argument, "'" + text + "' is not host:port");
+  const auto port_text = text.substr(colon + 1);
+  if (port_text.size() > 5 || port_text.find_first_not_of("0123456789") != std::string::npos)
+    return make_error(errc::invalid_argument, "'" + port_text + "' is not a port number");
+  const auto port = std::stoul(port_text);
+  if (port == 0 || port > 65535)
+    return make_error(errc::invalid_argument, "port " + port_text + " is not in [1, 65535]");
+  return node_address{text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+bool spans_processes(const cluster_config& cfg) {
+  for (const auto& n : cfg.nodes)
+    if (n.hosted_elsewhere())
+      return true;
+  return false;
+}
+
+uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node) {
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < node && i < cfg.nodes.size(); ++i)
+    first += cfg.nodes[i].decode_instances;
+  return first;
+}
 
 caf::error validate(const cluster_config& cfg) {
   if (auto err = gpu::validate(cfg.model))
@@ -69,6 +115,8 @@ caf::error validate(const cluster_config& cfg) {
                                "node_timeout_ms above sweep_ms");
   if (cfg.request_deadline_ms == 0)
     return field_error("request_deadline_ms", "must be positive");
+  if (auto err = validate_hosting(cfg))
+    return err;
   if (cfg.engine.modeled_flops_per_s < 1e6 || cfg.engine.modeled_flops_per_s > 1e18)
     return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
   return caf::none;

@@ -22,6 +22,12 @@ struct node_config {
   uint32_t decode_instances = 0;
   uint64_t pool_bytes = 64ull << 20; // this node's DRAM tier of KV blocks
   uint64_t ssd_bytes = 0;            // this node's SSD tier; 0: none
+  // Where the `crescent node` process that hosts this node listens (host:port); empty: the node
+  // runs in the cluster's main process. A hosted node runs its block owner, its decode
+  // instances and its node agent; prefill instances run in the main process only (for now).
+  std::string address;
+
+  bool hosted_elsewhere() const { return !address.empty(); }
 };
 
 /// The KV pool: replicas, placement, eviction, leases (see docs/kv_pool.md).
@@ -59,6 +65,12 @@ struct store_config {
   std::string ssd_dir;      // where nodes keep their SSD tiers; empty: next to db_path
 };
 
+/// The transfer engines of clusters that span processes (one process needs no sockets).
+struct transfer_config {
+  std::string bind_host = "127.0.0.1"; // where each process's data-plane server listens
+  bool shm = true; // processes on one host map each other's memory; false: TCP between them too
+};
+
 struct cluster_config {
   gpu::model_config model;
   gpu::engine_options engine;
@@ -68,6 +80,8 @@ struct cluster_config {
   conductor_config conductor;
   store_config store;
   pool_config pool;
+  transfer_config transfer;
+  uint32_t join_timeout_ms = 30000; // bring-up waits this long for each hosted node
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t request_deadline_ms = 300000;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
@@ -79,6 +93,19 @@ struct cluster_config {
 /// Limits on the cluster shape.
 inline constexpr size_t cluster_nodes_max = 64;
 inline constexpr uint32_t instances_per_node_max = 16;
+
+/// A node process's address, "host:port" with a port in [1, 65535].
+struct node_address {
+  std::string host;
+  uint16_t port = 0;
+};
+caf::expected<node_address> parse_node_address(const std::string& text);
+
+/// Whether any node is hosted by another process (the actor system then needs the middleman).
+bool spans_processes(const cluster_config& cfg);
+
+/// Index of node `node`'s first decode instance: instances are numbered node by node.
+uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node);
 
 /// Checks every field; the error names the field ("nodes[2].pool_bytes: ...").
 caf::error validate(const cluster_config& cfg);

@@ -154,11 +154,19 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
             node.pool_bytes = mib << 20;
             return caf::none;
           }},
-         {"ssd_mib", [&](auto& v, auto& f) -> caf::error {
+         {"ssd_mib",
+          [&](auto& v, auto& f) -> caf::error {
             uint64_t mib = 0;
             if (auto e = r.read_uint(v, f, mib, 0, 1u << 24))
               return e;
             node.ssd_bytes = mib << 20;
+            return caf::none;
+          }},
+         {"address", [&](auto& v, auto& f) -> caf::error {
+            if (auto e = r.read_string(v, f, node.address))
+              return e;
+            if (auto a = parse_node_address(node.address); !a)
+              return r.error_at(v, f, describe(a.error()));
             return caf::none;
           }}});
     if (err)
@@ -258,6 +266,16 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                {"ssd_dir",
                 [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
         }},
+       {"transfer",
+        [&](auto& v, auto&) {
+          return r.visit(
+              v, "transfer",
+              {{"bind_host",
+                [&](auto& x, auto& f) { return r.read_string(x, f, c.transfer.bind_host); }},
+               {"shm", [&](auto& x, auto& f) { return r.read_bool(x, f, c.transfer.shm); }}});
+        }},
+       {"join_timeout_ms",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
        {"heartbeat_interval_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},
        {"request_deadline_ms",

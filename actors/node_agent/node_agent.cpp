@@ -1,29 +1,17 @@
 #include "actors/node_agent/node_agent.hpp"
 
 #include "actors/common/timeouts.hpp"
+#include "actors/node_agent/node_agent_state.hpp"
 #include "messages/errors.hpp"
 #include "messages/schema/conductor.capnp.h"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
 namespace crescent {
 
-namespace {
-
-struct node_agent_state {
-  static inline const char* name = "node_agent";
-  uint32_t node = 0;
-  std::chrono::milliseconds interval{1000};
-  std::shared_ptr<const directory> dir;
-  uint64_t sequence = 0;
-  bool started = false;
-  bool healthy = true;
-};
-
-using self_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
-
-void beat(self_ptr self) {
+void beat(node_agent_ptr self) {
   auto& st = self->state;
   if (!st.healthy)
     return;
@@ -31,7 +19,7 @@ void beat(self_ptr self) {
     out.setNode(st.node);
     out.setSequence(++st.sequence);
   });
-  self->request(st.dir->conductor, control_timeout, heartbeat_atom::value, msg)
+  self->request(st.conductor, control_timeout, heartbeat_atom::value, msg)
       .then([] {},
             [node = st.node](caf::error& err) {
               spdlog::warn("node_agent {}: heartbeat not acknowledged: {}", node, describe(err));
@@ -39,30 +27,66 @@ void beat(self_ptr self) {
   self->delayed_send(self, st.interval, tick_atom::value);
 }
 
-node_agent_actor::behavior_type node_agent(self_ptr self, uint32_t node,
-                                           std::chrono::milliseconds interval,
-                                           std::vector<caf::strong_actor_ptr> watched,
-                                           std::shared_ptr<const directory> dir) {
+namespace {
+
+void on_down(node_agent_ptr self, const caf::down_msg& down) {
+  auto& st = self->state;
+  if (st.conductor && down.source == st.conductor.address()) {
+    // Only hosted nodes watch the conductor: their cluster is gone, and so is their purpose.
+    spdlog::warn("node_agent {}: the cluster's main process went away ({}); leaving", st.node,
+                 caf::to_string(down.reason));
+    self->quit(caf::exit_reason::normal);
+    return;
+  }
+  spdlog::error("node_agent {}: an actor of this node stopped ({}); node leaves the cluster",
+                st.node, caf::to_string(down.reason));
+  st.healthy = false;
+}
+
+node_agent_actor::behavior_type behavior(node_agent_ptr self) {
+  self->set_down_handler([=](caf::down_msg& down) { on_down(self, down); });
+  return {
+      [=](start_atom) {
+        auto& st = self->state;
+        if (st.dir)
+          st.conductor = st.dir->conductor;
+        if (!st.conductor) {
+          spdlog::error("node_agent {}: started before its cluster joined it", st.node);
+          return;
+        }
+        if (!std::exchange(st.started, true))
+          beat(self);
+      },
+      [=](join_atom, const envelope& msg, caf::actor conductor, caf::actor master) {
+        return on_join(self, msg, std::move(conductor), std::move(master));
+      },
+      [=](tick_atom) { beat(self); },
+  };
+}
+
+node_agent_actor::behavior_type embedded_agent(node_agent_ptr self, uint32_t node,
+                                               std::chrono::milliseconds interval,
+                                               std::vector<caf::strong_actor_ptr> watched,
+                                               std::shared_ptr<const directory> dir) {
   auto& st = self->state;
   st.node = node;
   st.interval = interval;
   st.dir = std::move(dir);
   for (auto& w : watched)
     self->monitor(w);
-  self->set_down_handler([=](caf::down_msg& down) {
-    spdlog::error("node_agent {}: an actor of this node stopped ({}); node leaves the cluster",
-                  self->state.node, caf::to_string(down.reason));
-    self->state.healthy = false;
-  });
-  return {
-      [=](start_atom) {
-        if (!self->state.started) {
-          self->state.started = true;
-          beat(self);
-        }
-      },
-      [=](tick_atom) { beat(self); },
-  };
+  return behavior(self);
+}
+
+node_agent_actor::behavior_type
+hosted_agent(node_agent_ptr self, std::chrono::milliseconds interval, hosted_node hosted) {
+  auto& st = self->state;
+  st.node = hosted.node;
+  st.interval = interval;
+  self->monitor(hosted.owner);
+  for (auto& d : hosted.decode)
+    self->monitor(d);
+  st.hosted = std::move(hosted);
+  return behavior(self);
 }
 
 } // namespace
@@ -71,7 +95,12 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
                                   std::chrono::milliseconds interval,
                                   std::vector<caf::strong_actor_ptr> watched,
                                   std::shared_ptr<const directory> dir) {
-  return sys.spawn(node_agent, node, interval, std::move(watched), std::move(dir));
+  return sys.spawn(embedded_agent, node, interval, std::move(watched), std::move(dir));
+}
+
+node_agent_actor spawn_hosted_node_agent(caf::actor_system& sys, std::chrono::milliseconds interval,
+                                         hosted_node hosted) {
+  return sys.spawn(hosted_agent, interval, std::move(hosted));
 }
 
 } // namespace crescent

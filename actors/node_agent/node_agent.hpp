@@ -1,10 +1,21 @@
 // The node agent: membership and liveness of one node. It watches the node's actors and sends
 // the conductor a heartbeat every interval while all of them live. When one dies it stops, so
 // the conductor stops placing work on the node within its heartbeat timeout.
+//
+// A node hosted by a `crescent node` process (node_config::address) is joined by the cluster's
+// main process through its agent: the join carries the main process's terms (node, model,
+// page size, decode instances) and how to reach its memory; the agent refuses terms that differ
+// from its own, and otherwise answers with its node's actors and how to reach their memory, and
+// hands its block owner the store master. A hosted node serves one cluster: a second join is
+// refused, and when the main process goes away (the conductor's down message) the agent exits,
+// which ends the `crescent node` process.
 #pragma once
 
+#include "actors/block_owner/block_owner_actor.hpp"
 #include "actors/cluster/directory.hpp"
+#include "actors/decode_worker/decode_worker_actor.hpp"
 #include "actors/node_agent/node_agent_actor.hpp"
+#include "transport/transfer_engine.hpp"
 
 #include <caf/actor_control_block.hpp>
 #include <caf/actor_system.hpp>
@@ -15,9 +26,25 @@
 
 namespace crescent {
 
+/// The agent of a node of the embedded cluster: the conductor comes from `dir` at start.
 node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
                                   std::chrono::milliseconds interval,
                                   std::vector<caf::strong_actor_ptr> watched,
                                   std::shared_ptr<const directory> dir);
+
+/// What the agent of a hosted node offers the cluster that joins it.
+struct hosted_node {
+  uint32_t node = 0;
+  uint64_t model_fingerprint = 0;
+  uint64_t page_bytes = 0;
+  uint32_t first_decode_instance = 0;
+  block_owner_actor owner;
+  std::vector<decode_worker_actor> decode; // instance order
+  std::shared_ptr<transport::transfer_engine> transfer;
+};
+
+/// The agent of a node hosted by this process: the conductor comes with the join.
+node_agent_actor spawn_hosted_node_agent(caf::actor_system& sys, std::chrono::milliseconds interval,
+                                         hosted_node hosted);
 
 } // namespace crescent

@@ -1,18 +1,28 @@
-// Interface of a node agent: one per node (per process, once clusters span processes). It
-// watches the node's actors and tells the conductor the node is alive.
+// Interface of a node agent: one per node. It watches the node's actors and tells the conductor
+// the node is alive. The agent of a node hosted by a `crescent node` process is also how the
+// cluster's main process joins that node (node_agent.hpp).
 #pragma once
 
 #include "messages/atoms.hpp"
+#include "messages/envelope.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <vector>
 
 namespace crescent {
 
 using node_agent_actor = caf::typed_actor<
     // begin heartbeats (sent by bring-up once the directory is complete)
     caf::reacts_to<start_atom>,
+    // NodeJoin, the conductor, the store master -> NodeWelcome, the node's block owner, its
+    // decode workers in instance order; or an error (terms differ, joined already, not hosted).
+    // Handles travel untyped: CAF carries caf::actor between processes without registration.
+    caf::replies_to<join_atom, envelope, caf::actor, caf::actor>::with<envelope, caf::actor,
+                                                                       std::vector<caf::actor>>,
     // internal: one heartbeat interval passed
     caf::reacts_to<tick_atom>>;
 

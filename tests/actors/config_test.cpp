@@ -82,6 +82,43 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
 }
 
+TEST(cluster_config, nodes_hosted_by_other_processes) {
+  auto cfg = parse_cluster_config(R"(
+nodes:
+  - {prefill: 1}
+  - {decode: 2, address: "10.0.0.7:7001"}
+transfer: {bind_host: 0.0.0.0, shm: false}
+join_timeout_ms: 5000
+)",
+                                  "hosted.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_FALSE(cfg->nodes[0].hosted_elsewhere());
+  EXPECT_EQ(cfg->nodes[1].address, "10.0.0.7:7001");
+  EXPECT_TRUE(spans_processes(*cfg));
+  EXPECT_EQ(first_decode_instance(*cfg, 1), 0u);
+  EXPECT_EQ(cfg->transfer.bind_host, "0.0.0.0");
+  EXPECT_FALSE(cfg->transfer.shm);
+  EXPECT_EQ(cfg->join_timeout_ms, 5000u);
+  EXPECT_FALSE(spans_processes(cluster_config{}));
+
+  auto a = parse_node_address("[::1]:80");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->host, "[::1]");
+  EXPECT_EQ(a->port, 80);
+  for (auto bad : {"host", "host:", ":80", "host:0", "host:65536", "host:8x", "host:123456"})
+    EXPECT_FALSE(parse_node_address(bad)) << bad;
+
+  auto e = error_of("nodes: [{prefill: 1}, {decode: 1, address: 'x:0'}]\n");
+  EXPECT_NE(e.find("nodes[1].address"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
+  e = error_of("nodes: [{prefill: 1, decode: 1}, {prefill: 1, address: 'x:1'}]\n");
+  EXPECT_NE(e.find("prefill instances run in the cluster's main process"), std::string::npos) << e;
+  e = error_of("transfer: {shm: maybe}\n");
+  EXPECT_NE(e.find("transfer.shm"), std::string::npos) << e;
+  e = error_of("join_timeout_ms: 0\n");
+  EXPECT_NE(e.find("join_timeout_ms"), std::string::npos) << e;
+}
+
 TEST(cluster_config, the_documented_example_is_the_default) {
   auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
   ASSERT_TRUE(cfg) << describe(cfg.error());

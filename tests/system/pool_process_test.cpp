@@ -1,12 +1,12 @@
 // The KV pool across real processes: a `crescent pool-master` and three `crescent pool-node`
 // processes on loopback, driven by a client in this process. Nodes and the master are killed
 // with SIGKILL mid-work; nothing that was acknowledged may be lost or come back wrong.
-#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/child_process.hpp"
 #include "apps/pool/pool_client.hpp"
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 #include "storage/ssd_tier.hpp"
+#include "support/networked_config.hpp"
 #include "support/random_bytes.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -29,15 +29,6 @@ constexpr uint32_t client_node = 9;
 
 std::vector<std::byte> block_of(uint64_t key) {
   return random_bytes(block_bytes, key * 7919 + 1);
-}
-
-caf::actor_system_config& config() {
-  static caf::actor_system_config cfg = [] {
-    caf::actor_system_config c;
-    setup_actor_system(c, true);
-    return c;
-  }();
-  return cfg;
 }
 
 class pool_processes : public ::testing::Test {
@@ -141,7 +132,7 @@ class pool_processes : public ::testing::Test {
     return good;
   }
 
-  caf::actor_system sys{config()};
+  caf::actor_system sys{networked_config()};
   std::string dir =
       (std::filesystem::temp_directory_path() / ("crescent-pool-" + std::to_string(::getpid())))
           .string();

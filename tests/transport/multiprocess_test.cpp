@@ -1,9 +1,9 @@
 // Two real processes on loopback: a `crescent transfer-peer` registers a region; this process
 // learns how to reach it and the region's handle through actor messages (CAF's network layer),
 // then reads and writes it through its own transfer engine, over TCP and over shared memory.
-#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
+#include "support/networked_config.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -22,15 +22,6 @@ enum class path { tcp, shm };
 
 class peer_process : public ::testing::TestWithParam<path> {
  protected:
-  static caf::actor_system_config& config() {
-    static caf::actor_system_config cfg = [] {
-      caf::actor_system_config c;
-      setup_actor_system(c, true);
-      return c;
-    }();
-    return cfg;
-  }
-
   void SetUp() override {
     auto p = bench::start_transfer_peer(sys, CRESCENT_BINARY, {1, 80, true, true});
     ASSERT_TRUE(p) << describe(p.error());
@@ -55,7 +46,7 @@ class peer_process : public ::testing::TestWithParam<path> {
     return d ? *d : 0;
   }
 
-  caf::actor_system sys{config()};
+  caf::actor_system sys{testing::networked_config()};
   std::optional<bench::remote_peer> peer;
   std::shared_ptr<transfer_engine> engine;
 };

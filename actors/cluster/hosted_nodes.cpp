@@ -1,0 +1,126 @@
+// Bring-up of the nodes hosted by `crescent node` processes: join each through its node agent
+// and put its actors into the directory, before any actor reads it.
+#include "actors/cluster/cluster.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/errors.hpp"
+#include "messages/schema/cluster.capnp.h"
+#include "transport/peer_wire.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <poll.h>
+
+#include <chrono>
+
+namespace crescent {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+struct welcome {
+  envelope terms;
+  caf::actor owner;
+  std::vector<caf::actor> decode;
+};
+
+std::string where(uint32_t node, const std::string& address) {
+  return "node " + std::to_string(node) + " at " + address;
+}
+
+// The node process may still be starting: try until the deadline.
+caf::expected<node_agent_actor> reach(caf::actor_system& sys, const node_address& a,
+                                      steady::time_point deadline) {
+  for (;;) {
+    auto agent = sys.middleman().remote_actor<node_agent_actor>(a.host, a.port);
+    if (agent || steady::now() >= deadline)
+      return agent;
+    poll(nullptr, 0, 100);
+  }
+}
+
+envelope join_terms(const cluster_config& cfg, uint32_t node, const transport::peer_info& self) {
+  return make_envelope<wire::NodeJoin>([&](wire::NodeJoin::Builder out) {
+    out.setNode(node);
+    out.setModelFingerprint(cfg.model.fingerprint());
+    out.setPageBytes(cfg.model.page_bytes());
+    out.setFirstDecodeInstance(first_decode_instance(cfg, node));
+    out.setDecodeInstances(cfg.nodes[node].decode_instances);
+    transport::to_wire(self, out.initPeer());
+  });
+}
+
+// The welcome comes from another process: checked like any input. Its memory must be the
+// node's own, or the engine would route another node's operations there.
+caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uint32_t node,
+                                                  const welcome& w) {
+  auto peer = read_as<wire::NodeWelcome>(
+      w.terms, [&](wire::NodeWelcome::Reader in) -> caf::expected<transport::peer_info> {
+        if (in.getNode() != node || in.getDecodeInstances() != cfg.nodes[node].decode_instances)
+          return make_error(errc::invalid_argument, "it answered as another node or with " +
+                                                        std::to_string(in.getDecodeInstances()) +
+                                                        " decode instances");
+        return transport::from_wire(in.getPeer());
+      });
+  if (!peer)
+    return peer;
+  if (peer->nodes != std::vector<uint32_t>{node})
+    return make_error(errc::invalid_argument, "its memory is described as another node's");
+  if (!w.owner || w.decode.size() != cfg.nodes[node].decode_instances)
+    return make_error(errc::invalid_argument, "its actor handles are missing");
+  for (const auto& d : w.decode)
+    if (!d)
+      return make_error(errc::invalid_argument, "a decode worker handle is missing");
+  return peer;
+}
+
+} // namespace
+
+caf::error cluster::join_hosted_nodes() {
+  if (!spans_processes(cfg_))
+    return caf::none;
+  if (!sys_.has_middleman())
+    return make_error(errc::bad_config, "nodes with an address need an actor system with the "
+                                        "middleman loaded (setup_actor_system networked)");
+  caf::scoped_actor self{sys_};
+  const auto timeout = std::chrono::milliseconds(cfg_.join_timeout_ms);
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
+    const auto& address = cfg_.nodes[n].address;
+    if (address.empty())
+      continue;
+    auto a = parse_node_address(address); // validated already
+    auto agent = reach(sys_, *a, steady::now() + timeout);
+    if (!agent)
+      return make_error(errc::unavailable, where(n, address) +
+                                               ": no `crescent node` process "
+                                               "answered within join_timeout_ms: " +
+                                               describe(agent.error()));
+    caf::error err;
+    welcome w;
+    self->request(*agent, timeout, join_atom::value, join_terms(cfg_, n, transfer_->self_info()),
+                  caf::actor_cast<caf::actor>(dir_->conductor),
+                  caf::actor_cast<caf::actor>(dir_->store_master))
+        .receive(
+            [&](envelope& terms, caf::actor& owner, std::vector<caf::actor>& decode) {
+              w = welcome{std::move(terms), std::move(owner), std::move(decode)};
+            },
+            [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      return make_error(errc::unavailable,
+                        where(n, address) + " refused to join: " + describe(err));
+    auto peer = check_welcome(cfg_, n, w);
+    if (!peer)
+      return make_error(errc::invalid_argument, where(n, address) + ": " + describe(peer.error()));
+    if (auto e = transfer_->add_peer(*peer))
+      return make_error(errc::unavailable, where(n, address) + ": " + describe(e));
+    dir_->node_agents[n] = *agent;
+    dir_->block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
+    const uint32_t first = first_decode_instance(cfg_, n);
+    for (uint32_t k = 0; k < w.decode.size(); ++k)
+      dir_->decode[first + k] = caf::actor_cast<decode_worker_actor>(w.decode[k]);
+  }
+  return caf::none;
+}
+
+} // namespace crescent

@@ -1,0 +1,69 @@
+#include "actors/cluster/node_spawn.hpp"
+
+#include "actors/block_owner/block_owner.hpp"
+#include "actors/decode_worker/decode_worker.hpp"
+#include "messages/errors.hpp"
+#include "storage/dram_arena.hpp"
+#include "storage/dram_pool.hpp"
+#include "storage/ssd_tier.hpp"
+
+#include <algorithm>
+
+namespace crescent {
+
+caf::expected<block_owner_actor>
+spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t node,
+                 const std::shared_ptr<transport::transfer_engine>& transfer,
+                 const std::string& ssd_dir, store_master_actor master,
+                 std::optional<transport::peer_info> peer) {
+  const auto& n = cfg.nodes.at(node);
+  const uint64_t page = cfg.model.page_bytes();
+  auto blocks = static_cast<uint32_t>(std::max<uint64_t>(1, n.pool_bytes / page));
+  auto arena = storage::dram_arena::create(transfer, node, n.pool_bytes, blocks);
+  if (!arena)
+    return std::move(arena.error());
+  std::shared_ptr<storage::ssd_tier> ssd;
+  if (n.ssd_bytes > 0) {
+    if (ssd_dir.empty())
+      return make_error(errc::bad_config, "node " + std::to_string(node) +
+                                              " has an SSD tier but no directory for it");
+    storage::ssd_options sopt;
+    sopt.directory = ssd_dir;
+    sopt.capacity_bytes = n.ssd_bytes;
+    sopt.blocks_max = static_cast<uint32_t>(n.ssd_bytes / page + 1);
+    sopt.sync_writes = cfg.store.sync_commits;
+    auto tier = storage::ssd_tier::open(sopt);
+    if (!tier)
+      return std::move(tier.error());
+    ssd = std::move(*tier);
+  }
+  block_owner_options bopt;
+  bopt.node = node;
+  bopt.policy = cfg.pool.eviction;
+  bopt.high_watermark = cfg.pool.high_watermark;
+  bopt.evict_fraction = cfg.pool.evict_fraction;
+  bopt.promotion_reserve = cfg.pool.promotion_reserve;
+  bopt.heartbeat_interval = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
+  return spawn_block_owner(sys, bopt,
+                           {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
+}
+
+caf::expected<decode_worker_actor>
+spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
+                      uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
+                      std::shared_ptr<const directory> dir) {
+  auto engine = gpu::make_reference_engine(cfg.model, cfg.engine);
+  if (!engine)
+    return std::move(engine.error());
+  const uint64_t page = cfg.model.page_bytes();
+  auto pool = storage::dram_pool::create(transfer, node, page,
+                                         static_cast<uint32_t>(cfg.decode.kv_bytes / page));
+  if (!pool)
+    return std::move(pool.error());
+  decode_worker_options opt{instance, node, cfg.decode.batch_max, cfg.decode.request_tokens_max,
+                            cfg.simulated_time};
+  return spawn_decode_worker(sys, opt,
+                             {std::move(*engine), std::move(*pool), transfer, std::move(dir)});
+}
+
+} // namespace crescent

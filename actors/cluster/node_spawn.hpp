@@ -1,0 +1,37 @@
+// Spawning the actors of one node from the cluster file: shared by the embedded cluster and by
+// `crescent node`, the process that hosts a node of a cluster spanning processes.
+#pragma once
+
+#include "actors/block_owner/block_owner_actor.hpp"
+#include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/directory.hpp"
+#include "actors/decode_worker/decode_worker_actor.hpp"
+#include "actors/store_master/store_master_actor.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace crescent {
+
+/// Node `node`'s block owner: a DRAM arena of nodes[node].pool_bytes registered with `transfer`
+/// and, where nodes[node].ssd_bytes is set, an SSD tier in `ssd_dir` (which must then be
+/// given). `peer` is how other processes reach the arena (none inside one process); `master`
+/// may be empty until a join_atom brings it.
+caf::expected<block_owner_actor>
+spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t node,
+                 const std::shared_ptr<transport::transfer_engine>& transfer,
+                 const std::string& ssd_dir, store_master_actor master,
+                 std::optional<transport::peer_info> peer);
+
+/// Decode instance `instance` (cluster-wide index) on `node`: a reference engine and
+/// decode.kv_bytes of KV pages registered with `transfer`.
+caf::expected<decode_worker_actor>
+spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
+                      uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
+                      std::shared_ptr<const directory> dir);
+
+} // namespace crescent

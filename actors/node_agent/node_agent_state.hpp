@@ -1,0 +1,37 @@
+// State of a node agent; heartbeats and watching (node_agent.cpp), joins of hosted nodes
+// (join.cpp).
+#pragma once
+
+#include "actors/common/handler_guard.hpp"
+#include "actors/conductor/conductor_actor.hpp"
+#include "actors/node_agent/node_agent.hpp"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+namespace crescent {
+
+struct node_agent_state {
+  static inline const char* name = "node_agent";
+  uint32_t node = 0;
+  std::chrono::milliseconds interval{1000};
+  std::shared_ptr<const directory> dir; // embedded clusters; null for hosted nodes
+  std::optional<hosted_node> hosted;    // hosted nodes only
+  conductor_actor conductor;            // from dir at start, or from the join
+  bool joined = false;
+  uint64_t sequence = 0;
+  bool started = false;
+  bool healthy = true;
+  bad_message_counter bad;
+};
+
+using node_agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
+
+// node_agent.cpp: one heartbeat now, and the next one interval later
+void beat(node_agent_ptr self);
+// join.cpp
+caf::result<envelope, caf::actor, std::vector<caf::actor>>
+on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master);
+
+} // namespace crescent

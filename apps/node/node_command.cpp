@@ -1,0 +1,157 @@
+#include "apps/node/node_command.hpp"
+
+#include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/node_spawn.hpp"
+#include "actors/common/actor_system_setup.hpp"
+#include "actors/node_agent/node_agent.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <thread>
+
+namespace crescent::cli {
+
+namespace {
+
+volatile std::sig_atomic_t stop_signal = 0;
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent node: {}\n", what);
+  return 2;
+}
+
+caf::expected<uint16_t> listen_port(const node_options& opt, const node_config& n) {
+  if (opt.port >= 0)
+    return static_cast<uint16_t>(opt.port);
+  if (n.address.empty())
+    return make_error(errc::bad_config,
+                      "nodes[" + std::to_string(opt.node) + "] has no address: give --port");
+  auto a = parse_node_address(n.address);
+  if (!a)
+    return std::move(a.error());
+  return a->port;
+}
+
+caf::expected<std::shared_ptr<transport::transfer_engine>> node_engine(const cluster_config& cfg,
+                                                                       uint32_t node) {
+  transport::transfer_options topt;
+  topt.local_nodes = {node};
+  topt.key_seed = cfg.access_key_seed;
+  topt.enable_shm = cfg.transfer.shm;
+  topt.tcp_bind_host = cfg.transfer.bind_host;
+  return transport::transfer_engine::create(topt);
+}
+
+caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_config& cfg,
+                                      const node_options& opt,
+                                      std::shared_ptr<transport::transfer_engine> engine) {
+  const auto& n = cfg.nodes[opt.node];
+  std::string ssd_dir = opt.ssd_dir;
+  if (ssd_dir.empty() && !cfg.store.ssd_dir.empty())
+    ssd_dir = cfg.store.ssd_dir + "/node-" + std::to_string(opt.node);
+  hosted_node h;
+  h.node = opt.node;
+  h.model_fingerprint = cfg.model.fingerprint();
+  h.page_bytes = cfg.model.page_bytes();
+  h.first_decode_instance = first_decode_instance(cfg, opt.node);
+  h.transfer = engine;
+  // The master comes with the join; until then the owner neither reports nor beats.
+  auto owner = spawn_node_owner(sys, cfg, opt.node, engine, ssd_dir, store_master_actor{},
+                                engine->self_info());
+  if (!owner)
+    return std::move(owner.error());
+  h.owner = std::move(*owner);
+  for (uint32_t k = 0; k < n.decode_instances; ++k) {
+    // Decode workers read no directory: they answer whoever reserves and hands off.
+    auto worker = spawn_decode_instance(sys, cfg, h.first_decode_instance + k, opt.node, engine,
+                                        std::make_shared<directory>());
+    if (!worker) {
+      caf::anon_send_exit(h.owner, caf::exit_reason::user_shutdown);
+      for (auto& d : h.decode)
+        caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+      return std::move(worker.error());
+    }
+    h.decode.push_back(std::move(*worker));
+  }
+  return h;
+}
+
+// Blocks until the agent exits (its cluster left), a stop signal, or a closed stdin pipe.
+void serve(caf::actor_system& sys, const node_agent_actor& agent) {
+  std::signal(SIGINT, [](int) { stop_signal = 1; });
+  std::signal(SIGTERM, [](int) { stop_signal = 1; });
+  struct stat in {};
+  const bool watch_stdin = fstat(STDIN_FILENO, &in) == 0 && S_ISFIFO(in.st_mode);
+  caf::scoped_actor self{sys};
+  self->monitor(agent);
+  bool gone = false;
+  while (!gone && stop_signal == 0) {
+    self->receive([&](caf::down_msg&) { gone = true; },
+                  caf::after(std::chrono::milliseconds(100)) >> [] {});
+    if (watch_stdin) {
+      pollfd p{STDIN_FILENO, POLLIN, 0};
+      char c;
+      if (poll(&p, 1, 0) > 0 && ::read(STDIN_FILENO, &c, 1) <= 0)
+        break; // the parent closed our standard input
+    }
+  }
+}
+
+} // namespace
+
+int node_command(const node_options& opt) {
+  auto cfg = load_cluster_config(opt.config_path);
+  if (!cfg)
+    return fail(describe(cfg.error()));
+  if (opt.node >= cfg->nodes.size())
+    return fail("--node " + std::to_string(opt.node) + ": the cluster file has " +
+                std::to_string(cfg->nodes.size()) + " nodes");
+  const auto& n = cfg->nodes[opt.node];
+  if (n.prefill_instances != 0)
+    return fail("nodes[" + std::to_string(opt.node) +
+                "] has prefill instances: those run in the cluster's main process only");
+  auto port = listen_port(opt, n);
+  if (!port)
+    return fail(describe(port.error()));
+  auto engine = node_engine(*cfg, opt.node);
+  if (!engine)
+    return fail(describe(engine.error()));
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, true);
+  caf::actor_system sys{sys_cfg};
+  auto hosted = spawn_node(sys, *cfg, opt, *engine);
+  if (!hosted)
+    return fail(describe(hosted.error()));
+  std::vector<caf::strong_actor_ptr> parts{caf::actor_cast<caf::strong_actor_ptr>(hosted->owner)};
+  for (const auto& d : hosted->decode)
+    parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(d));
+  auto agent = spawn_hosted_node_agent(sys, std::chrono::milliseconds(cfg->heartbeat_interval_ms),
+                                       std::move(*hosted));
+  auto published = sys.middleman().publish(agent, *port, cfg->transfer.bind_host.c_str(), true);
+  if (!published) {
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+    for (auto& p : parts)
+      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+    return fail("cannot listen on " + cfg->transfer.bind_host + ":" + std::to_string(*port) + ": " +
+                sys.render(published.error()));
+  }
+  fmt::print("crescent-node node={} port={} pid={}\n", opt.node, *published, getpid());
+  std::fflush(stdout);
+  serve(sys, agent);
+  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+  for (auto& p : parts)
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  return 0;
+}
+
+} // namespace crescent::cli

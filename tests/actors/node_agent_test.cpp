@@ -1,0 +1,202 @@
+// The join of a hosted node through its agent, on the deterministic scheduler: the terms are
+// checked field by field, a refused join changes nothing, an accepted one answers with the
+// node's actors and how to reach its memory, and a node serves one cluster only.
+#include "actors/cluster/node_spawn.hpp"
+#include "actors/node_agent/node_agent.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/cluster.capnp.h"
+#include "messages/schema/conductor.capnp.h"
+#include "support/test_cluster.hpp"
+#include "transport/peer_wire.hpp"
+
+#include <caf/actor_cast.hpp>
+
+namespace crescent::testing {
+namespace {
+
+struct join_answer {
+  caf::error err;
+  envelope welcome;
+  caf::actor owner;
+  std::vector<caf::actor> decode;
+};
+
+struct terms {
+  uint32_t node = 1;
+  uint64_t fingerprint = 0;
+  uint64_t page_bytes = 0;
+  uint32_t first_decode = 0;
+  uint32_t decode = 1;
+};
+
+class node_join : public ::testing::Test {
+ protected:
+  node_join() : h(small_cluster(1, 1)) {
+    const auto& cfg = h.cl->config();
+    // This process plays both sides: "main" serves node 0, the hosted node's engine node 1.
+    transport::transfer_options mopt;
+    mopt.local_nodes = {0};
+    mopt.enable_tcp = false;
+    main_engine = *transport::transfer_engine::create(mopt);
+    transport::transfer_options nopt;
+    nopt.local_nodes = {1};
+    nopt.enable_tcp = false;
+    auto engine =
+        std::shared_ptr<transport::transfer_engine>{*transport::transfer_engine::create(nopt)};
+    hosted.node = 1;
+    hosted.model_fingerprint = cfg.model.fingerprint();
+    hosted.page_bytes = cfg.model.page_bytes();
+    hosted.first_decode_instance = 0;
+    hosted.transfer = engine;
+    hosted.owner =
+        *spawn_node_owner(h.sys, cfg, 1, engine, "", store_master_actor{}, engine->self_info());
+    hosted.decode.push_back(
+        *spawn_decode_instance(h.sys, cfg, 0, 1, engine, std::make_shared<directory>()));
+    agent = spawn_hosted_node_agent(h.sys, std::chrono::milliseconds(100), hosted);
+    good.fingerprint = hosted.model_fingerprint;
+    good.page_bytes = hosted.page_bytes;
+  }
+
+  ~node_join() override {
+    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(hosted.owner, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(hosted.decode[0], caf::exit_reason::user_shutdown);
+  }
+
+  envelope join_msg(const terms& t) {
+    return make_envelope<wire::NodeJoin>([&](wire::NodeJoin::Builder out) {
+      out.setNode(t.node);
+      out.setModelFingerprint(t.fingerprint);
+      out.setPageBytes(t.page_bytes);
+      out.setFirstDecodeInstance(t.first_decode);
+      out.setDecodeInstances(t.decode);
+      transport::to_wire(main_engine->self_info(), out.initPeer());
+    });
+  }
+
+  join_answer join(const node_agent_actor& to, envelope msg, bool with_handles = true) {
+    auto result = std::make_shared<std::optional<join_answer>>();
+    auto conductor =
+        with_handles ? caf::actor_cast<caf::actor>(h.cl->dir().conductor) : caf::actor{};
+    auto master = caf::actor_cast<caf::actor>(h.cl->dir().store_master);
+    h.sys.spawn([=](caf::event_based_actor* client) {
+      client->request(to, caf::infinite, join_atom::value, msg, conductor, master)
+          .then(
+              [=](envelope& w, caf::actor& owner, std::vector<caf::actor>& decode) {
+                *result = join_answer{{}, std::move(w), std::move(owner), std::move(decode)};
+              },
+              [=](caf::error& err) {
+                *result = join_answer{std::move(err), {}, {}, {}};
+              });
+    });
+    EXPECT_TRUE(h.run_until([&] { return result->has_value(); }));
+    return result->value_or(join_answer{make_error(errc::timeout, "no answer"), {}, {}, {}});
+  }
+
+  std::string refusal(terms t) {
+    auto a = join(agent, join_msg(t));
+    EXPECT_TRUE(a.err) << "accepted";
+    return describe(a.err);
+  }
+
+  cluster_harness h;
+  std::shared_ptr<transport::transfer_engine> main_engine;
+  hosted_node hosted;
+  node_agent_actor agent;
+  terms good;
+};
+
+TEST_F(node_join, an_agent_of_an_embedded_node_takes_no_join) {
+  auto a = join(h.cl->dir().node_agents[0], join_msg(good));
+  EXPECT_TRUE(is(a.err, errc::invalid_argument)) << describe(a.err);
+  EXPECT_NE(describe(a.err).find("runs inside its cluster's process"), std::string::npos);
+}
+
+TEST_F(node_join, terms_that_differ_are_refused_with_what_differs) {
+  auto t = good;
+  t.node = 2;
+  EXPECT_NE(refusal(t).find("node here is 2, this node process has 1"), std::string::npos);
+  t = good;
+  t.fingerprint ^= 1;
+  EXPECT_NE(refusal(t).find("model fingerprint"), std::string::npos);
+  t = good;
+  t.page_bytes += 64;
+  EXPECT_NE(refusal(t).find("KV page size"), std::string::npos);
+  t = good;
+  t.first_decode = 3;
+  EXPECT_NE(refusal(t).find("first decode instance"), std::string::npos);
+  t = good;
+  t.decode = 2;
+  EXPECT_NE(refusal(t).find("decode instance count"), std::string::npos);
+  // Another schema, and a join without the conductor.
+  auto a = join(agent, make_envelope<wire::Ack>([](wire::Ack::Builder) {}));
+  EXPECT_TRUE(is(a.err, errc::wrong_message_type)) << describe(a.err);
+  a = join(agent, join_msg(good), false);
+  EXPECT_NE(describe(a.err).find("needs the conductor"), std::string::npos);
+  // None of it joined: the right terms still do.
+  EXPECT_FALSE(join(agent, join_msg(good)).err);
+}
+
+TEST_F(node_join, an_accepted_join_answers_with_the_node_and_a_second_is_refused) {
+  auto a = join(agent, join_msg(good));
+  ASSERT_FALSE(a.err) << describe(a.err);
+  EXPECT_EQ(a.owner, caf::actor_cast<caf::actor>(hosted.owner));
+  ASSERT_EQ(a.decode.size(), 1u);
+  EXPECT_EQ(a.decode[0], caf::actor_cast<caf::actor>(hosted.decode[0]));
+  auto w = read_as<wire::NodeWelcome>(a.welcome, [](wire::NodeWelcome::Reader in) {
+    auto peer = transport::from_wire(in.getPeer());
+    return std::make_pair(in.getNode(), peer ? peer->nodes : std::vector<uint32_t>{});
+  });
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->first, 1u);
+  EXPECT_EQ(w->second, std::vector<uint32_t>{1});
+  // The hosted engine learned the main process: node 0 is reachable from it now.
+  EXPECT_FALSE(hosted.transfer->paths(0).empty());
+  auto again = join(agent, join_msg(good));
+  EXPECT_TRUE(is(again.err, errc::already_exists)) << describe(again.err);
+}
+
+} // namespace
+} // namespace crescent::testing
+
+namespace crescent::testing {
+namespace {
+
+uint32_t live_nodes(cluster_harness& h) {
+  auto stats = h.ask(h.cl->dir().conductor, stats_atom::value);
+  EXPECT_TRUE(stats);
+  auto live = read_as<wire::ConductorStats>(
+      *stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); });
+  return live ? *live : 0;
+}
+
+// An actor that sends node `node`'s heartbeat once, then waits to be killed.
+caf::actor fake_agent(cluster_harness& h, uint32_t node) {
+  auto conductor = h.cl->dir().conductor;
+  return h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    auto msg = make_envelope<wire::Heartbeat>([&](wire::Heartbeat::Builder out) {
+      out.setNode(node);
+      out.setSequence(1);
+    });
+    self->request(conductor, caf::infinite, heartbeat_atom::value, msg).then([] {});
+    return {[](int) {}};
+  });
+}
+
+TEST(conductor_liveness, a_node_whose_agent_is_gone_leaves_at_once_and_returns_with_a_beat) {
+  cluster_harness h{small_cluster(1, 2)};
+  ASSERT_EQ(live_nodes(h), 3u);
+  auto agent = fake_agent(h, 2);
+  h.sched.run();
+  caf::anon_send_exit(agent, caf::exit_reason::kill);
+  h.sched.run();
+  // No virtual time passed: the heartbeat timeout did not do this, the down message did.
+  EXPECT_EQ(live_nodes(h), 2u);
+  auto again = fake_agent(h, 2);
+  h.sched.run();
+  EXPECT_EQ(live_nodes(h), 3u);
+  caf::anon_send_exit(again, caf::exit_reason::kill);
+}
+
+} // namespace
+} // namespace crescent::testing

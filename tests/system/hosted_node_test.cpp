@@ -1,0 +1,254 @@
+// A cluster spanning processes: decode instances (with their nodes' block owners) in
+// `crescent node` processes on loopback, the conductor, store master and prefill workers in
+// this one. The KV hand-off crosses processes through the transfer engine (TCP, or shared
+// memory where allowed), and the tokens must equal a monolithic run's. Processes are killed and
+// misconfigured on purpose; bring-up and requests end with reasons, never hang.
+#include "apps/bench/child_process.hpp"
+#include "apps/replay/replay_driver.hpp"
+#include "apps/replay/trace.hpp"
+#include "messages/errors.hpp"
+#include "support/networked_config.hpp"
+#include "support/test_cluster.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+namespace crescent::testing {
+namespace {
+
+// Nodes 0 and 1 prefill here; nodes 2 and 3 decode in node processes.
+std::string cluster_yaml(bool shm, uint32_t layers = 2) {
+  return "model: {layers: " + std::to_string(layers) +
+         ", context_tokens_max: 4096}\n"
+         "nodes:\n"
+         "  - {prefill: 1, pool_mib: 4}\n"
+         "  - {prefill: 1, pool_mib: 4}\n"
+         "  - {decode: 1, pool_mib: 4}\n"
+         "  - {decode: 1, pool_mib: 4}\n"
+         "prefill: {chunk_tokens: 64}\n"
+         "decode: {kv_mib: 16, request_tokens_max: 4096}\n"
+         "store: {sync_commits: false}\n"
+         "conductor: {heartbeat_timeout_ms: 600}\n"
+         "heartbeat_interval_ms: 100\n"
+         "request_deadline_ms: 120000\n"
+         "transfer: {shm: " +
+         std::string{shm ? "true" : "false"} + "}\n";
+}
+
+// A port nobody listens on (bound, then released).
+uint16_t unused_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct node_process {
+  bench::child_process process;
+  uint16_t port = 0;
+};
+
+class hosted_nodes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = std::filesystem::temp_directory_path() /
+          ("crescent-hosted-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+
+  void TearDown() override {
+    nodes.clear(); // closes their standard input: they exit
+    std::filesystem::remove_all(dir);
+  }
+
+  // A `crescent node` for node n of the cluster file `yaml`, on any free port.
+  caf::expected<node_process> start_node(uint32_t n, const std::string& yaml) {
+    const auto file = dir / ("node-" + std::to_string(n) + ".yaml");
+    std::ofstream{file} << yaml;
+    auto p =
+        bench::child_process::spawn(CRESCENT_BINARY, {"node", "--config", file.string(), "--node",
+                                                      std::to_string(n), "--port", "0"});
+    if (!p)
+      return std::move(p.error());
+    auto line = p->read_line(std::chrono::seconds(20));
+    if (!line)
+      return std::move(line.error());
+    const auto at = line->find("port=");
+    if (line->rfind("crescent-node ", 0) != 0 || at == std::string::npos)
+      return make_error(errc::internal, "unexpected ready line: " + *line);
+    const auto port = static_cast<uint16_t>(std::stoul(line->substr(at + 5)));
+    return node_process{std::move(*p), port};
+  }
+
+  // The cluster of `yaml` with nodes 2 and 3 at the node processes started for them.
+  cluster_config main_config(const std::string& yaml) {
+    auto cfg = parse_cluster_config(yaml, "test");
+    EXPECT_TRUE(cfg) << describe(cfg.error());
+    for (uint32_t n = 2; n < 4; ++n) {
+      auto p = start_node(n, yaml);
+      EXPECT_TRUE(p) << describe(p.error());
+      if (!p)
+        continue;
+      cfg->nodes[n].address = "127.0.0.1:" + std::to_string(p->port);
+      nodes.push_back(std::move(*p));
+    }
+    cfg->join_timeout_ms = 10000;
+    return *cfg;
+  }
+
+  std::vector<replay::synthetic_request> trace_requests(const cluster_config& cfg, size_t n,
+                                                        double output_scale) {
+    auto records = replay::read_trace(CRESCENT_TEST_DATA_DIR "/trace_head.jsonl", n);
+    EXPECT_TRUE(records) << describe(records.error());
+    replay::workload_options w{cfg.model.block_tokens, cfg.model.vocab, output_scale, 50.0};
+    std::vector<replay::synthetic_request> out;
+    for (size_t i = 0; records && i < records->size(); ++i)
+      out.push_back(replay::synthesize((*records)[i], i, w));
+    return out;
+  }
+
+  // Replays `reqs` in real time on `cl`; results in id order.
+  static std::vector<replay::request_result>
+  replay_on(caf::actor_system& sys, cluster& cl, std::vector<replay::synthetic_request> reqs) {
+    auto results = std::make_shared<std::vector<replay::request_result>>();
+    auto driver = replay::spawn_replay_driver(sys, cl, std::move(reqs), results);
+    caf::scoped_actor self{sys};
+    self->request(driver, caf::infinite, run_atom::value)
+        .receive([] {}, [](caf::error& e) { ADD_FAILURE() << describe(e); });
+    auto out = *results;
+    std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.id < b.id; });
+    return out;
+  }
+
+  // Bytes this process's engine wrote to `node` through `backend`.
+  static uint64_t written(cluster& cl, const std::string& backend, uint32_t node) {
+    uint64_t bytes = 0;
+    for (const auto& m : cl.transfer().metrics())
+      if (m.backend == backend && m.node == node)
+        bytes += m.bytes_written;
+    return bytes;
+  }
+
+  void expect_decoded_across_processes(bool shm) {
+    const auto yaml = cluster_yaml(shm);
+    auto cfg = main_config(yaml);
+    ASSERT_EQ(nodes.size(), 2u);
+    caf::actor_system sys{networked_config()};
+    auto cl = cluster::start(sys, cfg);
+    ASSERT_TRUE(cl) << describe(cl.error());
+    auto reqs = trace_requests(cfg, 20, 0.1);
+    ASSERT_EQ(reqs.size(), 20u);
+    auto results = replay_on(sys, **cl, reqs);
+    ASSERT_EQ(results.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_EQ(results[i].status, replay::outcome_status::completed) << results[i].reason;
+      EXPECT_EQ(results[i].tokens,
+                monolithic_tokens(cfg.model, reqs[i].tokens, reqs[i].max_new_tokens))
+          << "request " << i;
+    }
+    // Both hosted decode instances took KV, through the path the configuration allows.
+    const std::string path = shm ? "shm" : "tcp";
+    EXPECT_GT(written(**cl, path, 2), 0u);
+    EXPECT_GT(written(**cl, path, 3), 0u);
+    EXPECT_EQ(written(**cl, shm ? "tcp" : "shm", 2) + written(**cl, shm ? "tcp" : "shm", 3), 0u);
+    (*cl)->stop();
+    sys.await_all_actors_done();
+  }
+
+  std::filesystem::path dir;
+  std::vector<node_process> nodes;
+};
+
+TEST_F(hosted_nodes, kv_reaches_decode_processes_over_tcp_and_tokens_match) {
+  expect_decoded_across_processes(false);
+}
+
+TEST_F(hosted_nodes, kv_reaches_decode_processes_over_shared_memory_and_tokens_match) {
+  expect_decoded_across_processes(true);
+}
+
+TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {
+  auto cfg = *parse_cluster_config(cluster_yaml(false), "test");
+  auto other = start_node(2, cluster_yaml(false, 3)); // three layers there, two here
+  ASSERT_TRUE(other) << describe(other.error());
+  cfg.nodes[2].address = "127.0.0.1:" + std::to_string(other->port);
+  cfg.nodes[3].address = "127.0.0.1:" + std::to_string(unused_port());
+  nodes.push_back(std::move(*other));
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_FALSE(cl);
+  EXPECT_NE(describe(cl.error()).find("node 2 at"), std::string::npos) << describe(cl.error());
+  EXPECT_NE(describe(cl.error()).find("model fingerprint"), std::string::npos)
+      << describe(cl.error());
+}
+
+TEST_F(hosted_nodes, bring_up_fails_when_no_node_process_answers) {
+  auto cfg = *parse_cluster_config(cluster_yaml(false), "test");
+  cfg.nodes[2].address = "127.0.0.1:" + std::to_string(unused_port());
+  cfg.nodes[3].address = cfg.nodes[2].address;
+  cfg.join_timeout_ms = 300;
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_FALSE(cl);
+  EXPECT_TRUE(is(cl.error(), errc::unavailable)) << describe(cl.error());
+  EXPECT_NE(describe(cl.error()).find("no `crescent node` process answered"), std::string::npos);
+}
+
+TEST_F(hosted_nodes, a_decode_process_killed_mid_run_fails_its_requests_and_the_rest_complete) {
+  auto cfg = main_config(cluster_yaml(false));
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  auto reqs = trace_requests(cfg, 20, 1.0);
+  std::vector<replay::request_result> results;
+  std::thread replay{[&] { results = replay_on(sys, **cl, reqs); }};
+  // Node 3 dies once KV has reached it: requests decoding there are in flight.
+  while (written(**cl, "tcp", 3) == 0)
+    poll(nullptr, 0, 1);
+  nodes[1].process.kill();
+  replay.join();
+  ASSERT_EQ(results.size(), reqs.size());
+  size_t completed = 0, lost = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    // Every request ends, long before its deadline: those at node 3 fail with the reason, the
+    // others complete on node 2 (the conductor drops node 3 when its agent is gone).
+    if (r.status == replay::outcome_status::completed) {
+      ++completed;
+      EXPECT_EQ(r.tokens, monolithic_tokens(cfg.model, reqs[i].tokens, reqs[i].max_new_tokens));
+      continue;
+    }
+    EXPECT_EQ(r.status, replay::outcome_status::failed);
+    // The request's watch on the instance, or the prefill worker's failed write, tells first.
+    EXPECT_TRUE(r.reason.find("decode instance 1 stopped") != std::string::npos ||
+                r.reason.find("KV hand-off to decode failed") != std::string::npos)
+        << r.reason;
+    ++lost;
+  }
+  EXPECT_GT(lost, 0u);
+  EXPECT_GT(completed, lost);
+  (*cl)->stop();
+  sys.await_all_actors_done();
+}
+
+} // namespace
+} // namespace crescent::testing
