@@ -10,6 +10,7 @@ namespace crescent {
 using schedule_atom = caf::atom_constant<caf::atom("schedule")>;
 using report_atom = caf::atom_constant<caf::atom("report")>;
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 // workers
 using reserve_atom = caf::atom_constant<caf::atom("reserve")>;

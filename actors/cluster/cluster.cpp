@@ -190,7 +190,12 @@ void cluster::spawn_node_agents() {
         sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_);
     all_.push_back(ptr(dir_->node_agents[n]));
   }
-  // The directory is complete: from here on actors may read it.
+  // The directory is complete: from here on actors may read it. The conductor learns whose
+  // heartbeats to trust before any agent can send one.
+  std::vector<caf::actor> agents;
+  for (const auto& agent : dir_->node_agents)
+    agents.push_back(caf::actor_cast<caf::actor>(agent));
+  caf::anon_send(dir_->conductor, watch_atom::value, std::move(agents));
   for (auto& agent : dir_->node_agents)
     caf::anon_send(agent, start_atom::value);
   caf::anon_send(dir_->store_master, start_atom::value);

@@ -2,6 +2,8 @@
 
 #include "messages/errors.hpp"
 
+#include <set>
+
 namespace crescent {
 
 namespace {
@@ -11,6 +13,7 @@ caf::error field_error(const std::string& field, const std::string& what) {
 }
 
 caf::error validate_hosting(const cluster_config& cfg) {
+  std::set<std::string> addresses;
   for (size_t i = 0; i < cfg.nodes.size(); ++i) {
     const auto& n = cfg.nodes[i];
     if (!n.hosted_elsewhere())
@@ -18,6 +21,8 @@ caf::error validate_hosting(const cluster_config& cfg) {
     const std::string name = "nodes[" + std::to_string(i) + "]";
     if (auto a = parse_node_address(n.address); !a)
       return field_error(name + ".address", describe(a.error()));
+    if (!addresses.insert(n.address).second)
+      return field_error(name + ".address", n.address + " is the address of another node too");
     if (n.prefill_instances != 0)
       return field_error(name, "prefill instances run in the cluster's main process only; a "
                                "node with an address may host decode instances and its pool");

@@ -67,7 +67,9 @@ struct store_config {
 
 /// The transfer engines of clusters that span processes (one process needs no sockets).
 struct transfer_config {
-  std::string bind_host = "127.0.0.1"; // where each process's data-plane server listens
+  // Where the main process's data-plane server listens, and what the other processes connect
+  // to: an address they can reach (not 0.0.0.0). Node processes listen on their address's host.
+  std::string bind_host = "127.0.0.1";
   bool shm = true; // processes on one host map each other's memory; false: TCP between them too
 };
 

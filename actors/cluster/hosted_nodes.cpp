@@ -11,6 +11,7 @@
 #include <caf/scoped_actor.hpp>
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace crescent {
@@ -54,6 +55,7 @@ envelope join_terms(const cluster_config& cfg, uint32_t node, const transport::p
 // The welcome comes from another process: checked like any input. Its memory must be the
 // node's own, or the engine would route another node's operations there.
 caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uint32_t node,
+                                                  const caf::node_id& agent_node,
                                                   const welcome& w) {
   auto peer = read_as<wire::NodeWelcome>(
       w.terms, [&](wire::NodeWelcome::Reader in) -> caf::expected<transport::peer_info> {
@@ -72,6 +74,10 @@ caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uin
   for (const auto& d : w.decode)
     if (!d)
       return make_error(errc::invalid_argument, "a decode worker handle is missing");
+  // The node's actors live in the agent's process, nowhere else.
+  auto elsewhere = [&](const caf::actor& a) { return a.node() != agent_node; };
+  if (elsewhere(w.owner) || std::any_of(w.decode.begin(), w.decode.end(), elsewhere))
+    return make_error(errc::invalid_argument, "it named actors of another process");
   return peer;
 }
 
@@ -90,7 +96,8 @@ caf::error cluster::join_hosted_nodes() {
     if (address.empty())
       continue;
     auto a = parse_node_address(address); // validated already
-    auto agent = reach(sys_, *a, steady::now() + timeout);
+    const auto deadline = steady::now() + timeout;
+    auto agent = reach(sys_, *a, deadline);
     if (!agent)
       return make_error(errc::unavailable, where(n, address) +
                                                ": no `crescent node` process "
@@ -98,7 +105,11 @@ caf::error cluster::join_hosted_nodes() {
                                                describe(agent.error()));
     caf::error err;
     welcome w;
-    self->request(*agent, timeout, join_atom::value, join_terms(cfg_, n, transfer_->self_info()),
+    // The whole join, reaching the process included, takes at most join_timeout_ms.
+    const auto left =
+        std::max(std::chrono::milliseconds(1),
+                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()));
+    self->request(*agent, left, join_atom::value, join_terms(cfg_, n, transfer_->self_info()),
                   caf::actor_cast<caf::actor>(dir_->conductor),
                   caf::actor_cast<caf::actor>(dir_->store_master))
         .receive(
@@ -109,7 +120,7 @@ caf::error cluster::join_hosted_nodes() {
     if (err)
       return make_error(errc::unavailable,
                         where(n, address) + " refused to join: " + describe(err));
-    auto peer = check_welcome(cfg_, n, w);
+    auto peer = check_welcome(cfg_, n, agent->node(), w);
     if (!peer)
       return make_error(errc::invalid_argument, where(n, address) + ": " + describe(peer.error()));
     if (auto e = transfer_->add_peer(*peer))

@@ -46,16 +46,15 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
   self->set_down_handler([=](caf::down_msg& down) {
     auto& s = self->state;
     for (uint32_t n = 0; n < s.node_agent.size(); ++n)
-      if (s.node_agent[n] && s.node_agent[n] == down.source) {
-        s.node_agent[n] = caf::actor_addr{};
-        s.node_gone[n] = true;
-      }
+      if (s.node_agent[n] == down.source)
+        s.node_gone[n] = true; // for good: a node that comes back joins a new cluster
   });
   return {
       [=](schedule_atom, const envelope& msg) { return on_schedule(self, msg); },
       [=](report_atom, const envelope& msg) { return on_prefill_report(self, msg); },
       [=](finished_atom, const envelope& msg) { return on_request_report(self, msg); },
       [=](heartbeat_atom, const envelope& msg) { return on_heartbeat(self, msg); },
+      [=](watch_atom, const std::vector<caf::actor>& agents) { on_watch(self, agents); },
       [=](stats_atom) { return make_stats(self); },
   };
 }

@@ -5,9 +5,12 @@
 #include "messages/atoms.hpp"
 #include "messages/envelope.hpp"
 
+#include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <vector>
 
 namespace crescent {
 
@@ -20,8 +23,11 @@ using conductor_actor = caf::typed_actor<
     caf::replies_to<report_atom, envelope>::with<void>,
     // RequestReport from a request actor when it ends
     caf::replies_to<finished_atom, envelope>::with<void>,
-    // Heartbeat from a node agent
+    // Heartbeat from a node agent; refused from any other sender
     caf::replies_to<heartbeat_atom, envelope>::with<void>,
+    // bring-up, once, before any agent starts: each node's agent, by node id. The conductor
+    // watches them; a node whose agent is gone takes no new requests from then on.
+    caf::reacts_to<watch_atom, std::vector<caf::actor>>,
     // -> ConductorStats
     caf::replies_to<stats_atom>::with<envelope>>;
 

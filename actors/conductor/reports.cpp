@@ -4,7 +4,6 @@
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
 
-#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 
 namespace crescent {
@@ -73,14 +72,32 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
     return st.bad.refuse(
         st.name,
         make_error(errc::invalid_argument, "heartbeat from unknown node " + std::to_string(*node)));
+  // Only the node's own agent speaks for it: another actor's heartbeat must neither keep a node
+  // alive nor bind it to an actor whose end would take the node out.
+  if (!st.watching || !self->current_sender() ||
+      self->current_sender()->address() != st.node_agent[*node])
+    return st.bad.refuse(
+        st.name, make_error(errc::access_denied, "heartbeat for node " + std::to_string(*node) +
+                                                     " from an actor that is not its agent"));
   st.node_last_seen[*node] = self->clock().now();
-  st.node_gone[*node] = false;
-  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-  if (sender && sender != st.node_agent[*node]) {
-    self->monitor(sender);
-    st.node_agent[*node] = std::move(sender);
-  }
   return caf::unit;
+}
+
+void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
+  auto& st = self->state;
+  if (st.watching || agents.size() != st.node_agent.size()) {
+    st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "the node agents are told once, one per node"));
+    return;
+  }
+  st.watching = true;
+  for (uint32_t n = 0; n < agents.size(); ++n) {
+    st.node_agent[n] = agents[n].address();
+    if (agents[n])
+      self->monitor(agents[n]);
+    else
+      st.node_gone[n] = true;
+  }
 }
 
 } // namespace crescent

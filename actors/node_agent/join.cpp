@@ -88,10 +88,6 @@ on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::act
   st.conductor = caf::actor_cast<conductor_actor>(conductor);
   self->monitor(conductor);
   self->send(h.owner, join_atom::value, caf::actor_cast<store_master_actor>(master));
-  // Beating from the join on, not from the start that follows bring-up: the conductor watches
-  // the agent a heartbeat comes from, so it learns at once if this process dies even before.
-  st.started = true;
-  beat(self);
   spdlog::info("node_agent {}: joined by the cluster of process {} (data plane {}:{})", st.node,
                terms->peer.pid, terms->peer.tcp_host, terms->peer.tcp_port);
   auto welcome = make_envelope<wire::NodeWelcome>([&](wire::NodeWelcome::Builder out) {

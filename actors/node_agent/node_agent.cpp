@@ -11,6 +11,8 @@
 
 namespace crescent {
 
+namespace {
+
 void beat(node_agent_ptr self) {
   auto& st = self->state;
   if (!st.healthy)
@@ -26,8 +28,6 @@ void beat(node_agent_ptr self) {
             });
   self->delayed_send(self, st.interval, tick_atom::value);
 }
-
-namespace {
 
 void on_down(node_agent_ptr self, const caf::down_msg& down) {
   auto& st = self->state;

@@ -28,8 +28,6 @@ struct node_agent_state {
 
 using node_agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
 
-// node_agent.cpp: one heartbeat now, and the next one interval later
-void beat(node_agent_ptr self);
 // join.cpp
 caf::result<envelope, caf::actor, std::vector<caf::actor>>
 on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master);

@@ -4,7 +4,10 @@
 // token and the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
 //
 // The batch runs while the worker serves its mailbox; its end comes back as handed_off_atom
-// (from the engine's thread that ended it, or from this one for in-process copies).
+// (from the engine's thread that ended it, or from this one for in-process copies). Jobs
+// queued behind it wait: a batch to a process that is gone ends when its connection attempts
+// fail (refused at once; unanswered after the engine's connect timeout per attempt), at most
+// at kv_handoff_timeout.
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/request.capnp.h"
@@ -53,12 +56,15 @@ void signal_decode(prefill_ptr self) {
     out.setFirstToken(job.first_token);
   });
   const auto id = job.request_id;
+  job.signalling = true;
   self->request(st.parts.dir->decode[job.decode_instance], control_timeout, kv_ready_atom::value,
                 msg)
       .then(
           [=]() {
-            if (self->state.current && self->state.current->request_id == id)
+            if (self->state.current && self->state.current->request_id == id) {
+              self->state.current->signalling = false;
               store_new_blocks(self);
+            }
           },
           [=](caf::error& err) {
             if (self->state.current && self->state.current->request_id == id)
@@ -78,17 +84,26 @@ void hand_off(prefill_ptr self) {
     ops.push_back({transport::op_kind::write, {job.page_ptrs[i], page}, job.decode_pages[i]});
   auto me = caf::actor_cast<prefill_worker_actor>(self);
   const auto id = job.request_id;
-  auto err = st.parts.transfer->submit(ops, transport::clock_type::now() + kv_handoff_timeout,
-                                       [me, id](std::vector<transport::op_result> results) {
-                                         caf::anon_send(me, handed_off_atom::value, id,
-                                                        first_failure(results));
-                                       });
+  // The pages are read until the batch ends, which may be after this worker exits (a TCP batch
+  // to a peer that is gone retries until its attempts or deadline run out): the callback keeps
+  // their pool, and so their memory and registration, alive until then.
+  auto err = st.parts.transfer->submit(
+      ops, transport::clock_type::now() + kv_handoff_timeout,
+      [me, id, pages = st.parts.kv_pages](std::vector<transport::op_result> results) {
+        caf::anon_send(me, handed_off_atom::value, id, first_failure(results));
+      });
   if (err)
     fail_job(self, "KV hand-off to decode failed: " + describe(err));
 }
 
 void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err) {
   auto& st = self->state;
+  // Only the engine's callback (an anonymous message) says a hand-off ended.
+  if (self->current_sender() != nullptr) {
+    st.bad.refuse(st.name,
+                  make_error(errc::access_denied, "only the transfer engine ends a KV hand-off"));
+    return;
+  }
   if (!st.current || st.current->request_id != request_id)
     return; // rare: only the current job hands off, and it waits for this
   // A failed write means the reservation is gone (the request ended, and the decode worker

@@ -32,7 +32,8 @@ struct prefill_job {
   uint32_t load_misses = 0;
   uint64_t compute_ns = 0;
   uint32_t first_token = 0;
-  bool computed = false; // every token computed; hand-off is next
+  bool computed = false;   // every token computed; hand-off is next
+  bool signalling = false; // KV written, kv_ready sent to the decode worker, no answer yet
 };
 
 struct prefill_state {

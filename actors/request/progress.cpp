@@ -85,6 +85,8 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   if (!st.running || st.done || d->id != st.id || st.first_token_seen)
     return make_error(errc::invalid_argument, "unexpected PrefillDone");
   st.first_token_seen = true;
+  // The prefill instance is done with this request: its end no longer concerns it.
+  self->demonitor(st.dir->prefill[st.prefill_instance].address());
   st.computed_tokens = d->computed;
   st.reused_tokens = d->reused;
   st.load_misses = d->misses;

@@ -42,13 +42,21 @@ caf::expected<uint16_t> listen_port(const node_options& opt, const node_config& 
   return a->port;
 }
 
-caf::expected<std::shared_ptr<transport::transfer_engine>> node_engine(const cluster_config& cfg,
-                                                                       uint32_t node) {
+// Where this process listens, its agent and its data plane alike: the host of the node's
+// address (what other processes reach it by), or transfer.bind_host for a node given none.
+std::string listen_host(const cluster_config& cfg, const node_config& n) {
+  if (auto a = parse_node_address(n.address))
+    return a->host;
+  return cfg.transfer.bind_host;
+}
+
+caf::expected<std::shared_ptr<transport::transfer_engine>>
+node_engine(const cluster_config& cfg, uint32_t node, const std::string& host) {
   transport::transfer_options topt;
   topt.local_nodes = {node};
   topt.key_seed = cfg.access_key_seed;
   topt.enable_shm = cfg.transfer.shm;
-  topt.tcp_bind_host = cfg.transfer.bind_host;
+  topt.tcp_bind_host = host;
   return transport::transfer_engine::create(topt);
 }
 
@@ -123,7 +131,8 @@ int node_command(const node_options& opt) {
   auto port = listen_port(opt, n);
   if (!port)
     return fail(describe(port.error()));
-  auto engine = node_engine(*cfg, opt.node);
+  const auto host = listen_host(*cfg, n);
+  auto engine = node_engine(*cfg, opt.node, host);
   if (!engine)
     return fail(describe(engine.error()));
   caf::actor_system_config sys_cfg;
@@ -137,12 +146,12 @@ int node_command(const node_options& opt) {
     parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(d));
   auto agent = spawn_hosted_node_agent(sys, std::chrono::milliseconds(cfg->heartbeat_interval_ms),
                                        std::move(*hosted));
-  auto published = sys.middleman().publish(agent, *port, cfg->transfer.bind_host.c_str(), true);
+  auto published = sys.middleman().publish(agent, *port, host.c_str(), true);
   if (!published) {
     caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
     for (auto& p : parts)
       caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
-    return fail("cannot listen on " + cfg->transfer.bind_host + ":" + std::to_string(*port) + ": " +
+    return fail("cannot listen on " + host + ":" + std::to_string(*port) + ": " +
                 sys.render(published.error()));
   }
   fmt::print("crescent-node node={} port={} pid={}\n", opt.node, *published, getpid());

@@ -1,8 +1,9 @@
 // `crescent node`: host one node of a cluster that spans processes. It reads the same cluster
 // file as the cluster's main process (`crescent run --config`), runs the node's block owner
-// (its DRAM arena and SSD tier), its decode instances, its transfer engine (data-plane server
-// on transfer.bind_host) and its node agent, publishes the agent on a port, and waits for the
-// main process to join it (actors/node_agent/node_agent.hpp). Prints one line when ready:
+// (its DRAM arena and SSD tier), its decode instances, its transfer engine and its node agent,
+// and waits for the main process to join it (actors/node_agent/node_agent.hpp). The agent and
+// the engine's data-plane server listen on the host of the node's address (transfer.bind_host
+// for a node given none), the agent on the address's port or --port. Prints one line when ready:
 //   crescent-node node=<n> port=<p> pid=<pid>
 // then serves until its cluster's main process goes away after joining, SIGINT or SIGTERM, or
 // its standard input closes where that is a pipe (a parent process holding the other end).

@@ -170,32 +170,28 @@ uint32_t live_nodes(cluster_harness& h) {
   return live ? *live : 0;
 }
 
-// An actor that sends node `node`'s heartbeat once, then waits to be killed.
-caf::actor fake_agent(cluster_harness& h, uint32_t node) {
-  auto conductor = h.cl->dir().conductor;
-  return h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    auto msg = make_envelope<wire::Heartbeat>([&](wire::Heartbeat::Builder out) {
-      out.setNode(node);
-      out.setSequence(1);
-    });
-    self->request(conductor, caf::infinite, heartbeat_atom::value, msg).then([] {});
-    return {[](int) {}};
-  });
-}
-
-TEST(conductor_liveness, a_node_whose_agent_is_gone_leaves_at_once_and_returns_with_a_beat) {
+TEST(conductor_liveness, a_node_whose_agent_is_gone_leaves_at_once) {
   cluster_harness h{small_cluster(1, 2)};
   ASSERT_EQ(live_nodes(h), 3u);
-  auto agent = fake_agent(h, 2);
-  h.sched.run();
-  caf::anon_send_exit(agent, caf::exit_reason::kill);
+  caf::anon_send_exit(h.cl->dir().node_agents[2], caf::exit_reason::kill);
   h.sched.run();
   // No virtual time passed: the heartbeat timeout did not do this, the down message did.
   EXPECT_EQ(live_nodes(h), 2u);
-  auto again = fake_agent(h, 2);
+}
+
+TEST(conductor_liveness, only_a_nodes_own_agent_speaks_for_it) {
+  cluster_harness h{small_cluster(1, 2)};
+  auto beat = make_envelope<wire::Heartbeat>([](wire::Heartbeat::Builder out) {
+    out.setNode(2);
+    out.setSequence(1);
+  });
+  auto err = h.ask_void(h.cl->dir().conductor, heartbeat_atom::value, beat);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  // Nor can bring-up's list of agents be replaced.
+  caf::anon_send(h.cl->dir().conductor, watch_atom::value, std::vector<caf::actor>(3));
+  caf::anon_send_exit(h.cl->dir().node_agents[2], caf::exit_reason::kill);
   h.sched.run();
-  EXPECT_EQ(live_nodes(h), 3u);
-  caf::anon_send_exit(again, caf::exit_reason::kill);
+  EXPECT_EQ(live_nodes(h), 2u);
 }
 
 } // namespace

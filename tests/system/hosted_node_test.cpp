@@ -41,22 +41,30 @@ std::string cluster_yaml(bool shm, uint32_t layers = 2) {
          "store: {sync_commits: false}\n"
          "conductor: {heartbeat_timeout_ms: 600}\n"
          "heartbeat_interval_ms: 100\n"
-         "request_deadline_ms: 120000\n"
+         "request_deadline_ms: 20000\n" // below control_timeout: a stall fails a test
+
          "transfer: {shm: " +
          std::string{shm ? "true" : "false"} + "}\n";
 }
 
-// A port nobody listens on (bound, then released).
-uint16_t unused_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
+// `n` distinct ports nobody listens on (bound together, then released).
+std::vector<uint16_t> unused_ports(size_t n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (size_t i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds)
+    close(fd);
+  return ports;
 }
 
 struct node_process {
@@ -190,7 +198,7 @@ TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {
   auto other = start_node(2, cluster_yaml(false, 3)); // three layers there, two here
   ASSERT_TRUE(other) << describe(other.error());
   cfg.nodes[2].address = "127.0.0.1:" + std::to_string(other->port);
-  cfg.nodes[3].address = "127.0.0.1:" + std::to_string(unused_port());
+  cfg.nodes[3].address = "127.0.0.1:" + std::to_string(unused_ports(1)[0]);
   nodes.push_back(std::move(*other));
   caf::actor_system sys{networked_config()};
   auto cl = cluster::start(sys, cfg);
@@ -202,8 +210,9 @@ TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {
 
 TEST_F(hosted_nodes, bring_up_fails_when_no_node_process_answers) {
   auto cfg = *parse_cluster_config(cluster_yaml(false), "test");
-  cfg.nodes[2].address = "127.0.0.1:" + std::to_string(unused_port());
-  cfg.nodes[3].address = cfg.nodes[2].address;
+  const auto ports = unused_ports(2);
+  for (uint32_t n = 2; n < 4; ++n)
+    cfg.nodes[n].address = "127.0.0.1:" + std::to_string(ports[n - 2]);
   cfg.join_timeout_ms = 300;
   caf::actor_system sys{networked_config()};
   auto cl = cluster::start(sys, cfg);
