@@ -45,6 +45,7 @@ using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
 // node agent
 using start_atom = caf::atom_constant<caf::atom("start")>;
+using directory_atom = caf::atom_constant<caf::atom("directory")>;
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 
 } // namespace crescent

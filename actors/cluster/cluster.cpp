@@ -62,6 +62,7 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   c->dir_->block_owners.resize(nodes);
   c->dir_->node_agents.resize(nodes);
   c->dir_->decode.resize(c->dir_->decode_node.size());
+  c->dir_->prefill.resize(c->dir_->prefill_node.size());
   if (auto err = c->spawn_storage())
     return err;
   conductor_options copt;
@@ -141,38 +142,23 @@ caf::error cluster::spawn_storage() {
 }
 
 caf::error cluster::spawn_workers() {
-  const uint64_t page = cfg_.model.page_bytes();
-  const uint32_t block = cfg_.model.block_tokens;
-  for (uint32_t i = 0; i < dir_->prefill_node.size(); ++i) {
-    auto engine = gpu::make_reference_engine(cfg_.model, cfg_.engine);
-    if (!engine)
-      return std::move(engine.error());
-    const auto pages = (cfg_.model.context_tokens_max + block - 1) / block;
-    auto pool = storage::dram_pool::create(transfer_, dir_->prefill_node[i], page, pages);
-    if (!pool)
-      return std::move(pool.error());
-    prefill_worker_options opt{i,
-                               dir_->prefill_node[i],
-                               cfg_.prefill.chunk_tokens,
-                               cfg_.prefill.queue_jobs_max,
-                               cfg_.simulated_time,
-                               cfg_.pool.replicas,
-                               cfg_.pool.placement};
-    dir_->prefill.push_back(
-        spawn_prefill_worker(sys_, opt, {std::move(*engine), std::move(*pool), transfer_, dir_}));
-    all_.push_back(ptr(dir_->prefill.back()));
-  }
-  for (uint32_t i = 0; i < dir_->decode_node.size(); ++i) {
-    const uint32_t node = dir_->decode_node[i];
-    if (cfg_.nodes[node].hosted_elsewhere())
-      continue; // its process runs the worker; the join brings its handle
-    auto worker = spawn_decode_instance(sys_, cfg_, i, node, transfer_, dir_);
-    if (!worker)
-      return std::move(worker.error());
-    dir_->decode[i] = std::move(*worker);
-    all_.push_back(ptr(dir_->decode[i]));
-  }
-  return caf::none;
+  // This process's instances, by cluster-wide index; a hosted node's come with its join.
+  auto spawn_local = [&](const std::vector<uint32_t>& node_of, auto& handles,
+                         auto spawn) -> caf::error {
+    for (uint32_t i = 0; i < node_of.size(); ++i) {
+      if (cfg_.nodes[node_of[i]].hosted_elsewhere())
+        continue;
+      auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, dir_);
+      if (!worker)
+        return std::move(worker.error());
+      handles[i] = std::move(*worker);
+      all_.push_back(ptr(handles[i]));
+    }
+    return caf::none;
+  };
+  if (auto err = spawn_local(dir_->prefill_node, dir_->prefill, spawn_prefill_instance))
+    return err;
+  return spawn_local(dir_->decode_node, dir_->decode, spawn_decode_instance);
 }
 
 void cluster::spawn_node_agents() {

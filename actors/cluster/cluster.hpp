@@ -23,6 +23,7 @@
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <memory>
 #include <string>
@@ -55,7 +56,9 @@ class cluster {
   caf::error create_transfer();
   caf::error spawn_storage();
   caf::error spawn_workers();
-  caf::error join_hosted_nodes(); // hosted_nodes.cpp
+  // hosted_nodes.cpp
+  caf::error join_hosted_nodes();
+  caf::expected<transport::peer_info> join_hosted_node(caf::scoped_actor& self, uint32_t node);
   void spawn_node_agents();
 
   caf::actor_system& sys_;

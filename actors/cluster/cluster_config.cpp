@@ -23,9 +23,6 @@ caf::error validate_hosting(const cluster_config& cfg) {
       return field_error(name + ".address", describe(a.error()));
     if (!addresses.insert(n.address).second)
       return field_error(name + ".address", n.address + " is the address of another node too");
-    if (n.prefill_instances != 0)
-      return field_error(name, "prefill instances run in the cluster's main process only; a "
-                               "node with an address may host decode instances and its pool");
   }
   if (cfg.transfer.bind_host.empty())
     return field_error("transfer.bind_host", "must name an address to listen on");
@@ -60,6 +57,13 @@ uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node) {
   uint32_t first = 0;
   for (uint32_t i = 0; i < node && i < cfg.nodes.size(); ++i)
     first += cfg.nodes[i].decode_instances;
+  return first;
+}
+
+uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node) {
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < node && i < cfg.nodes.size(); ++i)
+    first += cfg.nodes[i].prefill_instances;
   return first;
 }
 

@@ -23,8 +23,8 @@ struct node_config {
   uint64_t pool_bytes = 64ull << 20; // this node's DRAM tier of KV blocks
   uint64_t ssd_bytes = 0;            // this node's SSD tier; 0: none
   // Where the `crescent node` process that hosts this node listens (host:port); empty: the node
-  // runs in the cluster's main process. A hosted node runs its block owner, its decode
-  // instances and its node agent; prefill instances run in the main process only (for now).
+  // runs in the cluster's main process. A hosted node runs its block owner, its prefill and
+  // decode instances and its node agent; the conductor and store master stay in the main one.
   std::string address;
 
   bool hosted_elsewhere() const { return !address.empty(); }
@@ -106,8 +106,9 @@ caf::expected<node_address> parse_node_address(const std::string& text);
 /// Whether any node is hosted by another process (the actor system then needs the middleman).
 bool spans_processes(const cluster_config& cfg);
 
-/// Index of node `node`'s first decode instance: instances are numbered node by node.
+/// Index of node `node`'s first decode (prefill) instance: instances are numbered node by node.
 uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node);
+uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
 
 /// Checks every field; the error names the field ("nodes[2].pool_bytes: ...").
 caf::error validate(const cluster_config& cfg);

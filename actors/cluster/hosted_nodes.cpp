@@ -24,6 +24,7 @@ struct welcome {
   envelope terms;
   caf::actor owner;
   std::vector<caf::actor> decode;
+  std::vector<caf::actor> prefill;
 };
 
 std::string where(uint32_t node, const std::string& address) {
@@ -48,6 +49,8 @@ envelope join_terms(const cluster_config& cfg, uint32_t node, const transport::p
     out.setPageBytes(cfg.model.page_bytes());
     out.setFirstDecodeInstance(first_decode_instance(cfg, node));
     out.setDecodeInstances(cfg.nodes[node].decode_instances);
+    out.setFirstPrefillInstance(first_prefill_instance(cfg, node));
+    out.setPrefillInstances(cfg.nodes[node].prefill_instances);
     transport::to_wire(self, out.initPeer());
   });
 }
@@ -59,29 +62,85 @@ caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uin
                                                   const welcome& w) {
   auto peer = read_as<wire::NodeWelcome>(
       w.terms, [&](wire::NodeWelcome::Reader in) -> caf::expected<transport::peer_info> {
-        if (in.getNode() != node || in.getDecodeInstances() != cfg.nodes[node].decode_instances)
-          return make_error(errc::invalid_argument, "it answered as another node or with " +
-                                                        std::to_string(in.getDecodeInstances()) +
-                                                        " decode instances");
+        if (in.getNode() != node || in.getDecodeInstances() != cfg.nodes[node].decode_instances ||
+            in.getPrefillInstances() != cfg.nodes[node].prefill_instances)
+          return make_error(errc::invalid_argument,
+                            "it answered as another node or with other instances");
         return transport::from_wire(in.getPeer());
       });
   if (!peer)
     return peer;
   if (peer->nodes != std::vector<uint32_t>{node})
     return make_error(errc::invalid_argument, "its memory is described as another node's");
-  if (!w.owner || w.decode.size() != cfg.nodes[node].decode_instances)
-    return make_error(errc::invalid_argument, "its actor handles are missing");
-  for (const auto& d : w.decode)
-    if (!d)
-      return make_error(errc::invalid_argument, "a decode worker handle is missing");
-  // The node's actors live in the agent's process, nowhere else.
-  auto elsewhere = [&](const caf::actor& a) { return a.node() != agent_node; };
-  if (elsewhere(w.owner) || std::any_of(w.decode.begin(), w.decode.end(), elsewhere))
-    return make_error(errc::invalid_argument, "it named actors of another process");
+  if (w.decode.size() != cfg.nodes[node].decode_instances ||
+      w.prefill.size() != cfg.nodes[node].prefill_instances)
+    return make_error(errc::invalid_argument, "it named other instances than its node has");
+  // Every handle names an actor of the agent's process: the node's actors live nowhere else.
+  auto elsewhere = [&](const caf::actor& a) { return !a || a.node() != agent_node; };
+  if (elsewhere(w.owner) || std::any_of(w.decode.begin(), w.decode.end(), elsewhere) ||
+      std::any_of(w.prefill.begin(), w.prefill.end(), elsewhere))
+    return make_error(errc::invalid_argument, "it named actors that are missing or elsewhere");
   return peer;
 }
 
+// What each hosted node's prefill workers need once every node has joined: every decode
+// worker, and how to reach every process's memory (pool blocks and decode pages live anywhere).
+envelope cluster_directory(const std::vector<transport::peer_info>& peers, size_t decode) {
+  return make_envelope<wire::ClusterDirectory>([&](wire::ClusterDirectory::Builder out) {
+    auto list = out.initPeers(static_cast<unsigned>(peers.size()));
+    for (unsigned i = 0; i < peers.size(); ++i)
+      transport::to_wire(peers[i], list[i]);
+    out.setDecodeInstances(static_cast<uint32_t>(decode));
+  });
+}
+
+std::chrono::milliseconds time_left(steady::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()));
+}
+
 } // namespace
+
+caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor& self, uint32_t n) {
+  const auto& address = cfg_.nodes[n].address;
+  auto a = parse_node_address(address); // validated already
+  // The whole join, reaching the process included, takes at most join_timeout_ms.
+  const auto deadline = steady::now() + std::chrono::milliseconds(cfg_.join_timeout_ms);
+  auto agent = reach(sys_, *a, deadline);
+  if (!agent)
+    return make_error(errc::unavailable, where(n, address) +
+                                             ": no `crescent node` process answered within "
+                                             "join_timeout_ms: " +
+                                             describe(agent.error()));
+  caf::error err;
+  welcome w;
+  self->request(*agent, time_left(deadline), join_atom::value,
+                join_terms(cfg_, n, transfer_->self_info()),
+                caf::actor_cast<caf::actor>(dir_->conductor),
+                caf::actor_cast<caf::actor>(dir_->store_master))
+      .receive(
+          [&](envelope& terms, caf::actor& owner, std::vector<caf::actor>& decode,
+              std::vector<caf::actor>& prefill) {
+            w = welcome{std::move(terms), std::move(owner), std::move(decode), std::move(prefill)};
+          },
+          [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return make_error(errc::unavailable, where(n, address) + " refused to join: " + describe(err));
+  auto peer = check_welcome(cfg_, n, agent->node(), w);
+  if (!peer)
+    return make_error(errc::invalid_argument, where(n, address) + ": " + describe(peer.error()));
+  if (auto e = transfer_->add_peer(*peer))
+    return make_error(errc::unavailable, where(n, address) + ": " + describe(e));
+  dir_->node_agents[n] = *agent;
+  dir_->block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
+  const uint32_t first_decode = first_decode_instance(cfg_, n);
+  for (uint32_t k = 0; k < w.decode.size(); ++k)
+    dir_->decode[first_decode + k] = caf::actor_cast<decode_worker_actor>(w.decode[k]);
+  const uint32_t first_prefill = first_prefill_instance(cfg_, n);
+  for (uint32_t k = 0; k < w.prefill.size(); ++k)
+    dir_->prefill[first_prefill + k] = caf::actor_cast<prefill_worker_actor>(w.prefill[k]);
+  return peer;
+}
 
 caf::error cluster::join_hosted_nodes() {
   if (!spans_processes(cfg_))
@@ -90,46 +149,30 @@ caf::error cluster::join_hosted_nodes() {
     return make_error(errc::bad_config, "nodes with an address need an actor system with the "
                                         "middleman loaded (setup_actor_system networked)");
   caf::scoped_actor self{sys_};
-  const auto timeout = std::chrono::milliseconds(cfg_.join_timeout_ms);
+  std::vector<transport::peer_info> peers{transfer_->self_info()};
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    const auto& address = cfg_.nodes[n].address;
-    if (address.empty())
+    if (!cfg_.nodes[n].hosted_elsewhere())
       continue;
-    auto a = parse_node_address(address); // validated already
-    const auto deadline = steady::now() + timeout;
-    auto agent = reach(sys_, *a, deadline);
-    if (!agent)
-      return make_error(errc::unavailable, where(n, address) +
-                                               ": no `crescent node` process "
-                                               "answered within join_timeout_ms: " +
-                                               describe(agent.error()));
-    caf::error err;
-    welcome w;
-    // The whole join, reaching the process included, takes at most join_timeout_ms.
-    const auto left =
-        std::max(std::chrono::milliseconds(1),
-                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now()));
-    self->request(*agent, left, join_atom::value, join_terms(cfg_, n, transfer_->self_info()),
-                  caf::actor_cast<caf::actor>(dir_->conductor),
-                  caf::actor_cast<caf::actor>(dir_->store_master))
-        .receive(
-            [&](envelope& terms, caf::actor& owner, std::vector<caf::actor>& decode) {
-              w = welcome{std::move(terms), std::move(owner), std::move(decode)};
-            },
-            [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      return make_error(errc::unavailable,
-                        where(n, address) + " refused to join: " + describe(err));
-    auto peer = check_welcome(cfg_, n, agent->node(), w);
+    auto peer = join_hosted_node(self, n);
     if (!peer)
-      return make_error(errc::invalid_argument, where(n, address) + ": " + describe(peer.error()));
-    if (auto e = transfer_->add_peer(*peer))
-      return make_error(errc::unavailable, where(n, address) + ": " + describe(e));
-    dir_->node_agents[n] = *agent;
-    dir_->block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
-    const uint32_t first = first_decode_instance(cfg_, n);
-    for (uint32_t k = 0; k < w.decode.size(); ++k)
-      dir_->decode[first + k] = caf::actor_cast<decode_worker_actor>(w.decode[k]);
+      return std::move(peer.error());
+    peers.push_back(std::move(*peer));
+  }
+  // Every node has joined: each hosted node learns the rest, before any request can start.
+  const auto directory = cluster_directory(peers, dir_->decode.size());
+  std::vector<caf::actor> decode;
+  for (const auto& d : dir_->decode)
+    decode.push_back(caf::actor_cast<caf::actor>(d));
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
+    if (!cfg_.nodes[n].hosted_elsewhere())
+      continue;
+    caf::error err;
+    self->request(dir_->node_agents[n], std::chrono::milliseconds(cfg_.join_timeout_ms),
+                  directory_atom::value, directory, decode)
+        .receive([] {}, [&](caf::error& e) { err = std::move(e); });
+    if (err)
+      return make_error(errc::unavailable, where(n, cfg_.nodes[n].address) +
+                                               " did not take the directory: " + describe(err));
   }
   return caf::none;
 }

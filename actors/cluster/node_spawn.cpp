@@ -2,6 +2,7 @@
 
 #include "actors/block_owner/block_owner.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
+#include "actors/prefill_worker/prefill_worker.hpp"
 #include "messages/errors.hpp"
 #include "storage/dram_arena.hpp"
 #include "storage/dram_pool.hpp"
@@ -48,22 +49,58 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                            {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
 }
 
+namespace {
+
+// What every worker computes with: a reference engine, and `pages` KV pages registered with
+// the transfer engine as memory of `node`.
+struct worker_kit {
+  std::shared_ptr<gpu::engine> engine;
+  std::shared_ptr<storage::dram_pool> pages;
+};
+
+caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uint32_t pages,
+                                   const std::shared_ptr<transport::transfer_engine>& transfer) {
+  auto engine = gpu::make_reference_engine(cfg.model, cfg.engine);
+  if (!engine)
+    return std::move(engine.error());
+  auto pool = storage::dram_pool::create(transfer, node, cfg.model.page_bytes(), pages);
+  if (!pool)
+    return std::move(pool.error());
+  return worker_kit{std::move(*engine), std::move(*pool)};
+}
+
+} // namespace
+
 caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                       std::shared_ptr<const directory> dir) {
-  auto engine = gpu::make_reference_engine(cfg.model, cfg.engine);
-  if (!engine)
-    return std::move(engine.error());
-  const uint64_t page = cfg.model.page_bytes();
-  auto pool = storage::dram_pool::create(transfer, node, page,
-                                         static_cast<uint32_t>(cfg.decode.kv_bytes / page));
-  if (!pool)
-    return std::move(pool.error());
+  const auto pages = static_cast<uint32_t>(cfg.decode.kv_bytes / cfg.model.page_bytes());
+  auto kit = make_kit(cfg, node, pages, transfer);
+  if (!kit)
+    return std::move(kit.error());
   decode_worker_options opt{instance, node, cfg.decode.batch_max, cfg.decode.request_tokens_max,
                             cfg.simulated_time};
-  return spawn_decode_worker(sys, opt,
-                             {std::move(*engine), std::move(*pool), transfer, std::move(dir)});
+  return spawn_decode_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
+}
+
+caf::expected<prefill_worker_actor>
+spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
+                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
+                       std::shared_ptr<const directory> dir) {
+  // Pages for the longest prompt: jobs run one at a time.
+  const uint32_t block = cfg.model.block_tokens;
+  auto kit = make_kit(cfg, node, (cfg.model.context_tokens_max + block - 1) / block, transfer);
+  if (!kit)
+    return std::move(kit.error());
+  prefill_worker_options opt{instance,
+                             node,
+                             cfg.prefill.chunk_tokens,
+                             cfg.prefill.queue_jobs_max,
+                             cfg.simulated_time,
+                             cfg.pool.replicas,
+                             cfg.pool.placement};
+  return spawn_prefill_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
 }
 
 } // namespace crescent

@@ -34,4 +34,11 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                       std::shared_ptr<const directory> dir);
 
+/// Prefill instance `instance` (cluster-wide index) on `node`: a reference engine and KV pages
+/// for the longest prompt, registered with `transfer`.
+caf::expected<prefill_worker_actor>
+spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
+                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
+                       std::shared_ptr<const directory> dir);
+
 } // namespace crescent

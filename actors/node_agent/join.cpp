@@ -19,6 +19,8 @@ struct join_terms {
   uint64_t page_bytes;
   uint32_t first_decode;
   uint32_t decode;
+  uint32_t first_prefill;
+  uint32_t prefill;
   transport::peer_info peer;
 };
 
@@ -32,6 +34,8 @@ caf::expected<join_terms> read_terms(const envelope& msg) {
                       in.getPageBytes(),
                       in.getFirstDecodeInstance(),
                       in.getDecodeInstances(),
+                      in.getFirstPrefillInstance(),
+                      in.getPrefillInstances(),
                       std::move(*peer)};
   });
 }
@@ -55,12 +59,17 @@ caf::error check_terms(const hosted_node& h, const join_terms& t) {
     return differs("first decode instance of this node", t.first_decode, h.first_decode_instance);
   if (t.decode != h.decode.size())
     return differs("decode instance count of this node", t.decode, h.decode.size());
+  if (t.first_prefill != h.first_prefill_instance)
+    return differs("first prefill instance of this node", t.first_prefill,
+                   h.first_prefill_instance);
+  if (t.prefill != h.prefill.size())
+    return differs("prefill instance count of this node", t.prefill, h.prefill.size());
   return caf::none;
 }
 
 } // namespace
 
-caf::result<envelope, caf::actor, std::vector<caf::actor>>
+caf::result<envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>
 on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master) {
   auto& st = self->state;
   if (!st.hosted)
@@ -86,6 +95,8 @@ on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::act
     return st.bad.refuse(st.name, std::move(err));
   st.joined = true;
   st.conductor = caf::actor_cast<conductor_actor>(conductor);
+  h.dir->conductor = st.conductor;
+  h.dir->store_master = caf::actor_cast<store_master_actor>(master);
   self->monitor(conductor);
   self->send(h.owner, join_atom::value, caf::actor_cast<store_master_actor>(master));
   spdlog::info("node_agent {}: joined by the cluster of process {} (data plane {}:{})", st.node,
@@ -93,12 +104,17 @@ on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::act
   auto welcome = make_envelope<wire::NodeWelcome>([&](wire::NodeWelcome::Builder out) {
     out.setNode(h.node);
     out.setDecodeInstances(static_cast<uint32_t>(h.decode.size()));
+    out.setPrefillInstances(static_cast<uint32_t>(h.prefill.size()));
     transport::to_wire(h.transfer->self_info(), out.initPeer());
   });
   std::vector<caf::actor> decode;
   for (const auto& d : h.decode)
     decode.push_back(caf::actor_cast<caf::actor>(d));
-  return {std::move(welcome), caf::actor_cast<caf::actor>(h.owner), std::move(decode)};
+  std::vector<caf::actor> prefill;
+  for (const auto& p : h.prefill)
+    prefill.push_back(caf::actor_cast<caf::actor>(p));
+  return {std::move(welcome), caf::actor_cast<caf::actor>(h.owner), std::move(decode),
+          std::move(prefill)};
 }
 
 } // namespace crescent

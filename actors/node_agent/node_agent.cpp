@@ -60,6 +60,9 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
       [=](join_atom, const envelope& msg, caf::actor conductor, caf::actor master) {
         return on_join(self, msg, std::move(conductor), std::move(master));
       },
+      [=](directory_atom, const envelope& msg, const std::vector<caf::actor>& decode) {
+        return on_directory(self, msg, decode);
+      },
       [=](tick_atom) { beat(self); },
   };
 }
@@ -85,6 +88,8 @@ hosted_agent(node_agent_ptr self, std::chrono::milliseconds interval, hosted_nod
   self->monitor(hosted.owner);
   for (auto& d : hosted.decode)
     self->monitor(d);
+  for (auto& p : hosted.prefill)
+    self->monitor(p);
   st.hosted = std::move(hosted);
   return behavior(self);
 }

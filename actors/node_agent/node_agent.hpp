@@ -6,7 +6,9 @@
 // main process through its agent: the join carries the main process's terms (node, model,
 // page size, decode instances) and how to reach its memory; the agent refuses terms that differ
 // from its own, and otherwise answers with its node's actors and how to reach their memory, and
-// hands its block owner the store master. A hosted node serves one cluster: a second join is
+// hands its block owner the store master. Once every node has joined, the main process sends
+// each the rest of the directory its prefill workers need (every decode worker, how to reach
+// every process's memory). A hosted node serves one cluster: a second join is
 // refused, and when the main process goes away (the conductor's down message) the agent exits,
 // which ends the `crescent node` process.
 #pragma once
@@ -15,6 +17,7 @@
 #include "actors/cluster/directory.hpp"
 #include "actors/decode_worker/decode_worker_actor.hpp"
 #include "actors/node_agent/node_agent_actor.hpp"
+#include "actors/prefill_worker/prefill_worker_actor.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_control_block.hpp>
@@ -38,9 +41,14 @@ struct hosted_node {
   uint64_t model_fingerprint = 0;
   uint64_t page_bytes = 0;
   uint32_t first_decode_instance = 0;
+  uint32_t first_prefill_instance = 0;
   block_owner_actor owner;
-  std::vector<decode_worker_actor> decode; // instance order
+  std::vector<decode_worker_actor> decode;   // instance order
+  std::vector<prefill_worker_actor> prefill; // instance order
   std::shared_ptr<transport::transfer_engine> transfer;
+  // What the node's prefill workers read: filled by the agent from the join (conductor, store
+  // master) and the directory message (decode workers), before bring-up starts any request.
+  std::shared_ptr<directory> dir;
 };
 
 /// The agent of a node hosted by this process: the conductor comes with the join.

@@ -19,10 +19,14 @@ using node_agent_actor = caf::typed_actor<
     // begin heartbeats (sent by bring-up once the directory is complete)
     caf::reacts_to<start_atom>,
     // NodeJoin, the conductor, the store master -> NodeWelcome, the node's block owner, its
-    // decode workers in instance order; or an error (terms differ, joined already, not hosted).
-    // Handles travel untyped: CAF carries caf::actor between processes without registration.
-    caf::replies_to<join_atom, envelope, caf::actor, caf::actor>::with<envelope, caf::actor,
-                                                                       std::vector<caf::actor>>,
+    // decode workers and its prefill workers in instance order; or an error (terms differ,
+    // joined already, not hosted). Handles travel untyped: CAF carries caf::actor between
+    // processes without registration.
+    caf::replies_to<join_atom, envelope, caf::actor, caf::actor>::with<
+        envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>,
+    // ClusterDirectory, every decode worker of the cluster in instance order -> done; once,
+    // after the join and before start. The node's prefill workers read it from then on.
+    caf::replies_to<directory_atom, envelope, std::vector<caf::actor>>::with<void>,
     // internal: one heartbeat interval passed
     caf::reacts_to<tick_atom>>;
 

@@ -20,6 +20,7 @@ struct node_agent_state {
   std::optional<hosted_node> hosted;    // hosted nodes only
   conductor_actor conductor;            // from dir at start, or from the join
   bool joined = false;
+  bool directed = false; // the directory message arrived
   uint64_t sequence = 0;
   bool started = false;
   bool healthy = true;
@@ -29,7 +30,10 @@ struct node_agent_state {
 using node_agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
 
 // join.cpp
-caf::result<envelope, caf::actor, std::vector<caf::actor>>
+caf::result<envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>
 on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master);
+// directory.cpp
+caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
+                               const std::vector<caf::actor>& decode);
 
 } // namespace crescent

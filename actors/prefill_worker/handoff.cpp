@@ -56,17 +56,21 @@ void signal_decode(prefill_ptr self) {
     out.setFirstToken(job.first_token);
   });
   const auto id = job.request_id;
+  const auto& decode = st.parts.dir->decode[job.decode_instance];
+  // Watched while it owes the answer: one that is gone ends the job (see the down handler).
   job.signalling = true;
-  self->request(st.parts.dir->decode[job.decode_instance], control_timeout, kv_ready_atom::value,
-                msg)
+  self->monitor(decode);
+  self->request(decode, control_timeout, kv_ready_atom::value, msg)
       .then(
           [=]() {
+            self->demonitor(decode.address());
             if (self->state.current && self->state.current->request_id == id) {
               self->state.current->signalling = false;
               store_new_blocks(self);
             }
           },
           [=](caf::error& err) {
+            self->demonitor(decode.address());
             if (self->state.current && self->state.current->request_id == id)
               fail_job(self, "decode worker refused the KV: " + describe(err));
           });

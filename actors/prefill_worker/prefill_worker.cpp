@@ -34,11 +34,15 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
   // Queued jobs of a request that ended (deadline, crash) are dropped unstarted; a running job
   // finishes, and its hand-off fails harmlessly because the decode reservation is revoked.
   self->set_down_handler([=](caf::down_msg& down) {
-    // A request ends when its decode instance is gone, whose proxy may never answer kv_ready:
-    // the job waiting for that answer ends with it (its pages are no longer read).
+    // The decode worker being signalled is gone (a proxy of a lost process may never answer
+    // kv_ready): the job ends now (its pages are no longer read), not at the timeout.
     auto& cur = self->state.current;
-    if (cur && cur->signalling && cur->requester.address() == down.source)
-      fail_job(self, "its request ended while its decode worker was being signalled");
+    if (cur && cur->signalling &&
+        self->state.parts.dir->decode[cur->decode_instance].address() == down.source) {
+      fail_job(self, "decode instance " + std::to_string(cur->decode_instance) +
+                         " stopped: " + caf::to_string(down.reason));
+      return;
+    }
     auto& q = self->state.queue;
     q.erase(
         std::remove_if(q.begin(), q.end(),

@@ -72,24 +72,37 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
   h.model_fingerprint = cfg.model.fingerprint();
   h.page_bytes = cfg.model.page_bytes();
   h.first_decode_instance = first_decode_instance(cfg, opt.node);
+  h.first_prefill_instance = first_prefill_instance(cfg, opt.node);
   h.transfer = engine;
+  h.dir = std::make_shared<directory>();
   // The master comes with the join; until then the owner neither reports nor beats.
   auto owner = spawn_node_owner(sys, cfg, opt.node, engine, ssd_dir, store_master_actor{},
                                 engine->self_info());
   if (!owner)
     return std::move(owner.error());
   h.owner = std::move(*owner);
+  auto undo = [&](caf::error err) {
+    caf::anon_send_exit(h.owner, caf::exit_reason::user_shutdown);
+    for (auto& d : h.decode)
+      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
+    for (auto& p : h.prefill)
+      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+    return caf::expected<hosted_node>{std::move(err)};
+  };
   for (uint32_t k = 0; k < n.decode_instances; ++k) {
-    // Decode workers read no directory: they answer whoever reserves and hands off.
-    auto worker = spawn_decode_instance(sys, cfg, h.first_decode_instance + k, opt.node, engine,
-                                        std::make_shared<directory>());
-    if (!worker) {
-      caf::anon_send_exit(h.owner, caf::exit_reason::user_shutdown);
-      for (auto& d : h.decode)
-        caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
-      return std::move(worker.error());
-    }
+    auto worker =
+        spawn_decode_instance(sys, cfg, h.first_decode_instance + k, opt.node, engine, h.dir);
+    if (!worker)
+      return undo(std::move(worker.error()));
     h.decode.push_back(std::move(*worker));
+  }
+  // Prefill workers read the directory the agent fills from the join and the directory message.
+  for (uint32_t k = 0; k < n.prefill_instances; ++k) {
+    auto worker =
+        spawn_prefill_instance(sys, cfg, h.first_prefill_instance + k, opt.node, engine, h.dir);
+    if (!worker)
+      return undo(std::move(worker.error()));
+    h.prefill.push_back(std::move(*worker));
   }
   return h;
 }
@@ -125,9 +138,6 @@ int node_command(const node_options& opt) {
     return fail("--node " + std::to_string(opt.node) + ": the cluster file has " +
                 std::to_string(cfg->nodes.size()) + " nodes");
   const auto& n = cfg->nodes[opt.node];
-  if (n.prefill_instances != 0)
-    return fail("nodes[" + std::to_string(opt.node) +
-                "] has prefill instances: those run in the cluster's main process only");
   auto port = listen_port(opt, n);
   if (!port)
     return fail(describe(port.error()));
@@ -144,6 +154,8 @@ int node_command(const node_options& opt) {
   std::vector<caf::strong_actor_ptr> parts{caf::actor_cast<caf::strong_actor_ptr>(hosted->owner)};
   for (const auto& d : hosted->decode)
     parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(d));
+  for (const auto& p : hosted->prefill)
+    parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(p));
   auto agent = spawn_hosted_node_agent(sys, std::chrono::milliseconds(cfg->heartbeat_interval_ms),
                                        std::move(*hosted));
   auto published = sys.middleman().publish(agent, *port, host.c_str(), true);

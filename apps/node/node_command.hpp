@@ -1,6 +1,7 @@
 // `crescent node`: host one node of a cluster that spans processes. It reads the same cluster
 // file as the cluster's main process (`crescent run --config`), runs the node's block owner
-// (its DRAM arena and SSD tier), its decode instances, its transfer engine and its node agent,
+// (its DRAM arena and SSD tier), its prefill and decode instances, its transfer engine and its
+// node agent,
 // and waits for the main process to join it (actors/node_agent/node_agent.hpp). The agent and
 // the engine's data-plane server listen on the host of the node's address (transfer.bind_host
 // for a node given none), the agent on the address's port or --port. Prints one line when ready:

@@ -1,7 +1,8 @@
 @0xb6701f505966cdac;
 # Membership of clusters that span processes: the cluster's main process (conductor, store
-# master, prefill workers) joins each node hosted by a `crescent node` process, and learns its
-# actors and how to reach its memory.
+# master) joins each node hosted by a `crescent node` process and learns its actors and how to
+# reach its memory; once all have joined, it tells each what the node's prefill workers need of
+# the rest of the cluster.
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("crescent::wire");
@@ -17,6 +18,8 @@ struct NodeJoin {
   firstDecodeInstance @3 :UInt32;  # cluster-wide index of the node's first decode instance
   decodeInstances @4 :UInt32;      # at most 16
   peer @5 :Common.TransportPeer;   # how to reach the main process's memory
+  firstPrefillInstance @6 :UInt32; # cluster-wide index of the node's first prefill instance
+  prefillInstances @7 :UInt32;     # at most 16
 }
 
 # node agent -> main process: the join is accepted. The actors themselves travel next to this
@@ -25,4 +28,13 @@ struct NodeWelcome {
   node @0 :UInt32;
   decodeInstances @1 :UInt32;
   peer @2 :Common.TransportPeer;   # how to reach this node's memory (its pool, its decode KV)
+  prefillInstances @3 :UInt32;
+}
+
+# main process -> node agent of a joined node, once every node has joined and before any
+# request: how to reach every process's memory. The conductor, the store master and every decode
+# worker travel next to it as actor handles.
+struct ClusterDirectory {
+  peers @0 :List(Common.TransportPeer); # every process of the cluster, at most 64
+  decodeInstances @1 :UInt32;           # of the whole cluster
 }

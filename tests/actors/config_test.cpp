@@ -111,8 +111,9 @@ join_timeout_ms: 5000
   auto e = error_of("nodes: [{prefill: 1}, {decode: 1, address: 'x:0'}]\n");
   EXPECT_NE(e.find("nodes[1].address"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
-  e = error_of("nodes: [{prefill: 1, decode: 1}, {prefill: 1, address: 'x:1'}]\n");
-  EXPECT_NE(e.find("prefill instances run in the cluster's main process"), std::string::npos) << e;
+  e = error_of("nodes: [{prefill: 1, address: 'x:1'}, {decode: 1, address: 'x:1'}]\n");
+  EXPECT_NE(e.find("nodes[1].address: x:1 is the address of another node too"), std::string::npos)
+      << e;
   e = error_of("transfer: {shm: maybe}\n");
   EXPECT_NE(e.find("transfer.shm"), std::string::npos) << e;
   e = error_of("join_timeout_ms: 0\n");

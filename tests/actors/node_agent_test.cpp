@@ -19,6 +19,7 @@ struct join_answer {
   envelope welcome;
   caf::actor owner;
   std::vector<caf::actor> decode;
+  std::vector<caf::actor> prefill;
 };
 
 struct terms {
@@ -48,6 +49,7 @@ class node_join : public ::testing::Test {
     hosted.page_bytes = cfg.model.page_bytes();
     hosted.first_decode_instance = 0;
     hosted.transfer = engine;
+    hosted.dir = std::make_shared<directory>();
     hosted.owner =
         *spawn_node_owner(h.sys, cfg, 1, engine, "", store_master_actor{}, engine->self_info());
     hosted.decode.push_back(
@@ -82,15 +84,17 @@ class node_join : public ::testing::Test {
     h.sys.spawn([=](caf::event_based_actor* client) {
       client->request(to, caf::infinite, join_atom::value, msg, conductor, master)
           .then(
-              [=](envelope& w, caf::actor& owner, std::vector<caf::actor>& decode) {
-                *result = join_answer{{}, std::move(w), std::move(owner), std::move(decode)};
+              [=](envelope& w, caf::actor& owner, std::vector<caf::actor>& decode,
+                  std::vector<caf::actor>& prefill) {
+                *result = join_answer{
+                    {}, std::move(w), std::move(owner), std::move(decode), std::move(prefill)};
               },
               [=](caf::error& err) {
-                *result = join_answer{std::move(err), {}, {}, {}};
+                *result = join_answer{std::move(err), {}, {}, {}, {}};
               });
     });
     EXPECT_TRUE(h.run_until([&] { return result->has_value(); }));
-    return result->value_or(join_answer{make_error(errc::timeout, "no answer"), {}, {}, {}});
+    return result->value_or(join_answer{make_error(errc::timeout, "no answer"), {}, {}, {}, {}});
   }
 
   std::string refusal(terms t) {
@@ -152,8 +156,36 @@ TEST_F(node_join, an_accepted_join_answers_with_the_node_and_a_second_is_refused
   EXPECT_EQ(w->second, std::vector<uint32_t>{1});
   // The hosted engine learned the main process: node 0 is reachable from it now.
   EXPECT_FALSE(hosted.transfer->paths(0).empty());
+  EXPECT_TRUE(a.prefill.empty());
+  EXPECT_EQ(hosted.dir->conductor, h.cl->dir().conductor);
+  EXPECT_EQ(hosted.dir->store_master, h.cl->dir().store_master);
   auto again = join(agent, join_msg(good));
   EXPECT_TRUE(is(again.err, errc::already_exists)) << describe(again.err);
+}
+
+TEST_F(node_join, the_directory_comes_once_after_the_join) {
+  auto directory = [&](uint32_t decode_count) {
+    return make_envelope<wire::ClusterDirectory>([&](wire::ClusterDirectory::Builder out) {
+      auto peers = out.initPeers(2);
+      transport::to_wire(main_engine->self_info(), peers[0]);
+      transport::to_wire(hosted.transfer->self_info(), peers[1]); // its own: skipped
+      out.setDecodeInstances(decode_count);
+    });
+  };
+  std::vector<caf::actor> decode{caf::actor_cast<caf::actor>(h.cl->dir().decode[0])};
+  auto err = h.ask_void(agent, directory_atom::value, directory(1), decode);
+  EXPECT_NE(describe(err).find("once, after its join"), std::string::npos) << describe(err);
+  ASSERT_FALSE(join(agent, join_msg(good)).err);
+  err = h.ask_void(agent, directory_atom::value, directory(2), decode);
+  EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
+  err = h.ask_void(agent, directory_atom::value, directory(1), std::vector<caf::actor>(1));
+  EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
+  EXPECT_FALSE(h.ask_void(agent, directory_atom::value, directory(1), decode));
+  ASSERT_EQ(hosted.dir->decode.size(), 1u);
+  EXPECT_EQ(hosted.dir->decode[0], h.cl->dir().decode[0]);
+  err = h.ask_void(agent, directory_atom::value, directory(1), decode);
+  EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
+  EXPECT_EQ(hosted.dir->decode.size(), 1u);
 }
 
 } // namespace

@@ -6,7 +6,9 @@
 #include "apps/bench/child_process.hpp"
 #include "apps/replay/replay_driver.hpp"
 #include "apps/replay/trace.hpp"
+#include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
+#include "messages/schema/worker.capnp.h"
 #include "support/networked_config.hpp"
 #include "support/test_cluster.hpp"
 
@@ -106,11 +108,11 @@ class hosted_nodes : public ::testing::Test {
     return node_process{std::move(*p), port};
   }
 
-  // The cluster of `yaml` with nodes 2 and 3 at the node processes started for them.
-  cluster_config main_config(const std::string& yaml) {
+  // The cluster of `yaml` with nodes `hosted` at the node processes started for them.
+  cluster_config main_config(const std::string& yaml, std::vector<uint32_t> hosted = {2, 3}) {
     auto cfg = parse_cluster_config(yaml, "test");
     EXPECT_TRUE(cfg) << describe(cfg.error());
-    for (uint32_t n = 2; n < 4; ++n) {
+    for (uint32_t n : hosted) {
       auto p = start_node(n, yaml);
       EXPECT_TRUE(p) << describe(p.error());
       if (!p)
@@ -146,6 +148,19 @@ class hosted_nodes : public ::testing::Test {
     return out;
   }
 
+  // Every request completed with the tokens of a monolithic run.
+  static void expect_all_monolithic(const cluster_config& cfg,
+                                    const std::vector<replay::synthetic_request>& reqs,
+                                    const std::vector<replay::request_result>& results) {
+    ASSERT_EQ(results.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      ASSERT_EQ(results[i].status, replay::outcome_status::completed) << results[i].reason;
+      EXPECT_EQ(results[i].tokens,
+                monolithic_tokens(cfg.model, reqs[i].tokens, reqs[i].max_new_tokens))
+          << "request " << i;
+    }
+  }
+
   // Bytes this process's engine wrote to `node` through `backend`.
   static uint64_t written(cluster& cl, const std::string& backend, uint32_t node) {
     uint64_t bytes = 0;
@@ -165,13 +180,7 @@ class hosted_nodes : public ::testing::Test {
     auto reqs = trace_requests(cfg, 20, 0.1);
     ASSERT_EQ(reqs.size(), 20u);
     auto results = replay_on(sys, **cl, reqs);
-    ASSERT_EQ(results.size(), reqs.size());
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      ASSERT_EQ(results[i].status, replay::outcome_status::completed) << results[i].reason;
-      EXPECT_EQ(results[i].tokens,
-                monolithic_tokens(cfg.model, reqs[i].tokens, reqs[i].max_new_tokens))
-          << "request " << i;
-    }
+    expect_all_monolithic(cfg, reqs, results);
     // Both hosted decode instances took KV, through the path the configuration allows.
     const std::string path = shm ? "shm" : "tcp";
     EXPECT_GT(written(**cl, path, 2), 0u);
@@ -191,6 +200,42 @@ TEST_F(hosted_nodes, kv_reaches_decode_processes_over_tcp_and_tokens_match) {
 
 TEST_F(hosted_nodes, kv_reaches_decode_processes_over_shared_memory_and_tokens_match) {
   expect_decoded_across_processes(true);
+}
+
+// Worker statistics of a prefill or decode worker, wherever it runs.
+uint64_t compute_ns(caf::actor_system& sys, const caf::actor& worker) {
+  caf::scoped_actor self{sys};
+  uint64_t ns = 0;
+  self->request(worker, std::chrono::seconds(10), stats_atom::value)
+      .receive(
+          [&](const envelope& stats) {
+            auto r = read_as<wire::WorkerStats>(
+                stats, [](wire::WorkerStats::Reader in) { return in.getComputeNs(); });
+            ns = r ? *r : 0;
+          },
+          [](caf::error& e) { ADD_FAILURE() << describe(e); });
+  return ns;
+}
+
+TEST_F(hosted_nodes, prefill_and_decode_in_node_processes_serve_with_the_right_tokens) {
+  // Prefill on node 0 here and node 1 in a node process; decode on node 2 here and node 3 in
+  // another node process: the hosted prefill worker hands off to another process either way.
+  auto cfg = main_config(cluster_yaml(false), {1, 3});
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  auto reqs = trace_requests(cfg, 30, 0.1);
+  auto results = replay_on(sys, **cl, reqs);
+  expect_all_monolithic(cfg, reqs, results);
+  // Every instance worked, those in node processes included.
+  const auto& d = (*cl)->dir();
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_GT(compute_ns(sys, caf::actor_cast<caf::actor>(d.prefill[i])), 0u) << "prefill " << i;
+    EXPECT_GT(compute_ns(sys, caf::actor_cast<caf::actor>(d.decode[i])), 0u) << "decode " << i;
+  }
+  (*cl)->stop();
+  sys.await_all_actors_done();
 }
 
 TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {

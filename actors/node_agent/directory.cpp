@@ -1,0 +1,69 @@
+// The directory of a hosted node: what its prefill workers need of the rest of the cluster,
+// sent by the main process once every node has joined (see node_agent.hpp).
+#include "actors/node_agent/node_agent_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/cluster.capnp.h"
+#include "transport/peer_wire.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <algorithm>
+
+namespace crescent {
+
+namespace {
+
+struct directory_terms {
+  std::vector<transport::peer_info> peers;
+  uint32_t decode;
+};
+
+caf::expected<directory_terms> read_directory(const envelope& msg) {
+  return read_as<wire::ClusterDirectory>(
+      msg, [](wire::ClusterDirectory::Reader in) -> caf::expected<directory_terms> {
+        if (in.getPeers().size() > transport::peer_nodes_max)
+          return make_error(errc::limit_exceeded, "more processes than a cluster has nodes");
+        directory_terms out{{}, in.getDecodeInstances()};
+        for (auto p : in.getPeers()) {
+          auto peer = transport::from_wire(p);
+          if (!peer)
+            return std::move(peer.error());
+          out.peers.push_back(std::move(*peer));
+        }
+        return out;
+      });
+}
+
+} // namespace
+
+caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
+                               const std::vector<caf::actor>& decode) {
+  auto& st = self->state;
+  if (!st.hosted || !st.joined || st.directed)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "a node takes the directory once, after its join"));
+  auto terms = read_directory(msg);
+  if (!terms)
+    return st.bad.refuse(st.name, std::move(terms.error()));
+  if (decode.size() != terms->decode ||
+      std::any_of(decode.begin(), decode.end(), [](const caf::actor& a) { return !a; }))
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "the directory's decode workers are missing"));
+  auto& h = *st.hosted;
+  for (const auto& p : terms->peers) {
+    // This process's own description comes back with the others'.
+    if (std::find(p.nodes.begin(), p.nodes.end(), h.node) != p.nodes.end())
+      continue;
+    if (auto err = h.transfer->add_peer(p))
+      return st.bad.refuse(st.name, std::move(err));
+  }
+  // Written before start and before any request: the prefill workers read it only while
+  // handling messages that follow from this reply.
+  for (const auto& d : decode)
+    h.dir->decode.push_back(caf::actor_cast<decode_worker_actor>(d));
+  st.directed = true;
+  return caf::unit;
+}
+
+} // namespace crescent
