@@ -26,7 +26,8 @@ dram_pool::create(std::shared_ptr<transport::transfer_engine> engine, uint32_t n
 dram_pool::dram_pool(std::shared_ptr<transport::transfer_engine> engine,
                      transport::host_memory memory, transport::region_handle region,
                      uint64_t slot_bytes, uint32_t slots)
-    : engine_(std::move(engine)), memory_(std::move(memory)), region_(region),
+    : engine_(std::move(engine)),
+      memory_(std::make_shared<transport::host_memory>(std::move(memory))), region_(region),
       slot_bytes_(slot_bytes), used_(slots, false) {
   free_.reserve(slots);
   for (uint32_t i = slots; i > 0; --i)
@@ -75,7 +76,7 @@ caf::expected<std::span<std::byte>> dram_pool::slot_memory(const transport::regi
   auto index = slot_index(slot);
   if (!index)
     return std::move(index.error());
-  return memory_.bytes().subspan(uint64_t{*index} * slot_bytes_, slot_bytes_);
+  return memory_->bytes().subspan(uint64_t{*index} * slot_bytes_, slot_bytes_);
 }
 
 } // namespace crescent::storage

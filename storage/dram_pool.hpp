@@ -46,6 +46,11 @@ class dram_pool {
   /// The bytes behind a slot handle of this pool (for tests and fault injection).
   caf::expected<std::span<std::byte>> slot_memory(const transport::region_handle& slot);
 
+  /// Keeps the pool's memory mapped while held, even past the pool's end (without its region
+  /// registration): for transfers that may still read slots after their owner is gone. It
+  /// holds no reference to the engine, so the engine may end meanwhile.
+  std::shared_ptr<const void> memory_keepalive() const { return memory_; }
+
  private:
   dram_pool(std::shared_ptr<transport::transfer_engine> engine, transport::host_memory memory,
             transport::region_handle region, uint64_t slot_bytes, uint32_t slots);
@@ -53,7 +58,7 @@ class dram_pool {
   caf::expected<uint32_t> slot_index(const transport::region_handle& slot) const;
 
   std::shared_ptr<transport::transfer_engine> engine_;
-  transport::host_memory memory_;
+  std::shared_ptr<transport::host_memory> memory_; // never null
   transport::region_handle region_;
   uint64_t slot_bytes_;
   std::vector<uint32_t> free_; // a stack: the most recently freed slot is reused first

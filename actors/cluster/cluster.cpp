@@ -181,7 +181,9 @@ void cluster::spawn_node_agents() {
   std::vector<caf::actor> agents;
   for (const auto& agent : dir_->node_agents)
     agents.push_back(caf::actor_cast<caf::actor>(agent));
-  caf::anon_send(dir_->conductor, watch_atom::value, std::move(agents));
+  caf::scoped_actor {
+    sys_
+    } -> send(dir_->conductor, watch_atom::value, std::move(agents));
   for (auto& agent : dir_->node_agents)
     caf::anon_send(agent, start_atom::value);
   caf::anon_send(dir_->store_master, start_atom::value);

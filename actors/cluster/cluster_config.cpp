@@ -24,6 +24,9 @@ caf::error validate_hosting(const cluster_config& cfg) {
     if (!addresses.insert(n.address).second)
       return field_error(name + ".address", n.address + " is the address of another node too");
   }
+  if (addresses.size() == cfg.nodes.size())
+    return field_error("nodes", "at least one node runs in the main process (has no address): "
+                                "its memory is what the node processes reach it by");
   if (cfg.transfer.bind_host.empty())
     return field_error("transfer.bind_host", "must name an address to listen on");
   if (cfg.join_timeout_ms == 0)

@@ -85,13 +85,19 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
 
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
   auto& st = self->state;
-  if (st.watching || agents.size() != st.node_agent.size()) {
-    st.bad.refuse(
-        st.name, make_error(errc::invalid_argument, "the node agents are told once, one per node"));
+  // Bring-up sends it from this process; a node process holding the conductor may not.
+  const bool local = self->current_sender() && self->current_sender()->node() == self->node();
+  if (st.watching || !local || agents.size() != st.node_agent.size()) {
+    st.bad.refuse(st.name,
+                  make_error(errc::invalid_argument, "the node agents are told once, one per node, "
+                                                     "by bring-up"));
     return;
   }
   st.watching = true;
+  // Bring-up may have waited long for node processes: every node's time starts now.
+  const auto now = self->clock().now();
   for (uint32_t n = 0; n < agents.size(); ++n) {
+    st.node_last_seen[n] = now;
     st.node_agent[n] = agents[n].address();
     if (agents[n])
       self->monitor(agents[n]);

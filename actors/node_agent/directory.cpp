@@ -43,14 +43,24 @@ caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
   if (!st.hosted || !st.joined || st.directed)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
                                              "a node takes the directory once, after its join"));
+  // Only the process that joined this node may tell it the cluster.
+  if (!self->current_sender() || self->current_sender()->node() != st.conductor.node())
+    return st.bad.refuse(
+        st.name, make_error(errc::access_denied, "the directory comes from the cluster's process"));
   auto terms = read_directory(msg);
   if (!terms)
     return st.bad.refuse(st.name, std::move(terms.error()));
-  if (decode.size() != terms->decode ||
+  auto& h = *st.hosted;
+  if (decode.size() != terms->decode || terms->decode != h.cluster_decode_instances ||
       std::any_of(decode.begin(), decode.end(), [](const caf::actor& a) { return !a; }))
     return st.bad.refuse(
         st.name, make_error(errc::invalid_argument, "the directory's decode workers are missing"));
-  auto& h = *st.hosted;
+  // This node's own decode workers must be where the directory says they are.
+  for (size_t k = 0; k < h.decode.size(); ++k)
+    if (decode[h.first_decode_instance + k] != caf::actor_cast<caf::actor>(h.decode[k]))
+      return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                               "the directory misplaces this node's decode "
+                                               "workers"));
   for (const auto& p : terms->peers) {
     // This process's own description comes back with the others'.
     if (std::find(p.nodes.begin(), p.nodes.end(), h.node) != p.nodes.end())

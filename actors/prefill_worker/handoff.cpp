@@ -90,12 +90,14 @@ void hand_off(prefill_ptr self) {
   const auto id = job.request_id;
   // The pages are read until the batch ends, which may be after this worker exits (a TCP batch
   // to a peer that is gone retries until its attempts or deadline run out): the callback keeps
-  // their pool, and so their memory and registration, alive until then.
-  auto err = st.parts.transfer->submit(
-      ops, transport::clock_type::now() + kv_handoff_timeout,
-      [me, id, pages = st.parts.kv_pages](std::vector<transport::op_result> results) {
-        caf::anon_send(me, handed_off_atom::value, id, first_failure(results));
-      });
+  // their memory mapped until then. Not the pool itself: it holds the engine, which holds the
+  // batch, and the engine must not end on one of its own threads.
+  auto err = st.parts.transfer->submit(ops, transport::clock_type::now() + kv_handoff_timeout,
+                                       [me, id, pages = st.parts.kv_pages->memory_keepalive()](
+                                           std::vector<transport::op_result> results) {
+                                         caf::anon_send(me, handed_off_atom::value, id,
+                                                        first_failure(results));
+                                       });
   if (err)
     fail_job(self, "KV hand-off to decode failed: " + describe(err));
 }

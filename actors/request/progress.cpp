@@ -62,7 +62,17 @@ void maybe_complete(request_ptr self) {
     finish(self, request_status::completed, "");
 }
 
+void stop_watching_prefill(request_ptr self) {
+  auto& st = self->state;
+  if (!prefill_owes(st))
+    self->demonitor(st.dir->prefill[st.prefill_instance].address());
+}
+
 } // namespace
+
+bool prefill_owes(const request_state& st) {
+  return !st.first_token_seen || !st.decode_heard;
+}
 
 int64_t now_ns(request_ptr self) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -85,8 +95,7 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   if (!st.running || st.done || d->id != st.id || st.first_token_seen)
     return make_error(errc::invalid_argument, "unexpected PrefillDone");
   st.first_token_seen = true;
-  // The prefill instance is done with this request: its end no longer concerns it.
-  self->demonitor(st.dir->prefill[st.prefill_instance].address());
+  stop_watching_prefill(self);
   st.computed_tokens = d->computed;
   st.reused_tokens = d->reused;
   st.load_misses = d->misses;
@@ -120,6 +129,8 @@ caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
   else // decode overtook the prefill's report (possible across processes): keep the order
     st.early_tokens.insert(st.early_tokens.end(), b->tokens.begin(), b->tokens.end());
   st.final_seen = b->final;
+  st.decode_heard = true;
+  stop_watching_prefill(self);
   maybe_complete(self);
   return caf::unit;
 }

@@ -21,6 +21,8 @@ request_actor::behavior_type request(request_ptr self, request_options options,
       return;
     const bool decode =
         down.source == caf::actor_cast<caf::actor_addr>(st.dir->decode[st.decode_instance]);
+    if (!decode && !prefill_owes(st))
+      return; // a down message queued before the watch ended: the prefill's part is done
     finish(self, request_status::failed,
            std::string{decode ? "decode" : "prefill"} + " instance " +
                std::to_string(decode ? st.decode_instance : st.prefill_instance) +

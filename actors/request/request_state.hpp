@@ -36,6 +36,7 @@ struct request_state {
   std::vector<int64_t> token_times_ns;
   std::vector<uint32_t> early_tokens; // decode tokens that overtook the first token
   bool first_token_seen = false;
+  bool decode_heard = false; // a TokenBatch came: the decode worker has the KV
   bool final_seen = false;
   uint32_t computed_tokens = 0;
   uint32_t reused_tokens = 0;
@@ -52,5 +53,8 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg);
 caf::result<void> on_tokens(request_ptr self, const envelope& msg);
 caf::result<void> on_failed(request_ptr self, const envelope& msg);
 int64_t now_ns(request_ptr self);
+/// Whether the prefill instance still owes this request something (its first token, or the
+/// kv_ready that lets decode start): until then its end fails the request.
+bool prefill_owes(const request_state& st);
 
 } // namespace crescent

@@ -10,8 +10,10 @@
 #include <caf/actor_clock.hpp>
 #include <caf/typed_response_promise.hpp>
 
+#include <functional>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 namespace crescent {
@@ -36,6 +38,14 @@ struct queued_commit {
   caf::typed_response_promise<caf::unit_t> promise;
 };
 
+// An allocation an owner has not answered yet. The owner's loss answers it (with nothing): a
+// proxy of a lost process may drop the request without an error, and the put that waits for
+// it must not wait out its timeout.
+struct pending_allocation {
+  uint32_t node = 0;
+  std::function<void(std::vector<transport::region_handle>)> done;
+};
+
 struct master_state {
   static inline const char* name = "store_master";
   store_master_options options;
@@ -52,6 +62,8 @@ struct master_state {
   uint64_t refused = 0;
   std::vector<queued_commit> commits; // acknowledged by the next flush_commits
   bool commit_flush_sent = false;     // a flush message is in the mailbox
+  std::unordered_map<uint64_t, pending_allocation> allocations;
+  uint64_t next_allocation = 0;
 };
 
 using master_ptr = store_master_actor::stateful_pointer<master_state>;
@@ -65,6 +77,8 @@ caf::result<void> on_put_revoke(master_ptr self, const envelope& msg);
 /// Writes the queued commits in one synced batch (at most batch_max keys; the rest next) and
 /// acknowledges them.
 void flush_commits(master_ptr self);
+/// Answers the allocations still owed by `node`'s owner with nothing (it is lost).
+void abandon_allocations(master_ptr self, uint32_t node);
 // read.cpp
 caf::result<envelope> on_get(master_ptr self, const envelope& msg);
 caf::result<envelope> on_exists(master_ptr self, const envelope& msg);

@@ -75,6 +75,7 @@ void node_lost(master_ptr self, uint32_t node, const char* why) {
   st.nodes[node].alive = false;
   st.nodes[node].lost_at = self->clock().now();
   st.nodes[node].ssd_waiting = keep_ssd;
+  abandon_allocations(self, node);
   auto lost = st.objects->drop_node(node, keep_ssd);
   if (!lost) {
     spdlog::error("store_master: dropping node {}: {}", node, describe(lost.error()));

@@ -166,6 +166,18 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
     if (--round->outstanding == 0)
       finish(self, round);
   };
+  const uint64_t id = ++st.next_allocation;
+  st.allocations.emplace(id, pending_allocation{node, done});
+  // Whichever comes first, the owner's answer or its loss, answers the allocation once.
+  auto answer = [=](std::vector<transport::region_handle> handles) {
+    auto& pending = self->state.allocations;
+    auto i = pending.find(id);
+    if (i == pending.end())
+      return;
+    auto finish_slots = std::move(i->second.done);
+    pending.erase(i);
+    finish_slots(std::move(handles));
+  };
   self->request(st.nodes[node].owner, control_timeout, allocate_atom::value, msg)
       .then(
           [=](const envelope& reply) {
@@ -175,12 +187,27 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
                 out.push_back(transport::from_wire(h));
               return out;
             });
-            done(handles ? *handles : std::vector<transport::region_handle>{});
+            answer(handles ? *handles : std::vector<transport::region_handle>{});
           },
-          [=](caf::error&) { done({}); });
+          [=](caf::error&) { answer({}); });
 }
 
 } // namespace
+
+void abandon_allocations(master_ptr self, uint32_t node) {
+  auto& pending = self->state.allocations;
+  std::vector<std::function<void(std::vector<transport::region_handle>)>> owed;
+  for (auto i = pending.begin(); i != pending.end();) {
+    if (i->second.node != node) {
+      ++i;
+      continue;
+    }
+    owed.push_back(std::move(i->second.done));
+    i = pending.erase(i);
+  }
+  for (auto& done : owed) // after the map is consistent: a done may finish a round
+    done({});
+}
 
 caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   auto& st = self->state;

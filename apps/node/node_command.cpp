@@ -73,6 +73,7 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
   h.page_bytes = cfg.model.page_bytes();
   h.first_decode_instance = first_decode_instance(cfg, opt.node);
   h.first_prefill_instance = first_prefill_instance(cfg, opt.node);
+  h.cluster_decode_instances = first_decode_instance(cfg, static_cast<uint32_t>(cfg.nodes.size()));
   h.transfer = engine;
   h.dir = std::make_shared<directory>();
   // The master comes with the join; until then the owner neither reports nor beats.

@@ -114,6 +114,8 @@ join_timeout_ms: 5000
   e = error_of("nodes: [{prefill: 1, address: 'x:1'}, {decode: 1, address: 'x:1'}]\n");
   EXPECT_NE(e.find("nodes[1].address: x:1 is the address of another node too"), std::string::npos)
       << e;
+  e = error_of("nodes: [{prefill: 1, address: 'x:1'}, {decode: 1, address: 'x:2'}]\n");
+  EXPECT_NE(e.find("at least one node runs in the main process"), std::string::npos) << e;
   e = error_of("transfer: {shm: maybe}\n");
   EXPECT_NE(e.find("transfer.shm"), std::string::npos) << e;
   e = error_of("join_timeout_ms: 0\n");

@@ -48,6 +48,7 @@ class node_join : public ::testing::Test {
     hosted.model_fingerprint = cfg.model.fingerprint();
     hosted.page_bytes = cfg.model.page_bytes();
     hosted.first_decode_instance = 0;
+    hosted.cluster_decode_instances = 1;
     hosted.transfer = engine;
     hosted.dir = std::make_shared<directory>();
     hosted.owner =
@@ -172,7 +173,8 @@ TEST_F(node_join, the_directory_comes_once_after_the_join) {
       out.setDecodeInstances(decode_count);
     });
   };
-  std::vector<caf::actor> decode{caf::actor_cast<caf::actor>(h.cl->dir().decode[0])};
+  // The cluster's one decode instance is this node's own.
+  std::vector<caf::actor> decode{caf::actor_cast<caf::actor>(hosted.decode[0])};
   auto err = h.ask_void(agent, directory_atom::value, directory(1), decode);
   EXPECT_NE(describe(err).find("once, after its join"), std::string::npos) << describe(err);
   ASSERT_FALSE(join(agent, join_msg(good)).err);
@@ -180,9 +182,13 @@ TEST_F(node_join, the_directory_comes_once_after_the_join) {
   EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
   err = h.ask_void(agent, directory_atom::value, directory(1), std::vector<caf::actor>(1));
   EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
+  std::vector<caf::actor> elsewhere{caf::actor_cast<caf::actor>(h.cl->dir().decode[0])};
+  err = h.ask_void(agent, directory_atom::value, directory(1), elsewhere);
+  EXPECT_NE(describe(err).find("misplaces this node's decode workers"), std::string::npos)
+      << describe(err);
   EXPECT_FALSE(h.ask_void(agent, directory_atom::value, directory(1), decode));
   ASSERT_EQ(hosted.dir->decode.size(), 1u);
-  EXPECT_EQ(hosted.dir->decode[0], h.cl->dir().decode[0]);
+  EXPECT_EQ(hosted.dir->decode[0], hosted.decode[0]);
   err = h.ask_void(agent, directory_atom::value, directory(1), decode);
   EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
   EXPECT_EQ(hosted.dir->decode.size(), 1u);
