@@ -64,6 +64,27 @@ TEST(cli, bad_flags_are_refused) {
   EXPECT_NE(run("run --trace /nonexistent.jsonl --no-progress").status, 0);
 }
 
+TEST(cli, node_processes_refuse_bad_flags_and_clusters_without_them_fail_to_start) {
+  auto plain = write_file("cli_nodes.yaml", "nodes: [{prefill: 1}, {decode: 1}]\n");
+  auto r = run("node --config " + plain + " --node 9");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--node 9: the cluster file has 2 nodes"), std::string::npos) << r.output;
+  r = run("node --config " + plain + " --node 1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("has no address: give --port"), std::string::npos) << r.output;
+  EXPECT_NE(run("node --node 1").status, 0) << "--config is required";
+  EXPECT_NE(run("node --config " + plain + " --node 1 --port 70000").status, 0);
+  // Port 1 on loopback: nobody listens there, so bring-up ends after join_timeout_ms.
+  auto hosted =
+      write_file("cli_hosted.yaml", "nodes: [{prefill: 1}, {decode: 1, address: '127.0.0.1:1'}]\n"
+                                    "join_timeout_ms: 200\n");
+  r = run("run --no-progress --requests 1 --trace " + trace + " --config " + hosted);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("node 1 at 127.0.0.1:1: no `crescent node` process answered"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(cli, a_small_run_completes_and_reports) {
   auto r = run("run --no-progress --requests 6 --speedup 100 --output-scale 0.05 --trace " + trace);
   EXPECT_EQ(r.status, 0) << r.output;
