@@ -74,6 +74,11 @@ TEST(cli, node_processes_refuse_bad_flags_and_clusters_without_them_fail_to_star
   EXPECT_NE(r.output.find("has no address: give --port"), std::string::npos) << r.output;
   EXPECT_NE(run("node --node 1").status, 0) << "--config is required";
   EXPECT_NE(run("node --config " + plain + " --node 1 --port 70000").status, 0);
+  auto ssd = write_file("cli_ssd.yaml", "nodes: [{prefill: 1}, {decode: 1, ssd_mib: 4}]\n");
+  r = run("node --config " + ssd + " --node 1 --port 0");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("node 1 has an SSD tier but no directory for it"), std::string::npos)
+      << r.output;
   // Port 1 on loopback: nobody listens there, so bring-up ends after join_timeout_ms.
   auto hosted =
       write_file("cli_hosted.yaml", "nodes: [{prefill: 1}, {decode: 1, address: '127.0.0.1:1'}]\n"
