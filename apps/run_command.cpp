@@ -37,10 +37,11 @@ void print_header(const run_options& opt, const cluster_config& cfg,
   fmt::print("  scale       one trace block (512 tokens) = {} model tokens (input x{:.5f}); "
              "outputs x{}; arrivals {}x faster than the trace\n",
              w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
-  fmt::print("  cluster     {} nodes ({} in `crescent node` processes), {} prefill, {} decode, a "
-             "block owner per node; model {} layers, d_model {}, vocab {}, reference engine on "
-             "the CPU\n",
-             cfg.nodes.size(), hosted, prefill, decode, cfg.model.layers, cfg.model.d_model,
+  const std::string where =
+      hosted == 0 ? "one process" : fmt::format("{} of them in `crescent node` processes", hosted);
+  fmt::print("  cluster     {} nodes ({}), {} prefill, {} decode, a block owner per node; model {} "
+             "layers, d_model {}, vocab {}, reference engine on the CPU\n",
+             cfg.nodes.size(), where, prefill, decode, cfg.model.layers, cfg.model.d_model,
              cfg.model.vocab);
 }
 
