@@ -178,12 +178,8 @@ void cluster::spawn_node_agents() {
   }
   // The directory is complete: from here on actors may read it. The conductor learns whose
   // heartbeats to trust before any agent can send one.
-  std::vector<caf::actor> agents;
-  for (const auto& agent : dir_->node_agents)
-    agents.push_back(caf::actor_cast<caf::actor>(agent));
-  caf::scoped_actor {
-    sys_
-    } -> send(dir_->conductor, watch_atom::value, std::move(agents));
+  caf::scoped_actor bring_up{sys_};
+  bring_up->send(dir_->conductor, watch_atom::value, untyped(dir_->node_agents));
   for (auto& agent : dir_->node_agents)
     caf::anon_send(agent, start_atom::value);
   caf::anon_send(dir_->store_master, start_atom::value);

@@ -10,6 +10,9 @@
 #include "actors/prefill_worker/prefill_worker_actor.hpp"
 #include "actors/store_master/store_master_actor.hpp"
 
+#include <caf/actor.hpp>
+#include <caf/actor_cast.hpp>
+
 #include <cstdint>
 #include <vector>
 
@@ -25,5 +28,22 @@ struct directory {
   std::vector<uint32_t> prefill_node;          // node of each prefill instance
   std::vector<uint32_t> decode_node;           // node of each decode instance
 };
+
+/// Handles as they travel between processes (caf::actor needs no type registration), and back.
+template <class Handle>
+std::vector<caf::actor> untyped(const std::vector<Handle>& handles) {
+  std::vector<caf::actor> out;
+  out.reserve(handles.size());
+  for (const auto& h : handles)
+    out.push_back(caf::actor_cast<caf::actor>(h));
+  return out;
+}
+
+/// Stores `handles` as `Handle`s into `out` from index `first` on.
+template <class Handle>
+void place_typed(const std::vector<caf::actor>& handles, std::vector<Handle>& out, size_t first) {
+  for (size_t k = 0; k < handles.size(); ++k)
+    out[first + k] = caf::actor_cast<Handle>(handles[k]);
+}
 
 } // namespace crescent

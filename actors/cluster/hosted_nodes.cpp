@@ -133,12 +133,8 @@ caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor&
     return make_error(errc::unavailable, where(n, address) + ": " + describe(e));
   dir_->node_agents[n] = *agent;
   dir_->block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
-  const uint32_t first_decode = first_decode_instance(cfg_, n);
-  for (uint32_t k = 0; k < w.decode.size(); ++k)
-    dir_->decode[first_decode + k] = caf::actor_cast<decode_worker_actor>(w.decode[k]);
-  const uint32_t first_prefill = first_prefill_instance(cfg_, n);
-  for (uint32_t k = 0; k < w.prefill.size(); ++k)
-    dir_->prefill[first_prefill + k] = caf::actor_cast<prefill_worker_actor>(w.prefill[k]);
+  place_typed(w.decode, dir_->decode, first_decode_instance(cfg_, n));
+  place_typed(w.prefill, dir_->prefill, first_prefill_instance(cfg_, n));
   return peer;
 }
 
@@ -160,9 +156,7 @@ caf::error cluster::join_hosted_nodes() {
   }
   // Every node has joined: each hosted node learns the rest, before any request can start.
   const auto directory = cluster_directory(peers, dir_->decode.size());
-  std::vector<caf::actor> decode;
-  for (const auto& d : dir_->decode)
-    decode.push_back(caf::actor_cast<caf::actor>(d));
+  const auto decode = untyped(dir_->decode);
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
     if (!cfg_.nodes[n].hosted_elsewhere())
       continue;

@@ -107,14 +107,8 @@ on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::act
     out.setPrefillInstances(static_cast<uint32_t>(h.prefill.size()));
     transport::to_wire(h.transfer->self_info(), out.initPeer());
   });
-  std::vector<caf::actor> decode;
-  for (const auto& d : h.decode)
-    decode.push_back(caf::actor_cast<caf::actor>(d));
-  std::vector<caf::actor> prefill;
-  for (const auto& p : h.prefill)
-    prefill.push_back(caf::actor_cast<caf::actor>(p));
-  return {std::move(welcome), caf::actor_cast<caf::actor>(h.owner), std::move(decode),
-          std::move(prefill)};
+  return {std::move(welcome), caf::actor_cast<caf::actor>(h.owner), untyped(h.decode),
+          untyped(h.prefill)};
 }
 
 } // namespace crescent

@@ -85,16 +85,24 @@ hosted_agent(node_agent_ptr self, std::chrono::milliseconds interval, hosted_nod
   auto& st = self->state;
   st.node = hosted.node;
   st.interval = interval;
-  self->monitor(hosted.owner);
-  for (auto& d : hosted.decode)
-    self->monitor(d);
-  for (auto& p : hosted.prefill)
-    self->monitor(p);
+  for (auto& a : hosted.actors())
+    self->monitor(a);
   st.hosted = std::move(hosted);
   return behavior(self);
 }
 
 } // namespace
+
+std::vector<caf::strong_actor_ptr> hosted_node::actors() const {
+  std::vector<caf::strong_actor_ptr> out;
+  if (owner)
+    out.push_back(caf::actor_cast<caf::strong_actor_ptr>(owner));
+  for (const auto& d : decode)
+    out.push_back(caf::actor_cast<caf::strong_actor_ptr>(d));
+  for (const auto& p : prefill)
+    out.push_back(caf::actor_cast<caf::strong_actor_ptr>(p));
+  return out;
+}
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
                                   std::chrono::milliseconds interval,

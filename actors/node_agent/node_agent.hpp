@@ -50,6 +50,9 @@ struct hosted_node {
   // What the node's prefill workers read: filled by the agent from the join (conductor, store
   // master) and the directory message (decode workers), before bring-up starts any request.
   std::shared_ptr<directory> dir;
+
+  /// The node's actors: its block owner and workers (what the agent watches).
+  std::vector<caf::strong_actor_ptr> actors() const;
 };
 
 /// The agent of a node hosted by this process: the conductor comes with the join.

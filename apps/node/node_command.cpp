@@ -60,6 +60,11 @@ node_engine(const cluster_config& cfg, uint32_t node, const std::string& host) {
   return transport::transfer_engine::create(topt);
 }
 
+void stop_all(const std::vector<caf::strong_actor_ptr>& actors) {
+  for (const auto& a : actors)
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
 caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_config& cfg,
                                       const node_options& opt,
                                       std::shared_ptr<transport::transfer_engine> engine) {
@@ -83,11 +88,7 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
     return std::move(owner.error());
   h.owner = std::move(*owner);
   auto undo = [&](caf::error err) {
-    caf::anon_send_exit(h.owner, caf::exit_reason::user_shutdown);
-    for (auto& d : h.decode)
-      caf::anon_send_exit(d, caf::exit_reason::user_shutdown);
-    for (auto& p : h.prefill)
-      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+    stop_all(h.actors());
     return caf::expected<hosted_node>{std::move(err)};
   };
   for (uint32_t k = 0; k < n.decode_instances; ++k) {
@@ -152,27 +153,21 @@ int node_command(const node_options& opt) {
   auto hosted = spawn_node(sys, *cfg, opt, *engine);
   if (!hosted)
     return fail(describe(hosted.error()));
-  std::vector<caf::strong_actor_ptr> parts{caf::actor_cast<caf::strong_actor_ptr>(hosted->owner)};
-  for (const auto& d : hosted->decode)
-    parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(d));
-  for (const auto& p : hosted->prefill)
-    parts.push_back(caf::actor_cast<caf::strong_actor_ptr>(p));
+  auto parts = hosted->actors();
   auto agent = spawn_hosted_node_agent(sys, std::chrono::milliseconds(cfg->heartbeat_interval_ms),
                                        std::move(*hosted));
   auto published = sys.middleman().publish(agent, *port, host.c_str(), true);
+  // The agent first: it must not take its node's actors stopping for a failure.
+  parts.insert(parts.begin(), caf::actor_cast<caf::strong_actor_ptr>(agent));
   if (!published) {
-    caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
-    for (auto& p : parts)
-      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+    stop_all(parts);
     return fail("cannot listen on " + host + ":" + std::to_string(*port) + ": " +
                 sys.render(published.error()));
   }
   fmt::print("crescent-node node={} port={} pid={}\n", opt.node, *published, getpid());
   std::fflush(stdout);
   serve(sys, agent);
-  caf::anon_send_exit(agent, caf::exit_reason::user_shutdown);
-  for (auto& p : parts)
-    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  stop_all(parts);
   return 0;
 }
 
