@@ -38,7 +38,9 @@ int main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
   crescent::bench::bench_transfer_options transfer;
   auto* transfer_cmd = bench_cmd->add_subcommand(
-      "transfer", "Transfer engine between two processes (shm, tcp) vs memcpy and a TCP stream");
+      "transfer",
+      "Transfer engine between two processes (shm, tcp, cuda) vs memcpy, a TCP stream and "
+      "cudaMemcpy");
   transfer_cmd->add_option("--trials", transfer.trials, "Trials per case (rows report medians)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(64, 16384));
   transfer_cmd->add_flag("--quick", transfer.quick, "One batch size and one thread only");
   transfer_cmd->add_option("--only", transfer.only, "One path only")
-      ->check(CLI::IsMember({"shm", "tcp"}));
+      ->check(CLI::IsMember({"shm", "tcp", "cuda"}));
   transfer_cmd->add_option("--slice-kib", transfer.slice_kib, "The engine's slice size")
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 65536));
   peer_cmd->add_flag("--no-shm{false}", peer.shm, "Do not share the region table");
   peer_cmd->add_flag("--no-tcp{false}", peer.tcp, "Run no TCP data-plane server");
+  peer_cmd->add_option("--gpu-mib", peer.gpu_mib, "Also serve a region of GPU memory (cuda:0)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65536));
 
   crescent::pool::master_process_options pool_master;
   auto* master_cmd = app.add_subcommand(

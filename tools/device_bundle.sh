@@ -3,7 +3,7 @@
 # (this workplace's device machine: nothing can be installed there, nothing reached from it).
 # Into .device/ (ignored by git): the CUDA test binaries and `crescent`, stripped, and every
 # shared library they load here except glibc's and the CUDA driver's. There, from the repo root:
-#   .device/run.sh            # the CUDA tests, then `crescent bench transfer --quick --only shm`
+#   .device/run.sh            # the CUDA tests, then `crescent bench transfer --only cuda`
 # With the device tool: run(command=".device/run.sh", carry=[".device"], timeout_s=...).
 #
 # Usage: tools/device_bundle.sh [build-dir]   (default build-lead; it must be built with CUDA)
@@ -36,7 +36,8 @@ nvidia-smi -L || echo "nvidia-smi: no GPU listed"
 status=0
 "$here/bin/crescent_transport_cuda_tests" || status=1
 "$here/bin/crescent_gpu_tests" --gtest_filter='cuda*' || status=1
-"$here/bin/crescent" bench transfer --quick --only shm || status=1
+# The cuda rows in full (48 rows of 5 x 0.2 s trials and their baselines: about 2 minutes).
+"$here/bin/crescent" bench transfer --only cuda || status=1
 exit $status
 RUN
 chmod +x "$out/run.sh"

@@ -1,7 +1,9 @@
 // `crescent bench transfer`: throughput of the transfer engine between two processes on
-// loopback, over the shared-memory and the TCP paths, with the baselines measured in the same
-// run: single-thread memcpy (for shm) and a plain TCP stream between the same two processes (for
-// tcp). Prints GB/s and the ratio to the baseline for every case.
+// loopback, over the shared-memory, TCP and cuda paths, with the baselines measured in the same
+// run: single-thread memcpy (for shm), a plain TCP stream between the same two processes (for
+// tcp) and single-thread cudaMemcpy within this process (for cuda: the peer's GPU region, from
+// local buffers in host and in GPU memory). Prints GB/s and the ratio to the baseline for every
+// case; the cuda rows print why they are skipped where there is no GPU or no CUDA.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,7 @@ struct bench_transfer_options {
   uint64_t slice_kib = 16384;    // the engine's slice size on copy paths (shm)
   uint64_t tcp_slice_kib = 1024; // and where TCP is the path
   uint32_t tcp_connections = 2;  // per peer
-  std::string only;              // "shm" or "tcp": that path only
+  std::string only;              // "shm", "tcp" or "cuda": that path only
 };
 
 int bench_transfer(const bench_transfer_options& opt);

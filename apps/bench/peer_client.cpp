@@ -36,6 +36,10 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
     args.push_back("--no-shm");
   if (!opt.tcp)
     args.push_back("--no-tcp");
+  if (opt.gpu_mib > 0) {
+    args.push_back("--gpu-mib");
+    args.push_back(std::to_string(opt.gpu_mib));
+  }
   auto child = child_process::spawn(executable, args);
   if (!child)
     return std::move(child.error());
@@ -69,6 +73,11 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
   if (!region)
     return std::move(region.error());
   peer.region = *region;
+  if (auto gpu = ask(sys, peer.actor, gpu_region_atom::value); !gpu)
+    peer.gpu_region = std::move(gpu.error());
+  else
+    peer.gpu_region = read_as<wire::RegionHandle>(
+        *gpu, [](wire::RegionHandle::Reader in) { return transport::from_wire(in); });
   return peer;
 }
 

@@ -3,6 +3,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/bench.capnp.h"
+#include "transport/device_memory.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/peer_wire.hpp"
 #include "transport/tcp/socket_io.hpp"
@@ -29,15 +30,17 @@ struct peer_state {
   std::shared_ptr<transport::transfer_engine> engine;
   transport::region_handle region;
   std::byte* base = nullptr;
+  caf::expected<transport::region_handle> gpu_region{caf::error{}};
 };
 
 transfer_peer_actor::behavior_type
 transfer_peer(transfer_peer_actor::stateful_pointer<peer_state> self,
               std::shared_ptr<transport::transfer_engine> engine, transport::region_handle region,
-              std::byte* base) {
+              std::byte* base, caf::expected<transport::region_handle> gpu_region) {
   self->state.engine = std::move(engine);
   self->state.region = region;
   self->state.base = base;
+  self->state.gpu_region = std::move(gpu_region);
   return {
       [=](peer_atom) {
         auto info = self->state.engine->self_info();
@@ -47,6 +50,13 @@ transfer_peer(transfer_peer_actor::stateful_pointer<peer_state> self,
       [=](region_atom) {
         return make_envelope<wire::RegionHandle>(
             [&](wire::RegionHandle::Builder out) { transport::to_wire(self->state.region, out); });
+      },
+      [=](gpu_region_atom) -> caf::result<envelope> {
+        const auto& gpu = self->state.gpu_region;
+        if (!gpu)
+          return gpu.error();
+        return make_envelope<wire::RegionHandle>(
+            [&](wire::RegionHandle::Builder out) { transport::to_wire(*gpu, out); });
       },
       [=](digest_atom, const envelope& msg) -> caf::result<envelope> {
         auto range = read_as<wire::ByteRange>(msg, [](wire::ByteRange::Reader in) {
@@ -87,6 +97,22 @@ void run_sink(int listen_fd, std::byte* base, uint64_t bytes) {
   }
 }
 
+// The GPU region of --gpu-mib, registered as cuda:0; or why there is none.
+caf::expected<transport::region_handle> serve_gpu_memory(transport::transfer_engine& engine,
+                                                         const transfer_peer_options& opt,
+                                                         transport::device_memory& memory) {
+  if (opt.gpu_mib == 0)
+    return make_error(errc::unavailable, "the transfer peer was started without --gpu-mib");
+  if (auto why = engine.cuda_status())
+    return why;
+  auto m = transport::device_memory::allocate(opt.gpu_mib << 20, 0);
+  if (!m)
+    return std::move(m.error());
+  memory = std::move(*m);
+  return engine.register_region(opt.node, memory.data(), memory.size_bytes(),
+                                transport::memory_location::cuda(0));
+}
+
 } // namespace
 
 int run_transfer_peer(const transfer_peer_options& opt) {
@@ -110,10 +136,14 @@ int run_transfer_peer(const transfer_peer_options& opt) {
     fmt::print(stderr, "transfer-peer: cannot register its region or open its sink\n");
     return 2;
   }
+  // Freed when this process ends, as the host region is: only after the parent, the one
+  // process that opens it through CUDA IPC, has closed our standard input.
+  transport::device_memory gpu_memory;
+  auto gpu_region = serve_gpu_memory(**engine, opt, gpu_memory);
   caf::actor_system_config cfg;
   setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
-  auto actor = sys.spawn(transfer_peer, *engine, *region, memory->data());
+  auto actor = sys.spawn(transfer_peer, *engine, *region, memory->data(), std::move(gpu_region));
   auto port = sys.middleman().publish(actor, 0, "127.0.0.1");
   if (!port) {
     fmt::print(stderr, "transfer-peer: cannot publish its actor: {}\n", sys.render(port.error()));

@@ -3,6 +3,8 @@
 // to reach it, and the region's handle, from its actor over CAF's network layer. It is the
 // other side of `crescent bench transfer` and of the multi-process transport tests.
 //
+// With --gpu-mib it also serves a region of GPU memory (cuda:0), or says why it cannot.
+//
 // Started as `crescent transfer-peer`, it prints one line
 //   crescent-transfer-peer actor-port=<p> sink-port=<q> pid=<pid>
 // and serves until its standard input closes (its parent ended) or it is killed. The sink port
@@ -23,12 +25,15 @@ namespace crescent::bench {
 using peer_atom = caf::atom_constant<caf::atom("peer")>;
 using region_atom = caf::atom_constant<caf::atom("region")>;
 using digest_atom = caf::atom_constant<caf::atom("digest")>;
+using gpu_region_atom = caf::atom_constant<caf::atom("gpuregion")>;
 
 using transfer_peer_actor = caf::typed_actor<
     // -> TransportPeer: how to reach this process's engine
     caf::replies_to<peer_atom>::with<envelope>,
     // -> RegionHandle of the served region
     caf::replies_to<region_atom>::with<envelope>,
+    // -> RegionHandle of the served GPU region, or unavailable with the reason there is none
+    caf::replies_to<gpu_region_atom>::with<envelope>,
     // ByteRange -> Digest (xxh3) of those bytes of the region, to check what others wrote
     caf::replies_to<digest_atom, envelope>::with<envelope>>;
 
@@ -37,6 +42,7 @@ struct transfer_peer_options {
   uint64_t region_mib = 256;
   bool shm = true;
   bool tcp = true;
+  uint64_t gpu_mib = 0; // > 0: also serve a region of that size on cuda:0, where there is one
 };
 
 /// Runs the peer process; returns its exit status.
