@@ -132,6 +132,10 @@ void complete_slice(slice_record& s, caf::error err) {
       ++s.path;
     return start_slice(s);
   }
+  // A slice the watchdog cut off (its connection shut down at the deadline) would otherwise
+  // have been retried: the deadline ended it, and the operation says so.
+  if (retryable(err) && b.expired.load())
+    err = make_error(errc::timeout, "the batch's deadline passed (" + describe(err) + ")");
   if (!is(err, errc::timeout) && !is(err, errc::cancelled))
     ++counters.failures;
   end_slice(s, std::move(err));

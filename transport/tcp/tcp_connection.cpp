@@ -62,9 +62,10 @@ bool connection::enqueue(slice_record& s) {
 void connection::expire(const batch_state& b) {
   std::lock_guard guard{mutex_};
   auto ours = [&](slice_record* s) { return s->batch == &b; };
-  bool hit =
-      std::any_of(queue_.begin(), queue_.end(), ours) ||
-      std::any_of(in_flight_.begin(), in_flight_.end(), [&](auto& kv) { return ours(kv.second); });
+  bool hit = std::any_of(queue_.begin(), queue_.end(), ours) ||
+             std::any_of(in_flight_.begin(), in_flight_.end(),
+                         [&](auto& kv) { return ours(kv.second); }) ||
+             (receiving_ != nullptr && ours(receiving_));
   // Cutting the connection is the only way to stop a receive into the initiator's buffer.
   if (hit && fd_ >= 0)
     shutdown(fd_, SHUT_RDWR);
@@ -203,6 +204,7 @@ void connection::receive_loop() {
         s = i->second;
         in_flight_.erase(i);
       }
+      receiving_ = s;
     }
     // The sender waits on the window only when it was full; waking it otherwise costs a
     // context switch per slice.
@@ -222,6 +224,11 @@ void connection::receive_loop() {
       verdict = in.read(s->local, res.length);
       if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)
         verdict = make_error(errc::checksum_mismatch, "read payload does not match its checksum");
+    }
+    {
+      // From here on `s` may complete, and its record go, at any moment.
+      std::lock_guard guard{mutex_};
+      receiving_ = nullptr;
     }
     if (s == nullptr || (verdict && is(verdict, errc::io_error))) {
       // The stream is out of step or gone: nothing after this can be trusted. The connection

@@ -30,7 +30,7 @@ class connection {
   /// Queues a slice; false if the connection is broken (the slice was not taken).
   bool enqueue(slice_record& s);
 
-  /// Breaks the connection if a slice of `b` is queued or in flight on it.
+  /// Breaks the connection if a slice of `b` is queued, in flight or being received on it.
   void expire(const batch_state& b);
 
   bool broken() const;
@@ -52,6 +52,9 @@ class connection {
   std::condition_variable changed_;
   std::deque<slice_record*> queue_;
   std::unordered_map<uint64_t, slice_record*> in_flight_;
+  // The slice whose response the receiver is reading: no longer in flight, not yet complete. A
+  // peer that stalls in the middle of its payload holds it here until expire cuts the stream.
+  slice_record* receiving_ = nullptr;
   uint64_t next_request_ = 1;
   bool connected_ = false;
   bool broken_ = false;

@@ -1,0 +1,133 @@
+// Peers that stop in the middle of a message, played by a raw socket speaking the TCP data
+// plane's protocol: the batch ends at its deadline with timed_out, never later, whatever the
+// stream was doing when the peer stalled.
+#include "messages/errors.hpp"
+#include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/tcp_protocol.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace crescent::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+// What the fake peer does with the first request it receives.
+enum class stall {
+  mid_read_payload, // answers a read with its response header and part of the payload
+  before_ack,       // takes a write's payload and never acknowledges it
+};
+
+// A data-plane server that answers one request as `how` says and then holds the connection
+// open, silent, until it is destroyed.
+class stalling_peer {
+ public:
+  explicit stalling_peer(stall how) {
+    auto l = tcp::listen_on("127.0.0.1", 0);
+    EXPECT_TRUE(l) << describe(l.error());
+    listen_fd_ = l->first;
+    port_ = l->second;
+    thread_ = std::thread([this, how] { serve(how); });
+  }
+
+  ~stalling_peer() {
+    shutdown(listen_fd_, SHUT_RDWR);
+    if (fd_ >= 0)
+      shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    close(listen_fd_);
+    if (fd_ >= 0)
+      close(fd_);
+  }
+
+  peer_info info() const {
+    peer_info p;
+    p.nodes = {1};
+    p.host_id = "another host"; // no shared memory: TCP is the only path
+    p.tcp_host = "127.0.0.1";
+    p.tcp_port = port_;
+    return p;
+  }
+
+ private:
+  void serve(stall how) {
+    int fd = accept(listen_fd_, nullptr, nullptr);
+    if (fd < 0)
+      return;
+    fd_ = fd;
+    tcp::request_header req;
+    if (tcp::read_full(fd, &req, sizeof(req)))
+      return;
+    if (how == stall::before_ack) {
+      std::vector<std::byte> payload(req.length);
+      if (tcp::read_full(fd, payload.data(), payload.size()))
+        return;
+    } else {
+      tcp::response_header res;
+      res.request_id = req.request_id;
+      res.length = req.length;
+      std::vector<std::byte> part(req.length / 2);
+      iovec iov[2] = {{&res, sizeof(res)}, {part.data(), part.size()}};
+      if (tcp::write_all(fd, iov, 2))
+        return;
+    }
+    char c;
+    while (recv(fd, &c, 1, 0) > 0) { // silent until the initiator or the test ends it
+    }
+  }
+
+  int listen_fd_ = -1;
+  std::atomic<int> fd_{-1};
+  uint16_t port_ = 0;
+  std::thread thread_;
+};
+
+std::shared_ptr<transfer_engine> tcp_initiator() {
+  transfer_options o;
+  o.local_nodes = {2};
+  o.enable_shm = false;
+  o.enable_rdma = false;
+  o.tcp_connections_per_peer = 1;
+  return *transfer_engine::create(o);
+}
+
+// Ends `op` on an engine that reaches node 1 only through `peer`, with a deadline 300 ms away.
+op_result run_against(stalling_peer& peer, transfer_op op) {
+  auto engine = tcp_initiator();
+  EXPECT_FALSE(engine->add_peer(peer.info()));
+  const auto deadline = clock_type::now() + 300ms;
+  auto id = engine->submit({&op, 1}, deadline);
+  EXPECT_TRUE(id) << describe(id.error());
+  auto results = engine->wait(*id);
+  EXPECT_TRUE(results) << describe(results.error());
+  // Ended by the deadline, not long after it (a hang here is the failure this file is about).
+  EXPECT_LT(clock_type::now(), deadline + 5s);
+  return results->at(0);
+}
+
+const region_handle remote{1, 1, 0, 1u << 20, 7};
+
+TEST(stalled_peer, a_read_whose_payload_stops_halfway_times_out_at_its_deadline) {
+  stalling_peer peer{stall::mid_read_payload};
+  std::vector<std::byte> buffer(256u << 10);
+  auto r = run_against(peer, {op_kind::read, buffer, remote, 0});
+  EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
+}
+
+TEST(stalled_peer, a_write_never_acknowledged_times_out_at_its_deadline) {
+  stalling_peer peer{stall::before_ack};
+  std::vector<std::byte> buffer(64u << 10, std::byte{1});
+  auto r = run_against(peer, {op_kind::write, buffer, remote, 0});
+  EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
+}
+
+} // namespace
+} // namespace crescent::transport
