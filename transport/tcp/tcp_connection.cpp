@@ -49,26 +49,48 @@ bool connection::broken() const {
 }
 
 bool connection::enqueue(slice_record& s) {
+  bool late = false;
   {
     std::lock_guard guard{mutex_};
     if (broken_ || stopping_)
       return false;
-    queue_.push_back(&s);
+    // Checked under the lock that expire() takes after the watchdog sets `expired`: a slice
+    // either meets the flag here or is on the queue when expire() looks.
+    late = s.batch->expired.load();
+    if (!late)
+      queue_.push_back(&s);
+  }
+  if (late) {
+    complete_slice(s, make_error(errc::timeout, "the batch's deadline passed"));
+    return true;
   }
   changed_.notify_all();
   return true;
 }
 
 void connection::expire(const batch_state& b) {
-  std::lock_guard guard{mutex_};
-  auto ours = [&](slice_record* s) { return s->batch == &b; };
-  bool hit = std::any_of(queue_.begin(), queue_.end(), ours) ||
-             std::any_of(in_flight_.begin(), in_flight_.end(),
-                         [&](auto& kv) { return ours(kv.second); }) ||
-             (receiving_ != nullptr && ours(receiving_));
-  // Cutting the connection is the only way to stop a receive into the initiator's buffer.
-  if (hit && fd_ >= 0)
-    shutdown(fd_, SHUT_RDWR);
+  std::vector<slice_record*> late;
+  {
+    std::lock_guard guard{mutex_};
+    auto ours = [&](slice_record* s) { return s->batch == &b; };
+    // Queued slices never went out: they end here, and the connection (perhaps still
+    // connecting) stays.
+    for (auto i = queue_.begin(); i != queue_.end();)
+      if (ours(*i)) {
+        late.push_back(*i);
+        i = queue_.erase(i);
+      } else {
+        ++i;
+      }
+    const bool hit = std::any_of(in_flight_.begin(), in_flight_.end(),
+                                 [&](auto& kv) { return ours(kv.second); }) ||
+                     (receiving_ != nullptr && ours(receiving_));
+    // Cutting the connection is the only way to stop a receive into the initiator's buffer.
+    if (hit && fd_ >= 0)
+      shutdown(fd_, SHUT_RDWR);
+  }
+  for (auto* s : late)
+    complete_slice(*s, make_error(errc::timeout, "the batch's deadline passed"));
 }
 
 void connection::fail_all(const caf::error& reason, slice_record* also) {
@@ -128,22 +150,12 @@ void connection::send_loop() {
 }
 
 void connection::send_burst(const std::vector<slice_record*>& burst) {
-  std::vector<slice_record*> going;
-  for (auto* s : burst) {
-    if (s->batch->expired.load())
-      complete_slice(*s, make_error(errc::timeout, "the batch's deadline passed"));
-    else if (s->batch->cancelled.load())
-      complete_slice(*s, make_error(errc::cancelled, "cancelled before it was sent"));
-    else
-      going.push_back(s);
-  }
-  if (going.empty())
-    return;
-  std::vector<request_header> headers(going.size());
-  std::vector<iovec> iov;
-  iov.reserve(2 * going.size());
-  for (size_t i = 0; i < going.size(); ++i) {
-    auto& s = *going[i];
+  // Everything the write needs is taken from the slices now: once in flight, a slice may
+  // complete (and its record go) at any moment, before the write below even starts.
+  std::vector<request_header> headers(burst.size());
+  std::vector<iovec> payloads(burst.size());
+  for (size_t i = 0; i < burst.size(); ++i) {
+    auto& s = *burst[i];
     auto& req = headers[i];
     req.kind = s.kind == op_kind::read ? kind_read : kind_write;
     req.flags = s.checksum ? flag_checksum : 0;
@@ -155,26 +167,39 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
     req.length = s.length;
     if (s.checksum && s.kind == op_kind::write)
       req.checksum = XXH3_64bits(s.local, s.length);
-    iov.push_back({&req, sizeof(req)});
     if (s.kind == op_kind::write)
-      iov.push_back({s.local, static_cast<size_t>(s.length)});
+      payloads[i] = {s.local, static_cast<size_t>(s.length)};
   }
-  bool lost = false;
+  std::vector<std::pair<slice_record*, caf::error>> late;
+  std::vector<iovec> iov;
+  iov.reserve(2 * burst.size());
   {
     std::lock_guard guard{mutex_};
-    lost = broken_ || stopping_; // fail_all ran while these were off the queue
-    if (!lost)
-      for (size_t i = 0; i < going.size(); ++i) {
+    const bool lost = broken_ || stopping_; // fail_all ran while these were off the queue
+    // Checked under the lock that expire() takes after the watchdog sets `expired`: a slice
+    // either meets the flag here or is in flight when expire() looks, and is cut off there.
+    for (size_t i = 0; i < burst.size(); ++i) {
+      auto* s = burst[i];
+      if (lost)
+        late.emplace_back(
+            s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
+      else if (s->batch->expired.load())
+        late.emplace_back(s, make_error(errc::timeout, "the batch's deadline passed"));
+      else if (s->batch->cancelled.load())
+        late.emplace_back(s, make_error(errc::cancelled, "cancelled before it was sent"));
+      else {
         headers[i].request_id = next_request_++;
-        in_flight_.emplace(headers[i].request_id, going[i]);
+        in_flight_.emplace(headers[i].request_id, s);
+        iov.push_back({&headers[i], sizeof(request_header)});
+        if (headers[i].kind == kind_write)
+          iov.push_back(payloads[i]);
       }
+    }
   }
-  if (lost) {
-    for (auto* s : going)
-      complete_slice(
-          *s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
+  for (auto& [s, why] : late)
+    complete_slice(*s, std::move(why));
+  if (iov.empty())
     return;
-  }
   // On failure the receiver fails everything in flight, these included.
   if (auto err = write_all(fd_, iov.data(), static_cast<int>(iov.size())))
     shutdown(fd_, SHUT_RDWR);
