@@ -5,6 +5,8 @@
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_server.hpp"
 
+#include <algorithm>
+
 namespace crescent::transport {
 
 namespace {
@@ -14,6 +16,7 @@ struct tcp_peer {
   std::mutex mutex;
   std::vector<std::shared_ptr<tcp::connection>> connections; // fixed size; broken ones replaced
   uint32_t next = 0;
+  bool retired = false; // replaced or removed: opens no more connections
 };
 
 class tcp_backend final : public backend {
@@ -33,9 +36,21 @@ class tcp_backend final : public backend {
     auto p = std::make_shared<tcp_peer>();
     p->info = info;
     p->connections.resize(engine_.options.tcp_connections_per_peer);
-    std::unique_lock guard{mutex_};
-    for (auto n : info.nodes)
-      peers_[n] = p;
+    std::vector<std::shared_ptr<tcp_peer>> replaced;
+    {
+      std::unique_lock guard{mutex_};
+      if (same_server(info))
+        return caf::none; // the same server again: its connections are kept
+      for (auto n : info.nodes) {
+        if (auto i = peers_.find(n); i != peers_.end() && i->second != p)
+          replaced.push_back(i->second);
+        peers_[n] = p;
+      }
+    }
+    // Outside the lock, and never joined here: a replaced connection's threads may be retrying
+    // their slices (which takes the lock), and this may be one of those threads.
+    for (auto& old : replaced)
+      retire_all(*old);
     return caf::none;
   }
 
@@ -50,17 +65,23 @@ class tcp_backend final : public backend {
       for (auto n : p->info.nodes)
         peers_.erase(n);
     }
-    close_all(*p);
+    retire_all(*p); // its slices fail on the reaper's thread (this may be one of theirs)
   }
 
   void start(slice_record& s) override {
     auto p = find(s.remote.node);
+    for (size_t tries = 0; p && tries <= p->connections.size(); ++tries) {
+      auto c = pick(*p, s.remote.node);
+      if (!c) { // replaced meanwhile: its successor, if any, takes the slice
+        p = find(s.remote.node);
+        continue;
+      }
+      if (c->enqueue(s))
+        return;
+    }
     if (!p)
       return complete_slice(s, make_error(errc::unavailable,
                                           "no TCP route to node " + std::to_string(s.remote.node)));
-    for (size_t tries = 0; tries <= p->connections.size(); ++tries)
-      if (pick(*p, s.remote.node)->enqueue(s))
-        return;
     complete_slice(s, make_error(errc::io_error,
                                  "no usable connection to node " + std::to_string(s.remote.node)));
   }
@@ -89,12 +110,15 @@ class tcp_backend final : public backend {
   }
 
  private:
-  // Round robin over the peer's connections, opening or replacing one as needed.
+  // Round robin over the peer's connections, opening or replacing one as needed; null once the
+  // peer is retired.
   std::shared_ptr<tcp::connection> pick(tcp_peer& p, uint32_t node) {
     std::shared_ptr<tcp::connection> old;
     std::shared_ptr<tcp::connection> chosen;
     {
       std::lock_guard guard{p.mutex};
+      if (p.retired)
+        return nullptr;
       auto& slot = p.connections[p.next++ % p.connections.size()];
       if (!slot || slot->broken()) {
         old = std::move(slot);
@@ -130,6 +154,31 @@ class tcp_backend final : public backend {
       if (stopping_ && graveyard_.empty())
         return;
     }
+  }
+
+  // Whether every node of `info` is already reached through the same process's server.
+  // Called with mutex_ held.
+  bool same_server(const peer_info& info) const {
+    return std::all_of(info.nodes.begin(), info.nodes.end(), [&](uint32_t n) {
+      auto i = peers_.find(n);
+      return i != peers_.end() && i->second->info.tcp_host == info.tcp_host &&
+             i->second->info.tcp_port == info.tcp_port && i->second->info.pid == info.pid;
+    });
+  }
+
+  // Hands the peer's connections to the reaper: their slices fail over to new connections
+  // (to wherever the peer's nodes are reached now).
+  void retire_all(tcp_peer& p) {
+    std::vector<std::shared_ptr<tcp::connection>> conns;
+    {
+      std::lock_guard guard{p.mutex};
+      p.retired = true;
+      conns.swap(p.connections);
+      p.connections.resize(conns.size());
+    }
+    for (auto& c : conns)
+      if (c)
+        bury(std::move(c));
   }
 
   void close_all(tcp_peer& p) {

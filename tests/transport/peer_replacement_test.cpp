@@ -1,0 +1,85 @@
+// A peer announced again while slices to it are in flight (add_peer for known nodes, as a
+// directory refresh does): the same server keeps its connections; another one takes over, the
+// old connections' slices fail over to it, and nothing is lost or deadlocked on the way.
+#include "messages/errors.hpp"
+#include "support/random_bytes.hpp"
+#include "transport/host_memory.hpp"
+#include "transport/transfer_engine.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace crescent::transport {
+namespace {
+
+struct peer_replacement : ::testing::Test {
+  void SetUp() override {
+    transfer_options o;
+    o.local_nodes = {1};
+    owner = *transfer_engine::create(o);
+    transfer_options i;
+    i.local_nodes = {2};
+    i.enable_shm = false;
+    i.enable_rdma = false;
+    i.tcp_slice_bytes = 64u << 10; // many slices in flight on every connection
+    initiator = *transfer_engine::create(i);
+    ASSERT_FALSE(initiator->add_peer(owner->self_info()));
+    memory = std::move(*host_memory::allocate(region_bytes));
+    region = *owner->register_region(1, memory.data(), memory.size_bytes());
+    auto bytes = testing::random_bytes(region_bytes, 11);
+    std::memcpy(memory.data(), bytes.data(), bytes.size());
+  }
+
+  static constexpr uint64_t region_bytes = 64u << 20;
+  std::shared_ptr<transfer_engine> owner;
+  std::shared_ptr<transfer_engine> initiator;
+  host_memory memory;
+  region_handle region;
+};
+
+TEST_F(peer_replacement, re_adding_a_peer_mid_batch_loses_nothing) {
+  std::vector<std::byte> out(region_bytes);
+  std::vector<transfer_op> ops;
+  for (uint64_t at = 0; at < region_bytes; at += 1u << 20)
+    ops.push_back({op_kind::read, std::span{out}.subspan(at, 1u << 20), region, at});
+  const auto deadline = clock_type::now() + std::chrono::seconds(20);
+  auto id = initiator->submit(ops, deadline);
+  ASSERT_TRUE(id);
+  // The same server again, then "another process" at the same address (another pid): the
+  // second replaces every connection while the batch runs.
+  auto info = owner->self_info();
+  for (int round = 0; round < 4; ++round) {
+    EXPECT_FALSE(initiator->add_peer(info));
+    auto moved = info;
+    moved.pid = info.pid + 1 + round;
+    EXPECT_FALSE(initiator->add_peer(moved));
+  }
+  auto results = initiator->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_LT(clock_type::now(), deadline);
+  for (auto& r : *results)
+    ASSERT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_EQ(std::memcmp(out.data(), memory.data(), region_bytes), 0);
+}
+
+TEST_F(peer_replacement, a_removed_peer_fails_what_is_in_flight_and_then_has_no_route) {
+  std::vector<std::byte> out(region_bytes);
+  std::vector<transfer_op> ops;
+  for (uint64_t at = 0; at < region_bytes; at += 1u << 20)
+    ops.push_back({op_kind::read, std::span{out}.subspan(at, 1u << 20), region, at});
+  const auto deadline = clock_type::now() + std::chrono::seconds(20);
+  auto id = initiator->submit(ops, deadline);
+  ASSERT_TRUE(id);
+  initiator->remove_peer(1);
+  auto results = initiator->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_LT(clock_type::now(), deadline);
+  for (auto& r : *results)
+    EXPECT_NE(r.state, op_state::pending);
+  std::vector<std::byte> one(8);
+  EXPECT_TRUE(initiator->read(region, 0, one)); // an error: no route to node 1 any more
+}
+
+} // namespace
+} // namespace crescent::transport
