@@ -73,6 +73,8 @@ caf::error write_all(int fd, iovec* iov, int count) {
     if (n < 0) {
       if (errno == EINTR)
         continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return make_error(errc::io_error, "send: the peer took no byte within the send timeout");
       return sys_error("send");
     }
     auto left = static_cast<size_t>(n);
@@ -143,11 +145,23 @@ caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint1
   return std::make_pair(fd, ntohs(bound.sin_port));
 }
 
-void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+namespace {
+
+void set_timeout(int fd, int option, std::chrono::milliseconds timeout) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
   tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
+}
+
+} // namespace
+
+void set_receive_timeout(int fd, std::chrono::milliseconds timeout) {
+  set_timeout(fd, SO_RCVTIMEO, timeout);
+}
+
+void set_send_timeout(int fd, std::chrono::milliseconds timeout) {
+  set_timeout(fd, SO_SNDTIMEO, timeout);
 }
 
 } // namespace crescent::transport::tcp

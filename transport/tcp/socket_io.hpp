@@ -35,4 +35,8 @@ caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint1
 /// Bounds how long a blocking receive may wait.
 void set_receive_timeout(int fd, std::chrono::milliseconds timeout);
 
+/// Bounds how long a blocking send may wait for the peer to take any byte (write_all then
+/// fails with an io_error).
+void set_send_timeout(int fd, std::chrono::milliseconds timeout);
+
 } // namespace crescent::transport::tcp

@@ -23,8 +23,9 @@ namespace crescent::transport::tcp {
 namespace {
 
 // A connection waiting for its next request wakes this often to notice a stop; a peer silent
-// this long in the middle of a request is dropped (it holds a region pinned meanwhile).
-constexpr auto receive_timeout = std::chrono::seconds(5);
+// this long in the middle of a request, or taking no byte of a response for this long, is
+// dropped (it holds a region pinned meanwhile).
+constexpr auto peer_silence_max = std::chrono::seconds(5);
 
 // Write acknowledgements wait here while more requests are already buffered, and leave with
 // the next response or when the stream pauses: one send for many writes of small slices.
@@ -258,7 +259,10 @@ void server::accept_loop() {
       close(fd);
       continue;
     }
-    set_receive_timeout(fd, receive_timeout);
+    set_receive_timeout(fd, peer_silence_max);
+    // A reader that stops reading would otherwise hold the region of its read pinned (and
+    // unregister_region waiting) for as long as it lives.
+    set_send_timeout(fd, peer_silence_max);
     // Responses are small and must not wait for Nagle's algorithm to coalesce them.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
