@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace crescent::transport {
 
@@ -335,10 +337,26 @@ caf::expected<region_entry> remote_region_table::lookup(const region_handle& h, 
       reinterpret_cast<const table_slot*>(static_cast<const char*>(map_) + sizeof(table_header)) +
       i;
   region_entry e;
+  // The owner writes a slot in nanoseconds. One that stays odd for long is a slot whose owner
+  // died (or was stopped) halfway through writing it: give up rather than spin for ever.
+  constexpr uint32_t spins_before_clock = 1024;
+  constexpr auto mid_write_max = std::chrono::milliseconds(100);
+  uint32_t spins = 0;
+  std::chrono::steady_clock::time_point first_odd{};
   for (;;) {
     const uint64_t before = s->seq.load(std::memory_order_acquire);
-    if (before % 2 == 1)
-      continue; // the owner is writing this slot; it takes nanoseconds
+    if (before % 2 == 1) {
+      if (++spins < spins_before_clock)
+        continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (first_odd == std::chrono::steady_clock::time_point{})
+        first_odd = now;
+      if (now - first_odd > mid_write_max) // rare: the owner stopped mid-write
+        return make_error(errc::unavailable,
+                          "the owner of " + to_string(h) + " has left its region table mid-update");
+      std::this_thread::yield();
+      continue;
+    }
     e.region_id = s->region_id.load(std::memory_order_relaxed);
     e.access_key = s->access_key.load(std::memory_order_relaxed);
     e.length = s->length.load(std::memory_order_relaxed);
