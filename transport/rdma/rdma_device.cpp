@@ -158,9 +158,14 @@ void device::release(uint32_t entries) {
   cq_room_.fetch_add(entries);
 }
 
-void device::adopt(const std::shared_ptr<queue_pair>& qp) {
+bool device::adopt(const std::shared_ptr<queue_pair>& qp) {
   std::lock_guard guard{qps_mutex_};
+  // fail() sets the flag before its handler takes this lock to abandon every queue pair: one
+  // adopted after that snapshot would never be polled nor swept, so none is.
+  if (failed_.load())
+    return false;
   qps_[qp->number()] = qp;
+  return true;
 }
 
 std::shared_ptr<queue_pair> device::find(uint32_t qp_num) const {

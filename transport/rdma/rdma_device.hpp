@@ -140,7 +140,8 @@ class device {
   // created and retired once broken and drained (retire hands it back, so that the caller
   // destroys it outside the lock). A number is reused once its queue pair is destroyed, so
   // retire removes `qp` only, never a newer queue pair adopted under its number.
-  void adopt(const std::shared_ptr<queue_pair>& qp);
+  /// False, adopting nothing, once the device has failed.
+  [[nodiscard]] bool adopt(const std::shared_ptr<queue_pair>& qp);
   std::shared_ptr<queue_pair> find(uint32_t qp_num) const;
   std::shared_ptr<queue_pair> retire(const std::shared_ptr<queue_pair>& qp);
   std::vector<std::shared_ptr<queue_pair>> queue_pairs() const;

@@ -80,7 +80,8 @@ queue_pair::create(device& d, uint32_t depth, uint32_t node, std::shared_ptr<pat
   qp->slots_.resize(depth);
   for (uint32_t i = depth; i > 0; --i)
     qp->free_.push_back(i - 1);
-  d.adopt(qp);
+  if (!d.adopt(qp))
+    return make_error(errc::unavailable, d.name() + " has failed");
   return qp;
 }
 
