@@ -57,9 +57,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
   transfer_cmd
-      ->add_option("--tcp-connections", transfer.tcp_connections, "TCP connections per peer")
+      ->add_option("--tcp-connections", transfer.tcp_connections,
+                   "TCP connections per peer (0: one per two CPU cores, 1 to 4)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 64));
+      ->check(CLI::Range(0, 64));
   transfer_cmd
       ->add_option("--tcp-slice-kib", transfer.tcp_slice_kib,
                    "The engine's slice size on the TCP path")

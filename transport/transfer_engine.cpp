@@ -7,9 +7,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <set>
+#include <thread>
 
 namespace crescent::transport {
 
@@ -75,8 +77,9 @@ caf::error check_options(const transfer_options& options) {
   if (bad_slice(options.slice_bytes) || bad_slice(options.tcp_slice_bytes) ||
       bad_slice(options.copy_slice_bytes))
     return make_error(errc::invalid_argument, "slice sizes must be in [1, 16 MiB]");
-  if (options.tcp_connections_per_peer == 0 || options.tcp_connections_per_peer > 64)
-    return make_error(errc::invalid_argument, "TCP connections per peer must be in [1, 64]");
+  if (options.tcp_connections_per_peer > 64)
+    return make_error(errc::invalid_argument,
+                      "TCP connections per peer must be in [1, 64], or 0 for one per two cores");
   if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
     return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
   return check_rdma_options(options);
@@ -121,6 +124,8 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
     p->key_state = (uint64_t{rd()} << 32) | rd();
   }
   p->local_nodes.insert(options.local_nodes.begin(), options.local_nodes.end());
+  if (options.tcp_connections_per_peer == 0)
+    options.tcp_connections_per_peer = std::clamp(std::thread::hardware_concurrency() / 2, 1u, 4u);
   p->options = std::move(options);
   p->local = make_local_backend(*p);
   if (!p->options.enable_cuda) {

@@ -18,7 +18,7 @@ struct bench_transfer_options {
   bool quick = false;            // fewer cases: one batch size, one thread count
   uint64_t slice_kib = 16384;    // the engine's slice size on copy paths (shm)
   uint64_t tcp_slice_kib = 1024; // and where TCP is the path
-  uint32_t tcp_connections = 2;  // per peer
+  uint32_t tcp_connections = 0;  // per peer; 0: the engine's default (one per two cores)
   std::string only;              // "shm", "tcp" or "cuda": that path only
 };
 

@@ -42,6 +42,7 @@ class two_engines : public ::testing::TestWithParam<path> {
     // Small slices: many per operation, so slicing and reassembly are what gets tested.
     i.tcp_slice_bytes = 64u << 10;
     i.copy_slice_bytes = 64u << 10;
+    i.tcp_connections_per_peer = 3; // several, whatever the cores: slices spread over them
     made = transfer_engine::create(i);
     ASSERT_TRUE(made) << describe(made.error());
     initiator = *made;

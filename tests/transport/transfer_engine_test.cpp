@@ -191,5 +191,16 @@ TEST(host_memory, is_backed_by_a_shareable_file) {
   EXPECT_EQ(m->size_bytes(), 10000u);
 }
 
+TEST(transfer_options, tcp_connections_are_chosen_by_default_and_bounded) {
+  transfer_options o;
+  o.local_nodes = {1};
+  EXPECT_EQ(o.tcp_connections_per_peer, 0u); // the default: the engine chooses
+  EXPECT_TRUE(transfer_engine::create(o));
+  o.tcp_connections_per_peer = 65;
+  auto refused = transfer_engine::create(o);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+}
+
 } // namespace
 } // namespace crescent::transport
