@@ -31,7 +31,19 @@ struct peer_replacement : ::testing::Test {
     std::memcpy(memory.data(), bytes.data(), bytes.size());
   }
 
+  // Reads of the whole region in 1 MiB operations, into `out`, as one batch due in 20 s.
+  batch_id read_all(std::vector<std::byte>& out) {
+    std::vector<transfer_op> ops;
+    for (uint64_t at = 0; at < region_bytes; at += 1u << 20)
+      ops.push_back({op_kind::read, std::span{out}.subspan(at, 1u << 20), region, at});
+    deadline = clock_type::now() + std::chrono::seconds(20);
+    auto id = initiator->submit(ops, deadline);
+    EXPECT_TRUE(id) << describe(id.error());
+    return *id;
+  }
+
   static constexpr uint64_t region_bytes = 64u << 20;
+  clock_type::time_point deadline;
   std::shared_ptr<transfer_engine> owner;
   std::shared_ptr<transfer_engine> initiator;
   host_memory memory;
@@ -40,12 +52,7 @@ struct peer_replacement : ::testing::Test {
 
 TEST_F(peer_replacement, re_adding_a_peer_mid_batch_loses_nothing) {
   std::vector<std::byte> out(region_bytes);
-  std::vector<transfer_op> ops;
-  for (uint64_t at = 0; at < region_bytes; at += 1u << 20)
-    ops.push_back({op_kind::read, std::span{out}.subspan(at, 1u << 20), region, at});
-  const auto deadline = clock_type::now() + std::chrono::seconds(20);
-  auto id = initiator->submit(ops, deadline);
-  ASSERT_TRUE(id);
+  const auto id = read_all(out);
   // The same server again, then "another process" at the same address (another pid): the
   // second replaces every connection while the batch runs.
   auto info = owner->self_info();
@@ -55,7 +62,7 @@ TEST_F(peer_replacement, re_adding_a_peer_mid_batch_loses_nothing) {
     moved.pid = info.pid + 1 + round;
     EXPECT_FALSE(initiator->add_peer(moved));
   }
-  auto results = initiator->wait(*id);
+  auto results = initiator->wait(id);
   ASSERT_TRUE(results);
   EXPECT_LT(clock_type::now(), deadline);
   for (auto& r : *results)
@@ -65,14 +72,9 @@ TEST_F(peer_replacement, re_adding_a_peer_mid_batch_loses_nothing) {
 
 TEST_F(peer_replacement, a_removed_peer_fails_what_is_in_flight_and_then_has_no_route) {
   std::vector<std::byte> out(region_bytes);
-  std::vector<transfer_op> ops;
-  for (uint64_t at = 0; at < region_bytes; at += 1u << 20)
-    ops.push_back({op_kind::read, std::span{out}.subspan(at, 1u << 20), region, at});
-  const auto deadline = clock_type::now() + std::chrono::seconds(20);
-  auto id = initiator->submit(ops, deadline);
-  ASSERT_TRUE(id);
+  const auto id = read_all(out);
   initiator->remove_peer(1);
-  auto results = initiator->wait(*id);
+  auto results = initiator->wait(id);
   ASSERT_TRUE(results);
   EXPECT_LT(clock_type::now(), deadline);
   for (auto& r : *results)
