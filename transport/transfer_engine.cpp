@@ -80,6 +80,10 @@ caf::error check_options(const transfer_options& options) {
   if (options.tcp_connections_per_peer > 64)
     return make_error(errc::invalid_argument,
                       "TCP connections per peer must be in [1, 64], or 0 for one per two cores");
+  if (options.tcp_peer_silence_max < std::chrono::milliseconds(10) ||
+      options.tcp_peer_silence_max > std::chrono::minutes(10))
+    return make_error(errc::invalid_argument,
+                      "the TCP peer silence limit must be in [10 ms, 10 min]");
   if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
     return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
   return check_rdma_options(options);

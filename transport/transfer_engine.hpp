@@ -73,8 +73,8 @@
 //   cancelled. wait() returns only once no slice of the batch can touch its local buffers again.
 //   At the deadline, TCP connections carrying the batch's slices (sent, awaiting an answer, or
 //   in the middle of a read's payload) are cut, whatever the peer does; slices cut off this way
-//   end timed_out. A data-plane server drops a peer silent for 5 s in the middle of a request
-//   or taking no byte of a response for as long.
+//   end timed_out. A data-plane server drops a peer silent in the middle of a request, or
+//   taking no byte of a response in one send, for transfer_options::tcp_peer_silence_max.
 // - add_peer for nodes already known: the same process (address and pid) keeps its
 //   connections; another one replaces them, and their slices fail over to the new ones.
 // - Refusals touch nothing: a handle whose key does not match, or an operation outside its

@@ -94,6 +94,9 @@ struct transfer_options {
   uint32_t tcp_connections_per_peer = 0;
   uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
   std::chrono::milliseconds connect_timeout{2000};
+  // The data-plane server drops a peer silent this long in the middle of a request, or taking
+  // no byte of a response for this long in one send: it holds a region pinned meanwhile.
+  std::chrono::milliseconds tcp_peer_silence_max{5000};
   // RDMA is used where rdma-core finds a device with an active port and enable_tcp is on: queue
   // pairs are set up through the TCP data-plane server (see transfer_engine.hpp).
   bool enable_rdma = true;

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -127,6 +129,51 @@ TEST(stalled_peer, a_write_never_acknowledged_times_out_at_its_deadline) {
   std::vector<std::byte> buffer(64u << 10, std::byte{1});
   auto r = run_against(peer, {op_kind::write, buffer, remote, 0});
   EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
+}
+
+// The other side: an initiator that asks for a read and then takes none of the response. The
+// owner's server holds the region pinned while it sends; it must give up after a few of its
+// silence limits (tcp_peer_silence_max), so that unregistering the region does not wait for
+// ever.
+TEST(stalled_peer, an_initiator_that_stops_reading_is_dropped_and_the_region_unpinned) {
+  transfer_options o;
+  o.local_nodes = {1};
+  o.enable_rdma = false;
+  o.tcp_peer_silence_max = 200ms;
+  auto owner = *transfer_engine::create(o);
+  std::vector<std::byte> memory(16u << 20);
+  auto region = owner->register_region(1, memory.data(), memory.size());
+  ASSERT_TRUE(region) << describe(region.error());
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  int small = 4096; // before connecting: a small window, so that the server blocks at once
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(owner->self_info().tcp_port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  tcp::request_header req;
+  req.kind = tcp::kind_read;
+  req.request_id = 1;
+  req.region_id = region->region_id;
+  req.access_key = region->access_key;
+  req.handle_offset = region->offset;
+  req.handle_length = region->length;
+  req.length = region->length;
+  iovec iov{&req, sizeof(req)};
+  ASSERT_FALSE(tcp::write_all(fd, &iov, 1));
+  // The response's header shows that the server has pinned the region and is sending; of its
+  // 16 MiB this client takes nothing more. Unregistering waits for the pin: it is bounded by
+  // the server's limit, not by this client.
+  tcp::response_header res;
+  ASSERT_FALSE(tcp::read_full(fd, &res, sizeof(res)));
+  ASSERT_EQ(res.status, 0);
+  const auto start = clock_type::now();
+  EXPECT_FALSE(owner->unregister_region(*region));
+  // Each send may wait the limit once: a few limits, then the connection is dropped.
+  EXPECT_LT(clock_type::now() - start, 5s);
+  close(fd);
 }
 
 } // namespace

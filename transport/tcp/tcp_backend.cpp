@@ -222,8 +222,9 @@ class tcp_backend final : public backend {
 } // namespace
 
 caf::expected<std::unique_ptr<backend>> make_tcp_backend(transfer_engine::impl& engine) {
-  auto server = tcp::server::start(*engine.table, engine.options.tcp_bind_host,
-                                   engine.options.tcp_port, engine.rdma_responder);
+  auto server =
+      tcp::server::start(*engine.table, engine.options.tcp_bind_host, engine.options.tcp_port,
+                         engine.options.tcp_peer_silence_max, engine.rdma_responder);
   if (!server)
     return std::move(server.error());
   engine.tcp_port = (*server)->port();

@@ -22,11 +22,6 @@ namespace crescent::transport::tcp {
 
 namespace {
 
-// A connection waiting for its next request wakes this often to notice a stop; a peer silent
-// this long in the middle of a request, or taking no byte of a response for this long, is
-// dropped (it holds a region pinned meanwhile).
-constexpr auto peer_silence_max = std::chrono::seconds(5);
-
 // Write acknowledgements wait here while more requests are already buffered, and leave with
 // the next response or when the stream pauses: one send for many writes of small slices.
 constexpr size_t acks_max = 32;
@@ -198,11 +193,13 @@ bool known_kind(uint8_t kind) {
 } // namespace
 
 caf::expected<std::unique_ptr<server>> server::start(region_table& table, const std::string& host,
-                                                     uint16_t port, rdma::responder* rdma) {
+                                                     uint16_t port,
+                                                     std::chrono::milliseconds silence_max,
+                                                     rdma::responder* rdma) {
   auto listening = listen_on(host, port);
   if (!listening)
     return std::move(listening.error());
-  std::unique_ptr<server> s{new server(table, rdma)};
+  std::unique_ptr<server> s{new server(table, silence_max, rdma)};
   s->listen_fd_ = listening->first;
   s->port_ = listening->second;
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
@@ -259,10 +256,10 @@ void server::accept_loop() {
       close(fd);
       continue;
     }
-    set_receive_timeout(fd, peer_silence_max);
+    set_receive_timeout(fd, silence_max_);
     // A reader that stops reading would otherwise hold the region of its read pinned (and
     // unregister_region waiting) for as long as it lives.
-    set_send_timeout(fd, peer_silence_max);
+    set_send_timeout(fd, silence_max_);
     // Responses are small and must not wait for Nagle's algorithm to coalesce them.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -26,9 +26,13 @@ class server {
   /// Connections served at once, at most; more are closed at accept.
   static constexpr size_t connections_max = 1024;
 
-  /// `rdma`: null where the engine has no RDMA path; else it must outlive stop().
+  /// `silence_max`: a peer silent this long in the middle of a request, or taking no byte of a
+  /// response for this long in one send, is dropped (it holds a region pinned meanwhile); idle
+  /// connections also wake this often. `rdma`: null where the engine has no RDMA path; else it
+  /// must outlive stop().
   static caf::expected<std::unique_ptr<server>> start(region_table& table, const std::string& host,
                                                       uint16_t port,
+                                                      std::chrono::milliseconds silence_max,
                                                       rdma::responder* rdma = nullptr);
   ~server();
 
@@ -42,12 +46,14 @@ class server {
     std::atomic<bool> finished{false};
   };
 
-  server(region_table& table, rdma::responder* rdma) : table_(table), rdma_(rdma) {}
+  server(region_table& table, std::chrono::milliseconds silence_max, rdma::responder* rdma)
+      : table_(table), silence_max_(silence_max), rdma_(rdma) {}
   void accept_loop();
   void serve(connection& c);
   void reap();
 
   region_table& table_;
+  std::chrono::milliseconds silence_max_;
   rdma::responder* rdma_;
   int listen_fd_ = -1;
   int wake_fd_ = -1; // an eventfd that ends the accept loop
