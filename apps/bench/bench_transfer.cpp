@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 namespace crescent::bench {
@@ -49,6 +50,14 @@ struct path_rows {
 caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, double seconds) {
   std::atomic<uint64_t> bytes{0};
   std::atomic<bool> failed{false};
+  std::mutex first_error_mutex;
+  caf::error first_error; // what to print: no one can debug a device run afterwards
+  auto fail = [&](caf::error err) {
+    std::lock_guard guard{first_error_mutex};
+    if (!first_error)
+      first_error = std::move(err);
+    failed = true;
+  };
   const uint64_t per_thread = p.local.size() / c.threads;
   auto body = [&](uint32_t t) {
     std::vector<transport::transfer_op> ops(c.batch);
@@ -72,10 +81,11 @@ caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, doubl
       auto results = id ? p.engine->wait(*id)
                         : caf::expected<std::vector<transport::op_result>>{std::move(id.error())};
       if (!results)
-        failed = true;
+        fail(std::move(results.error()));
       else
         for (auto& r : *results)
-          failed = failed || r.state != transport::op_state::completed;
+          if (r.state != transport::op_state::completed)
+            fail(r.reason ? r.reason : make_error(errc::internal, transport::to_string(r.state)));
       bytes += uint64_t{c.batch} * c.block;
     }
   };
@@ -86,7 +96,7 @@ caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, doubl
   for (auto& w : workers)
     w.join();
   if (failed)
-    return make_error(errc::io_error, "an operation failed during the benchmark");
+    return make_error(errc::io_error, "an operation failed: " + describe(first_error));
   return static_cast<double>(bytes.load()) / seconds_since(start) / 1e9;
 }
 
@@ -118,9 +128,6 @@ initiator(std::string_view path, const remote_peer& peer, const transport::regio
   auto e = transport::transfer_engine::create(o);
   if (!e)
     return e;
-  if (path == "cuda")
-    if (auto why = (*e)->cuda_status())
-      return why;
   if (auto err = (*e)->add_peer(peer.info))
     return err;
   std::vector<std::byte> probe(4u << 20);
@@ -212,12 +219,24 @@ auto cuda_baseline(std::span<std::byte> local, const transport::device_memory& t
   };
 }
 
+// Why this process has no cuda path (no CUDA in this binary, no GPU), or none if it has one.
+caf::error why_no_cuda() {
+  transport::transfer_options o;
+  o.local_nodes = {2};
+  o.enable_tcp = false;
+  auto e = transport::transfer_engine::create(o);
+  if (!e)
+    return std::move(e.error());
+  return (*e)->cuda_status();
+}
+
 // The cuda rows: the peer's GPU region, from a local buffer in host memory, then from one on
-// the GPU. An error says why there are none (no CUDA in this binary, no GPU).
+// the GPU. Any error is a failure: where there is no GPU the caller skips them before this.
 caf::expected<std::vector<path_rows>> cuda_rows(const remote_peer& peer, local_buffers& buf,
                                                 const bench_transfer_options& opt) {
   if (!peer.gpu_region)
-    return peer.gpu_region.error();
+    return make_error(errc::unavailable,
+                      "the peer process has no GPU region: " + describe(peer.gpu_region.error()));
   auto engine = initiator("cuda", peer, *peer.gpu_region, opt);
   if (!engine)
     return std::move(engine.error());
@@ -296,11 +315,12 @@ int bench_transfer(const bench_transfer_options& opt) {
   for (std::string_view path : {"shm", "tcp", "cuda"}) {
     if (!opt.only.empty() && opt.only != path)
       continue;
+    if (path == "cuda")
+      if (auto why = why_no_cuda()) { // the only reason to skip: anything else is a failure
+        fmt::print("{:<5} skipped: {}\n", path, describe(why));
+        continue;
+      }
     auto rows = rows_of(path, *peer, buf, opt);
-    if (!rows && path == "cuda" && is(rows.error(), errc::unavailable)) {
-      fmt::print("{:<5} skipped: {}\n", path, describe(rows.error()));
-      continue;
-    }
     if (!rows) {
       fmt::print(stderr, "bench transfer: {}: {}\n", path, describe(rows.error()));
       return 2;

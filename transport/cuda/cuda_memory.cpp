@@ -104,8 +104,9 @@ ipc_mapping::~ipc_mapping() {
 
 caf::expected<std::shared_ptr<ipc_mapping>> open_ipc(const device_export& d) {
   if (!d.exportable)
-    return make_error(errc::unavailable, "the region's GPU allocation cannot be shared with "
-                                         "other processes (not cudaMalloc memory)");
+    return make_error(errc::unavailable,
+                      "the region's GPU allocation was not exported for CUDA IPC by its owner "
+                      "(not cudaMalloc memory, or cudaIpcGetMemHandle failed there)");
   // Ordinals differ between processes (CUDA_VISIBLE_DEVICES): the PCI address does not.
   int device = -1;
   const auto pci = pci_text(d.pci);

@@ -43,7 +43,12 @@ caf::expected<device_memory> device_memory::allocate(uint64_t length_bytes, int 
   m.data_ = static_cast<std::byte*>(p);
   m.length_ = length_bytes;
   m.device_ = device;
-  if (auto rc = cudaMemset(p, 0, length_bytes); rc != cudaSuccess)
+  // cudaMemset runs on the legacy stream, which the engine's non-blocking streams (and other
+  // processes) do not wait for: the zeros are there only once it has ended.
+  auto rc = cudaMemset(p, 0, length_bytes);
+  if (rc == cudaSuccess)
+    rc = cudaDeviceSynchronize();
+  if (rc != cudaSuccess)
     return make_error(errc::unavailable, what + ": cudaMemset: " + cuda::error_text(rc));
   return m;
 }

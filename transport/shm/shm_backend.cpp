@@ -22,6 +22,16 @@ class shm_backend final : public backend {
 
   void remove_peer(uint32_t node) override { peers_.remove(node); }
 
+  // Not GPU regions of a peer: the cuda path carries those, and should it fail, its reason is
+  // the operation's (a refusal from this path would replace it).
+  bool can_carry(const transfer_op& op) const override {
+    auto peer = peers_.find(op.remote.node);
+    if (!peer)
+      return true; // start() says why not
+    auto e = peer->table->lookup(op.remote, op.remote_offset, op.local.size());
+    return !e || !e->device.location.is_gpu();
+  }
+
   void start(slice_record& s) override {
     auto peer = peers_.find(s.remote.node);
     if (!peer)
