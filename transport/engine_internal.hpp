@@ -47,6 +47,9 @@ struct slice_record {
   uint32_t attempts = 0;
   uint32_t path = 0;  // index into the operation's paths
   bool ended = false; // asserts that a slice ends exactly once
+  // Why the first path that could not carry it gave it to the next: should the next fail too,
+  // the operation's reason names both (the first is usually the one that explains it).
+  caf::error given_way;
 };
 
 struct op_record {

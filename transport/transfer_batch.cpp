@@ -128,16 +128,25 @@ void complete_slice(slice_record& s, caf::error err) {
     ++counters.retries;
     // A path that is unavailable gives way to the next; a lost connection is retried on the
     // same path, which picks another connection.
-    if (is(err, errc::unavailable) && s.path + 1 < op.paths.size())
+    if (is(err, errc::unavailable) && s.path + 1 < op.paths.size()) {
+      if (!s.given_way)
+        s.given_way = make_error(errc::unavailable,
+                                 std::string{op.paths[s.path]->name()} + ": " + describe(err));
       ++s.path;
+    }
     return start_slice(s);
   }
   // A slice the watchdog cut off (its connection shut down at the deadline) would otherwise
   // have been retried: the deadline ended it, and the operation says so.
   if (retryable(err) && b.expired.load())
     err = make_error(errc::timeout, "the batch's deadline passed (" + describe(err) + ")");
-  if (!is(err, errc::timeout) && !is(err, errc::cancelled))
+  if (!is(err, errc::timeout) && !is(err, errc::cancelled)) {
     ++counters.failures;
+    if (s.given_way && err.category() == error_category)
+      err = make_error(static_cast<errc>(err.code()), std::string{op.paths[s.path]->name()} + ": " +
+                                                          describe(err) + "; before it, " +
+                                                          describe(s.given_way));
+  }
   end_slice(s, std::move(err));
 }
 
