@@ -129,9 +129,8 @@ void complete_slice(slice_record& s, caf::error err) {
     // A path that is unavailable gives way to the next; a lost connection is retried on the
     // same path, which picks another connection.
     if (is(err, errc::unavailable) && s.path + 1 < op.paths.size()) {
-      if (!s.given_way)
-        s.given_way = make_error(errc::unavailable,
-                                 std::string{op.paths[s.path]->name()} + ": " + describe(err));
+      if (s.given_way.empty())
+        s.given_way = std::string{op.paths[s.path]->name()} + ": " + describe(err);
       ++s.path;
     }
     return start_slice(s);
@@ -142,10 +141,10 @@ void complete_slice(slice_record& s, caf::error err) {
     err = make_error(errc::timeout, "the batch's deadline passed (" + describe(err) + ")");
   if (!is(err, errc::timeout) && !is(err, errc::cancelled)) {
     ++counters.failures;
-    if (s.given_way && err.category() == error_category)
+    if (!s.given_way.empty() && err.category() == error_category)
       err = make_error(static_cast<errc>(err.code()), std::string{op.paths[s.path]->name()} + ": " +
                                                           describe(err) + "; before it, " +
-                                                          describe(s.given_way));
+                                                          s.given_way);
   }
   end_slice(s, std::move(err));
 }
