@@ -114,12 +114,17 @@ std::vector<std::shared_ptr<queue_pair>> peer::all_qps_locked() const {
 void peer::submit(work w) {
   std::shared_ptr<const described> d;
   bool closing = false;
+  bool late = false;
   {
     std::lock_guard guard{mutex_};
     const auto& h = w.slice->remote;
     auto i = cache_.find(h.region_id);
     if (stopping_) {
       closing = true;
+    } else if (w.slice->batch->expired.load()) {
+      // Checked under the lock expire() takes after the watchdog sets `expired`: work either
+      // meets the flag here or waits where expire() looks.
+      late = true;
     } else if (i != cache_.end() && i->second->region.access_key == h.access_key) {
       d = i->second;
     } else {
@@ -130,9 +135,11 @@ void peer::submit(work w) {
       list.push_back(std::move(w));
     }
   }
-  if (closing) {
+  if (closing || late) {
     endings out;
-    out.emplace_back(std::move(w), error_here(errc::unavailable, "the RDMA path is closing"));
+    out.emplace_back(std::move(w), late
+                                       ? make_error(errc::timeout, "the batch's deadline passed")
+                                       : error_here(errc::unavailable, "the RDMA path is closing"));
     end_all(*ctx_.engine.table, out);
   } else if (d) {
     route(std::move(w), *d);
