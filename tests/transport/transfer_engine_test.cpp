@@ -1,9 +1,12 @@
 // The transfer engine inside one process: regions, refusals, batches, deadlines, cancellation.
 #include "messages/errors.hpp"
 #include "transport/host_memory.hpp"
+#include "transport/tcp/socket_io.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -200,6 +203,34 @@ TEST(transfer_options, tcp_connections_are_chosen_by_default_and_bounded) {
   auto refused = transfer_engine::create(o);
   ASSERT_FALSE(refused);
   EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+}
+
+// A region outside shared memory (a plain vector) cannot go over the shm path, which gives the
+// operation to TCP; with no server answering there either, the failure names both reasons.
+TEST(transfer_engine, a_failure_after_giving_way_names_both_paths_reasons) {
+  transfer_options o;
+  o.local_nodes = {1};
+  o.enable_rdma = false;
+  auto owner = *transfer_engine::create(o);
+  std::vector<std::byte> plain(4096);
+  auto region = owner->register_region(1, plain.data(), plain.size());
+  ASSERT_TRUE(region);
+  o.local_nodes = {2};
+  o.connect_timeout = std::chrono::milliseconds(500);
+  auto initiator = *transfer_engine::create(o);
+  auto info = owner->self_info();
+  auto closed = tcp::listen_on("127.0.0.1", 0); // a port nothing listens on once it is closed
+  ASSERT_TRUE(closed);
+  close(closed->first);
+  info.tcp_port = closed->second;
+  ASSERT_FALSE(initiator->add_peer(info));
+  std::vector<std::byte> out(4096);
+  auto err = initiator->read(*region, 0, out);
+  ASSERT_TRUE(err);
+  const auto text = describe(err);
+  EXPECT_NE(text.find("tcp: "), std::string::npos) << text;
+  EXPECT_NE(text.find("before it, shm: "), std::string::npos) << text;
+  EXPECT_NE(text.find("not shared host memory"), std::string::npos) << text;
 }
 
 } // namespace
