@@ -83,5 +83,31 @@ TEST_F(peer_replacement, a_removed_peer_fails_what_is_in_flight_and_then_has_no_
   EXPECT_TRUE(initiator->read(region, 0, one)); // an error: no route to node 1 any more
 }
 
+TEST(peer_replacement_nodes, a_process_replaced_for_one_node_still_serves_its_others) {
+  transfer_options o;
+  o.local_nodes = {1, 2};
+  auto owner = *transfer_engine::create(o);
+  std::vector<std::byte> one(4096, std::byte{1}), two(4096, std::byte{2});
+  auto r1 = *owner->register_region(1, one.data(), one.size());
+  auto r2 = *owner->register_region(2, two.data(), two.size());
+  transfer_options i;
+  i.local_nodes = {3};
+  i.enable_shm = false;
+  i.enable_rdma = false;
+  auto initiator = *transfer_engine::create(i);
+  auto info = owner->self_info();
+  ASSERT_FALSE(initiator->add_peer(info));
+  // Node 1 now "in another process" (same server here, another pid): node 2 keeps its route.
+  auto moved = info;
+  moved.nodes = {1};
+  moved.pid = info.pid + 1;
+  ASSERT_FALSE(initiator->add_peer(moved));
+  std::vector<std::byte> out(4096);
+  ASSERT_FALSE(initiator->read(r2, 0, out));
+  EXPECT_EQ(out, two);
+  ASSERT_FALSE(initiator->read(r1, 0, out));
+  EXPECT_EQ(out, one);
+}
+
 } // namespace
 } // namespace crescent::transport

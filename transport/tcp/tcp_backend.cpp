@@ -6,6 +6,7 @@
 #include "transport/tcp/tcp_server.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace crescent::transport {
 
@@ -42,10 +43,15 @@ class tcp_backend final : public backend {
       if (same_server(info))
         return caf::none; // the same server again: its connections are kept
       for (auto n : info.nodes) {
-        if (auto i = peers_.find(n); i != peers_.end() && i->second != p)
+        if (auto i = peers_.find(n); i != peers_.end())
           replaced.push_back(i->second);
         peers_[n] = p;
       }
+      // A replaced process that still serves other nodes keeps its connections for them.
+      std::erase_if(replaced, [&](const std::shared_ptr<tcp_peer>& old) {
+        return std::any_of(peers_.begin(), peers_.end(),
+                           [&](const auto& kv) { return kv.second == old; });
+      });
     }
     // Outside the lock, and never joined here: a replaced connection's threads may be retrying
     // their slices (which takes the lock), and this may be one of those threads.
@@ -88,8 +94,14 @@ class tcp_backend final : public backend {
 
   void expire(batch_state& b) override {
     for (auto& p : all_peers()) {
-      std::lock_guard guard{p->mutex};
-      for (auto& c : p->connections)
+      std::vector<std::shared_ptr<tcp::connection>> conns;
+      {
+        std::lock_guard guard{p->mutex};
+        conns = p->connections;
+      }
+      // Outside the peer's lock: expire() ends queued slices, and a batch's callback may run
+      // from there and submit to this peer again.
+      for (auto& c : conns)
         if (c)
           c->expire(b);
     }
@@ -133,7 +145,8 @@ class tcp_backend final : public backend {
   }
 
   // A replaced connection may still be finishing on its own threads, and this may be one of
-  // them: it is destroyed (its threads joined) on the reaper thread only.
+  // them: it is destroyed (its threads joined) on the reaper thread only, once nothing else
+  // holds it (a thread of its own may, for a moment, while it retries a slice).
   void bury(std::shared_ptr<tcp::connection> c) {
     {
       std::lock_guard guard{graveyard_mutex_};
@@ -144,10 +157,19 @@ class tcp_backend final : public backend {
 
   void reap_loop() {
     std::unique_lock guard{graveyard_mutex_};
+    bool held = false; // some buried connection was still held elsewhere: look again soon
     for (;;) {
-      graveyard_cv_.wait(guard, [&] { return stopping_ || !graveyard_.empty(); });
-      auto dead = std::move(graveyard_);
-      graveyard_.clear();
+      if (held)
+        graveyard_cv_.wait_for(guard, std::chrono::milliseconds(10));
+      else
+        graveyard_cv_.wait(guard, [&] { return stopping_ || !graveyard_.empty(); });
+      // Unreachable from any slot, a connection held only here stays so: it is safe to end.
+      std::vector<std::shared_ptr<tcp::connection>> dead;
+      auto unshared = std::partition(graveyard_.begin(), graveyard_.end(),
+                                     [](const auto& c) { return c.use_count() > 1; });
+      std::move(unshared, graveyard_.end(), std::back_inserter(dead));
+      graveyard_.erase(unshared, graveyard_.end());
+      held = !graveyard_.empty();
       guard.unlock();
       dead.clear(); // joins their threads, outside the lock
       guard.lock();
