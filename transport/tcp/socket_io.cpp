@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -92,7 +93,7 @@ caf::error write_all(int fd, iovec* iov, int count) {
 }
 
 caf::expected<int> connect_to(const std::string& host, uint16_t port,
-                              std::chrono::milliseconds timeout) {
+                              std::chrono::milliseconds timeout, const std::atomic<bool>* abandon) {
   auto addr = resolve(host, port);
   if (!addr)
     return std::move(addr.error());
@@ -107,8 +108,22 @@ caf::expected<int> connect_to(const std::string& host, uint16_t port,
       close(fd);
       return err;
     }
-    pollfd pfd{fd, POLLOUT, 0};
-    int ready = poll(&pfd, 1, static_cast<int>(timeout.count()));
+    // In steps, so that an abandoned attempt ends within one step rather than at the timeout.
+    constexpr auto step = std::chrono::milliseconds(50);
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    int ready = 0;
+    for (auto left = timeout; ready == 0 && left.count() > 0;) {
+      if (abandon != nullptr && abandon->load()) {
+        close(fd);
+        return make_error(errc::unavailable, "connecting to " + where + " was abandoned");
+      }
+      pollfd pfd{fd, POLLOUT, 0};
+      ready = poll(&pfd, 1, static_cast<int>(std::min(left, step).count()));
+      if (ready < 0 && errno == EINTR)
+        ready = 0;
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+    }
     int so_error = 0;
     socklen_t len = sizeof(so_error);
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len);

@@ -5,6 +5,7 @@
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -25,9 +26,11 @@ caf::error receive_failure(ssize_t n, bool idle);
 /// Writes every byte of the iovecs (modified while writing).
 caf::error write_all(int fd, iovec* iov, int count);
 
-/// Connects to host:port within `timeout`; TCP_NODELAY set.
+/// Connects to host:port within `timeout`; TCP_NODELAY set. Gives up (unavailable) within 50 ms
+/// of `abandon` becoming true.
 caf::expected<int> connect_to(const std::string& host, uint16_t port,
-                              std::chrono::milliseconds timeout);
+                              std::chrono::milliseconds timeout,
+                              const std::atomic<bool>* abandon = nullptr);
 
 /// A listening socket on host:port (port 0: any); returns the fd and the port.
 caf::expected<std::pair<int, uint16_t>> listen_on(const std::string& host, uint16_t port);

@@ -29,6 +29,7 @@ void connection::stop() {
     if (stopping_)
       return;
     stopping_ = true;
+    abandon_connect_ = true;
     if (fd_ >= 0)
       shutdown(fd_, SHUT_RDWR);
   }
@@ -112,7 +113,7 @@ void connection::fail_all(const caf::error& reason, slice_record* also) {
 }
 
 void connection::send_loop() {
-  auto fd = connect_to(host_, port_, connect_timeout_);
+  auto fd = connect_to(host_, port_, connect_timeout_, &abandon_connect_);
   {
     std::lock_guard guard{mutex_};
     if (fd) {

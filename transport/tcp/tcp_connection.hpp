@@ -7,6 +7,7 @@
 
 #include "transport/engine_internal.hpp"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -59,6 +60,8 @@ class connection {
   bool connected_ = false;
   bool broken_ = false;
   bool stopping_ = false;
+  std::atomic<bool> abandon_connect_{false}; // stop() does not wait out a connect
+
   std::thread sender_;
   std::thread receiver_;
 };
