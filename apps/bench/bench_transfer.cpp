@@ -3,18 +3,14 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/median.hpp"
 #include "apps/bench/peer_client.hpp"
-#include "apps/bench/transfer_baselines.hpp"
+#include "apps/bench/transfer_rows.hpp"
 #include "messages/errors.hpp"
-#include "transport/device_memory.hpp"
-#include "transport/host_memory.hpp"
-#include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
 #include <atomic>
-#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -27,24 +23,6 @@ using clock = std::chrono::steady_clock;
 double seconds_since(clock::time_point t) {
   return std::chrono::duration<double>(clock::now() - t).count();
 }
-
-struct bench_case {
-  transport::op_kind kind;
-  uint64_t block;
-  uint32_t batch;
-  uint32_t threads;
-};
-
-// One path's rows: the engine and the peer's region they run against, the local buffer, and
-// the baseline each row is scaled by.
-struct path_rows {
-  const char* path;
-  std::shared_ptr<transport::transfer_engine> engine;
-  transport::region_handle region;
-  std::span<std::byte> local;
-  transport::memory_location local_where;
-  std::function<caf::expected<double>(const bench_case&, double seconds)> baseline;
-};
 
 // Each thread submits batches of `batch` operations of `block` bytes and waits for them.
 caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, double seconds) {
@@ -110,33 +88,6 @@ std::vector<bench_case> cases(bool quick) {
   return out;
 }
 
-// An engine of node 2 that reaches the peer by `path` only, in steady state: connections
-// open, the peer's memory mapped or opened, before anything is timed. Writing every page of
-// the region once also takes the write faults of shared mappings out of the timing.
-caf::expected<std::shared_ptr<transport::transfer_engine>>
-initiator(std::string_view path, const remote_peer& peer, const transport::region_handle& region,
-          const bench_transfer_options& opt) {
-  transport::transfer_options o;
-  o.copy_slice_bytes = opt.slice_kib << 10;
-  o.tcp_slice_bytes = opt.tcp_slice_kib << 10;
-  o.tcp_connections_per_peer = opt.tcp_connections;
-  o.local_nodes = {2};
-  o.enable_shm = path != "tcp";
-  o.enable_tcp = path == "tcp";
-  o.enable_cuda = path == "cuda";
-  o.enable_rdma = false;
-  auto e = transport::transfer_engine::create(o);
-  if (!e)
-    return e;
-  if (auto err = (*e)->add_peer(peer.info))
-    return err;
-  std::vector<std::byte> probe(4u << 20);
-  for (uint64_t at = 0; at + probe.size() <= region.length; at += probe.size())
-    if (auto err = (*e)->write(region, at, probe))
-      return err;
-  return e;
-}
-
 struct row {
   double gbps = 0;
   double base_gbps = 0;
@@ -182,107 +133,6 @@ int print_rows(const path_rows& p, const bench_transfer_options& opt) {
     std::fflush(stdout);
   }
   return 0;
-}
-
-// The buffers of the rows, each allocated when a path first needs it (pre-touching 1 GiB takes
-// seconds here): local host memory for every path, the memcpy baseline's other end for shm, and
-// for the cuda rows a local GPU buffer and a GPU target for the cudaMemcpy baseline.
-struct local_buffers {
-  // 1 GiB covers 2 threads x 128 ops x 4 MiB without overlap.
-  static constexpr uint64_t host_bytes = 1ull << 30;
-
-  transport::host_memory host;
-  transport::host_memory scratch;
-  transport::device_memory gpu;
-  transport::device_memory gpu_target;
-
-  caf::error need(transport::host_memory& m) {
-    if (m.data() != nullptr)
-      return caf::none;
-    auto allocated = transport::host_memory::allocate(host_bytes);
-    if (!allocated)
-      return std::move(allocated.error());
-    m = std::move(*allocated);
-    return caf::none;
-  }
-};
-
-// The baseline of a cuda row: cudaMemcpy between the row's local buffer and GPU memory of this
-// process, in the row's direction.
-auto cuda_baseline(std::span<std::byte> local, const transport::device_memory& target) {
-  return [=, &target](const bench_case& c, double seconds) {
-    std::byte* gpu = target.data();
-    const uint64_t gpu_span = target.size_bytes();
-    return c.kind == transport::op_kind::write
-               ? cuda_memcpy_gbps(local.data(), local.size(), gpu, gpu_span, c.block, 0, seconds)
-               : cuda_memcpy_gbps(gpu, gpu_span, local.data(), local.size(), c.block, 0, seconds);
-  };
-}
-
-// Why this process has no cuda path (no CUDA in this binary, no GPU), or none if it has one.
-caf::error why_no_cuda() {
-  transport::transfer_options o;
-  o.local_nodes = {2};
-  o.enable_tcp = false;
-  auto e = transport::transfer_engine::create(o);
-  if (!e)
-    return std::move(e.error());
-  return (*e)->cuda_status();
-}
-
-// The cuda rows: the peer's GPU region, from a local buffer in host memory, then from one on
-// the GPU. Any error is a failure: where there is no GPU the caller skips them before this.
-caf::expected<std::vector<path_rows>> cuda_rows(const remote_peer& peer, local_buffers& buf,
-                                                const bench_transfer_options& opt) {
-  if (!peer.gpu_region)
-    return make_error(errc::unavailable,
-                      "the peer process has no GPU region: " + describe(peer.gpu_region.error()));
-  auto engine = initiator("cuda", peer, *peer.gpu_region, opt);
-  if (!engine)
-    return std::move(engine.error());
-  if (auto err = buf.need(buf.host))
-    return err;
-  auto gpu = transport::device_memory::allocate(local_buffers::host_bytes, 0);
-  if (!gpu)
-    return std::move(gpu.error());
-  auto target = transport::device_memory::allocate(peer.gpu_region->length, 0);
-  if (!target)
-    return std::move(target.error());
-  buf.gpu = std::move(*gpu);
-  buf.gpu_target = std::move(*target);
-  std::span<std::byte> gpu_local{buf.gpu.data(), buf.gpu.size_bytes()};
-  return std::vector<path_rows>{
-      {"cuda", *engine, *peer.gpu_region, buf.host.bytes(), transport::memory_location::cpu(),
-       cuda_baseline(buf.host.bytes(), buf.gpu_target)},
-      {"cuda", *engine, *peer.gpu_region, gpu_local, transport::memory_location::cuda(0),
-       cuda_baseline(gpu_local, buf.gpu_target)}};
-}
-
-// The rows of `path` ("shm", "tcp" or "cuda"); an error says why there are none.
-caf::expected<std::vector<path_rows>> rows_of(std::string_view path, const remote_peer& peer,
-                                              local_buffers& buf,
-                                              const bench_transfer_options& opt) {
-  if (path == "cuda")
-    return cuda_rows(peer, buf, opt);
-  auto engine = initiator(path, peer, peer.region, opt);
-  if (!engine)
-    return std::move(engine.error());
-  if (auto err = buf.need(buf.host))
-    return err;
-  if (auto err = path == "shm" ? buf.need(buf.scratch) : caf::error{})
-    return err;
-  path_rows p{path == "shm" ? "shm" : "tcp",     *engine, peer.region, buf.host.bytes(),
-              transport::memory_location::cpu(), {}};
-  if (path == "shm")
-    p.baseline = [&buf](const bench_case& c, double seconds) -> caf::expected<double> {
-      return memcpy_gbps(buf.scratch.data(), buf.host.data(), buf.host.size_bytes(), c.block,
-                         seconds);
-    };
-  else
-    p.baseline = [&buf, port = peer.sink_port](const bench_case&, double seconds) {
-      return tcp_stream_gbps(port, buf.host.data(), buf.host.size_bytes(), seconds);
-    };
-  return std::vector<path_rows>{std::move(p)};
 }
 
 void print_header(const bench_transfer_options& opt) {
