@@ -110,7 +110,7 @@ TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
     EXPECT_NE(r.output.find("CUDA"), std::string::npos) << "the reason names CUDA\n" << r.output;
     return;
   }
-  for (const char* local : {"cuda  cpu:0  write", "cuda  cpu:0  read", "cuda  cuda:0 write",
-                            "cuda  cuda:0 read"})
+  for (const char* local :
+       {"cuda  cpu:0  write", "cuda  cpu:0  read", "cuda  cuda:0 write", "cuda  cuda:0 read"})
     EXPECT_NE(r.output.find(local), std::string::npos) << local << "\n" << r.output;
 }
