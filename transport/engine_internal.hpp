@@ -1,6 +1,7 @@
 // Internals of the transfer engine shared by its files and backends (not a public header).
 #pragma once
 
+#include "messages/errors.hpp"
 #include "transport/region_table.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -164,6 +165,11 @@ void complete_slice(slice_record& s, caf::error err);
 
 /// True for failures worth another attempt: a connection or device that went away.
 bool retryable(const caf::error& err);
+
+/// How a slice or operation ends when its batch's deadline has passed.
+inline caf::error deadline_passed() {
+  return make_error(errc::timeout, "the batch's deadline passed");
+}
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine);
 std::unique_ptr<backend> make_shm_backend(transfer_engine::impl& engine);

@@ -60,7 +60,7 @@ void finish_op(batch_state& b, op_record& op) {
     if (op.failure) {
       op.result = {op_state::failed, op.failure};
     } else if (op.timed_out) {
-      op.result = {op_state::timed_out, make_error(errc::timeout, "the batch's deadline passed")};
+      op.result = {op_state::timed_out, deadline_passed()};
     } else if (op.cancelled) {
       op.result = {op_state::cancelled, make_error(errc::cancelled, "cancelled")};
     } else {

@@ -138,7 +138,7 @@ void peer::submit(work w) {
   if (closing || late) {
     endings out;
     out.emplace_back(std::move(w), late
-                                       ? make_error(errc::timeout, "the batch's deadline passed")
+                                       ? deadline_passed()
                                        : error_here(errc::unavailable, "the RDMA path is closing"));
     end_all(*ctx_.engine.table, out);
   } else if (d) {
@@ -243,7 +243,7 @@ void peer::expire(const batch_state& b) {
       auto ours = std::stable_partition(list.begin(), list.end(),
                                         [&](const work& w) { return w.slice->batch != &b; });
       for (auto j = ours; j != list.end(); ++j)
-        out.emplace_back(std::move(*j), make_error(errc::timeout, "the batch's deadline passed"));
+        out.emplace_back(std::move(*j), deadline_passed());
       list.erase(ours, list.end());
       i = list.empty() ? waiting_.erase(i) : std::next(i);
     }

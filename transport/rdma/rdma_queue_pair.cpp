@@ -141,7 +141,7 @@ size_t queue_pair::post_burst_locked(endings& out) {
     waiting_.pop_front();
     auto& b = *w.slice->batch;
     if (b.expired.load()) {
-      out.emplace_back(std::move(w), make_error(errc::timeout, "the batch's deadline passed"));
+      out.emplace_back(std::move(w), deadline_passed());
       continue;
     }
     if (b.cancelled.load()) {
@@ -280,7 +280,7 @@ void queue_pair::expire(const batch_state& b, endings& out) {
       ++i;
       continue;
     }
-    out.emplace_back(std::move(*i), make_error(errc::timeout, "the batch's deadline passed"));
+    out.emplace_back(std::move(*i), deadline_passed());
     i = waiting_.erase(i);
   }
 }

@@ -188,31 +188,28 @@ class tcp_backend final : public backend {
     });
   }
 
+  // Retires the peer (it opens no more connections) and takes its connections out.
+  std::vector<std::shared_ptr<tcp::connection>> take_all(tcp_peer& p) {
+    std::vector<std::shared_ptr<tcp::connection>> conns;
+    std::lock_guard guard{p.mutex};
+    p.retired = true;
+    conns.swap(p.connections);
+    p.connections.resize(conns.size());
+    std::erase(conns, nullptr);
+    return conns;
+  }
+
   // Hands the peer's connections to the reaper: their slices fail over to new connections
   // (to wherever the peer's nodes are reached now).
   void retire_all(tcp_peer& p) {
-    std::vector<std::shared_ptr<tcp::connection>> conns;
-    {
-      std::lock_guard guard{p.mutex};
-      p.retired = true;
-      conns.swap(p.connections);
-      p.connections.resize(conns.size());
-    }
-    for (auto& c : conns)
-      if (c)
-        bury(std::move(c));
+    for (auto& c : take_all(p))
+      bury(std::move(c));
   }
 
+  // Stops the peer's connections on this thread (the engine is stopping).
   void close_all(tcp_peer& p) {
-    std::vector<std::shared_ptr<tcp::connection>> conns;
-    {
-      std::lock_guard guard{p.mutex};
-      conns.swap(p.connections);
-      p.connections.resize(conns.size());
-    }
-    for (auto& c : conns)
-      if (c)
-        c->stop();
+    for (auto& c : take_all(p))
+      c->stop();
   }
 
   std::shared_ptr<tcp_peer> find(uint32_t node) {

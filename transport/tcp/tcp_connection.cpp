@@ -62,7 +62,7 @@ bool connection::enqueue(slice_record& s) {
       queue_.push_back(&s);
   }
   if (late) {
-    complete_slice(s, make_error(errc::timeout, "the batch's deadline passed"));
+    complete_slice(s, deadline_passed());
     return true;
   }
   changed_.notify_all();
@@ -91,7 +91,7 @@ void connection::expire(const batch_state& b) {
       shutdown(fd_, SHUT_RDWR);
   }
   for (auto* s : late)
-    complete_slice(*s, make_error(errc::timeout, "the batch's deadline passed"));
+    complete_slice(*s, deadline_passed());
 }
 
 void connection::fail_all(const caf::error& reason, slice_record* also) {
@@ -185,7 +185,7 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
         late.emplace_back(
             s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
       else if (s->batch->expired.load())
-        late.emplace_back(s, make_error(errc::timeout, "the batch's deadline passed"));
+        late.emplace_back(s, deadline_passed());
       else if (s->batch->cancelled.load())
         late.emplace_back(s, make_error(errc::cancelled, "cancelled before it was sent"));
       else {
