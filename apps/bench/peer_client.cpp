@@ -25,6 +25,17 @@ caf::expected<envelope> ask(caf::actor_system& sys, const transfer_peer_actor& p
   return result;
 }
 
+// A region handle the peer answers `atom` with.
+template <class Atom>
+caf::expected<transport::region_handle> ask_region(caf::actor_system& sys,
+                                                   const transfer_peer_actor& peer, Atom atom) {
+  auto handle = ask(sys, peer, atom);
+  if (!handle)
+    return std::move(handle.error());
+  return read_as<wire::RegionHandle>(
+      *handle, [](wire::RegionHandle::Reader in) { return transport::from_wire(in); });
+}
+
 } // namespace
 
 caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
@@ -65,19 +76,11 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
   if (!decoded)
     return std::move(decoded.error());
   peer.info = *decoded;
-  auto handle = ask(sys, peer.actor, region_atom::value);
-  if (!handle)
-    return std::move(handle.error());
-  auto region = read_as<wire::RegionHandle>(
-      *handle, [](wire::RegionHandle::Reader in) { return transport::from_wire(in); });
+  auto region = ask_region(sys, peer.actor, region_atom::value);
   if (!region)
     return std::move(region.error());
   peer.region = *region;
-  if (auto gpu = ask(sys, peer.actor, gpu_region_atom::value); !gpu)
-    peer.gpu_region = std::move(gpu.error());
-  else
-    peer.gpu_region = read_as<wire::RegionHandle>(
-        *gpu, [](wire::RegionHandle::Reader in) { return transport::from_wire(in); });
+  peer.gpu_region = ask_region(sys, peer.actor, gpu_region_atom::value);
   return peer;
 }
 

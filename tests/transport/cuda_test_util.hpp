@@ -1,9 +1,10 @@
-// Helpers of the GPU tests: a device allocation that frees itself, random bytes, and the skip
-// reason of machines without a GPU.
+// Helpers of the GPU tests: a device allocation that frees itself (the engine's own), random bytes,
+// and the skip reason of machines without a GPU.
 #pragma once
 
 #include "messages/errors.hpp"
 #include "support/random_bytes.hpp"
+#include "transport/device_memory.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <cuda_runtime_api.h>
@@ -18,19 +19,17 @@ namespace crescent::transport::test {
   if (auto why = (engine).cuda_status())                                                           \
   GTEST_SKIP() << describe(why)
 
+/// Memory of cuda:0 (transport::device_memory); p is null where it could not be allocated.
 struct device_buffer {
+  transport::device_memory memory;
   std::byte* p = nullptr;
   size_t bytes = 0;
   explicit device_buffer(size_t n) : bytes(n) {
-    if (cudaMalloc(reinterpret_cast<void**>(&p), n) != cudaSuccess)
-      p = nullptr;
+    if (auto m = transport::device_memory::allocate(n, 0)) {
+      memory = std::move(*m);
+      p = memory.data();
+    }
   }
-  ~device_buffer() {
-    if (p != nullptr)
-      cudaFree(p);
-  }
-  device_buffer(const device_buffer&) = delete;
-  device_buffer& operator=(const device_buffer&) = delete;
 
   void upload(size_t at, const std::vector<std::byte>& bytes_in) {
     ASSERT_EQ(cudaMemcpy(p + at, bytes_in.data(), bytes_in.size(), cudaMemcpyHostToDevice),
