@@ -3,6 +3,7 @@
 // stream was doing when the peer stalled.
 #include "messages/errors.hpp"
 #include "transport/tcp/socket_io.hpp"
+#include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -26,6 +28,7 @@ using namespace std::chrono_literals;
 enum class stall {
   mid_read_payload, // answers a read with its response header and part of the payload
   before_ack,       // takes a write's payload and never acknowledges it
+  silent,           // reads every request and answers none
 };
 
 // A data-plane server that answers one request as `how` says and then holds the connection
@@ -65,6 +68,8 @@ class stalling_peer {
     if (fd < 0)
       return;
     fd_ = fd;
+    if (how == stall::silent)
+      return drain(fd);
     tcp::request_header req;
     if (tcp::read_full(fd, &req, sizeof(req)))
       return;
@@ -81,8 +86,13 @@ class stalling_peer {
       if (tcp::write_all(fd, iov, 2))
         return;
     }
-    char c;
-    while (recv(fd, &c, 1, 0) > 0) { // silent until the initiator or the test ends it
+    drain(fd);
+  }
+
+  // Silent until the initiator or the test ends the connection.
+  static void drain(int fd) {
+    char bytes[4096];
+    while (recv(fd, bytes, sizeof(bytes), 0) > 0) {
     }
   }
 
@@ -129,6 +139,40 @@ TEST(stalled_peer, a_write_never_acknowledged_times_out_at_its_deadline) {
   std::vector<std::byte> buffer(64u << 10, std::byte{1});
   auto r = run_against(peer, {op_kind::write, buffer, remote, 0});
   EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
+}
+
+// A batch's callback may run on the watchdog's thread, from inside the TCP path's expire (its
+// slices were still queued on a connection at the deadline), and may submit to the same peer
+// from there. The path once held the peer's lock across that call: the submit deadlocked.
+TEST(stalled_peer, a_callback_run_at_the_deadline_may_submit_to_the_same_peer) {
+  stalling_peer peer{stall::silent};
+  auto engine = tcp_initiator();
+  ASSERT_FALSE(engine->add_peer(peer.info()));
+  // Batch `blocker` fills the connection's window with reads the peer never answers...
+  std::vector<std::byte> small(4096);
+  std::vector<transfer_op> blocker(tcp::connection::window_slices,
+                                   transfer_op{op_kind::read, small, remote, 0});
+  auto blocker_id = engine->submit(blocker, clock_type::now() + 1s);
+  ASSERT_TRUE(blocker_id) << describe(blocker_id.error());
+  // ...so that `first` waits on the connection's queue until its deadline, ends on the
+  // watchdog's thread, and its callback submits `second` to the same peer.
+  std::promise<op_state> second_done;
+  const transfer_op op{op_kind::write, small, remote, 0};
+  auto err = engine->submit({&op, 1}, clock_type::now() + 200ms, [&](std::vector<op_result> r) {
+    EXPECT_EQ(r.at(0).state, op_state::timed_out) << describe(r.at(0).reason);
+    auto again =
+        engine->submit({&op, 1}, clock_type::now() + 200ms,
+                       [&](std::vector<op_result> r2) { second_done.set_value(r2.at(0).state); });
+    EXPECT_FALSE(again) << describe(again);
+  });
+  ASSERT_FALSE(err) << describe(err);
+  auto second = second_done.get_future();
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready) << "the watchdog is stuck";
+  EXPECT_EQ(second.get(), op_state::timed_out);
+  auto results = engine->wait(*blocker_id);
+  ASSERT_TRUE(results) << describe(results.error());
+  for (auto& r : *results)
+    EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
 }
 
 // The other side: an initiator that asks for a read and then takes none of the response. The
