@@ -84,6 +84,10 @@ caf::error check_options(const transfer_options& options) {
       options.tcp_peer_silence_max > std::chrono::minutes(10))
     return make_error(errc::invalid_argument,
                       "the TCP peer silence limit must be in [10 ms, 10 min]");
+  // A connect that never ends would hold its slices until their deadline on every batch.
+  if (options.connect_timeout < std::chrono::milliseconds(10) ||
+      options.connect_timeout > std::chrono::minutes(10))
+    return make_error(errc::invalid_argument, "the TCP connect timeout must be in [10 ms, 10 min]");
   if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
     return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
   return check_rdma_options(options);

@@ -1,6 +1,6 @@
 // Peers that stop in the middle of a message, played by a raw socket speaking the TCP data
-// plane's protocol: the batch ends at its deadline with timed_out, never later, whatever the
-// stream was doing when the peer stalled.
+// plane's protocol, or that never accept a connection: the batch ends at its deadline with
+// timed_out, never later, whatever the stream was doing when the peer stalled.
 #include "messages/errors.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_connection.hpp"
@@ -173,6 +173,67 @@ TEST(stalled_peer, a_callback_run_at_the_deadline_may_submit_to_the_same_peer) {
   ASSERT_TRUE(results) << describe(results.error());
   for (auto& r : *results)
     EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
+}
+
+// A server whose accept queue is full (it listens with a backlog of 0 and one connection
+// already waits in it): the kernel drops further handshakes, so connects to it hang.
+class unaccepting_server {
+ public:
+  unaccepting_server() {
+    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
+    EXPECT_EQ(listen(listen_fd_, 0), 0);
+    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port_ = ntohs(addr.sin_port);
+    filler_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(connect(filler_fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  }
+  ~unaccepting_server() {
+    close(filler_fd_);
+    close(listen_fd_);
+  }
+  uint16_t port() const { return port_; }
+
+ private:
+  int listen_fd_ = -1;
+  int filler_fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+// A connect that hangs holds its connection's queued slices: they end at their batch's
+// deadline, and the engine's end does not wait out the connect timeout.
+TEST(stalled_peer, a_connect_that_hangs_ends_at_the_deadline_and_is_abandoned_at_the_end) {
+  unaccepting_server server;
+  transfer_options o;
+  o.local_nodes = {2};
+  o.enable_shm = false;
+  o.enable_rdma = false;
+  o.tcp_connections_per_peer = 1;
+  o.connect_timeout = 60s;
+  auto engine = *transfer_engine::create(o);
+  peer_info p;
+  p.nodes = {1};
+  p.host_id = "another host";
+  p.tcp_host = "127.0.0.1";
+  p.tcp_port = server.port();
+  ASSERT_FALSE(engine->add_peer(p));
+  std::vector<std::byte> buffer(4096);
+  const transfer_op op{op_kind::write, buffer, remote, 0};
+  const auto deadline = clock_type::now() + 300ms;
+  auto id = engine->submit({&op, 1}, deadline);
+  ASSERT_TRUE(id) << describe(id.error());
+  auto results = engine->wait(*id);
+  ASSERT_TRUE(results) << describe(results.error());
+  EXPECT_EQ(results->at(0).state, op_state::timed_out) << describe(results->at(0).reason);
+  EXPECT_LT(clock_type::now(), deadline + 5s);
+  // The connection is still connecting: stopping it gives the connect up within a step.
+  const auto start = clock_type::now();
+  engine.reset();
+  EXPECT_LT(clock_type::now() - start, 5s);
 }
 
 // The other side: an initiator that asks for a read and then takes none of the response. The

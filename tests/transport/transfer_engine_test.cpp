@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <limits>
 #include <vector>
@@ -203,6 +204,31 @@ TEST(transfer_options, tcp_connections_are_chosen_by_default_and_bounded) {
   auto refused = transfer_engine::create(o);
   ASSERT_FALSE(refused);
   EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+}
+
+// Every bounded option refuses a value just outside its bounds, and names the option.
+TEST(transfer_options, values_outside_their_bounds_are_refused) {
+  using namespace std::chrono_literals;
+  const std::vector<std::pair<std::string, std::function<void(transfer_options&)>>> bad = {
+      {"slice sizes", [](auto& o) { o.slice_bytes = 0; }},
+      {"slice sizes", [](auto& o) { o.tcp_slice_bytes = slice_bytes_max + 1; }},
+      {"slice sizes", [](auto& o) { o.copy_slice_bytes = 0; }},
+      {"silence limit", [](auto& o) { o.tcp_peer_silence_max = 9ms; }},
+      {"silence limit", [](auto& o) { o.tcp_peer_silence_max = 11min; }},
+      {"connect timeout", [](auto& o) { o.connect_timeout = 0ms; }},
+      {"connect timeout", [](auto& o) { o.connect_timeout = 11min; }},
+      {"slice attempts", [](auto& o) { o.slice_attempts_max = 0; }},
+      {"slice attempts", [](auto& o) { o.slice_attempts_max = 17; }},
+  };
+  for (const auto& [name, spoil] : bad) {
+    transfer_options o;
+    o.local_nodes = {1};
+    spoil(o);
+    auto refused = transfer_engine::create(o);
+    ASSERT_FALSE(refused) << name;
+    EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+    EXPECT_NE(describe(refused.error()).find(name), std::string::npos) << describe(refused.error());
+  }
 }
 
 // A region outside shared memory (a plain vector) cannot go over the shm path, which gives the
