@@ -9,6 +9,7 @@
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_engine.hpp"
+#include "unaccepting_server.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <thread>
 
 namespace crescent::transport {
@@ -527,6 +529,32 @@ TEST(rdma_options, named_devices_must_exist_where_rdma_does) {
     EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
   else
     EXPECT_FALSE(err) << "without RDMA devices the names cannot be checked: " << describe(err);
+}
+
+// The peer's stop interrupts its control channel: a connect to a dark host ends within a step
+// of its poll, not at its timeout, and the channel takes no request after that.
+TEST(control_channel, an_interrupt_ends_a_hung_connect_and_every_later_request) {
+  unaccepting_server server;
+  rdma::control_channel channel{"127.0.0.1", server.port(), 1, 60s};
+  const region_handle h{1, 1, 0, 4096, 7};
+  std::promise<caf::error> described;
+  std::thread asker([&] {
+    auto r = channel.describe(h);
+    described.set_value(r ? caf::error{} : r.error());
+  });
+  auto answer = described.get_future();
+  // The connect hangs (the server takes no handshake) until interrupted.
+  EXPECT_EQ(answer.wait_for(200ms), std::future_status::timeout);
+  channel.interrupt();
+  ASSERT_EQ(answer.wait_for(5s), std::future_status::ready) << "the connect was not abandoned";
+  asker.join();
+  auto err = answer.get();
+  EXPECT_TRUE(is(err, errc::unavailable)) << describe(err);
+  auto later = channel.describe(h);
+  ASSERT_FALSE(later);
+  EXPECT_TRUE(is(later.error(), errc::unavailable)) << describe(later.error());
+  EXPECT_NE(describe(later.error()).find("interrupted"), std::string::npos)
+      << describe(later.error());
 }
 
 } // namespace

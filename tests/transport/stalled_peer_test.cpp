@@ -6,6 +6,7 @@
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/transfer_engine.hpp"
+#include "unaccepting_server.hpp"
 
 #include <gtest/gtest.h>
 
@@ -174,35 +175,6 @@ TEST(stalled_peer, a_callback_run_at_the_deadline_may_submit_to_the_same_peer) {
   for (auto& r : *results)
     EXPECT_EQ(r.state, op_state::timed_out) << describe(r.reason);
 }
-
-// A server whose accept queue is full (it listens with a backlog of 0 and one connection
-// already waits in it): the kernel drops further handshakes, so connects to it hang.
-class unaccepting_server {
- public:
-  unaccepting_server() {
-    listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    EXPECT_EQ(bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
-    EXPECT_EQ(listen(listen_fd_, 0), 0);
-    EXPECT_EQ(getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-    port_ = ntohs(addr.sin_port);
-    filler_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    EXPECT_EQ(connect(filler_fd_, reinterpret_cast<sockaddr*>(&addr), len), 0);
-  }
-  ~unaccepting_server() {
-    close(filler_fd_);
-    close(listen_fd_);
-  }
-  uint16_t port() const { return port_; }
-
- private:
-  int listen_fd_ = -1;
-  int filler_fd_ = -1;
-  uint16_t port_ = 0;
-};
 
 // A connect that hangs holds its connection's queued slices: they end at their batch's
 // deadline, and the engine's end does not wait out the connect timeout.

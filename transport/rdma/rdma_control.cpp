@@ -53,8 +53,14 @@ void control_channel::close() {
 
 void control_channel::interrupt() {
   std::lock_guard guard{mutex_};
+  abandoned_ = true;
   if (fd_ >= 0)
     shutdown(fd_, SHUT_RDWR);
+}
+
+caf::error control_channel::interrupted() const {
+  return make_error(errc::unavailable, "the RDMA control connection to node " +
+                                           std::to_string(node_) + " was interrupted");
 }
 
 caf::error control_channel::lost(const std::string& why) {
@@ -79,9 +85,11 @@ void enable_keepalive(int fd) {
 caf::expected<std::vector<std::byte>>
 control_channel::exchange(uint8_t kind, const region_handle* h, uint64_t length,
                           const void* payload, uint64_t payload_bytes, uint64_t reply_max) {
+  if (abandoned_.load())
+    return interrupted();
   int fd = this->fd();
   if (fd < 0) {
-    auto opened = tcp::connect_to(host_, port_, timeout_);
+    auto opened = tcp::connect_to(host_, port_, timeout_, &abandoned_);
     if (!opened)
       return make_error(errc::unavailable, "node " + std::to_string(node_) + ": " +
                                                crescent::describe(opened.error()));
@@ -90,6 +98,10 @@ control_channel::exchange(uint8_t kind, const region_handle* h, uint64_t length,
     // Between requests nothing is read: keepalive notices a peer whose host went away.
     enable_keepalive(*opened);
     std::lock_guard guard{mutex_};
+    if (abandoned_.load()) { // interrupted between the connect and here
+      ::close(*opened);
+      return interrupted();
+    }
     fd = fd_ = *opened;
   }
   tcp::request_header req;

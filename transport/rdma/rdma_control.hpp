@@ -12,6 +12,7 @@
 
 #include <caf/expected.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -49,7 +50,8 @@ class control_channel {
   /// Closes the connection (a lost one, or on the owner's hang-up).
   void close();
 
-  /// Unblocks a request in progress from another thread; the connection is lost after it.
+  /// Unblocks a request in progress from another thread, its connect included (within 50 ms),
+  /// for good: the connection is lost, and later requests fail with unavailable.
   void interrupt();
 
   uint64_t generation() const;
@@ -59,6 +61,7 @@ class control_channel {
                                                  uint64_t length, const void* payload,
                                                  uint64_t payload_bytes, uint64_t reply_max);
   caf::error lost(const std::string& why);
+  caf::error interrupted() const;
 
   const std::string host_;
   const uint16_t port_;
@@ -66,6 +69,7 @@ class control_channel {
   const std::chrono::milliseconds timeout_;
   mutable std::mutex mutex_; // guards fd_ and generation_ against interrupt()
   int fd_ = -1;
+  std::atomic<bool> abandoned_{false}; // interrupt() ran: no more connects or requests
   uint64_t generation_ = 0;
   uint64_t next_request_ = 1;
 };
