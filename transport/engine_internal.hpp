@@ -50,7 +50,7 @@ struct slice_record {
   bool ended = false; // asserts that a slice ends exactly once
   // Why the first path that could not carry it gave it to the next: should the next fail too,
   // the operation's reason names both (the first is usually the one that explains it).
-  std::string given_way; // "cuda: unavailable: ..."
+  std::string given_way{}; // "cuda: unavailable: ..."
 };
 
 struct op_record {

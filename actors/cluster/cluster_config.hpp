@@ -25,7 +25,7 @@ struct node_config {
   // Where the `crescent node` process that hosts this node listens (host:port); empty: the node
   // runs in the cluster's main process. A hosted node runs its block owner, its prefill and
   // decode instances and its node agent; the conductor and store master stay in the main one.
-  std::string address;
+  std::string address{};
 
   bool hosted_elsewhere() const { return !address.empty(); }
 };

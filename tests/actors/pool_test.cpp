@@ -85,9 +85,10 @@ class pool : public cluster_harness {
       }
       return 0;
     });
-    if (commit && !stored.empty())
+    if (commit && !stored.empty()) {
       EXPECT_FALSE(
           ask_void(cl->dir().store_master, put_commit_atom::value, commit_message(stored, sums)));
+    }
     return stored;
   }
 
