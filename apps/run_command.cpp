@@ -4,6 +4,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/replay/replay_driver.hpp"
 #include "apps/replay/trace.hpp"
+#include "apps/replay/transfer_report.hpp"
 #include "apps/replay/workload.hpp"
 #include "messages/errors.hpp"
 
@@ -89,6 +90,7 @@ int run_command(const run_options& opt) {
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const auto moved = (*cl)->transfer().metrics();
   (*cl)->stop();
   sys.await_all_actors_done();
   cl->reset();
@@ -96,6 +98,7 @@ int run_command(const run_options& opt) {
     fmt::print(stderr, "\n");
   auto summary = replay::summarize(*results);
   fmt::print("{}", replay::format_summary(summary));
+  fmt::print("{}", replay::format_transfer_metrics(moved));
   fmt::print("wall time     {:.2f} s\n", wall_s);
   for (const auto& r : *results)
     if (r.status == replay::outcome_status::failed)

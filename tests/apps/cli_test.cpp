@@ -97,6 +97,8 @@ TEST(cli, a_small_run_completes_and_reports) {
   EXPECT_NE(r.output.find("TTFT ms"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("prefix hits"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("x0.03125"), std::string::npos) << "the scale is shown";
+  // The one-process cluster hands KV from prefill to decode over the engine's in-process path.
+  EXPECT_NE(r.output.find("KV moved      local to node "), std::string::npos) << r.output;
 }
 
 } // namespace

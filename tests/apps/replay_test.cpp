@@ -1,5 +1,6 @@
 #include "apps/replay/report.hpp"
 #include "apps/replay/trace.hpp"
+#include "apps/replay/transfer_report.hpp"
 #include "apps/replay/workload.hpp"
 #include "messages/errors.hpp"
 
@@ -119,6 +120,20 @@ TEST(report, summary_counts_and_hit_rate) {
   EXPECT_DOUBLE_EQ(s.hit_rate(), 0.4);
   EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 2.0);
   EXPECT_NE(format_summary(s).find("40.0%"), std::string::npos);
+}
+
+TEST(report, transfer_paths_busiest_first_and_idle_ones_left_out) {
+  std::vector<transport::path_metrics> paths(3);
+  paths[0] = {"shm", 2, 0, 3u << 20, 3, 3, 0, 0};
+  paths[1] = {"tcp", 3, 1u << 10, 5u << 20, 7, 9, 2, 1};
+  paths[2] = {"rdma", 3, 0, 0, 0, 0, 0, 0}; // carried nothing
+  const auto text = format_transfer_metrics(paths);
+  EXPECT_EQ(text, "KV moved      tcp to node 3: 5.0 MiB written, 1.0 KiB read; 7 operations, "
+                  "9 slices, 2 retries, 1 failures\n"
+                  "              shm to node 2: 3.0 MiB written, 0 B read; 3 operations, "
+                  "3 slices, 0 retries, 0 failures\n");
+  EXPECT_EQ(format_transfer_metrics({paths[2]}),
+            "KV moved      nothing through the transfer engine\n");
 }
 
 } // namespace
