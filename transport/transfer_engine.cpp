@@ -72,7 +72,9 @@ caf::error check_rdma_options(const transfer_options& o) {
   return caf::none;
 }
 
-caf::error check_options(const transfer_options& options) {
+} // namespace
+
+caf::error check_transfer_options(const transfer_options& options) {
   auto bad_slice = [](uint64_t n) { return n == 0 || n > slice_bytes_max; };
   if (bad_slice(options.slice_bytes) || bad_slice(options.tcp_slice_bytes) ||
       bad_slice(options.copy_slice_bytes))
@@ -92,6 +94,8 @@ caf::error check_options(const transfer_options& options) {
     return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
   return check_rdma_options(options);
 }
+
+namespace {
 
 // The RDMA path needs the TCP server (its control channel); without a device it is off, and
 // the reason is kept for rdma_status().
@@ -117,7 +121,7 @@ caf::error open_rdma(transfer_engine::impl& p) {
 }
 
 caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options options) {
-  if (auto err = check_options(options))
+  if (auto err = check_transfer_options(options))
     return err;
   auto p = std::make_unique<transfer_engine::impl>();
   auto table = region_table::create(options.region_capacity);

@@ -100,6 +100,11 @@
 namespace crescent::transport {
 
 using batch_id = uint64_t;
+
+/// Checks options as transfer_engine::create does (every limit), without starting anything:
+/// invalid_argument naming the option, or none.
+caf::error check_transfer_options(const transfer_options& options);
+
 using batch_callback = std::function<void(std::vector<op_result>)>;
 
 class transfer_engine {

@@ -90,14 +90,12 @@ caf::error cluster::create_transfer() {
     transfer_ = std::move(*transfer);
     return caf::none;
   }
-  transport::transfer_options topt;
+  std::vector<uint32_t> local;
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
     if (!cfg_.nodes[n].hosted_elsewhere())
-      topt.local_nodes.push_back(n);
-  topt.key_seed = cfg_.access_key_seed;
-  topt.enable_shm = cfg_.transfer.shm;
-  topt.tcp_bind_host = cfg_.transfer.bind_host;
-  auto transfer = transport::transfer_engine::create(topt);
+      local.push_back(n);
+  auto transfer = transport::transfer_engine::create(
+      transfer_options_for(cfg_, std::move(local), cfg_.transfer.bind_host));
   if (!transfer)
     return std::move(transfer.error());
   transfer_ = std::move(*transfer);

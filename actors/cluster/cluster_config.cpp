@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster_config.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/transfer_engine.hpp"
 
 #include <set>
 
@@ -131,7 +132,23 @@ caf::error validate(const cluster_config& cfg) {
     return err;
   if (cfg.engine.modeled_flops_per_s < 1e6 || cfg.engine.modeled_flops_per_s > 1e18)
     return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
+  // Checked for one-process clusters too, which use none of it: a file fails the same way
+  // whatever it describes.
+  if (auto err = transport::check_transfer_options(cfg.transfer.engine))
+    return field_error("transfer", describe(err));
   return caf::none;
+}
+
+transport::transfer_options transfer_options_for(const cluster_config& cfg,
+                                                 std::vector<uint32_t> local_nodes,
+                                                 const std::string& host) {
+  auto o = cfg.transfer.engine;
+  o.local_nodes = std::move(local_nodes);
+  o.key_seed = cfg.access_key_seed;
+  o.enable_shm = cfg.transfer.shm;
+  o.tcp_bind_host = host;
+  o.tcp_port = 0; // any free port: peers learn it through actor messages (TransportPeer)
+  return o;
 }
 
 } // namespace crescent

@@ -8,6 +8,7 @@
 #include "gpu/engine.hpp"
 #include "gpu/model_config.hpp"
 #include "storage/eviction.hpp"
+#include "transport/transfer_types.hpp"
 
 #include <caf/expected.hpp>
 
@@ -71,6 +72,10 @@ struct transfer_config {
   // to: an address they can reach (not 0.0.0.0). Node processes listen on their address's host.
   std::string bind_host = "127.0.0.1";
   bool shm = true; // processes on one host map each other's memory; false: TCP between them too
+  // The engine's other options: paths (RDMA, cuda), RDMA devices and fabric settings, TCP
+  // connections, slice sizes, attempts and timeouts. The cluster sets the rest itself (the local
+  // nodes, access keys, the address, shm above).
+  transport::transfer_options engine;
 };
 
 struct cluster_config {
@@ -109,6 +114,12 @@ bool spans_processes(const cluster_config& cfg);
 /// Index of node `node`'s first decode (prefill) instance: instances are numbered node by node.
 uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node);
 uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
+
+/// The options of a transfer engine of this cluster, for a process serving `local_nodes` whose
+/// data-plane server listens on `host`.
+transport::transfer_options transfer_options_for(const cluster_config& cfg,
+                                                 std::vector<uint32_t> local_nodes,
+                                                 const std::string& host);
 
 /// Checks every field; the error names the field ("nodes[2].pool_bytes: ...").
 caf::error validate(const cluster_config& cfg);

@@ -1,102 +1,15 @@
 // The YAML form of cluster_config. Every key is checked: unknown keys, wrong types and values
 // out of range are errors that name the file, the line and the field.
 #include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/yaml_reader.hpp"
 #include "messages/errors.hpp"
 
-#include <yaml-cpp/yaml.h>
-
 #include <fstream>
-#include <functional>
-#include <limits>
-#include <map>
 #include <sstream>
 
 namespace crescent {
 
 namespace {
-
-class yaml_reader {
- public:
-  explicit yaml_reader(std::string source) : source_(std::move(source)) {}
-
-  caf::error error_at(const YAML::Node& node, const std::string& field, const std::string& what) {
-    std::string where = source_;
-    if (node.IsDefined() && node.Mark().line >= 0)
-      where += ":" + std::to_string(node.Mark().line + 1);
-    return make_error(errc::bad_config, where + ": " + field + ": " + what);
-  }
-
-  template <class T>
-  caf::error read_uint(const YAML::Node& node, const std::string& field, T& out, uint64_t min,
-                       uint64_t max) {
-    uint64_t value = 0;
-    try {
-      if (!node.IsScalar())
-        return error_at(node, field, "expected a number");
-      auto text = node.Scalar();
-      if (text.empty() || text[0] == '-')
-        return error_at(node, field, "expected a non-negative integer, got '" + text + "'");
-      value = node.as<uint64_t>();
-    } catch (const YAML::Exception&) {
-      return error_at(node, field, "expected an integer, got '" + node.Scalar() + "'");
-    }
-    if (value < min || value > max)
-      return error_at(node, field,
-                      std::to_string(value) + " is not in [" + std::to_string(min) + ", " +
-                          std::to_string(max) + "]");
-    out = static_cast<T>(value);
-    return caf::none;
-  }
-
-  caf::error read_double(const YAML::Node& node, const std::string& field, double& out) {
-    try {
-      out = node.as<double>();
-      return caf::none;
-    } catch (const YAML::Exception&) {
-      return error_at(node, field, "expected a number");
-    }
-  }
-
-  caf::error read_bool(const YAML::Node& node, const std::string& field, bool& out) {
-    try {
-      out = node.as<bool>();
-      return caf::none;
-    } catch (const YAML::Exception&) {
-      return error_at(node, field, "expected true or false");
-    }
-  }
-
-  caf::error read_string(const YAML::Node& node, const std::string& field, std::string& out) {
-    if (!node.IsScalar())
-      return error_at(node, field, "expected a string");
-    out = node.Scalar();
-    return caf::none;
-  }
-
-  using handler = std::function<caf::error(const YAML::Node&, const std::string&)>;
-
-  /// Visits a mapping: each key must have a handler; the handler reads the value.
-  caf::error visit(const YAML::Node& map, const std::string& prefix,
-                   const std::map<std::string, handler>& handlers) {
-    if (!map.IsMap())
-      return error_at(map, prefix.empty() ? "(top level)" : prefix, "expected a mapping");
-    for (const auto& kv : map) {
-      auto key = kv.first.as<std::string>();
-      auto field = prefix.empty() ? key : prefix + "." + key;
-      auto h = handlers.find(key);
-      if (h == handlers.end())
-        return error_at(kv.first, field, "unknown field");
-      if (auto err = h->second(kv.second, field))
-        return err;
-    }
-    return caf::none;
-  }
-
- private:
-  std::string source_;
-};
-
-constexpr uint64_t u32_max = std::numeric_limits<uint32_t>::max();
 
 caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m) {
   return r.visit(
@@ -266,14 +179,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                {"ssd_dir",
                 [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
         }},
-       {"transfer",
-        [&](auto& v, auto&) {
-          return r.visit(
-              v, "transfer",
-              {{"bind_host",
-                [&](auto& x, auto& f) { return r.read_string(x, f, c.transfer.bind_host); }},
-               {"shm", [&](auto& x, auto& f) { return r.read_bool(x, f, c.transfer.shm); }}});
-        }},
+       {"transfer", [&](auto& v, auto&) { return read_transfer(r, v, c.transfer); }},
        {"join_timeout_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
        {"heartbeat_interval_ms",

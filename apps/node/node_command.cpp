@@ -52,12 +52,7 @@ std::string listen_host(const cluster_config& cfg, const node_config& n) {
 
 caf::expected<std::shared_ptr<transport::transfer_engine>>
 node_engine(const cluster_config& cfg, uint32_t node, const std::string& host) {
-  transport::transfer_options topt;
-  topt.local_nodes = {node};
-  topt.key_seed = cfg.access_key_seed;
-  topt.enable_shm = cfg.transfer.shm;
-  topt.tcp_bind_host = host;
-  return transport::transfer_engine::create(topt);
+  return transport::transfer_engine::create(transfer_options_for(cfg, {node}, host));
 }
 
 void stop_all(const std::vector<caf::strong_actor_ptr>& actors) {

@@ -122,6 +122,93 @@ join_timeout_ms: 5000
   EXPECT_NE(e.find("join_timeout_ms"), std::string::npos) << e;
 }
 
+// Every key of the `transfer:` section reaches the transfer engine's options, and the
+// options a process's engine is made with keep them.
+TEST(cluster_config, transfer_section_sets_the_engine_options) {
+  auto cfg = parse_cluster_config(R"(
+nodes: [{prefill: 1}, {decode: 1, address: "127.0.0.1:7001"}]
+transfer:
+  rdma: false
+  cuda: false
+  rdma_devices: [mlx5_0, mlx5_1]
+  rdma_fallback_devices: [mlx5_2]
+  rdma_gid_index: 3
+  rdma_traffic_class: 106
+  rdma_service_level: 3
+  rdma_qps_per_peer: 4
+  rdma_queue_depth: 256
+  rdma_qp_timeout: 14
+  rdma_retry_count: 5
+  tcp_connections: 2
+  slice_kib: 128
+  tcp_slice_kib: 512
+  copy_slice_kib: 4096
+  slice_attempts: 5
+  connect_timeout_ms: 750
+  peer_silence_ms: 9000
+access_key_seed: 77
+)",
+                                  "t.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  auto o = transfer_options_for(*cfg, {0}, "10.1.2.3");
+  EXPECT_FALSE(o.enable_rdma);
+  EXPECT_FALSE(o.enable_cuda);
+  EXPECT_TRUE(o.enable_shm);
+  EXPECT_EQ(o.rdma_preferred_devices, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));
+  EXPECT_EQ(o.rdma_fallback_devices, (std::vector<std::string>{"mlx5_2"}));
+  EXPECT_EQ(o.rdma_gid_index, 3);
+  EXPECT_EQ(o.rdma_traffic_class, 106);
+  EXPECT_EQ(o.rdma_service_level, 3);
+  EXPECT_EQ(o.rdma_qps_per_peer, 4u);
+  EXPECT_EQ(o.rdma_queue_depth, 256u);
+  EXPECT_EQ(o.rdma_qp_timeout, 14);
+  EXPECT_EQ(o.rdma_retry_count, 5);
+  EXPECT_EQ(o.tcp_connections_per_peer, 2u);
+  EXPECT_EQ(o.slice_bytes, 128u << 10);
+  EXPECT_EQ(o.tcp_slice_bytes, 512u << 10);
+  EXPECT_EQ(o.copy_slice_bytes, 4096u << 10);
+  EXPECT_EQ(o.slice_attempts_max, 5u);
+  EXPECT_EQ(o.connect_timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(o.tcp_peer_silence_max, std::chrono::milliseconds(9000));
+  EXPECT_EQ(o.local_nodes, (std::vector<uint32_t>{0}));
+  EXPECT_EQ(o.tcp_bind_host, "10.1.2.3");
+  EXPECT_EQ(o.key_seed, 77u);
+
+  auto auto_gid = parse_cluster_config("transfer: {rdma_gid_index: -1}\n", "t.yaml");
+  ASSERT_TRUE(auto_gid) << describe(auto_gid.error());
+  EXPECT_EQ(auto_gid->transfer.engine.rdma_gid_index, -1);
+}
+
+// Values the engine would refuse are refused with the file's line and the engine's reason.
+TEST(cluster_config, transfer_values_out_of_bounds_name_the_file_and_the_option) {
+  struct bad_case {
+    const char* yaml;
+    const char* says;
+  };
+  for (auto [yaml, says] : std::initializer_list<bad_case>{
+           {"transfer: {rdma_queue_depth: 5000}\n", "RDMA queue depth must be in [1, 4096]"},
+           {"transfer: {rdma_gid_index: -2}\n", "transfer.rdma_gid_index: -2 is not in [-1, 255]"},
+           {"transfer: {rdma_service_level: 16}\n", "service level must be in [0, 15]"},
+           {"transfer: {rdma_qp_timeout: 0}\n", "queue pair timeout must be in [1, 31]"},
+           {"transfer: {rdma_traffic_class: 256}\n", "transfer.rdma_traffic_class: 256 is not"},
+           {"transfer: {tcp_connections: 65}\n", "TCP connections per peer must be in [1, 64]"},
+           {"transfer: {tcp_slice_kib: 16385}\n", "slice sizes must be in [1, 16 MiB]"},
+           {"transfer: {slice_kib: 0}\n", "transfer.slice_kib: 0 is not in"},
+           {"transfer: {slice_attempts: 17}\n", "slice attempts must be in [1, 16]"},
+           {"transfer: {connect_timeout_ms: 5}\n", "connect timeout must be in [10 ms, 10 min]"},
+           {"transfer: {peer_silence_ms: 700000}\n", "silence limit must be in [10 ms, 10 min]"},
+           {"transfer: {rdma_devices: mlx5_0}\n", "transfer.rdma_devices: expected a list"},
+           {"transfer: {rdma_devices: [a, a]}\n", "RDMA device a is named twice"},
+           {"transfer: {rdma_devices: ['']}\n", "RDMA device names have 1 to 63 bytes"},
+           {"transfer: {rdma: sometimes}\n", "transfer.rdma: expected true or false"},
+           {"transfer: {rdma_device: [a]}\n", "transfer.rdma_device: unknown field"},
+       }) {
+    auto e = error_of(yaml);
+    EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << yaml << e;
+    EXPECT_NE(e.find(says), std::string::npos) << yaml << e;
+  }
+}
+
 TEST(cluster_config, the_documented_example_is_the_default) {
   auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
   ASSERT_TRUE(cfg) << describe(cfg.error());
@@ -132,6 +219,20 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->prefill.chunk_tokens, defaults.prefill.chunk_tokens);
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
   EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
+  const auto &file = cfg->transfer.engine, &engine = defaults.transfer.engine;
+  EXPECT_EQ(file.enable_rdma, engine.enable_rdma);
+  EXPECT_EQ(file.rdma_gid_index, engine.rdma_gid_index);
+  EXPECT_EQ(file.rdma_qps_per_peer, engine.rdma_qps_per_peer);
+  EXPECT_EQ(file.rdma_queue_depth, engine.rdma_queue_depth);
+  EXPECT_EQ(file.rdma_qp_timeout, engine.rdma_qp_timeout);
+  EXPECT_EQ(file.rdma_retry_count, engine.rdma_retry_count);
+  EXPECT_EQ(file.tcp_connections_per_peer, engine.tcp_connections_per_peer);
+  EXPECT_EQ(file.slice_bytes, engine.slice_bytes);
+  EXPECT_EQ(file.tcp_slice_bytes, engine.tcp_slice_bytes);
+  EXPECT_EQ(file.copy_slice_bytes, engine.copy_slice_bytes);
+  EXPECT_EQ(file.slice_attempts_max, engine.slice_attempts_max);
+  EXPECT_EQ(file.connect_timeout, engine.connect_timeout);
+  EXPECT_EQ(file.tcp_peer_silence_max, engine.tcp_peer_silence_max);
 }
 
 TEST(cluster_config, missing_file_is_an_error) {
