@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 
 namespace crescent::replay {
 
@@ -21,7 +22,12 @@ std::string bytes_text(uint64_t bytes) {
 } // namespace
 
 std::string format_transfer_metrics(std::vector<transport::path_metrics> paths) {
-  std::erase_if(paths, [](const auto& p) { return p.operations == 0; });
+  // An operation counts on its first path; its slices, bytes, retries and failures on the path
+  // that handled them (a later one, when the first gave way): a path is idle only if all are 0.
+  std::erase_if(paths, [](const auto& p) {
+    return p.operations == 0 && p.slices == 0 && p.bytes_read == 0 && p.bytes_written == 0 &&
+           p.retries == 0 && p.failures == 0;
+  });
   if (paths.empty())
     return "KV moved      nothing through the transfer engine\n";
   std::sort(paths.begin(), paths.end(), [](const auto& a, const auto& b) {

@@ -9,8 +9,8 @@
 
 namespace crescent::replay {
 
-/// One line per path (backend, remote node) that carried an operation, busiest path first;
-/// one line saying so where none did.
+/// One line per path (backend, remote node) that counted anything, busiest path first; one
+/// line saying so where none did.
 std::string format_transfer_metrics(std::vector<transport::path_metrics> paths);
 
 } // namespace crescent::replay

@@ -123,15 +123,18 @@ TEST(report, summary_counts_and_hit_rate) {
 }
 
 TEST(report, transfer_paths_busiest_first_and_idle_ones_left_out) {
-  std::vector<transport::path_metrics> paths(3);
+  std::vector<transport::path_metrics> paths(4);
   paths[0] = {"shm", 2, 0, 3u << 20, 3, 3, 0, 0};
   paths[1] = {"tcp", 3, 1u << 10, 5u << 20, 7, 9, 2, 1};
-  paths[2] = {"rdma", 3, 0, 0, 0, 0, 0, 0}; // carried nothing
+  paths[2] = {"rdma", 3, 0, 0, 0, 0, 0, 0};       // counted nothing
+  paths[3] = {"tcp", 4, 0, 1u << 20, 0, 1, 0, 0}; // operations counted on a path that gave way
   const auto text = format_transfer_metrics(paths);
   EXPECT_EQ(text, "KV moved      tcp to node 3: 5.0 MiB written, 1.0 KiB read; 7 operations, "
                   "9 slices, 2 retries, 1 failures\n"
                   "              shm to node 2: 3.0 MiB written, 0 B read; 3 operations, "
-                  "3 slices, 0 retries, 0 failures\n");
+                  "3 slices, 0 retries, 0 failures\n"
+                  "              tcp to node 4: 1.0 MiB written, 0 B read; 0 operations, "
+                  "1 slices, 0 retries, 0 failures\n");
   EXPECT_EQ(format_transfer_metrics({paths[2]}),
             "KV moved      nothing through the transfer engine\n");
 }
