@@ -1,6 +1,7 @@
 // The YAML form of cluster_config. Every key is checked: unknown keys, wrong types and values
 // out of range are errors that name the file, the line and the field.
 #include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/transfer_config_yaml.hpp"
 #include "actors/cluster/yaml_reader.hpp"
 #include "messages/errors.hpp"
 

@@ -1,8 +1,8 @@
 // The `transfer:` section of a cluster file: how processes move KV. Values are read here with
 // their types; the transfer engine's own check (transport::check_transfer_options) holds the
 // limits, so that they are written down once.
-#include "actors/cluster/cluster_config.hpp"
-#include "actors/cluster/yaml_reader.hpp"
+#include "actors/cluster/transfer_config_yaml.hpp"
+
 #include "transport/transfer_engine.hpp"
 
 namespace crescent {

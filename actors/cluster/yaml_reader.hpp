@@ -134,8 +134,4 @@ class yaml_reader {
 
 inline constexpr uint64_t u32_max = std::numeric_limits<uint32_t>::max();
 
-// Sections of the cluster file read in files of their own.
-struct transfer_config;
-caf::error read_transfer(yaml_reader& r, const YAML::Node& n, transfer_config& t);
-
 } // namespace crescent

@@ -535,6 +535,7 @@ TEST(rdma_options, named_devices_must_exist_where_rdma_does) {
 // of its poll, not at its timeout, and the channel takes no request after that.
 TEST(control_channel, an_interrupt_ends_a_hung_connect_and_every_later_request) {
   unaccepting_server server;
+  ASSERT_TRUE(server.connects_hang()) << "this kernel accepts past a full queue: nothing to test";
   rdma::control_channel channel{"127.0.0.1", server.port(), 1, 60s};
   const region_handle h{1, 1, 0, 4096, 7};
   std::promise<caf::error> described;
@@ -546,7 +547,7 @@ TEST(control_channel, an_interrupt_ends_a_hung_connect_and_every_later_request) 
   // The connect hangs (the server takes no handshake) until interrupted.
   EXPECT_EQ(answer.wait_for(200ms), std::future_status::timeout);
   channel.interrupt();
-  ASSERT_EQ(answer.wait_for(5s), std::future_status::ready) << "the connect was not abandoned";
+  EXPECT_EQ(answer.wait_for(5s), std::future_status::ready) << "the connect was not abandoned";
   asker.join();
   auto err = answer.get();
   EXPECT_TRUE(is(err, errc::unavailable)) << describe(err);
