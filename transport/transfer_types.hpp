@@ -93,8 +93,8 @@ struct transfer_options {
   // (docs/benchmarks.md).
   uint32_t tcp_connections_per_peer = 0;
   uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
-  // Of one TCP connection (10 ms..10 min); also how long the RDMA path waits for each reply on
-  // its control connection (describe, connect: the owner creates a queue pair meanwhile).
+  // Of one TCP connection (10 ms..10 min). The RDMA path's control connection waits this long,
+  // but at least 1 s, to connect and for each reply (the owner creates a queue pair meanwhile).
   std::chrono::milliseconds connect_timeout{2000};
   // The data-plane server drops a peer silent this long in the middle of a request, or taking
   // no byte of a response for this long in one send: it holds a region pinned meanwhile.

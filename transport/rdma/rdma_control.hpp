@@ -74,6 +74,10 @@ class control_channel {
   uint64_t next_request_ = 1;
 };
 
+/// The least time a control request's connect and reply are given (transfer_options'
+/// connect_timeout where larger).
+inline constexpr std::chrono::milliseconds control_reply_min{1000};
+
 /// Turns on TCP keepalive for a connection that holds queue pairs (either end): probes after
 /// keepalive_idle of silence, keepalive_probes of them keepalive_interval apart, so a peer
 /// whose host vanished without closing is noticed in about 40 s and its queue pairs go.

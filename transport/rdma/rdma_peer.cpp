@@ -15,9 +15,12 @@ namespace crescent::transport::rdma {
 
 // -- creation and teardown -------------------------------------------------------------------
 
+// The control channel's replies wait for the owner to create a queue pair: a connect timeout
+// tuned for a LAN (tens of ms) would fail them, so they get at least a second.
 peer::peer(const peer_info& info, path_context ctx)
     : info_(info), node_(info.nodes.empty() ? 0 : info.nodes.front()), ctx_(ctx),
-      control_(info.tcp_host, info.tcp_port, node_, ctx.engine.options.connect_timeout) {}
+      control_(info.tcp_host, info.tcp_port, node_,
+               std::max(ctx.engine.options.connect_timeout, control_reply_min)) {}
 
 caf::expected<std::shared_ptr<peer>> peer::create(const peer_info& info, path_context ctx) {
   if (info.rdma_ports.empty())
