@@ -1,5 +1,6 @@
-// The transfer engine: creation, regions, peers, metrics and one-operation conveniences.
-// Batches are in transfer_batch.cpp, backends in local_backend.cpp, shm/ and tcp/.
+// The transfer engine: creation, regions and one-operation conveniences. Options are checked
+// in transfer_options.cpp, peers and metrics are in transfer_peers.cpp, batches in
+// transfer_batch.cpp, backends in local_backend.cpp, shm/, tcp/, rdma/ and cuda/.
 #include "transport/transfer_engine.hpp"
 
 #include "messages/errors.hpp"
@@ -10,7 +11,6 @@
 #include <algorithm>
 #include <fstream>
 #include <random>
-#include <set>
 #include <thread>
 
 namespace crescent::transport {
@@ -36,66 +36,6 @@ std::string read_host_id() {
   }
   return id;
 }
-
-// RDMA options are checked whether or not a device exists, so that a configuration fails the
-// same way on every machine.
-caf::error check_rdma_options(const transfer_options& o) {
-  if (o.rdma_qps_per_peer == 0 || o.rdma_qps_per_peer > 64)
-    return make_error(errc::invalid_argument, "RDMA queue pairs per peer must be in [1, 64]");
-  if (o.rdma_queue_depth == 0 || o.rdma_queue_depth > 4096)
-    return make_error(errc::invalid_argument, "RDMA queue depth must be in [1, 4096]");
-  if (o.rdma_gid_index < -1 || o.rdma_gid_index > 255)
-    return make_error(errc::invalid_argument, "RDMA GID index must be -1 (automatic) or 0..255");
-  if (o.rdma_service_level > 15)
-    return make_error(errc::invalid_argument, "RDMA service level must be in [0, 15]");
-  // 0 would mean "wait forever": a peer that vanished would never fail its work.
-  if (o.rdma_qp_timeout == 0 || o.rdma_qp_timeout > 31)
-    return make_error(errc::invalid_argument, "RDMA queue pair timeout must be in [1, 31]");
-  if (o.rdma_retry_count > 7 || o.rdma_rnr_retry > 7)
-    return make_error(errc::invalid_argument, "RDMA retry counts must be in [0, 7]");
-  auto bad_wait = [](std::chrono::milliseconds t) {
-    return t < std::chrono::milliseconds(10) || t > std::chrono::seconds(60);
-  };
-  if (bad_wait(o.rdma_flush_timeout) || bad_wait(o.rdma_expired_grace))
-    return make_error(errc::invalid_argument,
-                      "RDMA flush timeout and expired grace must be in [10 ms, 60 s]");
-  if (o.rdma_preferred_devices.size() + o.rdma_fallback_devices.size() > rdma_devices_max)
-    return make_error(errc::invalid_argument, "at most 16 RDMA devices may be named");
-  std::set<std::string> seen;
-  for (const auto* list : {&o.rdma_preferred_devices, &o.rdma_fallback_devices})
-    for (const auto& name : *list) {
-      if (name.empty() || name.size() > rdma_device_name_max)
-        return make_error(errc::invalid_argument, "RDMA device names have 1 to 63 bytes");
-      if (!seen.insert(name).second)
-        return make_error(errc::invalid_argument, "RDMA device " + name + " is named twice");
-    }
-  return caf::none;
-}
-
-} // namespace
-
-caf::error check_transfer_options(const transfer_options& options) {
-  auto bad_slice = [](uint64_t n) { return n == 0 || n > slice_bytes_max; };
-  if (bad_slice(options.slice_bytes) || bad_slice(options.tcp_slice_bytes) ||
-      bad_slice(options.copy_slice_bytes))
-    return make_error(errc::invalid_argument, "slice sizes must be in [1, 16 MiB]");
-  if (options.tcp_connections_per_peer > 64)
-    return make_error(errc::invalid_argument,
-                      "TCP connections per peer must be in [1, 64], or 0 for one per two cores");
-  if (options.tcp_peer_silence_max < std::chrono::milliseconds(10) ||
-      options.tcp_peer_silence_max > std::chrono::minutes(10))
-    return make_error(errc::invalid_argument,
-                      "the TCP peer silence limit must be in [10 ms, 10 min]");
-  // A connect that never ends would hold its slices until their deadline on every batch.
-  if (options.connect_timeout < std::chrono::milliseconds(10) ||
-      options.connect_timeout > std::chrono::minutes(10))
-    return make_error(errc::invalid_argument, "the TCP connect timeout must be in [10 ms, 10 min]");
-  if (options.slice_attempts_max == 0 || options.slice_attempts_max > 16)
-    return make_error(errc::invalid_argument, "slice attempts must be in [1, 16]");
-  return check_rdma_options(options);
-}
-
-namespace {
 
 // The RDMA path needs the TCP server (its control channel); without a device it is off, and
 // the reason is kept for rdma_status().
@@ -266,91 +206,6 @@ caf::error transfer_engine::unregister_region(const region_handle& region) {
   if (impl_->rdma)
     impl_->rdma->on_unregister(region); // a no-op for GPU regions, which it never registered
   return caf::none;
-}
-
-peer_info transfer_engine::self_info() const {
-  peer_info info;
-  info.nodes = impl_->options.local_nodes;
-  info.host_id = impl_->host_id;
-  info.pid = impl_->pid;
-  if (impl_->tcp) {
-    info.tcp_host = impl_->options.tcp_bind_host;
-    info.tcp_port = impl_->tcp_port;
-  }
-  if (impl_->shm) {
-    info.table_fd = impl_->table->fd();
-    info.table_bytes = impl_->table->size_bytes();
-  }
-  if (impl_->rdma)
-    impl_->rdma->advertise(info);
-  return info;
-}
-
-std::vector<std::string> transfer_engine::paths(uint32_t node) const {
-  std::vector<std::string> out;
-  for (auto* b : impl_->paths_to(node))
-    out.emplace_back(b->name());
-  return out;
-}
-
-caf::error transfer_engine::rdma_status() const {
-  return impl_->rdma ? caf::error{} : impl_->rdma_status;
-}
-
-caf::error transfer_engine::cuda_status() const {
-  return impl_->cuda ? caf::error{} : impl_->cuda_status;
-}
-
-caf::error transfer_engine::add_peer(const peer_info& peer) {
-  if (peer.nodes.empty())
-    return make_error(errc::invalid_argument, "a peer must serve at least one node");
-  for (auto n : peer.nodes)
-    if (impl_->is_local(n))
-      return make_error(errc::invalid_argument,
-                        "node " + std::to_string(n) + " is served by this engine");
-  auto r = std::make_shared<route>();
-  r->info = peer;
-  caf::error last;
-  // Preference order: GPU copies on the same host (only for operations on GPU memory), shared
-  // memory on the same host, then RDMA, then TCP.
-  for (auto* b : {impl_->cuda.get(), impl_->shm.get(), impl_->rdma.get(), impl_->tcp.get()}) {
-    if (b == nullptr)
-      continue;
-    if (auto err = b->add_peer(peer))
-      last = std::move(err); // this path cannot reach it; others may
-    else
-      r->paths.push_back(b);
-  }
-  if (r->paths.empty())
-    return last ? last : make_error(errc::unavailable, "no transfer path reaches the peer");
-  std::unique_lock guard{impl_->routes_mutex};
-  for (auto n : peer.nodes)
-    impl_->routes[n] = r;
-  return caf::none;
-}
-
-void transfer_engine::remove_peer(uint32_t node) {
-  std::shared_ptr<const route> r;
-  {
-    std::unique_lock guard{impl_->routes_mutex};
-    auto i = impl_->routes.find(node);
-    if (i == impl_->routes.end())
-      return;
-    r = i->second;
-    for (auto n : r->info.nodes)
-      impl_->routes.erase(n);
-  }
-  for (auto* b : r->paths)
-    b->remove_peer(node);
-}
-
-std::vector<path_metrics> transfer_engine::metrics() const {
-  std::lock_guard guard{impl_->metrics_mutex};
-  std::vector<path_metrics> out;
-  for (const auto& [key, c] : impl_->counters)
-    out.push_back({key.first, key.second, c->bytes_read.load(), c->bytes_written.load(),
-                   c->operations.load(), c->slices.load(), c->retries.load(), c->failures.load()});
-  return out;
 }
 
 // -- conveniences ------------------------------------------------------------------------------
