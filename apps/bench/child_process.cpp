@@ -66,9 +66,14 @@ child_process& child_process::operator=(child_process&& other) noexcept {
   return *this;
 }
 
-child_process::~child_process() {
+void child_process::close_input() {
   if (stdin_fd_ >= 0)
     close(stdin_fd_);
+  stdin_fd_ = -1;
+}
+
+child_process::~child_process() {
+  close_input();
   if (pid_ > 0) {
     // A few seconds to exit on its own after its input closed, then no more.
     for (int i = 0; i < 300; ++i) {

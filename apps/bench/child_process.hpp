@@ -26,6 +26,9 @@ class child_process {
   /// One line of the child's standard output, without the newline; waits at most `timeout`.
   caf::expected<std::string> read_line(std::chrono::milliseconds timeout);
 
+  /// Closes the child's standard input (the processes this starts exit on that).
+  void close_input();
+
   /// SIGKILL, now.
   void kill();
 

@@ -4,6 +4,7 @@
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/common/actor_system_setup.hpp"
 #include "actors/node_agent/node_agent.hpp"
+#include "apps/replay/transfer_report.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -163,6 +164,10 @@ int node_command(const node_options& opt) {
   std::fflush(stdout);
   serve(sys, agent);
   stop_all(parts);
+  // What this process moved: `crescent run` counts only its own process's transfers.
+  fmt::print("crescent-node node={} exits\n{}", opt.node,
+             replay::format_transfer_metrics((*engine)->metrics()));
+  std::fflush(stdout);
   return 0;
 }
 
