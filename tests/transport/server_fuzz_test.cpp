@@ -246,8 +246,9 @@ class server_fuzz : public ::testing::Test {
       ASSERT_EQ(rest.size(), req.length);
       EXPECT_EQ(0, std::memcmp(rest.data(), modelled(req), rest.size()))
           << "a read returned bytes the model does not hold";
-      if (summed)
+      if (summed) {
         EXPECT_EQ(res.checksum, XXH3_64bits(rest.data(), rest.size()));
+      }
       return;
     case tcp::kind_describe:
       EXPECT_EQ(res.status == 0, good) << "a describe " << (good ? "refused" : "answered");
@@ -280,8 +281,9 @@ class server_fuzz : public ::testing::Test {
 TEST_F(server_fuzz, hostile_requests_change_nothing_but_what_writes_took) {
   fuzzer f{seed};
   for (int round = 0; round < CRESCENT_FUZZ_ROUNDS; ++round) {
-    if (fd_ < 0)
+    if (fd_ < 0) {
       ASSERT_TRUE(connect()) << "the server stopped taking connections at round " << round;
+    }
     if (f.chance(2)) {
       send_garbage(f);
       continue;
