@@ -2,6 +2,7 @@
 // the describe, connect and release requests of the TCP data-plane server (through the
 // initiator's control channel and through raw sockets), path order and the RDMA options.
 #include "messages/errors.hpp"
+#include "odd_status_server.hpp"
 #include "transport/host_memory.hpp"
 #include "transport/rdma/rdma_control.hpp"
 #include "transport/rdma/rdma_devices.hpp"
@@ -556,6 +557,18 @@ TEST(control_channel, an_interrupt_ends_a_hung_connect_and_every_later_request) 
   EXPECT_TRUE(is(later.error(), errc::unavailable)) << describe(later.error());
   EXPECT_NE(describe(later.error()).find("interrupted"), std::string::npos)
       << describe(later.error());
+}
+
+// A reply whose status is no refusal (here the initiator's own "timeout") is a peer that does
+// not speak the protocol: the connection is dropped, not the status believed.
+TEST(control_channel, a_reply_status_that_is_no_refusal_loses_the_connection) {
+  odd_status_server server{static_cast<uint8_t>(errc::timeout)};
+  rdma::control_channel channel{"127.0.0.1", server.port(), 1, 2s};
+  auto r = channel.describe(region_handle{1, 1, 0, 4096, 7});
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(is(r.error(), errc::io_error)) << describe(r.error());
+  EXPECT_NE(describe(r.error()).find("not a refusal"), std::string::npos) << describe(r.error());
+  EXPECT_EQ(channel.fd(), -1);
 }
 
 } // namespace

@@ -13,17 +13,6 @@
 
 namespace crescent::transport::rdma {
 
-namespace {
-
-errc errc_of_status(uint8_t status) {
-  return status >= static_cast<uint8_t>(errc::malformed_message) &&
-                 status <= static_cast<uint8_t>(errc::internal)
-             ? static_cast<errc>(status)
-             : errc::internal;
-}
-
-} // namespace
-
 control_channel::control_channel(std::string host, uint16_t port, uint32_t node,
                                  std::chrono::milliseconds timeout)
     : host_(std::move(host)), port_(port), node_(node), timeout_(timeout) {}
@@ -127,8 +116,10 @@ control_channel::exchange(uint8_t kind, const region_handle* h, uint64_t length,
     std::string message(res.message_bytes, '\0');
     if (auto err = tcp::read_full(fd, message.data(), message.size()))
       return lost(crescent::describe(err));
-    return make_error(errc_of_status(res.status),
-                      "node " + std::to_string(node_) + " refused: " + message);
+    const auto refusal = tcp::refusal_of(res.status);
+    if (!refusal)
+      return lost("a reply with status " + std::to_string(res.status) + ", not a refusal");
+    return make_error(*refusal, "node " + std::to_string(node_) + " refused: " + message);
   }
   if (res.length > reply_max)
     return lost("a reply of " + std::to_string(res.length) + " bytes");

@@ -243,9 +243,13 @@ void connection::receive_loop() {
     else if (res.status != 0) {
       std::string message(res.message_bytes, '\0');
       verdict = in.read(message.data(), message.size());
-      if (!verdict)
-        verdict = make_error(static_cast<errc>(res.status),
-                             "node " + std::to_string(node_) + " refused: " + message);
+      const auto refusal = refusal_of(res.status);
+      if (!verdict && refusal)
+        verdict = make_error(*refusal, "node " + std::to_string(node_) + " refused: " + message);
+      else if (!verdict) // rare: a peer that does not speak the protocol
+        verdict =
+            make_error(errc::io_error, "node " + std::to_string(node_) + " answered with status " +
+                                           std::to_string(res.status) + ", not a refusal");
     } else if (res.length > 0) {
       verdict = in.read(s->local, res.length);
       if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)

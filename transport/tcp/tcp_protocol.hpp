@@ -13,7 +13,10 @@
 // a queue pair that connection connected. Refusals are refusals, as for reads and writes.
 #pragma once
 
+#include "messages/errors.hpp"
+
 #include <cstdint>
+#include <optional>
 
 namespace crescent::transport::tcp {
 
@@ -51,6 +54,19 @@ struct response_header {
   uint64_t length = 0;   // payload bytes following (reads, describe, connect)
   uint64_t checksum = 0; // reads with flag_checksum: xxh3 of the payload
 };
+
+/// The refusal a response's status names, or nullopt for a status no data-plane server sends
+/// (none, timeout and cancelled, which are the initiator's own verdicts, or no crescent::errc):
+/// only a broken or hostile peer sends those, and its connection is not trusted after one.
+inline std::optional<errc> refusal_of(uint8_t status) {
+  if (status < static_cast<uint8_t>(errc::malformed_message) ||
+      status > static_cast<uint8_t>(errc::internal))
+    return std::nullopt;
+  const auto code = static_cast<errc>(status);
+  if (code == errc::timeout || code == errc::cancelled)
+    return std::nullopt;
+  return code;
+}
 
 static_assert(sizeof(request_header) == 72);
 static_assert(sizeof(response_header) == 32);
