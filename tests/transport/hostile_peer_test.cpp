@@ -4,6 +4,7 @@
 // timeout or a cancellation nor waits for its deadline.
 #include "messages/errors.hpp"
 #include "odd_status_server.hpp"
+#include "tcp_test_peer.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <gtest/gtest.h>
@@ -17,18 +18,8 @@ TEST(hostile_peer, statuses_that_are_no_refusal_fail_the_operation_with_a_reason
   for (errc odd : {errc::timeout, errc::cancelled, static_cast<errc>(200)}) {
     const auto status = static_cast<uint8_t>(odd);
     odd_status_server server{status};
-    transfer_options o;
-    o.local_nodes = {2};
-    o.enable_shm = false;
-    o.enable_rdma = false;
-    o.tcp_connections_per_peer = 1;
-    auto engine = *transfer_engine::create(o);
-    peer_info p;
-    p.nodes = {1};
-    p.host_id = "another host";
-    p.tcp_host = "127.0.0.1";
-    p.tcp_port = server.port();
-    ASSERT_FALSE(engine->add_peer(p));
+    auto engine = tcp_initiator(server.port());
+    ASSERT_TRUE(engine);
     for (auto kind : {op_kind::read, op_kind::write}) {
       std::vector<std::byte> buffer(4096);
       const transfer_op op{kind, buffer, region_handle{1, 1, 0, 1u << 20, 7}, 0};

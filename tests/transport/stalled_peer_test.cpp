@@ -2,6 +2,7 @@
 // plane's protocol, or that never accept a connection: the batch ends at its deadline with
 // timed_out, never later, whatever the stream was doing when the peer stalled.
 #include "messages/errors.hpp"
+#include "tcp_test_peer.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
@@ -54,14 +55,7 @@ class stalling_peer {
       close(fd_);
   }
 
-  peer_info info() const {
-    peer_info p;
-    p.nodes = {1};
-    p.host_id = "another host"; // no shared memory: TCP is the only path
-    p.tcp_host = "127.0.0.1";
-    p.tcp_port = port_;
-    return p;
-  }
+  uint16_t port() const { return port_; }
 
  private:
   void serve(stall how) {
@@ -103,19 +97,11 @@ class stalling_peer {
   std::thread thread_;
 };
 
-std::shared_ptr<transfer_engine> tcp_initiator() {
-  transfer_options o;
-  o.local_nodes = {2};
-  o.enable_shm = false;
-  o.enable_rdma = false;
-  o.tcp_connections_per_peer = 1;
-  return *transfer_engine::create(o);
-}
-
 // Ends `op` on an engine that reaches node 1 only through `peer`, with a deadline 300 ms away.
 op_result run_against(stalling_peer& peer, transfer_op op) {
-  auto engine = tcp_initiator();
-  EXPECT_FALSE(engine->add_peer(peer.info()));
+  auto engine = tcp_initiator(peer.port());
+  if (!engine)
+    return {};
   const auto deadline = clock_type::now() + 300ms;
   auto id = engine->submit({&op, 1}, deadline);
   EXPECT_TRUE(id) << describe(id.error());
@@ -148,8 +134,8 @@ TEST(stalled_peer, a_write_never_acknowledged_times_out_at_its_deadline) {
 TEST(stalled_peer, a_callback_run_at_the_deadline_may_submit_to_the_same_peer) {
   stalling_peer peer{stall::silent};
   std::promise<op_state> second_done; // outlives the engine, whose end may still end `second`
-  auto engine = tcp_initiator();
-  ASSERT_FALSE(engine->add_peer(peer.info()));
+  auto engine = tcp_initiator(peer.port());
+  ASSERT_TRUE(engine);
   // Batch `blocker` fills the connection's window with reads the peer never answers...
   std::vector<std::byte> small(4096);
   std::vector<transfer_op> blocker(tcp::connection::window_slices,
@@ -181,19 +167,8 @@ TEST(stalled_peer, a_callback_run_at_the_deadline_may_submit_to_the_same_peer) {
 TEST(stalled_peer, a_connect_that_hangs_ends_at_the_deadline_and_is_abandoned_at_the_end) {
   unaccepting_server server;
   ASSERT_TRUE(server.connects_hang()) << "this kernel accepts past a full queue: nothing to test";
-  transfer_options o;
-  o.local_nodes = {2};
-  o.enable_shm = false;
-  o.enable_rdma = false;
-  o.tcp_connections_per_peer = 1;
-  o.connect_timeout = 60s;
-  auto engine = *transfer_engine::create(o);
-  peer_info p;
-  p.nodes = {1};
-  p.host_id = "another host";
-  p.tcp_host = "127.0.0.1";
-  p.tcp_port = server.port();
-  ASSERT_FALSE(engine->add_peer(p));
+  auto engine = tcp_initiator(server.port(), 60s);
+  ASSERT_TRUE(engine);
   std::vector<std::byte> buffer(4096);
   const transfer_op op{op_kind::write, buffer, remote, 0};
   const auto deadline = clock_type::now() + 300ms;
