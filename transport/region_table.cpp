@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -265,6 +266,15 @@ remote_region_table::open(int32_t pid, int32_t fd, uint64_t size_bytes) {
   if (local < 0)
     return make_error(errc::unavailable,
                       "cannot open the region table " + path + ": " + std::strerror(errno));
+  // Mapped pages past the end of the file would fault (SIGBUS) when read: the size comes from
+  // the peer's message, so it is checked against the file.
+  struct stat st {};
+  if (fstat(local, &st) != 0 || size_bytes == 0 || static_cast<uint64_t>(st.st_size) < size_bytes) {
+    close(local);
+    return make_error(errc::unavailable, path + " is smaller than the " +
+                                             std::to_string(size_bytes) +
+                                             " bytes its owner advertised");
+  }
   void* p = mmap(nullptr, size_bytes, PROT_READ, MAP_SHARED, local, 0);
   close(local); // the mapping keeps the file
   if (p == MAP_FAILED)

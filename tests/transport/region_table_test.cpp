@@ -71,5 +71,20 @@ TEST(region_table, a_slot_left_mid_update_is_unavailable_after_a_bounded_wait) {
   EXPECT_EQ(again->access_key, 99u);
 }
 
+// The size of a peer's table comes in its message: one larger than the file would map pages
+// that fault when read, so it is refused.
+TEST(region_table, a_peer_table_smaller_than_advertised_is_refused) {
+  auto created = region_table::create(16);
+  ASSERT_TRUE(created) << describe(created.error());
+  const auto& table = *created;
+  auto larger = remote_region_table::open(getpid(), table->fd(), table->size_bytes() + 4096);
+  ASSERT_FALSE(larger);
+  EXPECT_TRUE(is(larger.error(), errc::unavailable)) << describe(larger.error());
+  EXPECT_NE(describe(larger.error()).find("smaller than"), std::string::npos)
+      << describe(larger.error());
+  EXPECT_FALSE(remote_region_table::open(getpid(), table->fd(), 0));
+  EXPECT_TRUE(remote_region_table::open(getpid(), table->fd(), table->size_bytes()));
+}
+
 } // namespace
 } // namespace crescent::transport
