@@ -1,6 +1,7 @@
 #include "transport/host_memory.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/sealed_file.hpp"
 #include "transport/shared_segment.hpp"
 
 #include <sys/mman.h>
@@ -56,11 +57,10 @@ caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes) {
                                        " bytes failed: " + std::strerror(errno))};
   };
   host_memory result;
-  result.fd_ = memfd_create("crescent-region", MFD_CLOEXEC);
-  if (result.fd_ < 0)
-    return fail("memfd_create");
-  if (ftruncate(result.fd_, static_cast<off_t>(mapped)) != 0)
-    return fail("ftruncate");
+  auto fd = sealed_memfd("crescent-region", mapped);
+  if (!fd)
+    return std::move(fd.error());
+  result.fd_ = *fd;
   void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, result.fd_, 0);
   if (p == MAP_FAILED)
     return fail("mmap");

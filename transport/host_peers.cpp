@@ -1,6 +1,7 @@
 #include "transport/host_peers.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/sealed_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -24,6 +25,10 @@ caf::expected<std::shared_ptr<segment_map>> open_segment(int32_t pid, const regi
     close(fd);
     // The owner closed that segment and reused the descriptor: never copy into the wrong file.
     return make_error(errc::unavailable, path + " no longer holds the region's segment");
+  }
+  if (!cannot_shrink(fd)) { // a truncation would fault this process's copies (SIGBUS)
+    close(fd);
+    return make_error(errc::unavailable, path + " is not sealed against shrinking");
   }
   auto m = std::make_shared<segment_map>();
   m->bytes = static_cast<uint64_t>(st.st_size);

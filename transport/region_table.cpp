@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/region_table_layout.hpp"
+#include "transport/sealed_file.hpp"
 #include "transport/shared_segment.hpp"
 
 #include <fcntl.h>
@@ -64,9 +65,10 @@ caf::expected<std::unique_ptr<region_table>> region_table::create(uint32_t capac
   std::unique_ptr<region_table> t{new region_table};
   t->capacity_ = capacity;
   t->bytes_ = sizeof(table_header) + uint64_t{capacity} * sizeof(table_slot);
-  t->fd_ = memfd_create("crescent-region-table", MFD_CLOEXEC);
-  if (t->fd_ < 0 || ftruncate(t->fd_, static_cast<off_t>(t->bytes_)) != 0)
-    return make_error(errc::no_space, std::string{"region table: "} + std::strerror(errno));
+  auto fd = sealed_memfd("crescent-region-table", t->bytes_);
+  if (!fd)
+    return make_error(errc::no_space, "region table: " + describe(fd.error()));
+  t->fd_ = *fd;
   t->map_ = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, t->fd_, 0);
   if (t->map_ == MAP_FAILED) {
     t->map_ = nullptr;
@@ -274,6 +276,10 @@ remote_region_table::open(int32_t pid, int32_t fd, uint64_t size_bytes) {
     return make_error(errc::unavailable, path + " is smaller than the " +
                                              std::to_string(size_bytes) +
                                              " bytes its owner advertised");
+  }
+  if (!cannot_shrink(local)) { // it could shrink under the mapping later
+    close(local);
+    return make_error(errc::unavailable, path + " is not sealed against shrinking");
   }
   void* p = mmap(nullptr, size_bytes, PROT_READ, MAP_SHARED, local, 0);
   close(local); // the mapping keeps the file

@@ -79,6 +79,10 @@
 //   connections; another one replaces them, and their slices fail over to the new ones.
 // - Refusals touch nothing: a handle whose key does not match, or an operation outside its
 //   handle, or a handle outside its region, is refused before any byte moves, by every path.
+// - Shared-memory files (region tables, the memfds of host_memory) are sealed against shrinking
+//   and growing; a peer's file that is not sealed, or smaller than advertised, is not mapped
+//   (the shm path answers unavailable and the next path takes the operation), since a file that
+//   shrank under a mapping would fault this process.
 // - A region's memory must stay mapped until unregister_region returns. Unregistering waits for
 //   this process's copies in flight; a shared-memory copy another process started just before
 //   may still finish (a protocol above, such as a lease, must cover that).

@@ -86,5 +86,30 @@ TEST(region_table, a_peer_table_smaller_than_advertised_is_refused) {
   EXPECT_TRUE(remote_region_table::open(getpid(), table->fd(), table->size_bytes()));
 }
 
+// A table file that could shrink under a reader's mapping (not sealed) is refused, however
+// well-formed: a later truncation would fault the reader.
+TEST(region_table, a_peer_table_that_could_shrink_is_refused) {
+  const size_t bytes = sizeof(detail::table_header) + 16 * sizeof(detail::table_slot);
+  int fd = memfd_create("unsealed-table", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+  auto* header = static_cast<detail::table_header*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
+  ASSERT_NE(static_cast<void*>(header), MAP_FAILED);
+  header->version_capacity.store((uint64_t{detail::table_version} << 32) | 16);
+  header->magic.store(detail::table_magic);
+  munmap(header, bytes);
+  auto opened = remote_region_table::open(getpid(), fd, bytes);
+  close(fd);
+  ASSERT_FALSE(opened);
+  EXPECT_NE(describe(opened.error()).find("not sealed against shrinking"), std::string::npos)
+      << describe(opened.error());
+  // The engine's own tables are sealed, and open.
+  auto table = region_table::create(16);
+  ASSERT_TRUE(table) << describe(table.error());
+  EXPECT_TRUE(remote_region_table::open(getpid(), (*table)->fd(), (*table)->size_bytes()));
+  EXPECT_NE(ftruncate((*table)->fd(), 64), 0) << "the table's file shrank";
+}
+
 } // namespace
 } // namespace crescent::transport

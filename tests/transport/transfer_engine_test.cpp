@@ -193,6 +193,9 @@ TEST(host_memory, is_backed_by_a_shareable_file) {
   EXPECT_GE(m->fd(), 0);
   EXPECT_NE(m->segment_id(), 0u);
   EXPECT_EQ(m->size_bytes(), 10000u);
+  // Sealed: other processes map it, and a file that shrank would fault their copies.
+  EXPECT_NE(ftruncate(m->fd(), 4096), 0);
+  EXPECT_NE(ftruncate(m->fd(), 1 << 20), 0);
 }
 
 TEST(transfer_options, tcp_connections_are_chosen_by_default_and_bounded) {
