@@ -33,6 +33,7 @@ enum class errc : uint8_t {
   bad_config, // a configuration field is missing or invalid
   bad_trace,  // a trace line does not parse
   internal,   // a broken invariant that was caught instead of crashing
+  // Keep `internal` last: peers check that a status on the wire is a code (tcp::refusal_of).
 };
 
 /// The CAF error category of errc values.

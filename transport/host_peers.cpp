@@ -20,15 +20,17 @@ caf::expected<std::shared_ptr<segment_map>> open_segment(int32_t pid, const regi
   int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0)
     return make_error(errc::unavailable, "cannot open " + path + ": " + std::strerror(errno));
+  // Sealed first, sized after: a file that could still shrink between the two might be mapped
+  // at a size it no longer has, and a truncation would fault this process's copies (SIGBUS).
+  if (!cannot_shrink(fd)) {
+    close(fd);
+    return make_error(errc::unavailable, path + " is not sealed against shrinking");
+  }
   struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != e.segment_inode) {
     close(fd);
     // The owner closed that segment and reused the descriptor: never copy into the wrong file.
     return make_error(errc::unavailable, path + " no longer holds the region's segment");
-  }
-  if (!cannot_shrink(fd)) { // a truncation would fault this process's copies (SIGBUS)
-    close(fd);
-    return make_error(errc::unavailable, path + " is not sealed against shrinking");
   }
   auto m = std::make_shared<segment_map>();
   m->bytes = static_cast<uint64_t>(st.st_size);

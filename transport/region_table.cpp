@@ -268,18 +268,19 @@ remote_region_table::open(int32_t pid, int32_t fd, uint64_t size_bytes) {
   if (local < 0)
     return make_error(errc::unavailable,
                       "cannot open the region table " + path + ": " + std::strerror(errno));
-  // Mapped pages past the end of the file would fault (SIGBUS) when read: the size comes from
-  // the peer's message, so it is checked against the file.
+  // Mapped pages past the end of the file would fault (SIGBUS) when read: the file must be
+  // sealed against shrinking (checked first, so that its size cannot change after), and the
+  // size the peer's message claims must be there.
+  if (!cannot_shrink(local)) {
+    close(local);
+    return make_error(errc::unavailable, path + " is not sealed against shrinking");
+  }
   struct stat st {};
   if (fstat(local, &st) != 0 || size_bytes == 0 || static_cast<uint64_t>(st.st_size) < size_bytes) {
     close(local);
     return make_error(errc::unavailable, path + " is smaller than the " +
                                              std::to_string(size_bytes) +
                                              " bytes its owner advertised");
-  }
-  if (!cannot_shrink(local)) { // it could shrink under the mapping later
-    close(local);
-    return make_error(errc::unavailable, path + " is not sealed against shrinking");
   }
   void* p = mmap(nullptr, size_bytes, PROT_READ, MAP_SHARED, local, 0);
   close(local); // the mapping keeps the file

@@ -1,6 +1,7 @@
 // A TCP server on loopback for tests that play a peer with raw sockets: it accepts every
-// connection and runs `serve(fd, n)` for the n-th one on a thread of its own. Its end shuts every
-// connection down and joins those threads.
+// connection and runs `serve(fd, n)` for the n-th one on a thread of its own. A connection whose
+// handler returned is closed and its thread joined at the next accept; the server's end shuts
+// the others down and joins them.
 #pragma once
 
 #include "messages/errors.hpp"
@@ -14,9 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace crescent::transport {
 
@@ -26,24 +27,26 @@ class loopback_server {
 
   explicit loopback_server(handler serve) : serve_(std::move(serve)) {
     auto l = tcp::listen_on("127.0.0.1", 0);
-    EXPECT_TRUE(l) << describe(l.error());
+    if (!l) {
+      ADD_FAILURE() << "cannot listen: " << describe(l.error());
+      return;
+    }
     listen_fd_ = l->first;
     port_ = l->second;
     acceptor_ = std::thread([this] { accept_loop(); });
   }
 
   ~loopback_server() {
+    if (listen_fd_ < 0)
+      return;
     shutdown(listen_fd_, SHUT_RDWR);
     acceptor_.join();
-    {
-      std::lock_guard guard{mutex_};
-      for (int fd : fds_)
-        shutdown(fd, SHUT_RDWR);
+    for (auto& c : connections_)
+      shutdown(c.fd, SHUT_RDWR);
+    for (auto& c : connections_) {
+      c.thread.join();
+      close(c.fd);
     }
-    for (auto& t : servers_)
-      t.join();
-    for (int fd : fds_)
-      close(fd);
     close(listen_fd_);
   }
 
@@ -51,28 +54,43 @@ class loopback_server {
   loopback_server& operator=(const loopback_server&) = delete;
 
   uint16_t port() const { return port_; }
-  int connections() const { return connections_.load(); }
+  int connections() const { return accepted_.load(); }
 
  private:
+  struct connection {
+    int fd = -1;
+    std::thread thread;
+    std::atomic<bool> finished{false};
+  };
+
+  // Only this thread touches connections_ until the destructor has joined it.
   void accept_loop() {
     for (uint64_t n = 0;; ++n) {
       int fd = accept(listen_fd_, nullptr, nullptr);
       if (fd < 0)
         return;
-      ++connections_;
-      std::lock_guard guard{mutex_};
-      fds_.push_back(fd);
-      servers_.emplace_back([this, fd, n] { serve_(fd, n); });
+      ++accepted_;
+      connections_.remove_if([](connection& c) {
+        if (!c.finished.load())
+          return false;
+        c.thread.join();
+        close(c.fd);
+        return true;
+      });
+      auto& c = connections_.emplace_back();
+      c.fd = fd;
+      c.thread = std::thread([this, &c, n] {
+        serve_(c.fd, n);
+        c.finished = true;
+      });
     }
   }
 
   handler serve_;
   int listen_fd_ = -1;
   uint16_t port_ = 0;
-  std::atomic<int> connections_{0};
-  std::mutex mutex_;
-  std::vector<int> fds_;
-  std::vector<std::thread> servers_;
+  std::atomic<int> accepted_{0};
+  std::list<connection> connections_;
   std::thread acceptor_;
 };
 

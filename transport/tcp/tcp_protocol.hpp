@@ -58,6 +58,7 @@ struct response_header {
 /// The refusal a response's status names, or nullopt for a status no data-plane server sends
 /// (none, timeout and cancelled, which are the initiator's own verdicts, or no crescent::errc):
 /// only a broken or hostile peer sends those, and its connection is not trusted after one.
+/// Relies on errc::internal being the last code (messages/errors.hpp keeps it so).
 inline std::optional<errc> refusal_of(uint8_t status) {
   if (status < static_cast<uint8_t>(errc::malformed_message) ||
       status > static_cast<uint8_t>(errc::internal))
