@@ -16,24 +16,19 @@ namespace crescent::transport {
 namespace {
 
 caf::expected<std::shared_ptr<segment_map>> open_segment(int32_t pid, const region_entry& e) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(e.segment_fd);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0)
-    return make_error(errc::unavailable, "cannot open " + path + ": " + std::strerror(errno));
-  // Sealed first, sized after: a file that could still shrink between the two might be mapped
-  // at a size it no longer has, and a truncation would fault this process's copies (SIGBUS).
-  if (!cannot_shrink(fd)) {
-    close(fd);
-    return make_error(errc::unavailable, path + " is not sealed against shrinking");
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_ino) != e.segment_inode) {
+  // Sealed, so that a truncation cannot fault this process's copies (SIGBUS).
+  auto f = open_peer_file(pid, e.segment_fd, O_RDWR);
+  if (!f)
+    return std::move(f.error());
+  const int fd = f->fd;
+  const std::string& path = f->path;
+  if (f->inode != e.segment_inode) {
     close(fd);
     // The owner closed that segment and reused the descriptor: never copy into the wrong file.
     return make_error(errc::unavailable, path + " no longer holds the region's segment");
   }
   auto m = std::make_shared<segment_map>();
-  m->bytes = static_cast<uint64_t>(st.st_size);
+  m->bytes = f->bytes;
   // Populated at once: a first touch costs 7-14 us per 4 KiB page here, which would otherwise
   // land inside the first transfers into the segment.
   void* p = mmap(nullptr, m->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);

@@ -263,20 +263,14 @@ void region_table::unpin(const region_handle& h) {
 
 caf::expected<std::unique_ptr<remote_region_table>>
 remote_region_table::open(int32_t pid, int32_t fd, uint64_t size_bytes) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  int local = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (local < 0)
-    return make_error(errc::unavailable,
-                      "cannot open the region table " + path + ": " + std::strerror(errno));
   // Mapped pages past the end of the file would fault (SIGBUS) when read: the file must be
-  // sealed against shrinking (checked first, so that its size cannot change after), and the
-  // size the peer's message claims must be there.
-  if (!cannot_shrink(local)) {
-    close(local);
-    return make_error(errc::unavailable, path + " is not sealed against shrinking");
-  }
-  struct stat st {};
-  if (fstat(local, &st) != 0 || size_bytes == 0 || static_cast<uint64_t>(st.st_size) < size_bytes) {
+  // sealed against shrinking, and hold the size the peer's message claims.
+  auto f = open_peer_file(pid, fd, O_RDONLY);
+  if (!f)
+    return make_error(errc::unavailable, "the region table: " + describe(f.error()));
+  const int local = f->fd;
+  const std::string& path = f->path;
+  if (size_bytes == 0 || f->bytes < size_bytes) {
     close(local);
     return make_error(errc::unavailable, path + " is smaller than the " +
                                              std::to_string(size_bytes) +

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -26,9 +27,21 @@ caf::expected<int> sealed_memfd(const char* name, uint64_t bytes) {
   return fd;
 }
 
-bool cannot_shrink(int fd) {
-  const int seals = fcntl(fd, F_GET_SEALS);
-  return seals >= 0 && (seals & F_SEAL_SHRINK) != 0;
+caf::expected<peer_file> open_peer_file(int32_t pid, int32_t n, int flags) {
+  peer_file f;
+  f.path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(n);
+  f.fd = ::open(f.path.c_str(), flags | O_CLOEXEC);
+  if (f.fd < 0)
+    return make_error(errc::unavailable, "cannot open " + f.path + ": " + std::strerror(errno));
+  const int seals = fcntl(f.fd, F_GET_SEALS);
+  struct stat st {};
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0 || fstat(f.fd, &st) != 0) {
+    close(f.fd);
+    return make_error(errc::unavailable, f.path + " is not sealed against shrinking");
+  }
+  f.bytes = static_cast<uint64_t>(st.st_size);
+  f.inode = static_cast<uint64_t>(st.st_ino);
+  return f;
 }
 
 } // namespace crescent::transport
