@@ -61,21 +61,9 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
          {"decode",
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.decode_instances, 0, 16); }},
          {"pool_mib",
-          [&](auto& v, auto& f) -> caf::error {
-            uint64_t mib = 0;
-            if (auto e = r.read_uint(v, f, mib, 1, 1u << 20))
-              return e;
-            node.pool_bytes = mib << 20;
-            return caf::none;
-          }},
+          [&](auto& v, auto& f) { return r.read_size(v, f, node.pool_bytes, 20, 1, 1u << 20); }},
          {"ssd_mib",
-          [&](auto& v, auto& f) -> caf::error {
-            uint64_t mib = 0;
-            if (auto e = r.read_uint(v, f, mib, 0, 1u << 24))
-              return e;
-            node.ssd_bytes = mib << 20;
-            return caf::none;
-          }},
+          [&](auto& v, auto& f) { return r.read_size(v, f, node.ssd_bytes, 20, 0, 1u << 24); }},
          {"address", [&](auto& v, auto& f) -> caf::error {
             if (auto e = r.read_string(v, f, node.address))
               return e;
@@ -127,13 +115,7 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
 
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c) {
   auto mib = [&](uint64_t& out) {
-    return [&r, &out](auto& v, auto& f) -> caf::error {
-      uint64_t value = 0;
-      if (auto e = r.read_uint(v, f, value, 1, 1u << 20))
-        return e;
-      out = value << 20;
-      return caf::none;
-    };
+    return [&r, &out](auto& v, auto& f) { return r.read_size(v, f, out, 20, 1, 1u << 20); };
   };
   return r.visit(
       root, "",

@@ -11,12 +11,8 @@ namespace {
 
 // A size in KiB, stored in bytes.
 auto kib(yaml_reader& r, uint64_t& bytes) {
-  return [&r, &bytes](const YAML::Node& v, const std::string& f) -> caf::error {
-    uint64_t value = 0;
-    if (auto err = r.read_uint(v, f, value, 1, 1u << 24))
-      return err;
-    bytes = value << 10;
-    return caf::none;
+  return [&r, &bytes](const YAML::Node& v, const std::string& f) {
+    return r.read_size(v, f, bytes, 10, 1, 1u << 24);
   };
 }
 

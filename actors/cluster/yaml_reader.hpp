@@ -46,6 +46,16 @@ class yaml_reader {
     return caf::none;
   }
 
+  /// A size in units of 2^shift bytes (10: KiB, 20: MiB), `min` to `max` of them, in bytes.
+  caf::error read_size(const YAML::Node& node, const std::string& field, uint64_t& bytes,
+                       unsigned shift, uint64_t min, uint64_t max) {
+    uint64_t units = 0;
+    if (auto err = read_uint(node, field, units, min, max))
+      return err;
+    bytes = units << shift;
+    return caf::none;
+  }
+
   caf::error read_double(const YAML::Node& node, const std::string& field, double& out) {
     try {
       out = node.as<double>();
