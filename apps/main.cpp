@@ -47,12 +47,25 @@ int main(int argc, char** argv) {
   transfer_cmd->add_option("--seconds", transfer.seconds_per_case, "Seconds per trial")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 60.0));
+  transfer_cmd
+      ->add_option("--warmup-seconds", transfer.warmup_seconds,
+                   "Untimed turns of baseline and engine before each path's first row")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 60.0));
   transfer_cmd->add_option("--region-mib", transfer.region_mib, "Size of the peer's region")
       ->capture_default_str()
       ->check(CLI::Range(64, 16384));
   transfer_cmd->add_flag("--quick", transfer.quick, "One batch size and one thread only");
   transfer_cmd->add_option("--only", transfer.only, "One path only")
       ->check(CLI::IsMember({"shm", "tcp", "cuda"}));
+  transfer_cmd->add_option("--op", transfer.op, "Rows of this operation only")
+      ->check(CLI::IsMember({"read", "write"}));
+  transfer_cmd->add_option("--block-kib", transfer.blocks_kib, "Rows of these block sizes only")
+      ->check(CLI::IsMember({64, 1024, 4096}));
+  transfer_cmd->add_option("--batch", transfer.batches, "Rows of these batch sizes only")
+      ->check(CLI::IsMember({16, 128}));
+  transfer_cmd->add_option("--threads", transfer.threads, "Rows of these thread counts only")
+      ->check(CLI::IsMember({1, 2}));
   transfer_cmd->add_option("--slice-kib", transfer.slice_kib, "The engine's slice size")
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));

@@ -106,7 +106,8 @@ TEST(cli, a_small_run_completes_and_reports) {
 // The cuda rows of the transfer benchmark run where there is a GPU, and elsewhere say why not;
 // either way the benchmark ends well.
 TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
-  auto r = run("bench transfer --only cuda --quick --trials 1 --seconds 0.01 --region-mib 64");
+  auto r = run("bench transfer --only cuda --quick --trials 1 --seconds 0.01 --warmup-seconds 0 "
+               "--region-mib 64");
   EXPECT_EQ(r.status, 0) << r.output;
   if (r.output.find("cuda  skipped: unavailable: ") != std::string::npos) {
     EXPECT_NE(r.output.find("CUDA"), std::string::npos) << "the reason names CUDA\n" << r.output;
