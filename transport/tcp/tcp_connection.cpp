@@ -134,9 +134,8 @@ void connection::send_loop() {
     burst.clear();
     {
       std::unique_lock guard{mutex_};
-      changed_.wait(guard, [&] {
-        return stopping_ || broken_ || (!queue_.empty() && in_flight_.size() < window_slices);
-      });
+      changed_.wait(guard,
+                    [&] { return stopping_ || broken_ || (!queue_.empty() && !window_full_); });
       if (stopping_ || broken_)
         return;
       // Everything queued goes out in one system call, up to the window.
@@ -196,6 +195,7 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
           iov.push_back(payloads[i]);
       }
     }
+    window_full_ = in_flight_.size() >= window_slices;
   }
   for (auto& [s, why] : late)
     complete_slice(*s, std::move(why));
@@ -221,20 +221,22 @@ void connection::receive_loop() {
       return;
     }
     slice_record* s = nullptr;
-    bool window_was_full = false;
+    bool reopened = false;
     {
       std::lock_guard guard{mutex_};
-      window_was_full = in_flight_.size() >= window_slices;
       auto i = in_flight_.find(res.request_id);
       if (i != in_flight_.end()) {
         s = i->second;
         in_flight_.erase(i);
       }
       receiving_ = s;
+      reopened = window_full_ && in_flight_.size() <= window_resume_slices;
+      if (reopened)
+        window_full_ = false;
     }
-    // The sender waits on the window only when it was full; waking it otherwise costs a
-    // context switch per slice.
-    if (window_was_full)
+    // The sender waits on the window only once it was full, and then for half of it: waking it
+    // at every response costs a context switch per slice.
+    if (reopened)
       changed_.notify_all();
     caf::error verdict;
     if (s == nullptr ||

@@ -22,6 +22,9 @@ class connection {
  public:
   /// Slices in flight at once on one connection, at most.
   static constexpr size_t window_slices = 64;
+  /// Once the window is full, the sender waits until this few are left in flight: it then
+  /// sends a burst, instead of one slice per response (a wake-up and a system call each).
+  static constexpr size_t window_resume_slices = window_slices / 2;
   /// Slices written with one system call, at most.
   static constexpr size_t burst_slices_max = 32;
 
@@ -41,7 +44,6 @@ class connection {
   void send_loop();
   void receive_loop();
   void send_burst(const std::vector<slice_record*>& burst);
-  void receive_one();
   void fail_all(const caf::error& reason, slice_record* also = nullptr);
 
   std::string host_;
@@ -57,6 +59,7 @@ class connection {
   // peer that stalls in the middle of its payload holds it here until expire cuts the stream.
   slice_record* receiving_ = nullptr;
   uint64_t next_request_ = 1;
+  bool window_full_ = false; // the sender waits for window_resume_slices
   bool connected_ = false;
   bool broken_ = false;
   bool stopping_ = false;
