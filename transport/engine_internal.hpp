@@ -74,6 +74,9 @@ struct batch_state {
   std::atomic<size_t> ops_left{0};
   std::atomic<bool> cancelled{false};
   std::atomic<bool> expired{false};
+  // While submit() starts the batch's slices: a backend may hold them back (queued, its
+  // threads not woken) until flush(), and then send them all at once from the submitter.
+  std::atomic<bool> launching{false};
   std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;       // guarded by mutex
@@ -96,6 +99,9 @@ class backend {
   /// buffers take only such paths, so the others never touch device pointers.
   virtual bool carries_device_memory() const { return false; }
   virtual void start(slice_record& s) = 0;
+  /// Sends what start() held back while `b` was launching; called on the submitting thread once
+  /// every slice of the batch has started.
+  virtual void flush(const batch_state& b) { (void)b; }
   /// The batch's deadline passed: end its slices in flight promptly.
   virtual void expire(batch_state&) {}
   virtual void stop() {}

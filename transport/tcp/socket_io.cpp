@@ -92,6 +92,41 @@ caf::error write_all(int fd, iovec* iov, int count) {
   return caf::none;
 }
 
+caf::expected<uint64_t> send_now(int fd, std::span<const iovec> iov, uint64_t max_bytes) {
+  std::vector<iovec> capped;
+  for (const auto& v : iov) {
+    if (max_bytes == 0)
+      break;
+    capped.push_back({v.iov_base, std::min<size_t>(v.iov_len, max_bytes)});
+    max_bytes -= capped.back().iov_len;
+  }
+  if (capped.empty())
+    return uint64_t{0};
+  msghdr msg{};
+  msg.msg_iov = capped.data();
+  msg.msg_iovlen = capped.size();
+  for (;;) {
+    ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n >= 0)
+      return static_cast<uint64_t>(n);
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return uint64_t{0};
+    if (errno != EINTR)
+      return sys_error("send");
+  }
+}
+
+std::vector<std::byte> bytes_after(std::span<const iovec> iov, uint64_t skip) {
+  std::vector<std::byte> rest;
+  for (const auto& v : iov) {
+    const auto* bytes = static_cast<const std::byte*>(v.iov_base);
+    const uint64_t from = std::min<uint64_t>(skip, v.iov_len);
+    rest.insert(rest.end(), bytes + from, bytes + v.iov_len);
+    skip -= from;
+  }
+  return rest;
+}
+
 caf::expected<int> connect_to(const std::string& host, uint16_t port,
                               std::chrono::milliseconds timeout, const std::atomic<bool>* abandon) {
   auto addr = resolve(host, port);

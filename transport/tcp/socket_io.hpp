@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <vector>
 
 namespace crescent::transport::tcp {
 
@@ -25,6 +27,13 @@ caf::error receive_failure(ssize_t n, bool idle);
 
 /// Writes every byte of the iovecs (modified while writing).
 caf::error write_all(int fd, iovec* iov, int count);
+
+/// Writes what the socket takes without waiting, up to `max_bytes` (perhaps nothing); the bytes
+/// written.
+caf::expected<uint64_t> send_now(int fd, std::span<const iovec> iov, uint64_t max_bytes);
+
+/// A copy of the bytes of `iov` after the first `skip`: what send_now() left.
+std::vector<std::byte> bytes_after(std::span<const iovec> iov, uint64_t skip);
 
 /// Connects to host:port within `timeout`; TCP_NODELAY set. Gives up (unavailable) within 50 ms
 /// of `abandon` becoming true.

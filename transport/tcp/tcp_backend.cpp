@@ -92,6 +92,27 @@ class tcp_backend final : public backend {
                                  "no usable connection to node " + std::to_string(s.remote.node)));
   }
 
+  void flush(const batch_state& b) override {
+    std::vector<uint32_t> nodes; // a batch reaches few nodes: one lookup each
+    for (const auto& op : b.ops)
+      if (std::find(nodes.begin(), nodes.end(), op->op.remote.node) == nodes.end())
+        nodes.push_back(op->op.remote.node);
+    std::vector<std::shared_ptr<tcp_peer>> peers;
+    for (auto n : nodes)
+      if (auto p = find(n); p && std::find(peers.begin(), peers.end(), p) == peers.end())
+        peers.push_back(std::move(p));
+    for (auto& p : peers) {
+      std::vector<std::shared_ptr<tcp::connection>> conns;
+      {
+        std::lock_guard guard{p->mutex};
+        conns = p->connections;
+      }
+      for (auto& c : conns)
+        if (c)
+          c->flush();
+    }
+  }
+
   void expire(batch_state& b) override {
     for (auto& p : all_peers()) {
       std::vector<std::shared_ptr<tcp::connection>> conns;

@@ -39,6 +39,11 @@ void connection::stop() {
   if (receiver_.joinable())
     receiver_.join();
   fail_all(make_error(errc::unavailable, "the transfer engine is stopping"));
+  std::unique_lock guard{mutex_};
+  // A flush() that took requests before `stopping_` may still be writing them (rare: a batch
+  // submitted while the engine stops): the socket must not close, and its number be reused,
+  // under it.
+  send_done_.wait(guard, [&] { return !sending_; });
   if (fd_ >= 0)
     close(fd_);
   fd_ = -1;
@@ -51,6 +56,7 @@ bool connection::broken() const {
 
 bool connection::enqueue(slice_record& s) {
   bool late = false;
+  bool held = false;
   {
     std::lock_guard guard{mutex_};
     if (broken_ || stopping_)
@@ -58,6 +64,10 @@ bool connection::enqueue(slice_record& s) {
     // Checked under the lock that expire() takes after the watchdog sets `expired`: a slice
     // either meets the flag here or is on the queue when expire() looks.
     late = s.batch->expired.load();
+    // Likewise for `launching`, which the submitter clears before flush() takes the lock: a
+    // slice held back here is on the queue when flush() looks. Past a window's worth the
+    // sender starts at once: a large batch's first bytes need not wait for all of it to launch.
+    held = s.batch->launching.load() && queue_.size() < window_slices;
     if (!late)
       queue_.push_back(&s);
   }
@@ -65,8 +75,39 @@ bool connection::enqueue(slice_record& s) {
     complete_slice(s, deadline_passed());
     return true;
   }
-  changed_.notify_all();
+  if (!held)
+    changed_.notify_all();
   return true;
+}
+
+void connection::flush() {
+  std::vector<slice_record*> burst;
+  {
+    std::lock_guard guard{mutex_};
+    if (queue_.empty())
+      return;
+    if (connected_ && !sending_ && !broken_ && !stopping_ && !window_full_ && unsent_.empty())
+      take_burst(burst, true);
+    if (!burst.empty())
+      sending_ = true; // else it is the sender's, sending or not
+  }
+  if (!burst.empty()) {
+    auto late = send_burst(burst, true);
+    bool more = false;
+    {
+      std::lock_guard guard{mutex_};
+      sending_ = false;
+      more = !queue_.empty() || !unsent_.empty();
+    }
+    send_done_.notify_all();
+    // Slices of other batches that ended meanwhile end here, on this thread, but not while it
+    // holds the socket: their callbacks may submit again.
+    for (auto& [s, why] : late)
+      complete_slice(*s, std::move(why));
+    if (!more)
+      return;
+  }
+  changed_.notify_all();
 }
 
 void connection::expire(const batch_state& b) {
@@ -130,26 +171,53 @@ void connection::send_loop() {
   }
   receiver_ = std::thread([this] { receive_loop(); });
   std::vector<slice_record*> burst;
+  std::vector<std::byte> unsent;
   for (;;) {
     burst.clear();
+    unsent.clear();
     {
       std::unique_lock guard{mutex_};
-      changed_.wait(guard,
-                    [&] { return stopping_ || broken_ || (!queue_.empty() && !window_full_); });
+      changed_.wait(guard, [&] {
+        return stopping_ || broken_ ||
+               (!sending_ && (!unsent_.empty() || (!queue_.empty() && !window_full_)));
+      });
       if (stopping_ || broken_)
         return;
-      // Everything queued goes out in one system call, up to the window.
-      while (!queue_.empty() && burst.size() < burst_slices_max &&
-             in_flight_.size() + burst.size() < window_slices) {
-        burst.push_back(queue_.front());
-        queue_.pop_front();
-      }
+      unsent.swap(unsent_); // requests flush() began: they go first
+      if (!window_full_)
+        take_burst(burst, false);
+      sending_ = true;
     }
-    send_burst(burst);
+    iovec rest{unsent.data(), unsent.size()};
+    if (!unsent.empty() && write_all(fd_, &rest, 1))
+      shutdown(fd_, SHUT_RDWR); // the receiver fails everything in flight
+    // Even after a failed write: the burst's slices must go in flight, where the receiver
+    // fails them, or they would be nowhere.
+    late_slices late;
+    if (!burst.empty())
+      late = send_burst(burst, false);
+    {
+      std::lock_guard guard{mutex_};
+      sending_ = false;
+    }
+    for (auto& [s, why] : late)
+      complete_slice(*s, std::move(why));
   }
 }
 
-void connection::send_burst(const std::vector<slice_record*>& burst) {
+// Everything queued goes out in one system call, up to the window; with `reads_only`, up to
+// the first request with a payload. Called with mutex_ held.
+void connection::take_burst(std::vector<slice_record*>& burst, bool reads_only) {
+  while (!queue_.empty() && burst.size() < burst_slices_max &&
+         in_flight_.size() + burst.size() < window_slices &&
+         (!reads_only || queue_.front()->kind == op_kind::read)) {
+    burst.push_back(queue_.front());
+    queue_.pop_front();
+  }
+}
+
+connection::late_slices connection::send_burst(const std::vector<slice_record*>& burst,
+                                               bool from_caller) {
   // Everything the write needs is taken from the slices now: once in flight, a slice may
   // complete (and its record go) at any moment, before the write below even starts.
   std::vector<request_header> headers(burst.size());
@@ -170,7 +238,7 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
     if (s.kind == op_kind::write)
       payloads[i] = {s.local, static_cast<size_t>(s.length)};
   }
-  std::vector<std::pair<slice_record*, caf::error>> late;
+  late_slices late; // ended by the caller, once it no longer holds the socket
   std::vector<iovec> iov;
   iov.reserve(2 * burst.size());
   {
@@ -197,13 +265,30 @@ void connection::send_burst(const std::vector<slice_record*>& burst) {
     }
     window_full_ = in_flight_.size() >= window_slices;
   }
-  for (auto& [s, why] : late)
-    complete_slice(*s, std::move(why));
   if (iov.empty())
-    return;
+    return late;
   // On failure the receiver fails everything in flight, these included.
-  if (auto err = write_all(fd_, iov.data(), static_cast<int>(iov.size())))
+  if (!from_caller) {
+    if (write_all(fd_, iov.data(), static_cast<int>(iov.size())))
+      shutdown(fd_, SHUT_RDWR);
+    return late;
+  }
+  // The caller's thread must not block on a peer that reads slowly, or not at all: what the
+  // socket does not take at once (only headers: reads carry no payload) is left to the sender,
+  // which writes it before anything else (`sending_` keeps everyone else off the socket).
+  ++test_hooks::inline_sends;
+  auto sent = send_now(fd_, iov, test_hooks::inline_send_bytes_max.load(std::memory_order_relaxed));
+  if (!sent) {
     shutdown(fd_, SHUT_RDWR);
+    return late;
+  }
+  auto rest = bytes_after(iov, *sent);
+  if (rest.empty())
+    return late;
+  ++test_hooks::handed_to_sender; // rare: the socket was full
+  std::lock_guard guard{mutex_};
+  unsent_ = std::move(rest);
+  return late;
 }
 
 void connection::receive_loop() {
