@@ -33,8 +33,10 @@
 //   stops and reports every request, after which no byte of the batch moves.
 // - The RDMA path is off (see rdma_status) where rdma-core finds no device with an active port,
 //   where enable_rdma or enable_tcp is off (queue pairs are set up through the TCP server).
-// For TCP, operations run on the engine's connection threads; for RDMA, on the NICs, completed
-// on one thread per device.
+// For TCP, operations run on the engine's connection threads, except that a batch's read
+// requests go out from the submitting thread when their connection is idle (a non-blocking
+// send: submit never waits on the network); for RDMA, on the NICs, completed on one thread per
+// device.
 //
 // GPU memory (the cuda path). Not yet run on a GPU: built and tested (the GPU tests skip) on
 // machines without one, against the CUDA 12/13 documentation.
@@ -164,10 +166,12 @@ class transfer_engine {
   caf::expected<batch_id> submit(std::span<const transfer_op> ops, clock_type::time_point deadline);
 
   /// As submit, and calls `done` once with every result when the batch ends (from whichever
-  /// thread ends it: the submitter's, a connection's, a device poller's). The batch is forgotten
-  /// afterwards: do not wait on or poll it. `done` must not block, nor unregister a region that
-  /// slices of other batches may still be using (that waits for them, on the thread that would
-  /// end them), nor remove peers or destroy the engine (that joins the thread it runs on).
+  /// thread ends it: a connection's, a device poller's, this batch's submitter's or, for a batch
+  /// cancelled, timed out or cut off while queued, the submitter of another batch to the same
+  /// peer). The batch is forgotten afterwards: do not wait on or poll it. `done` must not block,
+  /// nor unregister a region that slices of other batches may still be using (that waits for
+  /// them, on the thread that would end them), nor remove peers or destroy the engine (that
+  /// joins the thread it runs on).
   caf::error submit(std::span<const transfer_op> ops, clock_type::time_point deadline,
                     batch_callback done);
 
