@@ -10,6 +10,7 @@
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -78,30 +79,6 @@ caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, doubl
   return static_cast<double>(bytes.load()) / seconds_since(start) / 1e9;
 }
 
-// The grid of the issue; --quick trims it to one batch size and one thread; a row filter given
-// on the command line replaces its dimension.
-template <class T>
-std::vector<T> grid(const std::vector<T>& given, std::vector<T> all, bool quick) {
-  if (!given.empty())
-    return given;
-  if (quick)
-    all.resize(1);
-  return all;
-}
-
-std::vector<bench_case> cases(const bench_transfer_options& opt) {
-  std::vector<transport::op_kind> kinds{transport::op_kind::write, transport::op_kind::read};
-  if (!opt.op.empty())
-    kinds = {opt.op == "read" ? transport::op_kind::read : transport::op_kind::write};
-  std::vector<bench_case> out;
-  for (auto kind : kinds)
-    for (uint64_t block_kib : grid<uint64_t>(opt.blocks_kib, {64, 1024, 4096}, false))
-      for (uint32_t batch : grid<uint32_t>(opt.batches, {16, 128}, opt.quick))
-        for (uint32_t threads : grid<uint32_t>(opt.threads, {1, 2}, opt.quick))
-          out.push_back({kind, block_kib << 10, batch, threads});
-  return out;
-}
-
 struct row {
   double gbps = 0;
   double base_gbps = 0;
@@ -136,7 +113,7 @@ std::string block_text(uint64_t block) {
 // of its speed and takes about 3 s of streaming to reach it (docs/benchmarks.md): without this
 // the first rows measure the machine warming up, and the earlier of each pair the slowest.
 caf::error warm_up(const path_rows& p, const bench_case& c, double seconds) {
-  constexpr double turn_seconds = 0.25;
+  const double turn_seconds = std::min(0.25, seconds / 2);
   for (double spent = 0; spent < seconds; spent += 2 * turn_seconds) {
     if (auto base = p.baseline(c, turn_seconds); !base)
       return std::move(base.error());
@@ -148,7 +125,7 @@ caf::error warm_up(const path_rows& p, const bench_case& c, double seconds) {
 
 // Runs and prints every case of one path; 1 if one failed.
 int print_rows(const path_rows& p, const bench_transfer_options& opt) {
-  const auto all = cases(opt);
+  const auto all = transfer_cases(opt);
   if (auto err = warm_up(p, all.front(), opt.warmup_seconds)) {
     fmt::print(stderr, "bench transfer: {} {}: warming up: {}\n", p.path, to_string(p.local_where),
                describe(err));
@@ -182,7 +159,31 @@ void print_header(const bench_transfer_options& opt) {
              "block", "batch", "threads", "GB/s", "baseline", "ratio");
 }
 
+// The grid of the issue; --quick trims it to one batch size and one thread; a row filter given
+// on the command line replaces its dimension.
+template <class T>
+std::vector<T> grid(const std::vector<T>& given, std::vector<T> all, bool quick) {
+  if (!given.empty())
+    return given;
+  if (quick)
+    all.resize(1);
+  return all;
+}
+
 } // namespace
+
+std::vector<bench_case> transfer_cases(const bench_transfer_options& opt) {
+  std::vector<transport::op_kind> kinds{transport::op_kind::write, transport::op_kind::read};
+  if (!opt.op.empty())
+    kinds = {opt.op == "read" ? transport::op_kind::read : transport::op_kind::write};
+  std::vector<bench_case> out;
+  for (auto kind : kinds)
+    for (uint64_t block_kib : grid<uint64_t>(opt.blocks_kib, {64, 1024, 4096}, false))
+      for (uint32_t batch : grid<uint32_t>(opt.batches, {16, 128}, opt.quick))
+        for (uint32_t threads : grid<uint32_t>(opt.threads, {1, 2}, opt.quick))
+          out.push_back({kind, block_kib << 10, batch, threads});
+  return out;
+}
 
 int bench_transfer(const bench_transfer_options& opt) {
   caf::actor_system_config cfg;

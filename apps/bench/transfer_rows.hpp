@@ -22,6 +22,10 @@ struct bench_case {
   uint32_t threads;
 };
 
+/// The rows `opt` asks for, in the order they run: writes then reads, by block size, batch size
+/// and threads; --quick keeps the first batch size and thread count, a row filter its values.
+std::vector<bench_case> transfer_cases(const bench_transfer_options& opt);
+
 // One path's rows: the engine and the peer's region they run against, the local buffer, and
 // the baseline each row is scaled by.
 struct path_rows {

@@ -117,3 +117,12 @@ TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
        {"cuda  cpu:0  write", "cuda  cpu:0  read", "cuda  cuda:0 write", "cuda  cuda:0 read"})
     EXPECT_NE(r.output.find(local), std::string::npos) << local << "\n" << r.output;
 }
+
+// Row filters outside the grid are refused (bench_cases_test.cpp tests what they pick).
+TEST(cli, bench_transfer_refuses_rows_outside_the_grid) {
+  EXPECT_NE(run("bench transfer --block-kib 5").status, 0);
+  EXPECT_NE(run("bench transfer --threads 3").status, 0);
+  EXPECT_NE(run("bench transfer --batch 17").status, 0);
+  EXPECT_NE(run("bench transfer --op copy").status, 0);
+  EXPECT_NE(run("bench transfer --warmup-seconds -1").status, 0);
+}
