@@ -276,7 +276,7 @@ connection::late_slices connection::send_burst(const std::vector<slice_record*>&
   // The caller's thread must not block on a peer that reads slowly, or not at all: what the
   // socket does not take at once (only headers: reads carry no payload) is left to the sender,
   // which writes it before anything else (`sending_` keeps everyone else off the socket).
-  ++test_hooks::inline_sends;
+  test_hooks::inline_sends.fetch_add(1, std::memory_order_relaxed);
   auto sent = send_now(fd_, iov, test_hooks::inline_send_bytes_max.load(std::memory_order_relaxed));
   if (!sent) {
     shutdown(fd_, SHUT_RDWR);
@@ -285,7 +285,7 @@ connection::late_slices connection::send_burst(const std::vector<slice_record*>&
   auto rest = bytes_after(iov, *sent);
   if (rest.empty())
     return late;
-  ++test_hooks::handed_to_sender; // rare: the socket was full
+  test_hooks::handed_to_sender.fetch_add(1, std::memory_order_relaxed); // rare: socket full
   std::lock_guard guard{mutex_};
   unsent_ = std::move(rest);
   return late;
