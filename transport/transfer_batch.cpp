@@ -2,7 +2,6 @@
 #include "messages/errors.hpp"
 #include "transport/engine_internal.hpp"
 
-#include <algorithm>
 #include <cassert>
 
 namespace crescent::transport {
@@ -236,21 +235,16 @@ void launch(transfer_engine::impl& e, batch_state& b) {
     startable[i] = true;
   }
   // Slices of ended operations are skipped. The caller holds the batch alive throughout.
-  // Every path the batch may take is flushed: a slice may fall to the next during launch, and
-  // once started it belongs to whichever thread ends it (its fields are not read here again).
-  std::vector<backend*> used;
-  for (uint32_t i = 0; i < b.ops.size(); ++i)
-    if (startable[i])
-      for (auto* path : b.ops[i]->paths)
-        if (std::find(used.begin(), used.end(), path) == used.end())
-          used.push_back(path);
   b.launching = true;
   for (auto& s : b.slices)
     if (startable[s.op])
       start_slice(s);
   b.launching = false;
-  for (auto* path : used)
-    path->flush(b);
+  // Every path, as the watchdog expires batches: a slice may have fallen to another path during
+  // launch, and once started it belongs to whichever thread ends it (it is not read here again).
+  for (auto* path : {e.tcp.get(), e.rdma.get(), e.shm.get(), e.cuda.get(), e.local.get()})
+    if (path != nullptr)
+      path->flush(b);
 }
 
 } // namespace

@@ -101,31 +101,17 @@ class tcp_backend final : public backend {
     for (auto n : nodes)
       if (auto p = find(n); p && std::find(peers.begin(), peers.end(), p) == peers.end())
         peers.push_back(std::move(p));
-    for (auto& p : peers) {
-      std::vector<std::shared_ptr<tcp::connection>> conns;
-      {
-        std::lock_guard guard{p->mutex};
-        conns = p->connections;
-      }
-      for (auto& c : conns)
-        if (c)
-          c->flush();
-    }
+    for (auto& p : peers)
+      for (auto& c : connections_of(*p))
+        c->flush();
   }
 
   void expire(batch_state& b) override {
-    for (auto& p : all_peers()) {
-      std::vector<std::shared_ptr<tcp::connection>> conns;
-      {
-        std::lock_guard guard{p->mutex};
-        conns = p->connections;
-      }
-      // Outside the peer's lock: expire() ends queued slices, and a batch's callback may run
-      // from there and submit to this peer again.
-      for (auto& c : conns)
-        if (c)
-          c->expire(b);
-    }
+    // Outside the peer's lock: expire() ends queued slices, and a batch's callback may run
+    // from there and submit to this peer again.
+    for (auto& p : all_peers())
+      for (auto& c : connections_of(*p))
+        c->expire(b);
   }
 
   void stop() override {
@@ -207,6 +193,17 @@ class tcp_backend final : public backend {
       return i != peers_.end() && i->second->info.tcp_host == info.tcp_host &&
              i->second->info.tcp_port == info.tcp_port && i->second->info.pid == info.pid;
     });
+  }
+
+  // The peer's open connections now, to use outside its lock.
+  static std::vector<std::shared_ptr<tcp::connection>> connections_of(tcp_peer& p) {
+    std::vector<std::shared_ptr<tcp::connection>> conns;
+    {
+      std::lock_guard guard{p.mutex};
+      conns = p.connections;
+    }
+    std::erase(conns, nullptr);
+    return conns;
   }
 
   // Retires the peer (it opens no more connections) and takes its connections out.
