@@ -5,6 +5,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/engine_internal.hpp"
+#include "transport/thread_name.hpp"
 
 #include <unistd.h>
 
@@ -97,7 +98,10 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
       return std::move(tcp.error());
     p->tcp = std::move(*tcp);
   }
-  p->watchdog = std::thread([raw = p.get()] { raw->run_watchdog(); });
+  p->watchdog = std::thread([raw = p.get()] {
+    name_this_thread("xfer-watchdog");
+    raw->run_watchdog();
+  });
   return p;
 }
 

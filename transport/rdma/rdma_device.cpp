@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/rdma/rdma_queue_pair.hpp"
+#include "transport/thread_name.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -194,7 +195,10 @@ std::vector<std::shared_ptr<queue_pair>> device::queue_pairs() const {
 
 void device::start(device_events& events) {
   events_ = &events;
-  poller_ = std::thread([this] { poll_loop(); });
+  poller_ = std::thread([this] {
+    name_this_thread("rdma-poll");
+    poll_loop();
+  });
 }
 
 void device::stop() {

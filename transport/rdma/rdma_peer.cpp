@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "transport/rdma/rdma_qp_setup.hpp"
 #include "transport/rdma/rdma_topology.hpp"
+#include "transport/thread_name.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -51,7 +52,10 @@ caf::expected<std::shared_ptr<peer>> peer::create(const peer_info& info, path_co
   p->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (p->wake_fd_ < 0)
     return make_error(errc::unavailable, "eventfd failed");
-  p->worker_ = std::thread([raw = p.get()] { raw->run(); });
+  p->worker_ = std::thread([raw = p.get()] {
+    name_this_thread("rdma-peer");
+    raw->run();
+  });
   return p;
 }
 

@@ -4,6 +4,7 @@
 #include "transport/engine_internal.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_server.hpp"
+#include "transport/thread_name.hpp"
 
 #include <algorithm>
 #include <iterator>
@@ -24,7 +25,10 @@ class tcp_backend final : public backend {
  public:
   tcp_backend(transfer_engine::impl& engine, std::unique_ptr<tcp::server> server)
       : engine_(engine), server_(std::move(server)) {
-    reaper_ = std::thread([this] { reap_loop(); });
+    reaper_ = std::thread([this] {
+      name_this_thread("tcp-reaper");
+      reap_loop();
+    });
   }
 
   ~tcp_backend() override { stop(); }

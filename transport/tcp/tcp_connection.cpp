@@ -4,6 +4,7 @@
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
+#include "transport/thread_name.hpp"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,7 +17,10 @@ namespace crescent::transport::tcp {
 connection::connection(std::string host, uint16_t port, uint32_t node,
                        std::chrono::milliseconds timeout)
     : host_(std::move(host)), port_(port), node_(node), connect_timeout_(timeout) {
-  sender_ = std::thread([this] { send_loop(); });
+  sender_ = std::thread([this] {
+    name_this_thread("tcp-send");
+    send_loop();
+  });
 }
 
 connection::~connection() {
@@ -169,7 +173,10 @@ void connection::send_loop() {
                         "node " + std::to_string(node_) + ": " + describe(fd.error())));
     return;
   }
-  receiver_ = std::thread([this] { receive_loop(); });
+  receiver_ = std::thread([this] {
+    name_this_thread("tcp-receive");
+    receive_loop();
+  });
   std::vector<slice_record*> burst;
   std::vector<std::byte> unsent;
   for (;;) {

@@ -5,6 +5,7 @@
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
+#include "transport/thread_name.hpp"
 #include "transport/transfer_types.hpp"
 
 #include <netinet/in.h>
@@ -203,7 +204,10 @@ caf::expected<std::unique_ptr<server>> server::start(region_table& table, const 
   s->listen_fd_ = listening->first;
   s->port_ = listening->second;
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
-  s->acceptor_ = std::thread([p = s.get()] { p->accept_loop(); });
+  s->acceptor_ = std::thread([p = s.get()] {
+    name_this_thread("tcp-accept");
+    p->accept_loop();
+  });
   return s;
 }
 
@@ -265,7 +269,10 @@ void server::accept_loop() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto& c = connections_.emplace_back();
     c.fd = fd;
-    c.thread = std::thread([this, &c] { serve(c); });
+    c.thread = std::thread([this, &c] {
+      name_this_thread("tcp-serve");
+      serve(c);
+    });
   }
 }
 
