@@ -3,7 +3,8 @@
 // place (a reopening the sender misses would hang it until its deadline). Reads of a new batch
 // go out from the submitting thread when the sender is idle, and the sender finishes what the
 // socket did not take: several threads mixing reads and writes on one connection must not
-// interleave their requests' bytes.
+// interleave their requests' bytes. The last write of a batch asks the server for the
+// acknowledgements it holds.
 #include "messages/errors.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
@@ -196,6 +197,38 @@ TEST(tcp_window, a_batch_many_windows_long_on_one_connection_completes_in_place)
     ASSERT_EQ(0, std::memcmp(back.data() + k * stride_bytes, src.data() + k * stride_bytes,
                              1 + k % stride_bytes))
         << "op " << k;
+}
+
+// 4 KiB operations, one slice each: a batch of 16 leaves in one burst, one of 40 in two (at
+// most 32 a burst). Each asks for acknowledgements once, behind its last write; reads never do.
+TEST(tcp_acks, a_batch_of_writes_asks_for_acknowledgements_behind_its_last_slice_only) {
+  using hooks = tcp::connection::test_hooks;
+  constexpr uint64_t op_bytes = 4096;
+  one_connection c{64 * op_bytes};
+  ASSERT_TRUE(c.initiator);
+  auto src = random_bytes(64 * op_bytes, 5);
+  // The connection opens first: a sender that connects while a batch launches takes what is
+  // queued so far, and the rest in a second burst.
+  std::vector<std::byte> one(1);
+  ASSERT_TRUE(c.run(std::vector<transfer_op>{{op_kind::read, one, c.region, 0}}));
+  for (size_t count : {16u, 40u}) {
+    std::vector<transfer_op> writes;
+    for (size_t k = 0; k < count; ++k)
+      writes.push_back(
+          {op_kind::write, {src.data() + k * op_bytes, op_bytes}, c.region, k * op_bytes});
+    const uint64_t before = hooks::acks_requested;
+    ASSERT_TRUE(c.run(writes));
+    EXPECT_EQ(hooks::acks_requested - before, 1u) << count << " writes";
+  }
+  std::vector<std::byte> back(40 * op_bytes);
+  std::vector<transfer_op> reads;
+  for (size_t k = 0; k < 40; ++k)
+    reads.push_back(
+        {op_kind::read, {back.data() + k * op_bytes, op_bytes}, c.region, k * op_bytes});
+  const uint64_t before = hooks::acks_requested;
+  ASSERT_TRUE(c.run(reads));
+  EXPECT_EQ(hooks::acks_requested, before);
+  EXPECT_EQ(0, std::memcmp(back.data(), src.data(), back.size()));
 }
 
 } // namespace

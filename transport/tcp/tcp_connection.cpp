@@ -85,7 +85,7 @@ bool connection::enqueue(slice_record& s) {
 }
 
 void connection::flush() {
-  std::vector<slice_record*> burst;
+  burst_t burst;
   {
     std::lock_guard guard{mutex_};
     if (queue_.empty())
@@ -177,7 +177,7 @@ void connection::send_loop() {
     name_this_thread("tcp-receive");
     receive_loop();
   });
-  std::vector<slice_record*> burst;
+  burst_t burst;
   std::vector<std::byte> unsent;
   for (;;) {
     burst.clear();
@@ -214,26 +214,41 @@ void connection::send_loop() {
 
 // Everything queued goes out in one system call, up to the window; with `reads_only`, up to
 // the first request with a payload. Called with mutex_ held.
-void connection::take_burst(std::vector<slice_record*>& burst, bool reads_only) {
+void connection::take_burst(burst_t& burst, bool reads_only) {
   while (!queue_.empty() && burst.size() < burst_slices_max &&
          in_flight_.size() + burst.size() < window_slices &&
          (!reads_only || queue_.front()->kind == op_kind::read)) {
-    burst.push_back(queue_.front());
+    burst.push_back({queue_.front(), false});
     queue_.pop_front();
+  }
+  // The server holds write acknowledgements while more requests are buffered (tcp_server.cpp).
+  // Behind the last slice of a batch it sends them at once: the batch is complete there, and
+  // its owner need not wait for another batch's writes streaming in behind it (with two
+  // submitters, both batches would otherwise end together, and the stream drain between
+  // rounds). Where the queue is too long to look through, no slice is marked: more follow.
+  std::vector<const batch_state*> later; // batches with a slice further on
+  if (queue_.size() > window_slices)
+    return;
+  for (auto* s : queue_)
+    later.push_back(s->batch);
+  for (size_t i = burst.size(); i-- > 0;) {
+    const auto* b = burst[i].slice->batch;
+    burst[i].ends_batch = std::find(later.begin(), later.end(), b) == later.end();
+    later.push_back(b);
   }
 }
 
-connection::late_slices connection::send_burst(const std::vector<slice_record*>& burst,
-                                               bool from_caller) {
+connection::late_slices connection::send_burst(const burst_t& burst, bool from_caller) {
   // Everything the write needs is taken from the slices now: once in flight, a slice may
   // complete (and its record go) at any moment, before the write below even starts.
   std::vector<request_header> headers(burst.size());
   std::vector<iovec> payloads(burst.size());
   for (size_t i = 0; i < burst.size(); ++i) {
-    auto& s = *burst[i];
+    auto& s = *burst[i].slice;
     auto& req = headers[i];
     req.kind = s.kind == op_kind::read ? kind_read : kind_write;
-    req.flags = s.checksum ? flag_checksum : 0;
+    req.flags = (s.checksum ? flag_checksum : 0) |
+                (s.kind == op_kind::write && burst[i].ends_batch ? flag_ack_now : 0);
     req.region_id = s.remote.region_id;
     req.access_key = s.remote.access_key;
     req.handle_offset = s.remote.offset;
@@ -254,7 +269,7 @@ connection::late_slices connection::send_burst(const std::vector<slice_record*>&
     // Checked under the lock that expire() takes after the watchdog sets `expired`: a slice
     // either meets the flag here or is in flight when expire() looks, and is cut off there.
     for (size_t i = 0; i < burst.size(); ++i) {
-      auto* s = burst[i];
+      auto* s = burst[i].slice;
       if (lost)
         late.emplace_back(
             s, make_error(errc::io_error, "connection to node " + std::to_string(node_) + " lost"));
@@ -265,6 +280,8 @@ connection::late_slices connection::send_burst(const std::vector<slice_record*>&
       else {
         headers[i].request_id = next_request_++;
         in_flight_.emplace(headers[i].request_id, s);
+        if ((headers[i].flags & flag_ack_now) != 0)
+          test_hooks::acks_requested.fetch_add(1, std::memory_order_relaxed);
         iov.push_back({&headers[i], sizeof(request_header)});
         if (headers[i].kind == kind_write)
           iov.push_back(payloads[i]);

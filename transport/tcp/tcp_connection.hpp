@@ -36,6 +36,7 @@ class connection {
     static inline std::atomic<uint64_t> inline_send_bytes_max{UINT64_MAX};
     static inline std::atomic<uint64_t> inline_sends{0};     // flushes that wrote requests
     static inline std::atomic<uint64_t> handed_to_sender{0}; // of which the sender finished
+    static inline std::atomic<uint64_t> acks_requested{0};   // writes sent with flag_ack_now
   };
 
   connection(std::string host, uint16_t port, uint32_t node, std::chrono::milliseconds timeout);
@@ -58,11 +59,19 @@ class connection {
   void stop();
 
  private:
+  // A slice about to be written, and whether it is the last of its batch queued here: the
+  // server then sends the acknowledgements it holds right behind it (flag_ack_now).
+  struct burst_slice {
+    slice_record* slice = nullptr;
+    bool ends_batch = false;
+  };
+  using burst_t = std::vector<burst_slice>;
+
   void send_loop();
   void receive_loop();
-  void take_burst(std::vector<slice_record*>& burst, bool reads_only);
+  void take_burst(burst_t& burst, bool reads_only);
   using late_slices = std::vector<std::pair<slice_record*, caf::error>>;
-  late_slices send_burst(const std::vector<slice_record*>& burst, bool from_caller);
+  late_slices send_burst(const burst_t& burst, bool from_caller);
   void fail_all(const caf::error& reason, slice_record* also = nullptr);
 
   std::string host_;

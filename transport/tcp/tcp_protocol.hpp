@@ -28,6 +28,9 @@ inline constexpr uint8_t kind_describe = 3;
 inline constexpr uint8_t kind_connect = 4;
 inline constexpr uint8_t kind_release = 5;
 inline constexpr uint8_t flag_checksum = 1;
+// On a write: the server sends the acknowledgements it holds right after this one's, instead of
+// waiting for a pause in the stream (the initiator's batch ends here).
+inline constexpr uint8_t flag_ack_now = 2;
 inline constexpr uint16_t message_bytes_max = 1024;
 
 struct request_header {

@@ -24,7 +24,8 @@ namespace crescent::transport::tcp {
 namespace {
 
 // Write acknowledgements wait here while more requests are already buffered, and leave with
-// the next response or when the stream pauses: one send for many writes of small slices.
+// the next response, when the stream pauses, or right behind a write marked flag_ack_now (the
+// last of its batch): one send for many writes of small slices.
 constexpr size_t acks_max = 32;
 constexpr uint64_t ack_hold_payload_max = 1u << 20; // acks wait for smaller payloads only
 using ack_queue = std::vector<response_header>;
@@ -306,6 +307,8 @@ void server::serve(connection& c) {
     switch (req.kind) {
     case kind_write:
       err = serve_write(table_, in, c.fd, acks, req);
+      if (!err && !acks.empty() && (req.flags & flag_ack_now) != 0)
+        err = flush(c.fd, acks);
       break;
     case kind_read:
       err = serve_read(table_, c.fd, acks, req);
