@@ -212,12 +212,16 @@ void connection::send_loop() {
   }
 }
 
-// Everything queued goes out in one system call, up to the window; with `reads_only`, up to
-// the first request with a payload. Called with mutex_ held.
+// Everything queued goes out in one system call, up to the window and the burst's limits;
+// with `reads_only`, up to the first request with a payload. Called with mutex_ held.
 void connection::take_burst(burst_t& burst, bool reads_only) {
+  uint64_t payload_bytes = 0;
   while (!queue_.empty() && burst.size() < burst_slices_max &&
          in_flight_.size() + burst.size() < window_slices &&
+         payload_bytes < burst_payload_bytes_max &&
          (!reads_only || queue_.front()->kind == op_kind::read)) {
+    if (queue_.front()->kind == op_kind::write)
+      payload_bytes += queue_.front()->length;
     burst.push_back({queue_.front(), false});
     queue_.pop_front();
   }
