@@ -228,11 +228,12 @@ void connection::take_burst(burst_t& burst, bool reads_only) {
   // The server holds write acknowledgements while more requests are buffered (tcp_server.cpp).
   // Behind the last slice of a batch it sends them at once: the batch is complete there, and
   // its owner need not wait for another batch's writes streaming in behind it (with two
-  // submitters, both batches would otherwise end together, and the stream drain between
-  // rounds). Where the queue is too long to look through, no slice is marked: more follow.
-  std::vector<const batch_state*> later; // batches with a slice further on
+  // submitters, both batches would otherwise end together, and the stream would drain
+  // between rounds). Where the queue is too long to look through, no slice is marked: more follow.
   if (queue_.size() > window_slices)
     return;
+  std::vector<const batch_state*> later; // batches with a slice further on
+  later.reserve(queue_.size() + burst.size());
   for (auto* s : queue_)
     later.push_back(s->batch);
   for (size_t i = burst.size(); i-- > 0;) {
