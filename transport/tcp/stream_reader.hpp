@@ -25,6 +25,10 @@ class stream_reader {
   /// waiting). False also when the socket failed: the next read() says how.
   bool has(size_t length);
 
+  /// The next `length` bytes, still unread, if has(length); else null. Valid until the next
+  /// call of any member.
+  const std::byte* peek(size_t length) { return has(length) ? buffer_.get() + begin_ : nullptr; }
+
  private:
   size_t buffered() const { return end_ - begin_; }
   size_t take(std::byte* out, size_t length);

@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include <array>
+#include <cstring>
 #include <vector>
 
 namespace crescent::transport::tcp {
@@ -30,11 +31,12 @@ constexpr size_t acks_max = 32;
 constexpr uint64_t ack_hold_payload_max = 1u << 20; // acks wait for smaller payloads only
 using ack_queue = std::vector<response_header>;
 
-caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
-                   const std::byte* payload = nullptr, uint64_t length = 0, uint64_t checksum = 0) {
+// The response to `req`: a refusal with its message (cut to message_bytes_max), or success
+// announcing `length` payload bytes.
+response_header response_to(const request_header& req, const caf::error& err, std::string& message,
+                            uint64_t length = 0, uint64_t checksum = 0) {
   response_header res;
   res.request_id = req.request_id;
-  std::string message;
   if (err) {
     res.status =
         err.category() == error_category ? err.code() : static_cast<uint8_t>(errc::internal);
@@ -47,6 +49,13 @@ caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf
     res.checksum = checksum;
     res.flags = req.flags;
   }
+  return res;
+}
+
+caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
+                   const std::byte* payload = nullptr, uint64_t length = 0, uint64_t checksum = 0) {
+  std::string message;
+  auto res = response_to(req, err, message, length, checksum);
   iovec iov[4] = {{acks.data(), acks.size() * sizeof(response_header)},
                   {&res, sizeof(res)},
                   {message.data(), message.size()},
@@ -104,15 +113,64 @@ caf::error serve_write(region_table& table, stream_reader& in, int fd, ack_queue
   return caf::none;
 }
 
-caf::error serve_read(region_table& table, int fd, ack_queue& acks, const request_header& req) {
-  const auto h = handle_of(req);
-  auto source = table.pin(h, req.offset, req.length);
-  if (!source)
-    return respond(fd, acks, req, source.error());
-  const uint64_t sum = (req.flags & flag_checksum) != 0 ? XXH3_64bits(*source, req.length) : 0;
-  auto err = respond(fd, acks, req, caf::none, *source, req.length, sum);
-  table.unpin(h);
-  return err;
+// Reads answered with one send: while the next request buffered is a read too (an initiator
+// sends a batch's reads in bursts), up to reads_max of them or read_bytes_max of payload.
+constexpr size_t reads_max = 32;
+constexpr uint64_t read_bytes_max = 4u << 20;
+
+struct read_answer {
+  response_header res;
+  std::string message;
+  const std::byte* payload = nullptr;
+  bool pinned = false;
+  region_handle handle;
+};
+
+caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue& acks,
+                       request_header req) {
+  std::vector<read_answer> answers;
+  answers.reserve(reads_max);
+  uint64_t bytes = 0;
+  for (;;) {
+    auto& a = answers.emplace_back();
+    a.handle = handle_of(req);
+    auto source = table.pin(a.handle, req.offset, req.length);
+    if (!source) {
+      a.res = response_to(req, source.error(), a.message);
+    } else {
+      a.pinned = true;
+      a.payload = *source;
+      const uint64_t sum = (req.flags & flag_checksum) != 0 ? XXH3_64bits(*source, req.length) : 0;
+      a.res = response_to(req, caf::none, a.message, req.length, sum);
+      bytes += req.length;
+    }
+    if (answers.size() == reads_max || bytes >= read_bytes_max)
+      break;
+    const auto* next = in.peek(sizeof(request_header));
+    if (next == nullptr)
+      break;
+    std::memcpy(&req, next, sizeof(req));
+    if (req.magic != request_magic || req.kind != kind_read || req.length > slice_bytes_max)
+      break; // the main loop takes it
+    if (auto err = in.read(&req, sizeof(req)))
+      return err; // never: it is buffered
+  }
+  std::vector<iovec> iov;
+  iov.reserve(1 + 2 * answers.size());
+  iov.push_back({acks.data(), acks.size() * sizeof(response_header)});
+  for (auto& a : answers) {
+    iov.push_back({&a.res, sizeof(a.res)});
+    if (!a.message.empty())
+      iov.push_back({a.message.data(), a.message.size()});
+    else if (a.res.length > 0)
+      iov.push_back({const_cast<std::byte*>(a.payload), static_cast<size_t>(a.res.length)});
+  }
+  auto sent = write_all(fd, iov.data(), static_cast<int>(iov.size()));
+  acks.clear();
+  for (auto& a : answers)
+    if (a.pinned)
+      table.unpin(a.handle);
+  return sent;
 }
 
 // Where the region lies and its remote keys: what an RDMA initiator needs to address it. The
@@ -311,7 +369,7 @@ void server::serve(connection& c) {
         err = flush(c.fd, acks);
       break;
     case kind_read:
-      err = serve_read(table_, c.fd, acks, req);
+      err = serve_reads(table_, in, c.fd, acks, req);
       break;
     case kind_describe:
       err = serve_describe(table_, rdma_, c.fd, acks, req);
