@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -69,6 +70,24 @@ TEST(stream_reader, has_takes_in_what_is_there_without_waiting) {
   std::vector<std::byte> got(100);
   ASSERT_FALSE(in.read(got.data(), got.size()));
   EXPECT_EQ(got, m);
+}
+
+TEST(stream_reader, peek_shows_buffered_bytes_without_taking_them) {
+  socket_pair p;
+  stream_reader in{p.fd[0]};
+  EXPECT_EQ(in.peek(1), nullptr) << "an empty socket: no wait";
+  auto m = random_bytes(100, 9);
+  ASSERT_EQ(::write(p.fd[1], m.data(), 30), 30);
+  EXPECT_EQ(in.peek(72), nullptr);
+  ASSERT_EQ(::write(p.fd[1], m.data() + 30, 70), 70);
+  std::vector<std::byte> first(10);
+  ASSERT_FALSE(in.read(first.data(), first.size()));
+  const auto* seen = in.peek(72);
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(0, std::memcmp(seen, m.data() + 10, 72));
+  std::vector<std::byte> rest(90);
+  ASSERT_FALSE(in.read(rest.data(), rest.size()));
+  EXPECT_EQ(rest, std::vector<std::byte>(m.begin() + 10, m.end()));
 }
 
 TEST(stream_reader, a_peer_that_closes_mid_message_is_an_io_error) {
