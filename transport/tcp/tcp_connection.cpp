@@ -218,10 +218,11 @@ void connection::take_burst(burst_t& burst, bool reads_only) {
   uint64_t payload_bytes = 0;
   while (!queue_.empty() && burst.size() < burst_slices_max &&
          in_flight_.size() + burst.size() < window_slices &&
-         payload_bytes < burst_payload_bytes_max &&
          (!reads_only || queue_.front()->kind == op_kind::read)) {
-    if (queue_.front()->kind == op_kind::write)
-      payload_bytes += queue_.front()->length;
+    const uint64_t payload = queue_.front()->kind == op_kind::write ? queue_.front()->length : 0;
+    if (!burst.empty() && payload_bytes + payload > burst_payload_bytes_max)
+      break;
+    payload_bytes += payload;
     burst.push_back({queue_.front(), false});
     queue_.pop_front();
   }
@@ -229,7 +230,8 @@ void connection::take_burst(burst_t& burst, bool reads_only) {
   // Behind the last slice of a batch it sends them at once: the batch is complete there, and
   // its owner need not wait for another batch's writes streaming in behind it (with two
   // submitters, both batches would otherwise end together, and the stream would drain
-  // between rounds). Where the queue is too long to look through, no slice is marked: more follow.
+  // between rounds). Where the queue is too long to look through, no slice is marked: more
+  // follow. Nor is one of a batch still launching: the rest of it may not be queued yet.
   if (queue_.size() > window_slices)
     return;
   std::vector<const batch_state*> later; // batches with a slice further on
@@ -238,7 +240,8 @@ void connection::take_burst(burst_t& burst, bool reads_only) {
     later.push_back(s->batch);
   for (size_t i = burst.size(); i-- > 0;) {
     const auto* b = burst[i].slice->batch;
-    burst[i].ends_batch = std::find(later.begin(), later.end(), b) == later.end();
+    burst[i].ends_batch =
+        !b->launching.load() && std::find(later.begin(), later.end(), b) == later.end();
     later.push_back(b);
   }
 }

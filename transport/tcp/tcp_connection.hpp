@@ -27,7 +27,7 @@ class connection {
   static constexpr size_t window_resume_slices = window_slices / 2;
   /// Slices written with one system call, at most.
   static constexpr size_t burst_slices_max = 32;
-  /// Payload bytes written with one system call, at most (but always one slice). Where the
+  /// Payload bytes written with one system call, at most (but always the first slice). Where the
   /// kernel does not preempt (PREEMPT_NONE, as in many VMs), a thread woken on the sender's CPU,
   /// such as this connection's receiver, waits for the whole call: 32 slices of 1 MiB took
   /// milliseconds. Smaller calls cost more than they give (docs/benchmarks.md).

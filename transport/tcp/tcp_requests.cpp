@@ -98,8 +98,11 @@ caf::error serve_write(region_table& table, stream_reader& in, int fd, ack_queue
   return caf::none;
 }
 
+namespace {
+
 // Reads answered with one send: while the next request buffered is a read too (an initiator
-// sends a batch's reads in bursts), up to reads_max of them or read_bytes_max of payload.
+// sends a batch's reads in bursts), up to reads_max of them or read_bytes_max of payload (but
+// always the first).
 constexpr size_t reads_max = 32;
 constexpr uint64_t read_bytes_max = 4u << 20;
 
@@ -111,10 +114,10 @@ struct read_answer {
   region_handle handle;
 };
 
-caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue& acks,
-                       request_header req) {
-  std::vector<read_answer> answers;
-  answers.reserve(reads_max);
+// Answers `req`, then takes the reads buffered behind it while they fit, pinning their sources:
+// the caller unpins every answer marked pinned, whatever this returns.
+caf::error gather_reads(region_table& table, stream_reader& in, request_header req,
+                        std::vector<read_answer>& answers) {
   uint64_t bytes = 0;
   for (;;) {
     auto& a = answers.emplace_back();
@@ -129,17 +132,23 @@ caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue
       a.res = response_to(req, caf::none, a.message, req.length, sum);
       bytes += req.length;
     }
-    if (answers.size() == reads_max || bytes >= read_bytes_max)
-      break;
+    if (answers.size() == reads_max)
+      return caf::none;
     const auto* next = in.peek(sizeof(request_header));
     if (next == nullptr)
-      break;
+      return caf::none;
     std::memcpy(&req, next, sizeof(req));
-    if (req.magic != request_magic || req.kind != kind_read || req.length > slice_bytes_max)
-      break; // the main loop takes it
+    // Anything else is the main loop's, which checks it (and drops a connection that sent a
+    // header it cannot trust).
+    if (req.magic != request_magic || req.kind != kind_read || req.length > slice_bytes_max ||
+        bytes + req.length > read_bytes_max)
+      return caf::none;
     if (auto err = in.read(&req, sizeof(req)))
-      return err; // never: it is buffered
+      return err; // rare: never, as the header is buffered
   }
+}
+
+caf::error send_answers(int fd, ack_queue& acks, std::vector<read_answer>& answers) {
   std::vector<iovec> iov;
   iov.reserve(1 + 2 * answers.size());
   iov.push_back({acks.data(), acks.size() * sizeof(response_header)});
@@ -152,10 +161,22 @@ caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue
   }
   auto sent = write_all(fd, iov.data(), static_cast<int>(iov.size()));
   acks.clear();
+  return sent;
+}
+
+} // namespace
+
+caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue& acks,
+                       request_header req) {
+  std::vector<read_answer> answers;
+  answers.reserve(reads_max);
+  auto err = gather_reads(table, in, req, answers);
+  if (!err)
+    err = send_answers(fd, acks, answers);
   for (auto& a : answers)
     if (a.pinned)
       table.unpin(a.handle);
-  return sent;
+  return err;
 }
 
 } // namespace crescent::transport::tcp::serving
