@@ -5,6 +5,7 @@
 #include "apps/bench/peer_client.hpp"
 #include "apps/bench/transfer_rows.hpp"
 #include "messages/errors.hpp"
+#include "transport/trace_points.hpp"
 
 #include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
@@ -56,9 +57,11 @@ caf::expected<double> engine_gbps(const path_rows& p, const bench_case& c, doubl
         remote_at += c.block;
         local_at += c.block;
       }
+      CRESCENT_TRACE(submitted, t);
       auto id = p.engine->submit(ops, clock::now() + std::chrono::seconds(30));
       auto results = id ? p.engine->wait(*id)
                         : caf::expected<std::vector<transport::op_result>>{std::move(id.error())};
+      CRESCENT_TRACE(waited, t);
       if (!results)
         fail(std::move(results.error()));
       else

@@ -4,6 +4,7 @@
 #include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
+#include "transport/trace_points.hpp"
 
 #include <sys/socket.h>
 #include <xxhash.h>
@@ -17,6 +18,7 @@ void connection::receive_loop() {
   for (;;) {
     response_header res;
     auto err = in.read(&res, sizeof(res));
+    CRESCENT_TRACE(response_read, res.request_id);
     if (!err && res.magic != response_magic)
       err = make_error(errc::io_error, "malformed response");
     if (err) {

@@ -5,6 +5,7 @@
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/thread_name.hpp"
+#include "transport/trace_points.hpp"
 
 #include <sys/socket.h>
 #include <xxhash.h>
@@ -51,6 +52,7 @@ void connection::send_loop() {
         take_burst(burst, false);
       sending_ = true;
     }
+    CRESCENT_TRACE(burst_started, burst.size());
     iovec rest{unsent.data(), unsent.size()};
     if (!unsent.empty() && write_all(fd_, &rest, 1))
       shutdown(fd_, SHUT_RDWR); // the receiver fails everything in flight
@@ -59,6 +61,7 @@ void connection::send_loop() {
     late_slices late;
     if (!burst.empty())
       late = send_burst(burst, false);
+    CRESCENT_TRACE(burst_written, burst.size());
     {
       std::lock_guard guard{mutex_};
       sending_ = false;

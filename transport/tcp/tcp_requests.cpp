@@ -3,6 +3,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/tcp/socket_io.hpp"
+#include "transport/trace_points.hpp"
 #include "transport/transfer_types.hpp"
 
 #include <xxhash.h>
@@ -46,12 +47,15 @@ caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf
                   {&res, sizeof(res)},
                   {message.data(), message.size()},
                   {const_cast<std::byte*>(payload), static_cast<size_t>(length)}};
+  if (!acks.empty())
+    CRESCENT_TRACE(acks_sent, acks.size());
   auto sent = write_all(fd, iov, 4);
   acks.clear();
   return sent;
 }
 
 caf::error flush(int fd, ack_queue& acks) {
+  CRESCENT_TRACE(acks_sent, acks.size());
   iovec iov{acks.data(), acks.size() * sizeof(response_header)};
   auto sent = write_all(fd, &iov, 1);
   acks.clear();
@@ -159,6 +163,8 @@ caf::error send_answers(int fd, ack_queue& acks, std::vector<read_answer>& answe
     else if (a.res.length > 0)
       iov.push_back({const_cast<std::byte*>(a.payload), static_cast<size_t>(a.res.length)});
   }
+  if (!acks.empty())
+    CRESCENT_TRACE(acks_sent, acks.size());
   auto sent = write_all(fd, iov.data(), static_cast<int>(iov.size()));
   acks.clear();
   return sent;

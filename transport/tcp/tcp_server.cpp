@@ -6,6 +6,7 @@
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/tcp/tcp_requests.hpp"
 #include "transport/thread_name.hpp"
+#include "transport/trace_points.hpp"
 #include "transport/transfer_types.hpp"
 
 #include <netinet/in.h>
@@ -125,6 +126,7 @@ void server::serve(connection& c) {
     auto err = in.read(&req, sizeof(req), true);
     if (err && is(err, errc::timeout))
       continue; // idle
+    CRESCENT_TRACE(request_read, req.length);
     if (err)
       break;
     // A header we cannot trust ends the connection: its payload length may be anything. (A
