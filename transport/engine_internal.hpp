@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace crescent::transport {
 
@@ -139,6 +140,17 @@ struct transfer_engine::impl {
   rdma::responder* rdma_responder = nullptr; // the RDMA backend's, for the TCP server
   caf::error rdma_status;                    // why there is no RDMA backend
   std::unique_ptr<backend> tcp;
+
+  /// Every path this engine has, the TCP one first (stopped first, as its server's connections
+  /// release the RDMA queue pairs they accepted). Route preference is another order
+  /// (transfer_peers.cpp).
+  std::vector<backend*> paths() const {
+    std::vector<backend*> all;
+    for (auto* b : {tcp.get(), rdma.get(), shm.get(), cuda.get(), local.get()})
+      if (b != nullptr)
+        all.push_back(b);
+    return all;
+  }
 
   mutable std::shared_mutex routes_mutex;
   std::set<uint32_t> local_nodes; // empty: every node is local (a one-process engine)

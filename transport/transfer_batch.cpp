@@ -242,9 +242,8 @@ void launch(transfer_engine::impl& e, batch_state& b) {
   b.launching = false;
   // Every path, as the watchdog expires batches: a slice may have fallen to another path during
   // launch, and once started it belongs to whichever thread ends it (it is not read here again).
-  for (auto* path : {e.tcp.get(), e.rdma.get(), e.shm.get(), e.cuda.get(), e.local.get()})
-    if (path != nullptr)
-      path->flush(b);
+  for (auto* path : e.paths())
+    path->flush(b);
 }
 
 } // namespace
@@ -377,9 +376,8 @@ void transfer_engine::impl::run_watchdog() {
     }
     b->expired = true;
     guard.unlock();
-    for (auto* path : {tcp.get(), rdma.get(), shm.get(), cuda.get(), local.get()})
-      if (path != nullptr)
-        path->expire(*b);
+    for (auto* path : paths())
+      path->expire(*b);
     guard.lock();
   }
 }

@@ -98,10 +98,7 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
       return std::move(tcp.error());
     p->tcp = std::move(*tcp);
   }
-  p->watchdog = std::thread([raw = p.get()] {
-    name_this_thread("xfer-watchdog");
-    raw->run_watchdog();
-  });
+  p->watchdog = named_thread("xfer-watchdog", [raw = p.get()] { raw->run_watchdog(); });
   return p;
 }
 
@@ -161,11 +158,8 @@ transfer_engine::~transfer_engine() {
   impl_->watchdog_cv.notify_all();
   if (impl_->watchdog.joinable())
     impl_->watchdog.join();
-  // The TCP server first: its connections release the RDMA queue pairs they accepted.
-  for (auto* b : {impl_->tcp.get(), impl_->rdma.get(), impl_->shm.get(), impl_->cuda.get(),
-                  impl_->local.get()})
-    if (b != nullptr)
-      b->stop();
+  for (auto* b : impl_->paths()) // the TCP server first
+    b->stop();
 }
 
 caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std::byte* base,

@@ -195,10 +195,7 @@ std::vector<std::shared_ptr<queue_pair>> device::queue_pairs() const {
 
 void device::start(device_events& events) {
   events_ = &events;
-  poller_ = std::thread([this] {
-    name_this_thread("rdma-poll");
-    poll_loop();
-  });
+  poller_ = named_thread("rdma-poll", [this] { poll_loop(); });
 }
 
 void device::stop() {

@@ -52,10 +52,7 @@ caf::expected<std::shared_ptr<peer>> peer::create(const peer_info& info, path_co
   p->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (p->wake_fd_ < 0)
     return make_error(errc::unavailable, "eventfd failed");
-  p->worker_ = std::thread([raw = p.get()] {
-    name_this_thread("rdma-peer");
-    raw->run();
-  });
+  p->worker_ = named_thread("rdma-peer", [raw = p.get()] { raw->run(); });
   return p;
 }
 

@@ -25,10 +25,7 @@ class tcp_backend final : public backend {
  public:
   tcp_backend(transfer_engine::impl& engine, std::unique_ptr<tcp::server> server)
       : engine_(engine), server_(std::move(server)) {
-    reaper_ = std::thread([this] {
-      name_this_thread("tcp-reaper");
-      reap_loop();
-    });
+    reaper_ = named_thread("tcp-reaper", [this] { reap_loop(); });
   }
 
   ~tcp_backend() override { stop(); }

@@ -16,10 +16,7 @@ namespace crescent::transport::tcp {
 connection::connection(std::string host, uint16_t port, uint32_t node,
                        std::chrono::milliseconds timeout)
     : host_(std::move(host)), port_(port), node_(node), connect_timeout_(timeout) {
-  sender_ = std::thread([this] {
-    name_this_thread("tcp-send");
-    send_loop();
-  });
+  sender_ = named_thread("tcp-send", [this] { send_loop(); });
 }
 
 connection::~connection() {

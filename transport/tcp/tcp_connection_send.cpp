@@ -30,10 +30,7 @@ void connection::send_loop() {
                         "node " + std::to_string(node_) + ": " + describe(fd.error())));
     return;
   }
-  receiver_ = std::thread([this] {
-    name_this_thread("tcp-receive");
-    receive_loop();
-  });
+  receiver_ = named_thread("tcp-receive", [this] { receive_loop(); });
   burst_t burst;
   std::vector<std::byte> unsent;
   for (;;) {

@@ -40,10 +40,7 @@ caf::expected<std::unique_ptr<server>> server::start(region_table& table, const 
   s->listen_fd_ = listening->first;
   s->port_ = listening->second;
   s->wake_fd_ = eventfd(0, EFD_CLOEXEC);
-  s->acceptor_ = std::thread([p = s.get()] {
-    name_this_thread("tcp-accept");
-    p->accept_loop();
-  });
+  s->acceptor_ = named_thread("tcp-accept", [p = s.get()] { p->accept_loop(); });
   return s;
 }
 
@@ -105,10 +102,7 @@ void server::accept_loop() {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto& c = connections_.emplace_back();
     c.fd = fd;
-    c.thread = std::thread([this, &c] {
-      name_this_thread("tcp-serve");
-      serve(c);
-    });
+    c.thread = named_thread("tcp-serve", [this, &c] { serve(c); });
   }
 }
 
