@@ -37,29 +37,48 @@ response_header response_to(const request_header& req, const caf::error& err, st
   return res;
 }
 
-} // namespace
-
-caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
-                   const std::byte* payload, uint64_t length, uint64_t checksum) {
+// A response as it goes out: its header, then a refusal's message or a success's payload (for a
+// read, from the region it pinned).
+struct answer {
+  response_header res;
   std::string message;
-  auto res = response_to(req, err, message, length, checksum);
-  iovec iov[4] = {{acks.data(), acks.size() * sizeof(response_header)},
-                  {&res, sizeof(res)},
-                  {message.data(), message.size()},
-                  {const_cast<std::byte*>(payload), static_cast<size_t>(length)}};
+  const std::byte* payload = nullptr;
+  bool pinned = false;
+  region_handle handle;
+};
+
+// The held acknowledgements, then `answers` in order, with one send.
+caf::error send_answers(int fd, ack_queue& acks, std::vector<answer>& answers) {
+  std::vector<iovec> iov;
+  iov.reserve(1 + 2 * answers.size());
+  iov.push_back({acks.data(), acks.size() * sizeof(response_header)});
+  for (auto& a : answers) {
+    iov.push_back({&a.res, sizeof(a.res)});
+    if (!a.message.empty())
+      iov.push_back({a.message.data(), a.message.size()});
+    else if (a.res.length > 0)
+      iov.push_back({const_cast<std::byte*>(a.payload), static_cast<size_t>(a.res.length)});
+  }
   if (!acks.empty())
     CRESCENT_TRACE(acks_sent, acks.size());
-  auto sent = write_all(fd, iov, 4);
+  auto sent = write_all(fd, iov.data(), static_cast<int>(iov.size()));
   acks.clear();
   return sent;
 }
 
+} // namespace
+
+caf::error respond(int fd, ack_queue& acks, const request_header& req, const caf::error& err,
+                   const std::byte* payload, uint64_t length, uint64_t checksum) {
+  std::vector<answer> one(1);
+  one[0].res = response_to(req, err, one[0].message, length, checksum);
+  one[0].payload = payload;
+  return send_answers(fd, acks, one);
+}
+
 caf::error flush(int fd, ack_queue& acks) {
-  CRESCENT_TRACE(acks_sent, acks.size());
-  iovec iov{acks.data(), acks.size() * sizeof(response_header)};
-  auto sent = write_all(fd, &iov, 1);
-  acks.clear();
-  return sent;
+  std::vector<answer> none;
+  return send_answers(fd, acks, none);
 }
 
 caf::error drain(stream_reader& in, uint64_t length) {
@@ -110,18 +129,10 @@ namespace {
 constexpr size_t reads_max = 32;
 constexpr uint64_t read_bytes_max = 4u << 20;
 
-struct read_answer {
-  response_header res;
-  std::string message;
-  const std::byte* payload = nullptr;
-  bool pinned = false;
-  region_handle handle;
-};
-
 // Answers `req`, then takes the reads buffered behind it while they fit, pinning their sources:
 // the caller unpins every answer marked pinned, whatever this returns.
 caf::error gather_reads(region_table& table, stream_reader& in, request_header req,
-                        std::vector<read_answer>& answers) {
+                        std::vector<answer>& answers) {
   uint64_t bytes = 0;
   for (;;) {
     auto& a = answers.emplace_back();
@@ -152,29 +163,11 @@ caf::error gather_reads(region_table& table, stream_reader& in, request_header r
   }
 }
 
-caf::error send_answers(int fd, ack_queue& acks, std::vector<read_answer>& answers) {
-  std::vector<iovec> iov;
-  iov.reserve(1 + 2 * answers.size());
-  iov.push_back({acks.data(), acks.size() * sizeof(response_header)});
-  for (auto& a : answers) {
-    iov.push_back({&a.res, sizeof(a.res)});
-    if (!a.message.empty())
-      iov.push_back({a.message.data(), a.message.size()});
-    else if (a.res.length > 0)
-      iov.push_back({const_cast<std::byte*>(a.payload), static_cast<size_t>(a.res.length)});
-  }
-  if (!acks.empty())
-    CRESCENT_TRACE(acks_sent, acks.size());
-  auto sent = write_all(fd, iov.data(), static_cast<int>(iov.size()));
-  acks.clear();
-  return sent;
-}
-
 } // namespace
 
 caf::error serve_reads(region_table& table, stream_reader& in, int fd, ack_queue& acks,
                        request_header req) {
-  std::vector<read_answer> answers;
+  std::vector<answer> answers;
   answers.reserve(reads_max);
   auto err = gather_reads(table, in, req, answers);
   if (!err)
