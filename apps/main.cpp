@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   transfer_cmd
+      ->add_option("--cpus", transfer.cpus,
+                   "Where the two processes run: auto (this process's CPUs split in two "
+                   "halves, as iperf3 -A pins its ends), none (where the kernel puts them) or "
+                   "CLIENT:PEER, two CPU lists as taskset -c writes them (0:1, 0-3:4-7)")
+      ->capture_default_str();
+  transfer_cmd
       ->add_option("--tcp-slice-kib", transfer.tcp_slice_kib,
                    "The engine's slice size on the TCP path")
       ->capture_default_str()
@@ -123,6 +129,7 @@ int main(int argc, char** argv) {
   peer_cmd->add_option("--gpu-mib", peer.gpu_mib, "Also serve a region of GPU memory (cuda:0)")
       ->capture_default_str()
       ->check(CLI::Range(0, 65536));
+  peer_cmd->add_option("--cpus", peer.cpus, "Run on these CPUs only (0-3,8)");
 
   crescent::pool::master_process_options pool_master;
   auto* master_cmd = app.add_subcommand(

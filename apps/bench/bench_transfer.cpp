@@ -1,6 +1,7 @@
 #include "apps/bench/bench_transfer.hpp"
 
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/bench/cpu_sets.hpp"
 #include "apps/bench/median.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "apps/bench/transfer_rows.hpp"
@@ -149,11 +150,17 @@ int print_rows(const path_rows& p, const bench_transfer_options& opt) {
   return 0;
 }
 
-void print_header(const bench_transfer_options& opt) {
+void print_header(const bench_transfer_options& opt, const process_cpus& cpus) {
   fmt::print("crescent bench transfer: two processes on loopback; each row is the median of {} "
              "trials of {:.2f} s, each trial right after its baseline's; each path first warms "
              "up for {:.1f} s\n",
              opt.trials, opt.seconds_per_case, opt.warmup_seconds);
+  if (cpus.client.empty())
+    fmt::print("processes: placed by the kernel (--cpus {})\n", opt.cpus);
+  else
+    fmt::print("processes: this one on CPUs {}, the peer on CPUs {} (--cpus {}), for the "
+               "baselines as for the engine\n",
+               to_text(cpus.client), to_text(cpus.peer), opt.cpus);
   fmt::print("baselines, each single-thread: shm rows: memcpy of the same block size; tcp rows: a "
              "plain TCP stream of 1 MiB writes between the same two processes; cuda rows: "
              "cudaMemcpy of the same block size between the local buffer and GPU memory of this "
@@ -189,18 +196,29 @@ std::vector<bench_case> transfer_cases(const bench_transfer_options& opt) {
 }
 
 int bench_transfer(const bench_transfer_options& opt) {
+  // Before any thread starts: each inherits the CPUs of the thread that starts it.
+  auto allowed = allowed_cpus();
+  auto cpus = allowed ? choose_cpus(opt.cpus, *allowed) : std::move(allowed.error());
+  auto pinned = cpus && !cpus->client.empty() ? pin_this_thread(cpus->client) : caf::error{};
+  if (!cpus || pinned) {
+    fmt::print(stderr, "bench transfer: --cpus: {}\n", describe(cpus ? pinned : cpus.error()));
+    return 2;
+  }
   caf::actor_system_config cfg;
   setup_actor_system(cfg, true);
   caf::actor_system sys{cfg};
   const bool cuda = opt.only.empty() || opt.only == "cuda";
-  auto peer = start_transfer_peer(sys, self_executable(),
-                                  {1, opt.region_mib, true, true, cuda ? opt.region_mib : 0});
+  transfer_peer_options peer_opt;
+  peer_opt.region_mib = opt.region_mib;
+  peer_opt.gpu_mib = cuda ? opt.region_mib : 0;
+  peer_opt.cpus = to_text(cpus->peer);
+  auto peer = start_transfer_peer(sys, self_executable(), peer_opt);
   if (!peer) {
     fmt::print(stderr, "bench transfer: {}\n", describe(peer.error()));
     return 2;
   }
   local_buffers buf;
-  print_header(opt);
+  print_header(opt, *cpus);
   for (std::string_view path : {"shm", "tcp", "cuda"}) {
     if (!opt.only.empty() && opt.only != path)
       continue;

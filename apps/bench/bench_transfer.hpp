@@ -22,6 +22,7 @@ struct bench_transfer_options {
   uint64_t tcp_slice_kib = 1024; // and where TCP is the path
   uint32_t tcp_connections = 0;  // per peer; 0: the engine's default (one per two cores)
   std::string only;              // "shm", "tcp" or "cuda": that path only
+  std::string cpus = "auto";     // where the two processes run (cpu_sets.hpp: choose_cpus)
   // Row filters; empty: every value of the grid (after `quick`).
   std::string op;                   // "read" or "write"
   std::vector<uint64_t> blocks_kib; // 64, 1024, 4096

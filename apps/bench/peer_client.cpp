@@ -51,6 +51,10 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
     args.push_back("--gpu-mib");
     args.push_back(std::to_string(opt.gpu_mib));
   }
+  if (!opt.cpus.empty()) {
+    args.push_back("--cpus");
+    args.push_back(opt.cpus);
+  }
   auto child = child_process::spawn(executable, args);
   if (!child)
     return std::move(child.error());

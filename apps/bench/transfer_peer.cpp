@@ -1,6 +1,7 @@
 #include "apps/bench/transfer_peer.hpp"
 
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/bench/cpu_sets.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/bench.capnp.h"
 #include "transport/device_memory.hpp"
@@ -116,6 +117,15 @@ caf::expected<transport::region_handle> serve_gpu_memory(transport::transfer_eng
 } // namespace
 
 int run_transfer_peer(const transfer_peer_options& opt) {
+  // First: every thread started from here on runs where this one does.
+  if (!opt.cpus.empty()) {
+    auto cpus = parse_cpu_list(opt.cpus);
+    auto err = cpus ? pin_this_thread(*cpus) : cpus.error();
+    if (err) {
+      fmt::print(stderr, "transfer-peer: --cpus: {}\n", describe(err));
+      return 2;
+    }
+  }
   transport::transfer_options topt;
   topt.local_nodes = {opt.node};
   topt.enable_shm = opt.shm;

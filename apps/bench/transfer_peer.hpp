@@ -43,6 +43,7 @@ struct transfer_peer_options {
   bool shm = true;
   bool tcp = true;
   uint64_t gpu_mib = 0; // > 0: also serve a region of that size on cuda:0, where there is one
+  std::string cpus;     // non-empty: run on these CPUs only (taskset -c syntax)
 };
 
 /// Runs the peer process; returns its exit status.

@@ -2,6 +2,7 @@
 // clear message and a non-zero exit; a tiny run succeeds.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <sys/wait.h>
 
 #include <array>
@@ -125,4 +126,35 @@ TEST(cli, bench_transfer_refuses_rows_outside_the_grid) {
   EXPECT_NE(run("bench transfer --batch 17").status, 0);
   EXPECT_NE(run("bench transfer --op copy").status, 0);
   EXPECT_NE(run("bench transfer --warmup-seconds -1").status, 0);
+}
+
+// --cpus pins both processes of the transfer benchmark, or says what is wrong with it before
+// anything starts (cpu_sets_test.cpp tests the lists).
+TEST(cli, bench_transfer_pins_its_processes_where_cpus_says) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &set))
+    ++cpu;
+  const auto both = std::to_string(cpu) + ":" + std::to_string(cpu);
+  auto r = run("bench transfer --only cuda --quick --trials 1 --seconds 0.01 --warmup-seconds 0 "
+               "--region-mib 64 --cpus " +
+               both);
+  EXPECT_EQ(r.status, 0) << r.output;
+  const auto where = "processes: this one on CPUs " + std::to_string(cpu) + ", the peer on CPUs " +
+                     std::to_string(cpu) + " (--cpus " + both + ")";
+  EXPECT_NE(r.output.find(where), std::string::npos) << r.output;
+
+  for (const char* bad : {"0", "0:", "0:1024", "1-0:0", "fast"}) {
+    auto refused = run(std::string{"bench transfer --cpus "} + bad);
+    EXPECT_EQ(refused.status, 2) << bad << "\n" << refused.output;
+    EXPECT_NE(refused.output.find("bench transfer: --cpus: invalid_argument: "), std::string::npos)
+        << refused.output;
+  }
+  auto peer = run("transfer-peer --cpus x </dev/null");
+  EXPECT_EQ(peer.status, 2) << peer.output;
+  EXPECT_NE(peer.output.find("transfer-peer: --cpus: invalid_argument: CPU list \"x\""),
+            std::string::npos)
+      << peer.output;
 }

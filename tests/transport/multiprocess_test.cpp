@@ -23,7 +23,9 @@ enum class path { tcp, shm };
 class peer_process : public ::testing::TestWithParam<path> {
  protected:
   void SetUp() override {
-    auto p = bench::start_transfer_peer(sys, CRESCENT_BINARY, {1, 80, true, true});
+    bench::transfer_peer_options opt;
+    opt.region_mib = 80;
+    auto p = bench::start_transfer_peer(sys, CRESCENT_BINARY, opt);
     ASSERT_TRUE(p) << describe(p.error());
     peer.emplace(std::move(*p));
     transfer_options o;
