@@ -71,14 +71,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(4, 16384));
   transfer_cmd
       ->add_option("--tcp-connections", transfer.tcp_connections,
-                   "TCP connections per peer (0: one per two CPU cores, 1 to 4)")
+                   "TCP connections per peer (0: one per two CPUs this process may use, 1 to 4)")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
   transfer_cmd
       ->add_option("--cpus", transfer.cpus,
-                   "Where the two processes run: auto (this process's CPUs split in two "
+                   "Where the two processes run: auto (the cores this process may use split in two "
                    "halves, as iperf3 -A pins its ends), none (where the kernel puts them) or "
-                   "CLIENT:PEER, two CPU lists as taskset -c writes them (0:1, 0-3:4-7)")
+                   "CLIENT:PEER, two lists of CPUs without one in common, each of items N or N-M "
+                   "separated by commas (0:1, 0-3:4-7)")
       ->capture_default_str();
   transfer_cmd
       ->add_option("--tcp-slice-kib", transfer.tcp_slice_kib,

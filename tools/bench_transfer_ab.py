@@ -53,6 +53,9 @@ def main():
         cells = []
         for name in variants:
             got = results[(row, name)]
+            if not got:  # this variant printed no such row
+                cells.append(f"{name}: no row")
+                continue
             ratios = [r for _, r in got]
             cells.append(f"{name}: {statistics.median(g for g, _ in got):.2f} GB/s, ratio "
                          f"{statistics.median(ratios):.2f}x (min {min(ratios):.2f}x)")

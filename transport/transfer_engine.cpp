@@ -7,6 +7,7 @@
 #include "transport/engine_internal.hpp"
 #include "transport/thread_name.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,16 @@ uint64_t splitmix64(uint64_t& state) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+// The CPUs this process may run on: pinned to some (taskset, a cpuset, `bench transfer
+// --cpus`), it gets the connections those can drive, not what the machine has.
+uint32_t usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    return static_cast<uint32_t>(CPU_COUNT(&set));
+  return std::thread::hardware_concurrency(); // over 1024 CPUs: glibc's set is too small
 }
 
 // Processes with the same boot id share a kernel, hence memfds through /proc.
@@ -78,7 +89,7 @@ caf::expected<std::unique_ptr<transfer_engine::impl>> make_impl(transfer_options
   }
   p->local_nodes.insert(options.local_nodes.begin(), options.local_nodes.end());
   if (options.tcp_connections_per_peer == 0)
-    options.tcp_connections_per_peer = std::clamp(std::thread::hardware_concurrency() / 2, 1u, 4u);
+    options.tcp_connections_per_peer = std::clamp(usable_cpus() / 2, 1u, 4u);
   p->options = std::move(options);
   p->local = make_local_backend(*p);
   if (!p->options.enable_cuda) {

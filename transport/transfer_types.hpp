@@ -88,9 +88,9 @@ struct transfer_options {
   bool enable_tcp = true;
   std::string tcp_bind_host = "127.0.0.1"; // where the data-plane server listens
   uint16_t tcp_port = 0;                   // 0: any free port
-  // TCP connections to each peer; 0: one per two CPU cores, 1 to 4. More connections than
-  // cores can run side by side only take turns: on 2 cores one connection moves more than two
-  // (docs/benchmarks.md).
+  // TCP connections to each peer; 0: one per two CPUs this process may run on, 1 to 4. More
+  // connections than cores can run side by side only take turns: on 2 cores one connection moves
+  // more than two (docs/benchmarks.md).
   uint32_t tcp_connections_per_peer = 0;
   uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
   // Of one TCP connection (10 ms..10 min). The RDMA path's control connection waits this long,

@@ -150,17 +150,23 @@ int print_rows(const path_rows& p, const bench_transfer_options& opt) {
   return 0;
 }
 
-void print_header(const bench_transfer_options& opt, const process_cpus& cpus) {
+// Where the processes run is what each of them reports, not what was asked.
+void print_header(const bench_transfer_options& opt, const process_cpus& placed,
+                  const std::string& peer_cpus) {
+  auto own = allowed_cpus();
+  const auto own_cpus = own ? to_text(*own) : "unknown (" + describe(own.error()) + ")";
   fmt::print("crescent bench transfer: two processes on loopback; each row is the median of {} "
              "trials of {:.2f} s, each trial right after its baseline's; each path first warms "
              "up for {:.1f} s\n",
              opt.trials, opt.seconds_per_case, opt.warmup_seconds);
-  if (cpus.client.empty())
-    fmt::print("processes: placed by the kernel (--cpus {})\n", opt.cpus);
+  if (placed.client.empty())
+    fmt::print("processes: placed by the kernel (--cpus {}): this one may run on CPUs {}, the "
+               "peer on CPUs {}\n",
+               opt.cpus, own_cpus, peer_cpus);
   else
     fmt::print("processes: this one on CPUs {}, the peer on CPUs {} (--cpus {}), for the "
                "baselines as for the engine\n",
-               to_text(cpus.client), to_text(cpus.peer), opt.cpus);
+               own_cpus, peer_cpus, opt.cpus);
   fmt::print("baselines, each single-thread: shm rows: memcpy of the same block size; tcp rows: a "
              "plain TCP stream of 1 MiB writes between the same two processes; cuda rows: "
              "cudaMemcpy of the same block size between the local buffer and GPU memory of this "
@@ -197,11 +203,9 @@ std::vector<bench_case> transfer_cases(const bench_transfer_options& opt) {
 
 int bench_transfer(const bench_transfer_options& opt) {
   // Before any thread starts: each inherits the CPUs of the thread that starts it.
-  auto allowed = allowed_cpus();
-  auto cpus = allowed ? choose_cpus(opt.cpus, *allowed) : std::move(allowed.error());
-  auto pinned = cpus && !cpus->client.empty() ? pin_this_thread(cpus->client) : caf::error{};
-  if (!cpus || pinned) {
-    fmt::print(stderr, "bench transfer: --cpus: {}\n", describe(cpus ? pinned : cpus.error()));
+  auto cpus = place_this_process(opt.cpus);
+  if (!cpus) {
+    fmt::print(stderr, "bench transfer: --cpus: {}\n", describe(cpus.error()));
     return 2;
   }
   caf::actor_system_config cfg;
@@ -218,7 +222,7 @@ int bench_transfer(const bench_transfer_options& opt) {
     return 2;
   }
   local_buffers buf;
-  print_header(opt, *cpus);
+  print_header(opt, *cpus, peer->cpus);
   for (std::string_view path : {"shm", "tcp", "cuda"}) {
     if (!opt.only.empty() && opt.only != path)
       continue;

@@ -63,15 +63,18 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
     return std::move(line.error());
   unsigned actor_port = 0, sink_port = 0;
   int pid = 0;
+  const auto cpus_at = line->find(" cpus="); // the last field: a CPU list can be long
   if (std::sscanf(line->c_str(), "crescent-transfer-peer actor-port=%u sink-port=%u pid=%d",
-                  &actor_port, &sink_port, &pid) != 3)
+                  &actor_port, &sink_port, &pid) != 3 ||
+      cpus_at == std::string::npos)
     return make_error(errc::io_error, "unexpected transfer peer greeting: " + *line);
+  auto cpus = line->substr(cpus_at + 6);
   auto actor = sys.middleman().remote_actor<transfer_peer_actor>("127.0.0.1",
                                                                  static_cast<uint16_t>(actor_port));
   if (!actor)
     return make_error(errc::unavailable,
                       "cannot reach the transfer peer's actor: " + sys.render(actor.error()));
-  remote_peer peer{std::move(*child), *actor, {}, {}, static_cast<uint16_t>(sink_port)};
+  remote_peer peer{std::move(*child), *actor, {}, {}, static_cast<uint16_t>(sink_port), cpus};
   auto info = ask(sys, peer.actor, peer_atom::value);
   if (!info)
     return std::move(info.error());

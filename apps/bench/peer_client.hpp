@@ -16,6 +16,7 @@ struct remote_peer {
   transport::peer_info info;
   transport::region_handle region;
   uint16_t sink_port = 0;
+  std::string cpus; // those it may run on, as it says (to_text of cpu_sets.hpp)
   // The region of GPU memory it serves (transfer_peer_options::gpu_mib), or why there is none.
   caf::expected<transport::region_handle> gpu_region{caf::error{}};
 };

@@ -126,6 +126,7 @@ int run_transfer_peer(const transfer_peer_options& opt) {
       return 2;
     }
   }
+  auto cpus = allowed_cpus(); // as it is, for the greeting: what the parent prints
   transport::transfer_options topt;
   topt.local_nodes = {opt.node};
   topt.enable_shm = opt.shm;
@@ -160,8 +161,8 @@ int run_transfer_peer(const transfer_peer_options& opt) {
     return 2;
   }
   std::thread(run_sink, sink->first, memory->data(), memory->size_bytes()).detach();
-  fmt::print("crescent-transfer-peer actor-port={} sink-port={} pid={}\n", *port, sink->second,
-             getpid());
+  fmt::print("crescent-transfer-peer actor-port={} sink-port={} pid={} cpus={}\n", *port,
+             sink->second, getpid(), cpus ? to_text(*cpus) : "unknown");
   std::fflush(stdout);
   // Serve until the parent goes away: its end of our standard input closes.
   char c;

@@ -6,7 +6,7 @@
 // With --gpu-mib it also serves a region of GPU memory (cuda:0), or says why it cannot.
 //
 // Started as `crescent transfer-peer`, it prints one line
-//   crescent-transfer-peer actor-port=<p> sink-port=<q> pid=<pid>
+//   crescent-transfer-peer actor-port=<p> sink-port=<q> pid=<pid> cpus=<CPUs it may run on>
 // and serves until its standard input closes (its parent ended) or it is killed. The sink port
 // accepts plain TCP streams and discards them: the baseline of the TCP benchmark.
 #pragma once
@@ -43,7 +43,7 @@ struct transfer_peer_options {
   bool shm = true;
   bool tcp = true;
   uint64_t gpu_mib = 0; // > 0: also serve a region of that size on cuda:0, where there is one
-  std::string cpus;     // non-empty: run on these CPUs only (taskset -c syntax)
+  std::string cpus;     // non-empty: run on these CPUs only (cpu_sets.hpp: parse_cpu_list)
 };
 
 /// Runs the peer process; returns its exit status.
