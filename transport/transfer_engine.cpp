@@ -4,10 +4,10 @@
 #include "transport/transfer_engine.hpp"
 
 #include "messages/errors.hpp"
+#include "transport/cpu_affinity.hpp"
 #include "transport/engine_internal.hpp"
 #include "transport/thread_name.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,11 +29,10 @@ uint64_t splitmix64(uint64_t& state) {
 // The CPUs this process may run on: pinned to some (taskset, a cpuset, `bench transfer
 // --cpus`), it gets the connections those can drive, not what the machine has.
 uint32_t usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    return static_cast<uint32_t>(CPU_COUNT(&set));
-  return std::thread::hardware_concurrency(); // over 1024 CPUs: glibc's set is too small
+  auto cpus = allowed_cpus();
+  if (!cpus)
+    return std::thread::hardware_concurrency(); // over 1024 CPUs: glibc's set is too small
+  return static_cast<uint32_t>(cpus->size());
 }
 
 // Processes with the same boot id share a kernel, hence memfds through /proc.

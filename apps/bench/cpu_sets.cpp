@@ -100,18 +100,6 @@ caf::expected<process_cpus> choose_cpus(std::string_view spec,
   return process_cpus{{cpus.begin(), cpus.begin() + half}, {cpus.begin() + half, cpus.end()}};
 }
 
-caf::expected<cpu_list> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0)
-    return make_error(errc::io_error, std::string{"sched_getaffinity: "} + std::strerror(errno));
-  cpu_list out;
-  for (uint32_t cpu = 0; cpu < cpu_count_max; ++cpu)
-    if (CPU_ISSET(cpu, &set))
-      out.push_back(cpu);
-  return out;
-}
-
 caf::error pin_this_thread(const cpu_list& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -10,6 +10,8 @@
 // same two processes.
 #pragma once
 
+#include "transport/cpu_affinity.hpp"
+
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
@@ -23,8 +25,7 @@ namespace crescent::bench {
 /// CPU numbers, sorted and unique.
 using cpu_list = std::vector<uint32_t>;
 
-/// The highest CPU number accepted, plus one (glibc's cpu_set_t).
-inline constexpr uint32_t cpu_count_max = 1024;
+using transport::cpu_count_max; // the highest CPU number accepted, plus one
 
 /// Parses a list of CPUs: items "N" or "N-M", separated by commas ("3", "0-3,8"), as taskset -c
 /// writes them without strides. Errors say what is wrong; a list is never empty.
@@ -63,7 +64,7 @@ caf::expected<process_cpus> choose_cpus(std::string_view spec,
                                         const std::vector<cpu_place>& allowed);
 
 /// The CPUs this thread may run on (sched_getaffinity).
-caf::expected<cpu_list> allowed_cpus();
+using transport::allowed_cpus;
 
 /// Pins the calling thread, and so every thread it starts afterwards, to `cpus`.
 caf::error pin_this_thread(const cpu_list& cpus);
