@@ -1,4 +1,6 @@
 // The `crescent` command line.
+#include "apps/analyze/analyze_command.hpp"
+#include "apps/analyze/hitrate.hpp"
 #include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
@@ -32,6 +34,37 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--verbose", run.verbose, "Log actor warnings");
 
   app.add_subcommand("info", "Show what this binary was built with");
+
+  auto* analyze_cmd = app.add_subcommand("analyze", "Analyses of a trace that need no cluster");
+  analyze_cmd->require_subcommand(1);
+  crescent::cli::hitrate_options hitrate;
+  auto* hitrate_cmd = analyze_cmd->add_subcommand(
+      "hitrate",
+      "Prefix hit rate of one global LRU cache, requests in file order, time ignored (the "
+      "paper's Fig. 9 method; a check for the replay): a request reuses the longest cached "
+      "prefix of its chained block keys, min(k x B, input_length) tokens, then all its blocks "
+      "are inserted or refreshed; hit rate = reused / prompt tokens. One row per capacity");
+  hitrate_cmd->add_option("trace", hitrate.trace_path, "Mooncake trace (JSONL)")->required();
+  const CLI::Validator capacity_word(
+      [](std::string& word) -> std::string {
+        if (crescent::analyze::parse_capacity_tokens(word))
+          return {};
+        return "expected a non-negative integer or unbounded, got " + word;
+      },
+      "TOKENS|unbounded");
+  hitrate_cmd
+      ->add_option("--capacity-tokens", hitrate.capacities,
+                   "Cache capacities, one row each: tokens (the cache holds floor(C / B) blocks) "
+                   "or unbounded (0: the same)")
+      ->required()
+      ->check(capacity_word);
+  hitrate_cmd
+      ->add_option("--block-tokens", hitrate.block_tokens,
+                   "Tokens per cache block B, a divisor of 512: trace block i becomes 512 / B "
+                   "cache blocks, sub-block j keyed H(previous key, hash_id_i, j); a partial last "
+                   "block becomes ceil(rest / B) of them")
+      ->capture_default_str();
+  hitrate_cmd->add_flag("--json", hitrate.json, "Print one JSON object instead of the table");
 
   auto* bench_cmd = app.add_subcommand("bench", "Benchmarks, each against a baseline measured in "
                                                 "the same run");
@@ -193,6 +226,8 @@ int main(int argc, char** argv) {
     return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
+  if (analyze_cmd->got_subcommand("hitrate"))
+    return crescent::cli::hitrate_command(hitrate);
   if (app.got_subcommand("transfer-peer"))
     return crescent::bench::run_transfer_peer(peer);
   if (bench_cmd->got_subcommand("store"))

@@ -16,6 +16,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <system_error>
 
 namespace crescent::cli {
 
@@ -24,6 +27,19 @@ namespace {
 int fail(const std::string& what) {
   fmt::print(stderr, "crescent run: {}\n", what);
   return 2;
+}
+
+// A missing default trace gets its own message: read_trace's "cannot read" would not say that the
+// path is relative to the current directory, nor what to do. Nullopt: another trace, or there.
+std::optional<std::string> missing_default_trace(const std::string& trace_path) {
+  std::error_code ec;
+  if (trace_path != default_trace_path || std::filesystem::exists(trace_path, ec))
+    return std::nullopt;
+  auto tried = std::filesystem::absolute(trace_path, ec);
+  return fmt::format("the default trace {} is not there (tried {}; the path is relative to the "
+                     "current directory, and the file ships in the repository's data/ folder): "
+                     "run from the repository root or pass --trace FILE",
+                     trace_path, ec ? trace_path : tried.string());
 }
 
 void print_header(const run_options& opt, const cluster_config& cfg,
@@ -59,6 +75,8 @@ int run_command(const run_options& opt) {
       return fail(describe(loaded.error()));
     cfg = std::move(*loaded);
   }
+  if (auto missing = missing_default_trace(opt.trace_path))
+    return fail(*missing);
   auto records = replay::read_trace(opt.trace_path, opt.requests);
   if (!records)
     return fail(describe(records.error()));

@@ -6,9 +6,14 @@
 
 namespace crescent::cli {
 
+/// The trace shipped in the repository (data/README.md). Relative to the current directory, so
+/// it is found from the repository root, where tools/run.sh runs crescent; anywhere else give
+/// --trace (run_command says so, with the path it tried).
+inline constexpr const char* default_trace_path = "data/synthetic_trace.jsonl";
+
 struct run_options {
   std::string config_path; // empty: built-in defaults
-  std::string trace_path = "../shared/data/synthetic_trace.jsonl";
+  std::string trace_path = default_trace_path;
   uint32_t requests = 200;
   double speedup = 4.0;
   double output_scale = 1.0;

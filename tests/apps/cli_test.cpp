@@ -9,6 +9,8 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,9 +21,9 @@ struct process_result {
   std::string output;
 };
 
-process_result run(const std::string& args) {
+// Runs a shell command line, stdout and stderr together.
+process_result run_shell(const std::string& cmd) {
   process_result r;
-  std::string cmd = std::string{CRESCENT_BINARY} + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr)
     return r;
@@ -32,6 +34,10 @@ process_result run(const std::string& args) {
   int raw = pclose(p);
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   return r;
+}
+
+process_result run(const std::string& args) {
+  return run_shell(std::string{CRESCENT_BINARY} + " " + args + " 2>&1");
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
@@ -65,6 +71,87 @@ TEST(cli, bad_flags_are_refused) {
   EXPECT_NE(run("run --speedup nope").status, 0);
   EXPECT_NE(run("frobnicate").status, 0);
   EXPECT_NE(run("run --trace /nonexistent.jsonl --no-progress").status, 0);
+}
+
+// The default trace, data/synthetic_trace.jsonl, is relative to the current directory: from
+// anywhere but the repository root the message says what it tried and to pass --trace.
+TEST(cli, a_missing_default_trace_says_where_it_looked) {
+  auto r = run_shell("cd " + ::testing::TempDir() + " && " + CRESCENT_BINARY +
+                     " run --no-progress 2>&1");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("the default trace data/synthetic_trace.jsonl is not there (tried /"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("pass --trace FILE"), std::string::npos) << r.output;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+// A header, a column line, then one row per capacity in the order given: capacity, hit rate
+// with 4 decimals, reused and prompt tokens.
+TEST(cli, analyze_hitrate_prints_a_row_per_capacity) {
+  auto r = run("analyze hitrate " + trace + " --capacity-tokens unbounded 100000 0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto lines = lines_of(r.output);
+  ASSERT_EQ(lines.size(), 5u) << r.output;
+  EXPECT_NE(lines[0].find("40 requests from " + trace), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("512-token blocks"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1], "capacity (tokens)  hit rate   reused tokens   prompt tokens");
+  const std::regex row{R"( *(unbounded|\d+)  +(0|1)\.\d{4}  +(\d+)  +(\d+))"};
+  const char* capacities[] = {"unbounded", "100000", "unbounded"};
+  std::string prompt_tokens;
+  for (size_t i = 0; i < 3; ++i) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[2 + i], m, row)) << lines[2 + i];
+    EXPECT_EQ(m[1], capacities[i]);
+    EXPECT_LE(std::stoull(m[3]), std::stoull(m[4])) << "reused <= prompt tokens";
+    if (i == 0)
+      prompt_tokens = m[4];
+    EXPECT_EQ(m[4], prompt_tokens) << "every row counts the same prompts";
+  }
+  EXPECT_EQ(lines[2], lines[4]) << "0 is unbounded";
+
+  auto json = run("analyze hitrate " + trace + " --capacity-tokens 100000 --json");
+  ASSERT_EQ(json.status, 0) << json.output;
+  for (const std::string& field :
+       {std::string{"\"requests\": 40"}, std::string{"\"block_tokens\": 512"},
+        std::string{"\"capacity_tokens\": 100000"}, std::string{"\"hit_rate\": "},
+        std::string{"\"reused_tokens\": "}, "\"prompt_tokens\": " + prompt_tokens})
+    EXPECT_NE(json.output.find(field), std::string::npos) << field << "\n" << json.output;
+  EXPECT_EQ(json.output.front(), '{') << json.output;
+}
+
+TEST(cli, analyze_hitrate_refuses_bad_arguments_and_traces) {
+  auto r = run("analyze hitrate " + trace + " --capacity-tokens 1000 --block-tokens 300");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("crescent analyze hitrate: invalid_argument: --block-tokens 300: must "
+                          "divide the trace's 512-token blocks"),
+            std::string::npos)
+      << r.output;
+  r = run("analyze hitrate /nonexistent/trace.jsonl --capacity-tokens 1000");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot read trace file /nonexistent/trace.jsonl"), std::string::npos)
+      << r.output;
+  auto bad = write_file("cli_hitrate_bad.jsonl",
+                        R"({"timestamp": 0, "input_length": 512, "output_length": 1, )"
+                        R"("hash_ids": [1]})"
+                        "\n{\"timestamp\": 1, \"input_length\": oops}\n");
+  r = run("analyze hitrate " + bad + " --capacity-tokens unbounded");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(bad + ":2: not valid JSON"), std::string::npos) << r.output;
+  r = run("analyze hitrate " + trace + " --capacity-tokens 10k");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("expected a non-negative integer or unbounded"), std::string::npos)
+      << r.output;
+  EXPECT_NE(run("analyze hitrate " + trace).status, 0) << "--capacity-tokens is required";
+  EXPECT_NE(run("analyze hitrate " + trace + " --capacity-tokens").status, 0);
+  EXPECT_NE(run("analyze").status, 0);
 }
 
 TEST(cli, node_processes_refuse_bad_flags_and_clusters_without_them_fail_to_start) {
