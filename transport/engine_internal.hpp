@@ -2,6 +2,7 @@
 #pragma once
 
 #include "messages/errors.hpp"
+#include "transport/modeled_links.hpp"
 #include "transport/region_table.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -59,7 +60,8 @@ struct op_record {
   std::vector<backend*> paths;          // preference order
   std::vector<path_counters*> counters; // of each path to the remote node
   std::atomic<uint32_t> slices_left{0};
-  std::mutex mutex; // guards the fields below
+  uint64_t modeled_ns = 0; // set once before it starts (modeled links only)
+  std::mutex mutex;        // guards the fields below
   caf::error failure;
   bool timed_out = false;
   bool cancelled = false;
@@ -168,6 +170,9 @@ struct transfer_engine::impl {
 
   mutable std::mutex metrics_mutex;
   std::map<std::pair<std::string, uint32_t>, std::unique_ptr<path_counters>> counters;
+
+  // Simulated time only (create_modeled): every operation's modeled duration comes from here.
+  std::shared_ptr<modeled_links> links;
 
   path_counters& counters_for(const char* backend_name, uint32_t node);
   bool is_local(uint32_t node) const;

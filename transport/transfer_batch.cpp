@@ -66,6 +66,7 @@ void finish_op(batch_state& b, op_record& op) {
     } else {
       op.result = {op_state::completed, {}};
     }
+    op.result.modeled_ns = op.modeled_ns;
   }
   if (b.ops_left.fetch_sub(1) == 1)
     finish_batch(b);
@@ -174,6 +175,20 @@ std::vector<backend*> usable_paths(std::vector<backend*> all, const transfer_op&
   return out;
 }
 
+// Simulated time: the operation's time on the modeled links, from the node of its local buffer
+// (a registered region of this engine; unregistered memory counts as the remote node's own) to
+// the remote node, or back for a read.
+uint64_t modeled_duration(transfer_engine::impl& e, const transfer_op& op) {
+  uint32_t local_node = op.remote.node;
+  if (auto h = e.table->pin_address(op.local.data(), op.local.size())) {
+    local_node = h->node;
+    e.table->unpin(*h);
+  }
+  const bool read = op.kind == op_kind::read;
+  return e.links->reserve(read ? op.remote.node : local_node, read ? local_node : op.remote.node,
+                          op.local.size());
+}
+
 std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<const transfer_op> ops,
                                          clock_type::time_point deadline) {
   auto b = std::make_shared<batch_state>();
@@ -206,6 +221,8 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
           b.get(), i, ops[i].kind, ops[i].local.data() + off, std::min<uint64_t>(size, n - off),
           ops[i].remote, ops[i].remote_offset + off, ops[i].checksum, ops[i].local_location});
     rec->slices_left = slices;
+    if (e.links)
+      rec->modeled_ns = modeled_duration(e, ops[i]);
     b->ops.push_back(std::move(rec));
   }
   return b;

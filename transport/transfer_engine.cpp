@@ -160,6 +160,17 @@ caf::expected<std::shared_ptr<transfer_engine>> transfer_engine::create_local(ui
   return create(std::move(options));
 }
 
+caf::expected<std::shared_ptr<transfer_engine>>
+transfer_engine::create_modeled(uint64_t key_seed, std::shared_ptr<modeled_links> links) {
+  if (!links)
+    return make_error(errc::invalid_argument, "a modeled engine needs its links");
+  auto engine = create_local(key_seed);
+  if (!engine)
+    return engine;
+  (*engine)->impl_->links = std::move(links);
+  return engine;
+}
+
 transfer_engine::~transfer_engine() {
   {
     std::lock_guard guard{impl_->watchdog_mutex};

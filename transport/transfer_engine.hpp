@@ -93,6 +93,7 @@
 // - All calls are thread-safe.
 #pragma once
 
+#include "transport/modeled_links.hpp"
 #include "transport/transfer_types.hpp"
 
 #include <caf/expected.hpp>
@@ -121,6 +122,14 @@ class transfer_engine {
   /// An engine for one process that serves every node id itself and opens no socket: what the
   /// embedded one-process cluster and unit tests use.
   static caf::expected<std::shared_ptr<transfer_engine>> create_local(uint64_t key_seed = 0);
+
+  /// As create_local, for simulated time: bytes move in-process as they would there, and every
+  /// operation's result says in op_result::modeled_ns when it would end on `links` (which
+  /// operations reserve, in submission order, as they are submitted). The bytes have moved when
+  /// the result is read; an actor that submitted a batch acts on its end after that much of its
+  /// clock (actors/common/modeled_delay.hpp).
+  static caf::expected<std::shared_ptr<transfer_engine>>
+  create_modeled(uint64_t key_seed, std::shared_ptr<modeled_links> links);
 
   ~transfer_engine();
   transfer_engine(const transfer_engine&) = delete;

@@ -45,6 +45,10 @@ struct transfer_op {
 struct op_result {
   op_state state = op_state::pending;
   caf::error reason; // for failed, timed_out and cancelled
+  // How long after submit the operation ends in modeled time: on an engine with modeled links
+  // (transfer_engine::create_modeled, simulated time) the links' answer; 0 on every real one,
+  // where it has ended when its result is read.
+  uint64_t modeled_ns = 0;
 };
 
 using clock_type = std::chrono::steady_clock;
