@@ -19,6 +19,8 @@ using prefill_atom = caf::atom_constant<caf::atom("prefill")>;
 using kv_ready_atom = caf::atom_constant<caf::atom("kv_ready")>;
 using step_atom = caf::atom_constant<caf::atom("step")>;
 using handed_off_atom = caf::atom_constant<caf::atom("handed_off")>;
+using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
+using stored_atom = caf::atom_constant<caf::atom("stored")>;
 // request
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;

@@ -22,11 +22,11 @@ caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_conf
                                                " tokens is outside [1, " +
                                                std::to_string(model.context_tokens_max) + "]")};
     const size_t page_count = (tokens.size() + model.block_tokens - 1) / model.block_tokens;
-    if (pages.size() != page_count || keys.size() != tokens.size() / model.block_tokens)
+    if (pages.size() != page_count || keys.size() != page_count)
       return caf::expected<prefill_job>{
           make_error(errc::invalid_argument, "a prompt of " + std::to_string(tokens.size()) +
                                                  " tokens needs " + std::to_string(page_count) +
-                                                 " decode pages and one key per full block")};
+                                                 " decode pages and one key per block")};
     prefill_job job;
     job.request_id = in.getRequestId();
     job.tokens = to_vector(tokens);
@@ -48,7 +48,7 @@ caf::error check_job(const prefill_job& job, const prefill_state& st) {
     return make_error(errc::invalid_argument,
                       "no decode instance " + std::to_string(job.decode_instance));
   for (const auto& p : job.decode_pages)
-    if (p.length != model.page_bytes())
+    if (p.length != st.parts.engine->page_memory_bytes())
       return make_error(errc::invalid_argument,
                         "decode page " + transport::to_string(p) + " is not one KV page long");
   // Keys name pool blocks: a wrong key would file this prompt's KV under another prefix.

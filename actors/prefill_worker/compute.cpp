@@ -26,7 +26,7 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setNode(st.options.node);
     out.setOk(ok);
     out.setComputedTokens(job.computed_tokens);
-    out.setReusedTokens(job.reused_blocks * st.parts.engine->config().block_tokens);
+    out.setReusedTokens(job.reused_tokens);
     out.setComputeNs(job.compute_ns);
     auto keys = out.initStoredKeys(static_cast<unsigned>(stored.size()));
     for (unsigned i = 0; i < stored.size(); ++i)

@@ -4,10 +4,12 @@
 // token and the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
 //
 // The batch runs while the worker serves its mailbox; its end comes back as handed_off_atom
-// (from the engine's thread that ended it, or from this one for in-process copies). Jobs
+// (from the engine's thread that ended it, or from this one for in-process copies; in
+// simulated time after the batch's modeled time). Jobs
 // queued behind it wait: a batch to a process that is gone ends when its connection attempts
 // fail (refused at once; unanswered after the engine's connect timeout per attempt), at most
 // at kv_handoff_timeout.
+#include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/request.capnp.h"
@@ -22,12 +24,11 @@ namespace crescent {
 namespace {
 
 void notify_request(prefill_ptr self, const prefill_job& job) {
-  const uint32_t block = self->state.parts.engine->config().block_tokens;
   auto msg = make_envelope<wire::PrefillDone>([&](wire::PrefillDone::Builder out) {
     out.setRequestId(job.request_id);
     out.setFirstToken(job.first_token);
     out.setComputedTokens(job.computed_tokens);
-    out.setReusedTokens(job.reused_blocks * block);
+    out.setReusedTokens(job.reused_tokens);
     out.setLoadMisses(job.load_misses);
     out.setComputeNs(job.compute_ns);
   });
@@ -81,7 +82,7 @@ void signal_decode(prefill_ptr self) {
 void hand_off(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  const uint64_t page = st.parts.engine->config().page_bytes();
+  const uint64_t page = st.parts.engine->page_memory_bytes();
   std::vector<transport::transfer_op> ops;
   ops.reserve(job.pages.size());
   for (size_t i = 0; i < job.pages.size(); ++i)
@@ -95,8 +96,9 @@ void hand_off(prefill_ptr self) {
   auto err = st.parts.transfer->submit(ops, transport::clock_type::now() + kv_handoff_timeout,
                                        [me, id, pages = st.parts.kv_pages->memory_keepalive()](
                                            std::vector<transport::op_result> results) {
-                                         caf::anon_send(me, handed_off_atom::value, id,
-                                                        first_failure(results));
+                                         send_at_batch_end(me, batch_end_ns(results),
+                                                           handed_off_atom::value, id,
+                                                           first_failure(results));
                                        });
   if (err)
     fail_job(self, "KV hand-off to decode failed: " + describe(err));

@@ -1,12 +1,18 @@
 // The prefill worker and the KV pool: loading the cached prefix before computing, storing the
-// prompt's new full blocks after the hand-off. Pool trouble never fails a request: a block that
+// prompt's new blocks after the hand-off. Pool trouble never fails a request: a block that
 // cannot be read is recomputed, a block that cannot be stored is simply not cached.
+//
+// Both directions are batches through the transfer engine whose end comes back as a message
+// (loaded_atom, stored_atom), so the worker serves its mailbox while bytes move, and in
+// simulated time the batch takes its modeled time (actors/common/modeled_delay.hpp).
+#include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
@@ -19,7 +25,11 @@ using pool_protocol::put_slot;
 
 std::span<std::byte> page_span(prefill_ptr self, size_t i) {
   auto& job = *self->state.current;
-  return {job.page_ptrs[i], self->state.parts.engine->config().page_bytes()};
+  return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
+}
+
+uint32_t block_tokens(prefill_ptr self) {
+  return self->state.parts.engine->config().block_tokens;
 }
 
 void report_corrupt(prefill_ptr self, uint64_t key, uint32_t node) {
@@ -36,50 +46,122 @@ std::vector<transport::region_handle> by_locality(std::vector<transport::region_
   return rs;
 }
 
-// One block into one page: the first replica that reads and verifies.
-caf::error load_one(prefill_ptr self, const block_location& loc, std::span<std::byte> page) {
-  auto& st = self->state;
-  caf::error last = make_error(errc::not_found, "no replica");
-  for (const auto& h : by_locality(loc.replicas, st.options.node)) {
-    if (h.length != page.size()) {
-      last = make_error(errc::invalid_argument, "replica of the wrong size");
-      continue;
-    }
-    if (auto err = st.parts.transfer->read(h, 0, page)) {
-      last = std::move(err);
-      continue;
-    }
-    if (storage::block_checksum(page) == loc.checksum)
-      return caf::none;
-    report_corrupt(self, loc.key, h.node);
-    last = make_error(errc::checksum_mismatch, "block " + std::to_string(loc.key));
+// One result per operation: none where it completed.
+std::vector<caf::error> outcomes(const std::vector<transport::op_result>& results) {
+  std::vector<caf::error> out;
+  out.reserve(results.size());
+  for (const auto& r : results) {
+    if (r.state == transport::op_state::completed)
+      out.emplace_back();
+    else
+      out.push_back(r.reason ? r.reason
+                             : make_error(errc::internal, std::string{"a transfer ended "} +
+                                                              transport::to_string(r.state)));
   }
-  return last;
+  return out;
 }
 
-// Reads the found blocks into the local pages, in order, stopping at the first that fails.
-void load_blocks(prefill_ptr self, const std::vector<block_location>& found) {
+// Submits `ops` for the current job; their end comes back to this worker as `Atom`, after the
+// batch's modeled time in simulated time. A batch that cannot start ends at once, failed.
+template <class Atom>
+void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& ops, Atom atom) {
+  auto& st = self->state;
+  auto me = caf::actor_cast<prefill_worker_actor>(self);
+  const auto id = st.current->request_id;
+  // The pages are read or written until the batch ends, which may be after this worker exits:
+  // the callback keeps their memory mapped until then (see handoff.cpp).
+  auto err = st.parts.transfer->submit(
+      ops, transport::clock_type::now() + kv_handoff_timeout,
+      [me, id, atom,
+       pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
+        send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
+      });
+  if (err)
+    self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
+}
+
+// Only the engine's callback (an anonymous message) ends a batch, and only the current job's.
+bool is_batch_end(prefill_ptr self, uint64_t request_id, const char* what) {
+  auto& st = self->state;
+  if (self->current_sender() != nullptr && self->current_sender() != self->ctrl()) {
+    st.bad.refuse(st.name, make_error(errc::access_denied,
+                                      std::string{"only the transfer engine ends "} + what));
+    return false;
+  }
+  return st.current && st.current->request_id == request_id;
+}
+
+void finish_loading(prefill_ptr self);
+
+// Reads, for every block up to the first that has no replica left to try, the next replica of
+// each that is not verified yet.
+void load_round(prefill_ptr self) {
+  auto& job = *self->state.current;
+  std::vector<transport::transfer_op> ops;
+  job.loading.clear();
+  for (size_t i = 0; i < job.loads.size(); ++i) {
+    auto& b = job.loads[i];
+    if (b.verified)
+      continue;
+    auto page = page_span(self, i);
+    while (b.next < b.replicas.size() && b.replicas[b.next].length != page.size()) {
+      b.last_error = make_error(errc::invalid_argument, "replica of the wrong size");
+      ++b.next;
+    }
+    if (b.next == b.replicas.size())
+      break; // the prefix ends here: later blocks are of no use
+    ops.push_back({transport::op_kind::read, page, b.replicas[b.next]});
+    job.loading.push_back(i);
+  }
+  if (ops.empty()) {
+    finish_loading(self);
+    return;
+  }
+  submit_batch(self, ops, loaded_atom::value);
+}
+
+// The verified prefix is reused; a block that failed for another reason than being gone is a
+// miss, counted. The last prompt token is always computed (its logits give the first output
+// token): a prompt found whole recomputes it over its reused KV.
+void finish_loading(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  const size_t usable = (job.tokens.size() - 1) / st.parts.engine->config().block_tokens;
-  for (size_t i = 0; i < found.size() && i < usable; ++i) {
-    caf::error err;
-    if (found[i].key != job.keys[i] || found[i].replicas.empty())
-      err = make_error(errc::not_found, "not in the pool");
-    else
-      err = load_one(self, found[i], page_span(self, i));
-    if (err) {
-      if (!is(err, errc::not_found)) {
-        spdlog::warn("prefill_worker {}: block {} of request {} is a miss: {}", st.options.instance,
-                     i, job.request_id, describe(err));
-        ++job.load_misses;
-        ++st.load_misses_total;
-      }
-      break;
+  size_t reused = 0;
+  while (reused < job.loads.size() && job.loads[reused].verified)
+    ++reused;
+  if (reused < job.loads.size()) {
+    const auto& miss = job.loads[reused];
+    if (miss.last_error && !is(miss.last_error, errc::not_found)) {
+      spdlog::warn("prefill_worker {}: block {} of request {} is a miss: {}", st.options.instance,
+                   reused, job.request_id, describe(miss.last_error));
+      ++job.load_misses;
+      ++st.load_misses_total;
     }
-    ++job.reused_blocks;
   }
-  job.position = job.reused_blocks * st.parts.engine->config().block_tokens;
+  const auto prompt = static_cast<uint32_t>(job.tokens.size());
+  job.reused_blocks = static_cast<uint32_t>(reused);
+  job.reused_tokens = std::min(job.reused_blocks * block_tokens(self), prompt - 1);
+  job.position = job.reused_tokens;
+  job.loads.clear();
+  job.loading.clear();
+  begin_compute(self);
+}
+
+// Blocks the get found, in prompt order, up to the first it did not (or found elsewhere).
+void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  job.loads.clear();
+  for (size_t i = 0; i < found.size() && i < job.keys.size(); ++i) {
+    if (found[i].key != job.keys[i] || found[i].replicas.empty())
+      break;
+    block_load b;
+    b.key = found[i].key;
+    b.checksum = found[i].checksum;
+    b.replicas = by_locality(found[i].replicas, st.options.node);
+    job.loads.push_back(std::move(b));
+  }
+  load_round(self);
 }
 
 void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uint64_t> sums,
@@ -90,27 +172,58 @@ void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uin
 void lookup_prefix(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  // The last prompt token is always computed: its logits give the first output token.
-  const size_t usable = (job.tokens.size() - 1) / st.parts.engine->config().block_tokens;
-  if (usable == 0) {
+  if (job.keys.empty()) {
     begin_compute(self);
     return;
   }
-  auto msg = pool_protocol::make_get(std::span{job.keys}.first(usable), true);
+  auto msg = pool_protocol::make_get(job.keys, true);
+  const auto id = job.request_id;
   self->request(st.parts.dir->store_master, control_timeout, get_atom::value, msg)
       .then(
           [=](const envelope& reply) {
+            if (!self->state.current || self->state.current->request_id != id)
+              return;
             auto found = pool_protocol::read_get_reply(reply);
-            if (found)
-              load_blocks(self, *found);
-            else
-              spdlog::warn("prefill_worker: bad prefix reply: {}", describe(found.error()));
-            begin_compute(self);
+            if (found) {
+              start_loading(self, *found);
+              return;
+            }
+            spdlog::warn("prefill_worker: bad prefix reply: {}", describe(found.error()));
+            finish_loading(self);
           },
           [=](caf::error& err) {
+            if (!self->state.current || self->state.current->request_id != id)
+              return;
             spdlog::warn("prefill_worker: prefix lookup failed, computing all: {}", describe(err));
-            begin_compute(self);
+            finish_loading(self);
           });
+}
+
+void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
+  if (!is_batch_end(self, request_id, "a prefix load"))
+    return;
+  auto& job = *self->state.current;
+  if (results.size() != job.loading.size()) {
+    self->state.bad.refuse(self->state.name,
+                           make_error(errc::invalid_argument, "a load's results do not match"));
+    return;
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    auto& b = job.loads[job.loading[k]];
+    const auto& h = b.replicas[b.next];
+    if (!results[k] && storage::block_checksum(page_span(self, job.loading[k])) == b.checksum) {
+      b.verified = true;
+      continue;
+    }
+    if (!results[k]) {
+      report_corrupt(self, b.key, h.node);
+      b.last_error = make_error(errc::checksum_mismatch, "block " + std::to_string(b.key));
+    } else {
+      b.last_error = results[k];
+    }
+    ++b.next;
+  }
+  load_round(self);
 }
 
 namespace {
@@ -127,26 +240,38 @@ wire::ReplicaPlacement to_wire(placement_policy p) {
   return wire::ReplicaPlacement::LOCAL_FIRST;
 }
 
-// Writes every replica of every granted block; a block with a failed replica is revoked.
+// Writes every replica of every granted block in one batch; a block with a replica that cannot
+// be written is revoked (on_stored).
 void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>& slots) {
-  auto& cur = *self->state.current;
-  std::vector<uint64_t> keys, sums, revoke;
+  auto& job = *self->state.current;
+  block_store store;
+  std::vector<transport::transfer_op> ops;
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& s = slots[i];
     if (s.replicas.empty())
       continue;
     auto page = page_span(self, first + i);
-    bool ok = s.key == cur.keys[first + i];
+    bool fits = s.key == job.keys[first + i];
     for (const auto& h : s.replicas)
-      ok = ok && h.length == page.size() && !self->state.parts.transfer->write(h, 0, page);
-    if (!ok) {
-      revoke.push_back(s.key);
+      fits = fits && h.length == page.size();
+    if (!fits) {
+      store.revoke.push_back(s.key);
       continue;
     }
-    keys.push_back(s.key);
-    sums.push_back(storage::block_checksum(page));
+    store.keys.push_back(s.key);
+    store.blocks.push_back(first + i);
+    store.ops.emplace_back();
+    for (const auto& h : s.replicas) {
+      store.ops.back().push_back(ops.size());
+      ops.push_back({transport::op_kind::write, page, h});
+    }
   }
-  commit_blocks(self, std::move(keys), std::move(sums), std::move(revoke));
+  if (ops.empty()) {
+    commit_blocks(self, {}, {}, std::move(store.revoke));
+    return;
+  }
+  job.storing = std::move(store);
+  submit_batch(self, ops, stored_atom::value);
 }
 
 } // namespace
@@ -154,23 +279,25 @@ void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>&
 void store_new_blocks(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  const auto& model = st.parts.engine->config();
   const size_t first = job.reused_blocks;
-  const size_t last = job.tokens.size() / model.block_tokens;
+  const size_t last = job.keys.size();
   if (first >= last) {
     finish_job(self, {});
     return;
   }
-  const std::vector<uint64_t> sizes(last - first, model.page_bytes());
+  const std::vector<uint64_t> sizes(last - first, st.parts.engine->page_memory_bytes());
   std::vector<uint32_t> positions;
   for (size_t i = first; i < last; ++i)
     positions.push_back(static_cast<uint32_t>(i));
   auto msg = pool_protocol::make_put_start(
       {st.options.node, st.options.replicas, to_wire(st.options.placement),
        std::span{job.keys}.subspan(first, last - first), sizes, positions});
+  const auto id = job.request_id;
   self->request(st.parts.dir->store_master, control_timeout, put_start_atom::value, msg)
       .then(
           [=](const envelope& reply) {
+            if (!self->state.current || self->state.current->request_id != id)
+              return;
             auto slots = pool_protocol::read_put_start_reply(reply);
             if (!slots || slots->size() != last - first) {
               spdlog::warn("prefill_worker: bad put reply; blocks not stored");
@@ -180,9 +307,37 @@ void store_new_blocks(prefill_ptr self) {
             write_replicas(self, first, *slots);
           },
           [=](caf::error& err) {
+            if (!self->state.current || self->state.current->request_id != id)
+              return;
             spdlog::warn("prefill_worker: put_start failed: {}", describe(err));
             finish_job(self, {});
           });
+}
+
+void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
+  if (!is_batch_end(self, request_id, "a store of new blocks"))
+    return;
+  auto& job = *self->state.current;
+  if (!job.storing) {
+    self->state.bad.refuse(self->state.name,
+                           make_error(errc::invalid_argument, "no store of new blocks is running"));
+    return;
+  }
+  auto store = std::move(*job.storing);
+  job.storing.reset();
+  std::vector<uint64_t> keys, sums;
+  for (size_t i = 0; i < store.keys.size(); ++i) {
+    bool ok = true;
+    for (auto op : store.ops[i])
+      ok = ok && op < results.size() && !results[op];
+    if (!ok) {
+      store.revoke.push_back(store.keys[i]);
+      continue;
+    }
+    keys.push_back(store.keys[i]);
+    sums.push_back(storage::block_checksum(page_span(self, store.blocks[i])));
+  }
+  commit_blocks(self, std::move(keys), std::move(sums), std::move(store.revoke));
 }
 
 namespace {
@@ -203,13 +358,19 @@ void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uin
     return;
   }
   auto msg = pool_protocol::make_put_commit(keys, sums);
+  const auto id = self->state.current->request_id;
   self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
-      .then([=]() { finish_job(self, keys); },
-            [=](caf::error& err) {
-              spdlog::warn("prefill_worker: commit failed, revoking: {}", describe(err));
-              revoke_blocks(self, keys);
+      .then(
+          [=]() {
+            if (self->state.current && self->state.current->request_id == id)
+              finish_job(self, keys);
+          },
+          [=](caf::error& err) {
+            spdlog::warn("prefill_worker: commit failed, revoking: {}", describe(err));
+            revoke_blocks(self, keys);
+            if (self->state.current && self->state.current->request_id == id)
               finish_job(self, {});
-            });
+          });
 }
 
 } // namespace

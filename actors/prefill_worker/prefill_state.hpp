@@ -16,6 +16,25 @@
 
 namespace crescent {
 
+/// One cached block being loaded into the job's pages: its replicas, nearest first, tried in
+/// turn until one reads and verifies.
+struct block_load {
+  uint64_t key = 0;
+  uint64_t checksum = 0;
+  std::vector<transport::region_handle> replicas;
+  uint32_t next = 0; // the replica the next read tries
+  bool verified = false;
+  caf::error last_error; // of the last replica tried, if it failed
+};
+
+/// A batch of replica writes in flight: the granted blocks and which writes carry each.
+struct block_store {
+  std::vector<uint64_t> keys;           // granted blocks
+  std::vector<size_t> blocks;           // their indices in the prompt
+  std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
+  std::vector<uint64_t> revoke;         // granted blocks that could not even be written
+};
+
 struct prefill_job {
   uint64_t request_id = 0;
   std::vector<uint32_t> tokens;
@@ -26,8 +45,12 @@ struct prefill_job {
   // Progress, filled while the job runs.
   std::vector<transport::region_handle> pages; // local KV pages
   std::vector<std::byte*> page_ptrs;
+  std::vector<block_load> loads;      // the cached prefix, while it loads
+  std::vector<size_t> loading;        // indices into loads of the reads in flight
+  std::optional<block_store> storing; // the new blocks' writes in flight
   uint32_t reused_blocks = 0;
-  uint32_t position = 0; // tokens whose KV is in the local pages
+  uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)
+  uint32_t position = 0;      // tokens whose KV is in the local pages
   uint32_t computed_tokens = 0;
   uint32_t load_misses = 0;
   uint64_t compute_ns = 0;
@@ -59,7 +82,9 @@ void fail_job(prefill_ptr self, const std::string& reason);
 void finish_job(prefill_ptr self, std::vector<uint64_t> stored_keys);
 // pool_io.cpp
 void lookup_prefix(prefill_ptr self);
+void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);
 void store_new_blocks(prefill_ptr self);
+void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);
 // handoff.cpp
 void hand_off(prefill_ptr self);
 void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err);

@@ -25,7 +25,8 @@ envelope make_stats(prefill_ptr self) {
 }
 
 // Invariant of the job loop: while a job runs, exactly one thing is outstanding, either a step
-// message to self, one batch of KV writes whose end continues the job (handed_off_atom), or one
+// message to self, one batch of transfers whose end continues the job (loaded_atom for the
+// cached prefix, handed_off_atom for the KV to decode, stored_atom for the new blocks), or one
 // request (prefix lookup, kv_ready, put) whose answer continues it.
 prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_worker_options options,
                                                    prefill_worker_parts parts) {
@@ -55,6 +56,12 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](step_atom) { on_step(self); },
       [=](handed_off_atom, uint64_t request_id, const caf::error& err) {
         on_handed_off(self, request_id, err);
+      },
+      [=](loaded_atom, uint64_t request_id, const std::vector<caf::error>& results) {
+        on_loaded(self, request_id, results);
+      },
+      [=](stored_atom, uint64_t request_id, const std::vector<caf::error>& results) {
+        on_stored(self, request_id, results);
       },
   };
 }

@@ -11,6 +11,9 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <cstdint>
+#include <vector>
+
 namespace crescent {
 
 using prefill_worker_actor = caf::typed_actor<
@@ -21,6 +24,10 @@ using prefill_worker_actor = caf::typed_actor<
     // internal: run the next step of the current job
     caf::reacts_to<step_atom>,
     // internal: the KV writes of this request's hand-off ended (none: all written)
-    caf::reacts_to<handed_off_atom, uint64_t, caf::error>>;
+    caf::reacts_to<handed_off_atom, uint64_t, caf::error>,
+    // internal: reads of cached blocks into this request's pages ended (one result per read)
+    caf::reacts_to<loaded_atom, uint64_t, std::vector<caf::error>>,
+    // internal: writes of this request's new blocks into the pool ended (one result per write)
+    caf::reacts_to<stored_atom, uint64_t, std::vector<caf::error>>>;
 
 } // namespace crescent

@@ -24,7 +24,14 @@ TEST(block_key, keys_chain_over_the_prefix) {
   EXPECT_NE(ka[2], kb[2]);
   EXPECT_NE(ka[3], kb[3]); // block 3 is equal, but its prefix is not
   EXPECT_NE(chain_block_keys(a, 16, 8)[0], ka[0]) << "the root separates models";
-  EXPECT_EQ(chain_block_keys(std::span{a}.first(47), 16, 7).size(), 2u) << "full blocks only";
+  // A partial last block has its own key, distinct from the full block a longer prompt has
+  // there, and from a partial block of another length.
+  auto partial = chain_block_keys(std::span{a}.first(47), 16, 7);
+  ASSERT_EQ(partial.size(), 3u);
+  EXPECT_EQ(partial[1], ka[1]);
+  EXPECT_NE(partial[2], ka[2]);
+  EXPECT_NE(chain_block_keys(std::span{a}.first(46), 16, 7)[2], partial[2]);
+  EXPECT_TRUE(chain_block_keys(std::span{a}.first(0), 16, 7).empty());
 }
 
 TEST(dram_pool, allocate_free_and_reuse) {

@@ -71,6 +71,31 @@ TEST(cluster, shared_prefixes_are_loaded_from_the_pool) {
   EXPECT_LT(summary.computed_tokens, summary.prompt_tokens);
 }
 
+TEST(cluster, a_partial_last_block_is_stored_and_reused) {
+  cluster_harness h{small_cluster()};
+  auto w = h.workload();
+  // 2.5 trace blocks: two full model blocks and a partial one of 8 tokens.
+  auto r = record({1, 2, 3}, 4);
+  r.input_tokens = 1280;
+  auto first = replay::synthesize(r, 0, w);
+  const uint32_t block = h.cl->config().model.block_tokens;
+  ASSERT_EQ(first.tokens.size(), 2 * block + block / 2);
+  auto a = h.replay({first})[0];
+  expect_monolithic(h, first, a);
+  EXPECT_EQ(a.reused_tokens, 0u);
+  // The same prompt again: all three blocks are reused, the last token recomputed.
+  auto again = replay::synthesize(r, 1, w);
+  auto b = h.replay({again})[0];
+  expect_monolithic(h, again, b);
+  EXPECT_EQ(b.reused_tokens, first.tokens.size() - 1);
+  EXPECT_EQ(b.computed_tokens, 1u);
+  // A longer prompt over the same first 2.5 blocks has a full third block: only two match.
+  auto longer = replay::synthesize(record({1, 2, 3}, 4), 2, w);
+  auto c = h.replay({longer})[0];
+  expect_monolithic(h, longer, c);
+  EXPECT_EQ(c.reused_tokens, 2 * block);
+}
+
 TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   cluster_harness h{small_cluster()};
   auto w = h.workload();
@@ -109,7 +134,10 @@ TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   auto last = h.replay({third})[0];
   expect_monolithic(h, third, last);
   EXPECT_EQ(last.load_misses, 0u);
-  EXPECT_EQ(last.reused_tokens, 4 * model.block_tokens);
+  // Found whole: every block is reused and only the last token is computed again, for the
+  // logits of the first output token.
+  EXPECT_EQ(last.reused_tokens, 5 * model.block_tokens - 1);
+  EXPECT_EQ(last.computed_tokens, 1u);
 }
 
 TEST(cluster, rejects_what_no_decode_instance_can_hold) {
