@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace crescent::gpu {
@@ -44,9 +45,21 @@ enum class timing_mode {
   modeled,  // flops / modeled_flops_per_s: deterministic, for simulated time and tests
 };
 
+enum class engine_kind {
+  reference, // the reference model's arithmetic on the CPU, KV bytes real
+  modeled,   // no arithmetic: time from a profile, KV pages as stand-ins (modeled_engine.hpp)
+};
+
+struct modeled_profile;
+
 struct engine_options {
-  timing_mode timing = timing_mode::measured;
-  double modeled_flops_per_s = 20e9;
+  engine_kind kind = engine_kind::reference;
+  timing_mode timing = timing_mode::measured; // the reference engine's
+  double modeled_flops_per_s = 20e9;          // the reference engine's, with modeled timing
+  // The modeled engine's profile, as named by the cluster file's engine.profile (a built-in
+  // profile or a file): required for engine_kind::modeled, unused otherwise.
+  std::string profile_name;
+  std::shared_ptr<const modeled_profile> profile;
 };
 
 class engine {
@@ -54,6 +67,11 @@ class engine {
   virtual ~engine() = default;
 
   virtual const model_config& config() const = 0;
+
+  /// Bytes of one KV page in the memory this engine computes on: the pages callers allocate,
+  /// move and store. The reference engine's pages hold the real KV (config().page_bytes());
+  /// the modeled engine's hold a small stand-in of a page of config().page_bytes().
+  virtual uint64_t page_memory_bytes() const { return config().page_bytes(); }
 
   /// Computes tokens at positions [seq.length_tokens, seq.length_tokens + tokens.size()),
   /// writing their K and V into seq's pages. Errors (nothing written that matters): empty

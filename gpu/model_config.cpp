@@ -46,6 +46,8 @@ caf::error check_shape(const model_config& cfg) {
   if (cfg.context_tokens_max < cfg.block_tokens)
     return field_error("model.context_tokens_max (" + num(cfg.context_tokens_max) +
                        ") must be at least model.block_tokens (" + num(cfg.block_tokens) + ")");
+  if (cfg.kv_element_bytes == 3)
+    return field_error("model.kv_element_bytes (3) must be 1, 2 or 4");
   if (cfg.page_bytes() > model_page_bytes_max)
     return field_error("model page bytes (" + num(cfg.page_bytes()) + ", from model.layers, " +
                        "model.kv_heads, model.block_tokens and head dim) must be at most " +
@@ -67,7 +69,7 @@ caf::error check_floats(const model_config& cfg) {
 
 caf::error validate(const model_config& cfg) {
   // Ranges first, so that the shape checks below never divide by zero.
-  const std::array<caf::error, 8> ranges = {
+  const std::array<caf::error, 9> ranges = {
       check_range("model.layers", cfg.layers, 1, model_layers_max),
       check_range("model.d_model", cfg.d_model, 1, model_d_model_max),
       check_range("model.heads", cfg.heads, 1, cfg.d_model == 0 ? 1 : cfg.d_model),
@@ -76,6 +78,7 @@ caf::error validate(const model_config& cfg) {
       check_range("model.vocab", cfg.vocab, 1, model_vocab_max),
       check_range("model.block_tokens", cfg.block_tokens, 1, model_block_tokens_max),
       check_range("model.context_tokens_max", cfg.context_tokens_max, 1, model_context_tokens_max),
+      check_range("model.kv_element_bytes", cfg.kv_element_bytes, 1, 4),
   };
   for (const auto& err : ranges)
     if (err)
@@ -88,7 +91,7 @@ caf::error validate(const model_config& cfg) {
 uint64_t model_config::fingerprint() const {
   // A fixed little-endian record of every field that changes the bytes of a KV page;
   // context_tokens_max is left out because it only bounds how far a sequence may grow.
-  const std::array<uint64_t, 11> fields = {
+  const std::array<uint64_t, 12> fields = {
       kv_format_version,
       layers,
       d_model,
@@ -100,6 +103,7 @@ uint64_t model_config::fingerprint() const {
       seed,
       std::bit_cast<uint32_t>(rope_theta),
       std::bit_cast<uint32_t>(norm_eps),
+      kv_element_bytes,
   };
   std::array<unsigned char, fields.size() * 8> bytes{};
   for (size_t i = 0; i < fields.size(); ++i)

@@ -17,6 +17,9 @@ struct model_config {
   uint32_t ffn = 176;    // SwiGLU hidden width
   uint32_t vocab = 256;
   uint32_t block_tokens = 16; // tokens per KV page, which is also one pool block
+  // Bytes of one K or V element in a page: 4 (float32, the only width the reference engine
+  // computes) or 2 (bf16, as LLaMA3-70B's KV in the paper; the modeled engine).
+  uint32_t kv_element_bytes = 4;
   uint32_t context_tokens_max = 8192;
   uint64_t seed = 1; // weights are drawn from it: same seed, same model, bit for bit
   float rope_theta = 10000.0f;
@@ -24,20 +27,25 @@ struct model_config {
 
   uint32_t head_dim() const { return d_model / heads; }
   uint32_t kv_dim() const { return kv_heads * head_dim(); }
-  /// Bytes of one KV page: [layer][K|V][kv_head][token][head_dim] float32.
+  /// Bytes of one KV page: [layer][K|V][kv_head][token][head_dim] elements of
+  /// kv_element_bytes.
   size_t page_bytes() const {
-    return size_t{layers} * 2 * kv_heads * block_tokens * head_dim() * sizeof(float);
+    return size_t{layers} * 2 * kv_heads * block_tokens * head_dim() * kv_element_bytes;
   }
+  /// Bytes of KV one token holds (all layers, K and V).
+  size_t kv_bytes_per_token() const { return page_bytes() / block_tokens; }
   /// A stable fingerprint of everything that changes KV bytes; roots the block-key chain so
   /// two models never share cache entries.
   uint64_t fingerprint() const;
 };
 
-/// Limits on every field, so that a config cannot ask for absurd memory.
-inline constexpr uint32_t model_layers_max = 64;
-inline constexpr uint32_t model_d_model_max = 8192;
+/// Limits on every field, so that a config cannot ask for absurd memory. They admit the largest
+/// models the modeled engine describes (LLaMA3-70B: 80 layers; 405B: 126 layers, d_model
+/// 16384) and the longest prompts of the public Mooncake traces (191,378 tokens).
+inline constexpr uint32_t model_layers_max = 128;
+inline constexpr uint32_t model_d_model_max = 16384;
 inline constexpr uint32_t model_vocab_max = 1u << 18;
-inline constexpr uint32_t model_context_tokens_max = 1u << 17;
+inline constexpr uint32_t model_context_tokens_max = 1u << 20;
 inline constexpr uint32_t model_ffn_max = 4 * model_d_model_max;
 inline constexpr uint32_t model_block_tokens_max = 4096;
 inline constexpr uint64_t model_page_bytes_max = uint64_t{1} << 30; // one KV page

@@ -3,6 +3,7 @@
 #include "gpu/engine.hpp"
 
 #include "gpu/reference_model.hpp"
+#include "gpu/sequence_checks.hpp"
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -20,51 +21,6 @@ namespace {
 
 using std::to_string;
 
-constexpr size_t no_index = SIZE_MAX;
-
-/// How an error sentence starts: "prefill" or "decode: sequence 3". Built only on errors, so
-/// that a successful call allocates nothing.
-std::string who(size_t seq_index) {
-  return seq_index == no_index ? "prefill" : "decode: sequence " + to_string(seq_index);
-}
-
-/// Checks one sequence and the tokens to append to it (seq_index: its place in a decode batch,
-/// or no_index for a prefill). Everything is checked before anything is written, so a failed
-/// call leaves pages untouched.
-caf::error check_sequence(const model_config& cfg, const sequence_ref& seq,
-                          std::span<const uint32_t> tokens, size_t seq_index) {
-  if (tokens.empty())
-    return make_error(errc::invalid_argument, who(seq_index) + ": no tokens to compute");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] >= cfg.vocab)
-      return make_error(errc::invalid_argument, who(seq_index) + ": token " + to_string(i) +
-                                                    " has id " + to_string(tokens[i]) +
-                                                    ", not below model.vocab (" +
-                                                    to_string(cfg.vocab) + ")");
-  const uint64_t end = uint64_t{seq.length_tokens} + tokens.size();
-  if (end > cfg.context_tokens_max)
-    return make_error(errc::limit_exceeded, who(seq_index) + ": the sequence would grow to " +
-                                                to_string(end) +
-                                                " tokens, above model.context_tokens_max (" +
-                                                to_string(cfg.context_tokens_max) + ")");
-  if (uint64_t{seq.pages.size()} * cfg.block_tokens < end)
-    return make_error(errc::out_of_range,
-                      who(seq_index) + ": " + to_string(seq.pages.size()) + " pages hold " +
-                          to_string(uint64_t{seq.pages.size()} * cfg.block_tokens) +
-                          " tokens, fewer than the " + to_string(end) + " needed");
-  // Only pages that are read or written must be usable.
-  const uint64_t used = (end + cfg.block_tokens - 1) / cfg.block_tokens;
-  for (uint64_t p = 0; p < used; ++p) {
-    if (seq.pages[p] == nullptr)
-      return make_error(errc::invalid_argument,
-                        who(seq_index) + ": page " + to_string(p) + " is null");
-    if (reinterpret_cast<uintptr_t>(seq.pages[p]) % alignof(float) != 0)
-      return make_error(errc::invalid_argument,
-                        who(seq_index) + ": page " + to_string(p) + " is not aligned to 4 bytes");
-  }
-  return {};
-}
-
 class reference_engine final : public engine {
  public:
   reference_engine(const model_config& cfg, engine_options options)
@@ -75,7 +31,7 @@ class reference_engine final : public engine {
   caf::expected<prefill_result> prefill(const sequence_ref& seq,
                                         std::span<const uint32_t> tokens) override {
     const auto start = std::chrono::steady_clock::now();
-    if (auto err = check_sequence(cfg_, seq, tokens, no_index))
+    if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, alignof(float)))
       return err;
     size_t n = 0;
     for (size_t first = 0; first < tokens.size(); first += n) {
@@ -94,14 +50,11 @@ class reference_engine final : public engine {
   caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
                                       std::span<const uint32_t> tokens) override {
     const auto start = std::chrono::steady_clock::now();
-    if (seqs.empty() || seqs.size() != tokens.size())
-      return make_error(errc::invalid_argument,
-                        "decode: " + to_string(seqs.size()) + " sequences and " +
-                            to_string(tokens.size()) +
-                            " tokens; need one token per sequence and at least one");
+    if (auto err = check_batch(seqs, tokens))
+      return err;
     double flops = 0.0;
     for (size_t i = 0; i < seqs.size(); ++i) {
-      if (auto err = check_sequence(cfg_, seqs[i], tokens.subspan(i, 1), i))
+      if (auto err = check_sequence(cfg_, seqs[i], tokens.subspan(i, 1), i, alignof(float)))
         return err;
       flops += model_flops(cfg_, seqs[i].length_tokens, 1);
     }
@@ -155,6 +108,10 @@ caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config&
                                                              engine_options options) {
   if (auto err = validate(cfg))
     return err;
+  if (cfg.kv_element_bytes != sizeof(float))
+    return make_error(errc::bad_config,
+                      "model.kv_element_bytes (" + to_string(cfg.kv_element_bytes) +
+                          ") must be 4: the reference engine computes float32 KV");
   if (!std::isfinite(options.modeled_flops_per_s) || options.modeled_flops_per_s <= 0.0)
     return make_error(errc::bad_config, "engine modeled_flops_per_s (" +
                                             to_string(options.modeled_flops_per_s) +

@@ -6,26 +6,31 @@ namespace crescent::storage {
 
 caf::expected<std::unique_ptr<dram_arena>>
 dram_arena::create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node,
-                   uint64_t capacity_bytes, uint32_t blocks_max) {
-  if (capacity_bytes < unit_bytes || blocks_max == 0)
+                   uint64_t capacity_bytes, uint32_t blocks_max, uint64_t unit) {
+  if (unit == 0 || (unit & (unit - 1)) != 0 || unit > unit_bytes)
     return make_error(errc::invalid_argument,
-                      "a DRAM tier needs at least 4 KiB and room for one block");
+                      "a DRAM tier's unit must be a power of two up to 4 KiB");
+  if (capacity_bytes < unit || blocks_max == 0)
+    return make_error(errc::invalid_argument,
+                      "a DRAM tier needs at least one unit and room for one block");
   auto memory = transport::host_memory::allocate(capacity_bytes);
   if (!memory)
     return std::move(memory.error());
-  auto region = engine->register_region(node, memory->data(), memory->size_bytes());
+  // Exactly the capacity asked for (the mapping is rounded up to whole pages): the pool's
+  // capacity, and so when it evicts, is what the cluster file says.
+  auto region = engine->register_region(node, memory->data(), capacity_bytes);
   if (!region)
     return std::move(region.error());
   return std::unique_ptr<dram_arena>{
-      new dram_arena(std::move(engine), std::move(*memory), *region, blocks_max)};
+      new dram_arena(std::move(engine), std::move(*memory), *region, blocks_max, unit)};
 }
 
 dram_arena::dram_arena(std::shared_ptr<transport::transfer_engine> engine,
                        transport::host_memory memory, transport::region_handle region,
-                       uint32_t blocks_max)
+                       uint32_t blocks_max, uint64_t unit)
     : engine_(std::move(engine)), memory_(std::move(memory)), region_(region),
       // Each block may split a free range in two: twice the blocks, plus the tail.
-      space_(region.length, unit_bytes, blocks_max * 2 + 1) {}
+      space_(region.length, unit, blocks_max * 2 + 1) {}
 
 dram_arena::~dram_arena() {
   // Nobody to report a failure to from a destructor; the region was registered by create().

@@ -28,9 +28,11 @@ class dram_arena {
  public:
   static constexpr uint64_t unit_bytes = 4096;
 
+  /// An arena of `capacity_bytes` for at most `blocks_max` blocks, handed out in multiples of
+  /// `unit` bytes (a power of two; smaller units suit small blocks, such as stand-ins).
   static caf::expected<std::unique_ptr<dram_arena>>
   create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node, uint64_t capacity_bytes,
-         uint32_t blocks_max);
+         uint32_t blocks_max, uint64_t unit = unit_bytes);
 
   /// Unregisters the region: handles still held elsewhere then fail with not_found.
   ~dram_arena();
@@ -49,7 +51,7 @@ class dram_arena {
 
  private:
   dram_arena(std::shared_ptr<transport::transfer_engine> engine, transport::host_memory memory,
-             transport::region_handle region, uint32_t blocks_max);
+             transport::region_handle region, uint32_t blocks_max, uint64_t unit);
 
   std::shared_ptr<transport::transfer_engine> engine_;
   transport::host_memory memory_;

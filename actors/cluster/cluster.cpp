@@ -49,6 +49,9 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
                                                        const cluster_config& cfg) {
   if (auto err = validate(cfg))
     return err;
+  if (cfg.engine.kind == gpu::engine_kind::modeled && !cfg.simulated_time)
+    return make_error(errc::bad_config, "engine.kind: the modeled engine computes nothing and runs "
+                                        "only in simulated time (crescent replay --sim)");
   std::unique_ptr<cluster> c{new cluster(sys, cfg)};
   if (auto err = c->create_transfer())
     return err;
@@ -82,6 +85,22 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
 }
 
 caf::error cluster::create_transfer() {
+  if (cfg_.engine.kind == gpu::engine_kind::modeled) {
+    // Simulated time: bytes (stand-ins) move in-process, and every transfer takes its time on
+    // the profile's links, by the actor system's clock.
+    auto& clock = sys_.clock();
+    links_ = std::make_shared<transport::modeled_links>(
+        static_cast<uint32_t>(cfg_.nodes.size()), link_profile_of(cfg_), [&clock] {
+          return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     clock.now().time_since_epoch())
+              .count();
+        });
+    auto transfer = transport::transfer_engine::create_modeled(cfg_.access_key_seed, links_);
+    if (!transfer)
+      return std::move(transfer.error());
+    transfer_ = std::move(*transfer);
+    return caf::none;
+  }
   if (!spans_processes(cfg_)) {
     // One process: every node's regions are this engine's own.
     auto transfer = transport::transfer_engine::create_local(cfg_.access_key_seed);

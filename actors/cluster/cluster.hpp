@@ -43,6 +43,8 @@ class cluster {
   const directory& dir() const { return *dir_; }
   const cluster_config& config() const { return cfg_; }
   transport::transfer_engine& transfer() { return *transfer_; }
+  /// The modeled links of a simulated cluster (a modeled engine); null otherwise.
+  const transport::modeled_links* links() const { return links_.get(); }
   request_options request_defaults() const;
 
   /// Spawns a request actor for this cluster; send it (run_atom, RequestSpec).
@@ -65,6 +67,7 @@ class cluster {
   cluster_config cfg_;
   std::shared_ptr<directory> dir_;
   std::shared_ptr<transport::transfer_engine> transfer_;
+  std::shared_ptr<transport::modeled_links> links_;
   std::string temp_dir_; // created by start when cfg.store.db_path is empty; removed at the end
   std::vector<caf::strong_actor_ptr> all_;
 };

@@ -1,8 +1,12 @@
 #include "actors/cluster/cluster_config.hpp"
 
+#include "gpu/modeled_engine.hpp"
+#include "gpu/modeled_profile.hpp"
 #include "messages/errors.hpp"
 #include "transport/transfer_engine.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 
 namespace crescent {
@@ -71,8 +75,57 @@ uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node) {
   return first;
 }
 
+uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node) {
+  const auto& n = cfg.nodes.at(node);
+  if (n.pool_tokens == 0)
+    return n.pool_bytes;
+  const uint64_t block = cfg.model.block_tokens;
+  return (n.pool_tokens + block - 1) / block * cfg.model.page_bytes();
+}
+
+uint64_t decode_kv_bytes_of(const cluster_config& cfg) {
+  if (cfg.decode.kv_tokens == 0)
+    return cfg.decode.kv_bytes;
+  const uint64_t block = cfg.model.block_tokens;
+  return (cfg.decode.kv_tokens + block - 1) / block * cfg.model.page_bytes();
+}
+
+namespace {
+
+// The engine section: a modeled engine needs its profile, computes nothing to measure, and its
+// profile must describe the model.
+caf::error validate_engine(const cluster_config& cfg) {
+  const auto& e = cfg.engine;
+  if (e.kind == gpu::engine_kind::reference) {
+    if (e.modeled_flops_per_s < 1e6 || e.modeled_flops_per_s > 1e18)
+      return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
+    if (cfg.model.kv_element_bytes != 4)
+      return field_error("model.kv_element_bytes",
+                         "must be 4 for the reference engine, which computes float32 KV");
+    return caf::none;
+  }
+  if (spans_processes(cfg))
+    return field_error("engine.kind", "a modeled cluster runs in one process, in simulated "
+                                      "time: no node may have an address");
+  if (cfg.model.page_bytes() % gpu::standin_page_bytes != 0)
+    return field_error("model", "a modeled page (" + std::to_string(cfg.model.page_bytes()) +
+                                    " bytes) must be a multiple of its 64-byte stand-in");
+  if (e.timing == gpu::timing_mode::measured)
+    return field_error("engine.timing", "measured cannot go with engine.kind modeled: the "
+                                        "modeled engine computes nothing to measure");
+  if (!e.profile)
+    return field_error("engine.profile", "the modeled engine needs a profile");
+  if (auto err = gpu::validate(*e.profile))
+    return err;
+  return gpu::check_model(*e.profile, cfg.model);
+}
+
+} // namespace
+
 caf::error validate(const cluster_config& cfg) {
   if (auto err = gpu::validate(cfg.model))
+    return err;
+  if (auto err = validate_engine(cfg))
     return err;
   if (cfg.nodes.empty() || cfg.nodes.size() > cluster_nodes_max)
     return field_error("nodes", "a cluster has 1 to 64 nodes");
@@ -84,9 +137,11 @@ caf::error validate(const cluster_config& cfg) {
     const std::string name = "nodes[" + std::to_string(i) + "]";
     if (n.prefill_instances > instances_per_node_max || n.decode_instances > instances_per_node_max)
       return field_error(name, "at most 16 prefill and 16 decode instances per node");
-    if (n.pool_bytes < page || n.pool_bytes / page > (1u << 24))
-      return field_error(name + ".pool_mib", "the pool must hold 1 to 2^24 blocks of " +
-                                                 std::to_string(page) + " bytes");
+    const uint64_t pool = pool_bytes_of(cfg, static_cast<uint32_t>(i));
+    if (pool < page || pool / page > (1u << 24))
+      return field_error(name + (n.pool_tokens != 0 ? ".pool_tokens" : ".pool_mib"),
+                         "the pool must hold 1 to 2^24 blocks of " + std::to_string(page) +
+                             " bytes");
     if (n.ssd_bytes != 0 && (n.ssd_bytes < page || n.ssd_bytes / page > (1u << 24)))
       return field_error(name + ".ssd_mib", "the SSD tier must hold 1 to 2^24 blocks");
     prefill += n.prefill_instances;
@@ -106,9 +161,11 @@ caf::error validate(const cluster_config& cfg) {
   const uint64_t request_pages =
       (uint64_t{cfg.decode.request_tokens_max} + cfg.model.block_tokens - 1) /
       cfg.model.block_tokens;
-  if (cfg.decode.kv_bytes / page < request_pages || cfg.decode.kv_bytes / page > (1u << 24))
-    return field_error("decode.kv_mib", "must hold at least one request of "
-                                        "decode.request_tokens_max tokens");
+  const uint64_t kv = decode_kv_bytes_of(cfg);
+  if (kv / page < request_pages || kv / page > (1u << 24))
+    return field_error(cfg.decode.kv_tokens != 0 ? "decode.kv_tokens" : "decode.kv_mib",
+                       "must hold at least one request of decode.request_tokens_max tokens, "
+                       "and at most 2^24 pages");
   if (cfg.heartbeat_interval_ms == 0 ||
       cfg.heartbeat_interval_ms >= cfg.conductor.heartbeat_timeout_ms)
     return field_error("heartbeat_interval_ms",
@@ -130,13 +187,26 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("request_deadline_ms", "must be positive");
   if (auto err = validate_hosting(cfg))
     return err;
-  if (cfg.engine.modeled_flops_per_s < 1e6 || cfg.engine.modeled_flops_per_s > 1e18)
-    return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
   // Checked for one-process clusters too, which use none of it: a file fails the same way
   // whatever it describes.
   if (auto err = transport::check_transfer_options(cfg.transfer.engine))
     return field_error("transfer", describe(err));
   return caf::none;
+}
+
+transport::link_profile link_profile_of(const cluster_config& cfg) {
+  transport::link_profile l;
+  const auto& p = *cfg.engine.profile;
+  auto clamp = [](double bytes_per_s) {
+    return static_cast<uint64_t>(std::clamp<double>(bytes_per_s, transport::link_bytes_per_s_min,
+                                                    transport::link_bytes_per_s_max));
+  };
+  l.nic_bytes_per_s = clamp(p.nic_bytes_per_s);
+  l.local_bytes_per_s = clamp(p.h2d_bytes_per_s);
+  l.nic_latency_ns = static_cast<uint64_t>(std::ceil(p.nic_latency_s * 1e9));
+  l.local_latency_ns = 0;
+  l.bytes_scale = cfg.model.page_bytes() / gpu::standin_page_bytes;
+  return l;
 }
 
 transport::transfer_options transfer_options_for(const cluster_config& cfg,

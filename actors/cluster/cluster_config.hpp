@@ -8,6 +8,7 @@
 #include "gpu/engine.hpp"
 #include "gpu/model_config.hpp"
 #include "storage/eviction.hpp"
+#include "transport/modeled_links.hpp"
 #include "transport/transfer_types.hpp"
 
 #include <caf/expected.hpp>
@@ -22,7 +23,10 @@ struct node_config {
   uint32_t prefill_instances = 0;
   uint32_t decode_instances = 0;
   uint64_t pool_bytes = 64ull << 20; // this node's DRAM tier of KV blocks
-  uint64_t ssd_bytes = 0;            // this node's SSD tier; 0: none
+  // When set, the DRAM tier holds this many tokens of KV instead (whole blocks, rounded up):
+  // pool_bytes follows from the model (see pool_bytes_of).
+  uint64_t pool_tokens = 0;
+  uint64_t ssd_bytes = 0; // this node's SSD tier; 0: none
   // Where the `crescent node` process that hosts this node listens (host:port); empty: the node
   // runs in the cluster's main process. A hosted node runs its block owner, its prefill and
   // decode instances and its node agent; the conductor and store master stay in the main one.
@@ -52,6 +56,7 @@ struct prefill_config {
 
 struct decode_config {
   uint64_t kv_bytes = 64ull << 20;    // KV memory of one decode instance
+  uint64_t kv_tokens = 0;             // when set, KV memory for this many tokens instead
   uint32_t batch_max = 64;            // sequences per decode step
   uint32_t request_tokens_max = 8192; // prompt + output of one request, at most
 };
@@ -92,7 +97,8 @@ struct cluster_config {
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t request_deadline_ms = 300000;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
-  /// simulated time (with modeled engine timing), off in real time.
+  /// simulated time (`crescent replay --sim`, and tests on the deterministic scheduler), off in
+  /// real time, where `crescent run` and `crescent node` refuse it.
   bool simulated_time = false;
   uint64_t access_key_seed = 0; // 0: random access keys
 };
@@ -115,19 +121,31 @@ bool spans_processes(const cluster_config& cfg);
 uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node);
 uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
 
+/// The modeled links of a cluster whose engine is modeled: the profile's NIC, host-to-device
+/// bandwidth and latency, bytes scaled from stand-ins to the model's pages.
+transport::link_profile link_profile_of(const cluster_config& cfg);
+
 /// The options of a transfer engine of this cluster, for a process serving `local_nodes` whose
 /// data-plane server listens on `host`.
 transport::transfer_options transfer_options_for(const cluster_config& cfg,
                                                  std::vector<uint32_t> local_nodes,
                                                  const std::string& host);
 
-/// Checks every field; the error names the field ("nodes[2].pool_bytes: ...").
+/// The bytes of node `node`'s DRAM tier and of one decode instance's KV memory, in the model's
+/// true page size (pool_tokens and kv_tokens, where set, decide).
+uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node);
+uint64_t decode_kv_bytes_of(const cluster_config& cfg);
+
+/// Checks every field; the error names the field ("nodes[2].pool_mib: ...").
 caf::error validate(const cluster_config& cfg);
 
 /// Reads a YAML cluster file over the defaults. Unknown keys are errors (a typo must not be
-/// silently ignored); every error names the file, the field and, where known, the line.
+/// silently ignored); every error names the file, the field and, where known, the line. An
+/// engine.profile (modeled engine) is loaded too: a built-in name, or a file relative to the
+/// cluster file's directory.
 caf::expected<cluster_config> load_cluster_config(const std::string& path);
 caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
-                                                   const std::string& source_name);
+                                                   const std::string& source_name,
+                                                   const std::string& base_dir = "");
 
 } // namespace crescent

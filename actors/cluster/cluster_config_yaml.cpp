@@ -5,46 +5,84 @@
 #include "actors/cluster/yaml_reader.hpp"
 #include "messages/errors.hpp"
 
+#include "actors/cluster/profile_yaml.hpp"
+
+#include <array>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 namespace crescent {
 
 namespace {
 
-caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m) {
+// Keys of the model section given in the file: a modeled engine's profile fills in the others.
+using given_keys = std::set<std::string>;
+
+caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m,
+                      given_keys& given) {
+  auto u32 = [&](const char* key, uint32_t& out, uint64_t min, uint64_t max) {
+    return std::pair<const std::string, yaml_reader::handler>{
+        key, [&r, &out, &given, key, min, max](auto& v, auto& f) {
+          given.insert(key);
+          return r.read_uint(v, f, out, min, max);
+        }};
+  };
   return r.visit(
       n, "model",
-      {{"layers", [&](auto& v, auto& f) { return r.read_uint(v, f, m.layers, 1, 64); }},
-       {"d_model", [&](auto& v, auto& f) { return r.read_uint(v, f, m.d_model, 1, 8192); }},
-       {"heads", [&](auto& v, auto& f) { return r.read_uint(v, f, m.heads, 1, 256); }},
-       {"kv_heads", [&](auto& v, auto& f) { return r.read_uint(v, f, m.kv_heads, 1, 256); }},
-       {"ffn", [&](auto& v, auto& f) { return r.read_uint(v, f, m.ffn, 1, 65536); }},
-       {"vocab", [&](auto& v, auto& f) { return r.read_uint(v, f, m.vocab, 2, 1u << 18); }},
-       {"block_tokens",
-        [&](auto& v, auto& f) { return r.read_uint(v, f, m.block_tokens, 1, 4096); }},
-       {"context_tokens_max",
-        [&](auto& v, auto& f) { return r.read_uint(v, f, m.context_tokens_max, 1, 1u << 17); }},
+      {u32("layers", m.layers, 1, gpu::model_layers_max),
+       u32("d_model", m.d_model, 1, gpu::model_d_model_max),
+       u32("heads", m.heads, 1, 1024),
+       u32("kv_heads", m.kv_heads, 1, 1024),
+       u32("ffn", m.ffn, 1, gpu::model_ffn_max),
+       u32("vocab", m.vocab, 2, gpu::model_vocab_max),
+       u32("kv_element_bytes", m.kv_element_bytes, 1, 4),
+       u32("block_tokens", m.block_tokens, 1, gpu::model_block_tokens_max),
+       u32("context_tokens_max", m.context_tokens_max, 1, gpu::model_context_tokens_max),
        {"seed", [&](auto& v, auto& f) { return r.read_uint(v, f, m.seed, 0, UINT64_MAX); }}});
 }
 
-caf::error read_engine(yaml_reader& r, const YAML::Node& n, gpu::engine_options& e) {
-  return r.visit(n, "engine",
-                 {{"timing",
-                   [&](auto& v, auto& f) -> caf::error {
-                     std::string s;
-                     if (auto err = r.read_string(v, f, s))
-                       return err;
-                     if (s == "measured")
-                       e.timing = gpu::timing_mode::measured;
-                     else if (s == "modeled")
-                       e.timing = gpu::timing_mode::modeled;
-                     else
-                       return r.error_at(v, f, "expected 'measured' or 'modeled', got '" + s + "'");
-                     return caf::none;
-                   }},
-                  {"modeled_flops_per_s",
-                   [&](auto& v, auto& f) { return r.read_double(v, f, e.modeled_flops_per_s); }}});
+struct engine_keys {
+  bool timing = false; // given in the file
+};
+
+caf::error read_kind(yaml_reader& r, const YAML::Node& v, const std::string& f,
+                     gpu::engine_kind& kind) {
+  std::string s;
+  if (auto err = r.read_string(v, f, s))
+    return err;
+  if (s == "reference")
+    kind = gpu::engine_kind::reference;
+  else if (s == "modeled")
+    kind = gpu::engine_kind::modeled;
+  else
+    return r.error_at(v, f, "expected 'reference' or 'modeled', got '" + s + "'");
+  return caf::none;
+}
+
+caf::error read_engine(yaml_reader& r, const YAML::Node& n, gpu::engine_options& e,
+                       engine_keys& given) {
+  return r.visit(
+      n, "engine",
+      {{"kind", [&](auto& v, auto& f) { return read_kind(r, v, f, e.kind); }},
+       {"profile", [&](auto& v, auto& f) { return r.read_string(v, f, e.profile_name); }},
+       {"timing",
+        [&](auto& v, auto& f) -> caf::error {
+          std::string s;
+          if (auto err = r.read_string(v, f, s))
+            return err;
+          given.timing = true;
+          if (s == "measured")
+            e.timing = gpu::timing_mode::measured;
+          else if (s == "modeled")
+            e.timing = gpu::timing_mode::modeled;
+          else
+            return r.error_at(v, f, "expected 'measured' or 'modeled', got '" + s + "'");
+          return caf::none;
+        }},
+       {"modeled_flops_per_s",
+        [&](auto& v, auto& f) { return r.read_double(v, f, e.modeled_flops_per_s); }}});
 }
 
 caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_config>& nodes) {
@@ -62,6 +100,10 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.decode_instances, 0, 16); }},
          {"pool_mib",
           [&](auto& v, auto& f) { return r.read_size(v, f, node.pool_bytes, 20, 1, 1u << 20); }},
+         {"pool_tokens",
+          [&](auto& v, auto& f) {
+            return r.read_uint(v, f, node.pool_tokens, 1, uint64_t{1} << 40);
+          }},
          {"ssd_mib",
           [&](auto& v, auto& f) { return r.read_size(v, f, node.ssd_bytes, 20, 0, 1u << 24); }},
          {"address", [&](auto& v, auto& f) -> caf::error {
@@ -113,14 +155,15 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
        {"sweep_ms", u32(p.sweep_ms, 1, u32_max)}});
 }
 
-caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c) {
+caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c,
+                         given_keys& model_keys, engine_keys& engine) {
   auto mib = [&](uint64_t& out) {
     return [&r, &out](auto& v, auto& f) { return r.read_size(v, f, out, 20, 1, 1u << 20); };
   };
   return r.visit(
       root, "",
-      {{"model", [&](auto& v, auto&) { return read_model(r, v, c.model); }},
-       {"engine", [&](auto& v, auto&) { return read_engine(r, v, c.engine); }},
+      {{"model", [&](auto& v, auto&) { return read_model(r, v, c.model, model_keys); }},
+       {"engine", [&](auto& v, auto&) { return read_engine(r, v, c.engine, engine); }},
        {"nodes", [&](auto& v, auto&) { return read_nodes(r, v, c.nodes); }},
        {"pool", [&](auto& v, auto&) { return read_pool(r, v, c.pool); }},
        {"prefill",
@@ -128,7 +171,8 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
           return r.visit(v, "prefill",
                          {{"chunk_tokens",
                            [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.prefill.chunk_tokens, 1, 1u << 17);
+                             return r.read_uint(x, f, c.prefill.chunk_tokens, 1,
+                                                gpu::model_context_tokens_max);
                            }},
                           {"queue_jobs_max", [&](auto& x, auto& f) {
                              return r.read_uint(x, f, c.prefill.queue_jobs_max, 1, 65536);
@@ -139,10 +183,15 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
           return r.visit(
               v, "decode",
               {{"kv_mib", mib(c.decode.kv_bytes)},
+               {"kv_tokens",
+                [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.decode.kv_tokens, 1, uint64_t{1} << 40);
+                }},
                {"batch_max",
                 [&](auto& x, auto& f) { return r.read_uint(x, f, c.decode.batch_max, 1, 4096); }},
                {"request_tokens_max", [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.decode.request_tokens_max, 2, 1u << 17);
+                  return r.read_uint(x, f, c.decode.request_tokens_max, 2,
+                                     gpu::model_context_tokens_max);
                 }}});
         }},
        {"conductor",
@@ -174,10 +223,49 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.access_key_seed, 0, UINT64_MAX); }}});
 }
 
+// A modeled engine: its profile loaded, the model's shape taken from it where the file gives
+// none (a shape the file gives must agree: validate checks), its timing modeled.
+caf::error resolve_engine(cluster_config& c, const given_keys& model_keys,
+                          const engine_keys& engine, const std::string& base_dir) {
+  auto& e = c.engine;
+  if (e.kind != gpu::engine_kind::modeled) {
+    if (!e.profile_name.empty())
+      return make_error(errc::bad_config,
+                        "engine.profile: only the modeled engine (engine.kind: modeled) has one");
+    return caf::none;
+  }
+  if (!engine.timing)
+    e.timing = gpu::timing_mode::modeled;
+  if (e.profile_name.empty())
+    return make_error(errc::bad_config,
+                      "engine.profile: the modeled engine needs a profile (a built-in name such "
+                      "as llama3-70b-8xa800, or a file)");
+  auto profile = load_profile(e.profile_name, base_dir);
+  if (!profile)
+    return std::move(profile.error());
+  e.profile = *profile;
+  const auto shaped = gpu::model_of(**profile, c.model.block_tokens, c.model.context_tokens_max);
+  using field = uint32_t gpu::model_config::*;
+  const std::array<std::pair<const char*, field>, 7> shape = {{
+      {"layers", &gpu::model_config::layers},
+      {"d_model", &gpu::model_config::d_model},
+      {"heads", &gpu::model_config::heads},
+      {"kv_heads", &gpu::model_config::kv_heads},
+      {"ffn", &gpu::model_config::ffn},
+      {"vocab", &gpu::model_config::vocab},
+      {"kv_element_bytes", &gpu::model_config::kv_element_bytes},
+  }};
+  for (const auto& [key, member] : shape)
+    if (model_keys.count(key) == 0)
+      c.model.*member = shaped.*member;
+  return caf::none;
+}
+
 } // namespace
 
 caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
-                                                   const std::string& source_name) {
+                                                   const std::string& source_name,
+                                                   const std::string& base_dir) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -189,13 +277,17 @@ caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
   if (root.IsNull())
     return cfg;
   yaml_reader reader{source_name};
+  given_keys model_keys;
+  engine_keys engine;
   try {
-    if (auto err = read_sections(reader, root, cfg))
+    if (auto err = read_sections(reader, root, cfg, model_keys, engine))
       return err;
   } catch (const YAML::Exception& ex) {
     return make_error(errc::bad_config,
                       source_name + ":" + std::to_string(ex.mark.line + 1) + ": " + ex.msg);
   }
+  if (auto err = resolve_engine(cfg, model_keys, engine, base_dir))
+    return make_error(errc::bad_config, source_name + ": " + describe(err));
   if (auto err = validate(cfg))
     return make_error(errc::bad_config, source_name + ": " + describe(err));
   return cfg;
@@ -207,7 +299,7 @@ caf::expected<cluster_config> load_cluster_config(const std::string& path) {
     return make_error(errc::bad_config, "cannot read cluster config " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return parse_cluster_config(text.str(), path);
+  return parse_cluster_config(text.str(), path, std::filesystem::path{path}.parent_path().string());
 }
 
 } // namespace crescent

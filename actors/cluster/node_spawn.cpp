@@ -3,6 +3,7 @@
 #include "actors/block_owner/block_owner.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
+#include "gpu/modeled_engine.hpp"
 #include "messages/errors.hpp"
 #include "storage/dram_arena.hpp"
 #include "storage/dram_pool.hpp"
@@ -18,9 +19,13 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                  const std::string& ssd_dir, store_master_actor master,
                  std::optional<transport::peer_info> peer) {
   const auto& n = cfg.nodes.at(node);
-  const uint64_t page = cfg.model.page_bytes();
-  auto blocks = static_cast<uint32_t>(std::max<uint64_t>(1, n.pool_bytes / page));
-  auto arena = storage::dram_arena::create(transfer, node, n.pool_bytes, blocks);
+  // Blocks of the model's true page size; the arena holds them in the engine's memory layout
+  // (the modeled engine's stand-ins are small: the arena's unit shrinks to theirs).
+  const uint64_t blocks = std::max<uint64_t>(1, pool_bytes_of(cfg, node) / cfg.model.page_bytes());
+  const uint64_t memory_page = memory_page_bytes(cfg);
+  const uint64_t unit = std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page);
+  auto arena = storage::dram_arena::create(transfer, node, blocks * memory_page,
+                                           static_cast<uint32_t>(blocks), unit);
   if (!arena)
     return std::move(arena.error());
   std::shared_ptr<storage::ssd_tier> ssd;
@@ -31,7 +36,7 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
     storage::ssd_options sopt;
     sopt.directory = ssd_dir;
     sopt.capacity_bytes = n.ssd_bytes;
-    sopt.blocks_max = static_cast<uint32_t>(n.ssd_bytes / page + 1);
+    sopt.blocks_max = static_cast<uint32_t>(n.ssd_bytes / cfg.model.page_bytes() + 1);
     sopt.sync_writes = cfg.store.sync_commits;
     auto tier = storage::ssd_tier::open(sopt);
     if (!tier)
@@ -49,6 +54,17 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                            {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
 }
 
+caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg) {
+  if (cfg.engine.kind == gpu::engine_kind::modeled)
+    return gpu::make_modeled_engine(cfg.model, cfg.engine.profile);
+  return gpu::make_reference_engine(cfg.model, cfg.engine);
+}
+
+uint64_t memory_page_bytes(const cluster_config& cfg) {
+  return cfg.engine.kind == gpu::engine_kind::modeled ? gpu::standin_page_bytes
+                                                      : cfg.model.page_bytes();
+}
+
 namespace {
 
 // What every worker computes with: a reference engine, and `pages` KV pages registered with
@@ -60,10 +76,10 @@ struct worker_kit {
 
 caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uint32_t pages,
                                    const std::shared_ptr<transport::transfer_engine>& transfer) {
-  auto engine = gpu::make_reference_engine(cfg.model, cfg.engine);
+  auto engine = make_engine(cfg);
   if (!engine)
     return std::move(engine.error());
-  auto pool = storage::dram_pool::create(transfer, node, cfg.model.page_bytes(), pages);
+  auto pool = storage::dram_pool::create(transfer, node, (*engine)->page_memory_bytes(), pages);
   if (!pool)
     return std::move(pool.error());
   return worker_kit{std::move(*engine), std::move(*pool)};
@@ -75,7 +91,7 @@ caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                       std::shared_ptr<const directory> dir) {
-  const auto pages = static_cast<uint32_t>(cfg.decode.kv_bytes / cfg.model.page_bytes());
+  const auto pages = static_cast<uint32_t>(decode_kv_bytes_of(cfg) / cfg.model.page_bytes());
   auto kit = make_kit(cfg, node, pages, transfer);
   if (!kit)
     return std::move(kit.error());

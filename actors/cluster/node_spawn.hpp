@@ -17,6 +17,13 @@
 
 namespace crescent {
 
+/// The engine the cluster file names (engine.kind): the reference engine or the modeled one.
+caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg);
+
+/// Bytes of one KV page in the memory the cluster's engine computes on (its pool blocks and
+/// worker pages): the model's page, or the modeled engine's stand-in of it.
+uint64_t memory_page_bytes(const cluster_config& cfg);
+
 /// Node `node`'s block owner: a DRAM arena of nodes[node].pool_bytes registered with `transfer`
 /// and, where nodes[node].ssd_bytes is set, an SSD tier in `ssd_dir` (which must then be
 /// given). `peer` is how other processes reach the arena (none inside one process); `master`

@@ -1,4 +1,5 @@
 #include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/profile_yaml.hpp"
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>
@@ -239,6 +240,87 @@ TEST(cluster_config, missing_file_is_an_error) {
   auto cfg = load_cluster_config("/nonexistent/crescent.yaml");
   ASSERT_FALSE(cfg);
   EXPECT_TRUE(is(cfg.error(), errc::bad_config));
+}
+
+} // namespace
+} // namespace crescent
+
+namespace crescent {
+namespace {
+
+TEST(cluster_config, a_modeled_engine_takes_its_model_from_the_profile) {
+  auto cfg = parse_cluster_config(R"(
+model: {block_tokens: 512, context_tokens_max: 262144}
+engine: {kind: modeled, profile: llama3-70b-8xa800}
+nodes:
+  - {prefill: 1, pool_tokens: 3000000}
+  - {decode: 1, pool_tokens: 3000000}
+decode: {kv_tokens: 1000000, request_tokens_max: 262144}
+)",
+                                  "m.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->engine.kind, gpu::engine_kind::modeled);
+  EXPECT_EQ(cfg->engine.timing, gpu::timing_mode::modeled);
+  ASSERT_TRUE(cfg->engine.profile);
+  EXPECT_EQ(cfg->engine.profile->name, "llama3-70b-8xa800");
+  EXPECT_EQ(cfg->model.layers, 80u);
+  EXPECT_EQ(cfg->model.kv_element_bytes, 2u);
+  EXPECT_EQ(cfg->model.kv_bytes_per_token(), 327680u) << "LLaMA3-70B: 320 KB per token";
+  // 3M tokens are 5860 blocks of 512 (rounded up).
+  EXPECT_EQ(pool_bytes_of(*cfg, 0), 5860ull * cfg->model.page_bytes());
+  EXPECT_EQ(decode_kv_bytes_of(*cfg), 1954ull * cfg->model.page_bytes());
+  auto links = link_profile_of(*cfg);
+  EXPECT_EQ(links.nic_bytes_per_s, 100'000'000'000u);
+  EXPECT_EQ(links.bytes_scale, cfg->model.page_bytes() / 64);
+}
+
+TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
+  auto e = error_of("model: {layers: 79}\nengine: {kind: modeled, profile: llama3-70b-8xa800}\n");
+  EXPECT_NE(e.find("model.layers (79) differs from profile llama3-70b-8xa800's 80"),
+            std::string::npos)
+      << e;
+  e = error_of("engine: {kind: modeled, profile: llama3-70b-8xa800, timing: measured}\n");
+  EXPECT_NE(e.find("engine.timing"), std::string::npos) << e;
+  e = error_of("engine: {kind: modeled}\n");
+  EXPECT_NE(e.find("needs a profile"), std::string::npos) << e;
+  e = error_of("engine: {profile: llama3-70b-8xa800}\n");
+  EXPECT_NE(e.find("only the modeled engine"), std::string::npos) << e;
+  e = error_of("engine: {kind: modeled, profile: no-such-gpu}\n");
+  EXPECT_NE(e.find("llama3-70b-8xa800"), std::string::npos) << "names the built-in ones: " << e;
+  e = error_of("engine: {kind: simulated}\n");
+  EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
+  e = error_of("model: {kv_element_bytes: 2}\n");
+  EXPECT_NE(e.find("reference engine"), std::string::npos) << e;
+}
+
+TEST(cluster_config, every_built_in_profile_loads) {
+  auto names = builtin_profile_names();
+  EXPECT_GE(names.size(), 2u);
+  for (const auto& name : names) {
+    auto p = load_profile(name);
+    ASSERT_TRUE(p) << name << ": " << describe(p.error());
+    EXPECT_EQ((*p)->name, name) << "a profile's name is its file's";
+  }
+}
+
+TEST(cluster_config, profile_errors_name_the_line_and_field) {
+  auto text = builtin_profile_text("llama3-70b-8xa800");
+  ASSERT_FALSE(text.empty());
+  auto bad = text;
+  bad.replace(bad.find("prefill_mfu: 0.5"), 16, "prefill_mfu: 2.5");
+  auto p = parse_profile(bad, "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("profile.prefill_mfu"), std::string::npos)
+      << describe(p.error());
+  p = parse_profile(text + "extra: 1\n", "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("extra: unknown field"), std::string::npos);
+  auto typo = text;
+  typo.replace(typo.find("gpus: 8"), 7, "gpus: eight");
+  p = parse_profile(typo, "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("machine.gpus"), std::string::npos) << describe(p.error());
+  EXPECT_NE(describe(p.error()).find("p.yaml:"), std::string::npos) << describe(p.error());
 }
 
 } // namespace

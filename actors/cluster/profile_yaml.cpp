@@ -1,0 +1,146 @@
+#include "actors/cluster/profile_yaml.hpp"
+
+#include "actors/cluster/yaml_reader.hpp"
+#include "messages/errors.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace crescent {
+
+namespace detail {
+const std::vector<std::pair<std::string, std::string>>& builtin_profiles();
+} // namespace detail
+
+namespace {
+
+using gpu::modeled_profile;
+
+caf::error read_model(yaml_reader& r, const YAML::Node& n, modeled_profile& p) {
+  auto u32 = [&](uint32_t& out, uint64_t max) {
+    return [&r, &out, max](auto& v, auto& f) { return r.read_uint(v, f, out, 1, max); };
+  };
+  auto real = [&](double& out) {
+    return [&r, &out](auto& v, auto& f) { return r.read_double(v, f, out); };
+  };
+  return r.visit(n, "model",
+                 {{"layers", u32(p.layers, gpu::model_layers_max)},
+                  {"d_model", u32(p.d_model, gpu::model_d_model_max)},
+                  {"heads", u32(p.heads, 1024)},
+                  {"kv_heads", u32(p.kv_heads, 1024)},
+                  {"ffn", u32(p.ffn, gpu::model_ffn_max)},
+                  {"vocab", u32(p.vocab, gpu::model_vocab_max)},
+                  {"kv_element_bytes", u32(p.kv_element_bytes, 4)},
+                  {"parameters", real(p.parameters)},
+                  {"weight_element_bytes", real(p.weight_element_bytes)}});
+}
+
+caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile& p) {
+  auto real = [&](double& out) {
+    return [&r, &out](auto& v, auto& f) { return r.read_double(v, f, out); };
+  };
+  return r.visit(
+      root, "",
+      {{"name", [&](auto& v, auto& f) { return r.read_string(v, f, p.name); }},
+       {"description", [&](auto& v, auto& f) { return r.read_string(v, f, p.description); }},
+       {"model", [&](auto& v, auto&) { return read_model(r, v, p); }},
+       {"cost",
+        [&](auto& v, auto&) {
+          return r.visit(v, "cost", {{"a", real(p.cost_a)}, {"b", real(p.cost_b)}});
+        }},
+       {"machine",
+        [&](auto& v, auto&) {
+          return r.visit(
+              v, "machine",
+              {{"gpus", [&](auto& x, auto& f) { return r.read_uint(x, f, p.gpus, 1, 1024); }},
+               {"gpu_flops_per_s", real(p.gpu_flops_per_s)},
+               {"gpu_hbm_bytes", real(p.gpu_hbm_bytes)},
+               {"gpu_hbm_bytes_per_s", real(p.gpu_hbm_bytes_per_s)},
+               {"h2d_bytes_per_s", real(p.h2d_bytes_per_s)},
+               {"nic_bytes_per_s", real(p.nic_bytes_per_s)},
+               {"nic_latency_s", real(p.nic_latency_s)}});
+        }},
+       {"efficiency", [&](auto& v, auto&) {
+          return r.visit(v, "efficiency",
+                         {{"prefill_mfu", real(p.prefill_mfu)},
+                          {"decode_mfu", real(p.decode_mfu)},
+                          {"hbm_efficiency", real(p.hbm_efficiency)},
+                          {"prefill_call_overhead_s", real(p.prefill_call_overhead_s)},
+                          {"decode_step_overhead_s", real(p.decode_step_overhead_s)}});
+        }}});
+}
+
+caf::expected<std::string> read_file(const std::string& path) {
+  std::ifstream in{path};
+  if (!in)
+    return make_error(errc::bad_config, "cannot read profile " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+} // namespace
+
+caf::expected<std::shared_ptr<const modeled_profile>> parse_profile(const std::string& yaml_text,
+                                                                    const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& ex) {
+    return make_error(errc::bad_config, source + ":" + std::to_string(ex.mark.line + 1) +
+                                            ": not valid YAML: " + ex.msg);
+  }
+  auto p = std::make_shared<modeled_profile>();
+  yaml_reader reader{source};
+  try {
+    if (auto err = read_sections(reader, root, *p))
+      return err;
+  } catch (const YAML::Exception& ex) {
+    return make_error(errc::bad_config,
+                      source + ":" + std::to_string(ex.mark.line + 1) + ": " + ex.msg);
+  }
+  if (auto err = gpu::validate(*p))
+    return make_error(errc::bad_config, source + ": " + describe(err));
+  return std::shared_ptr<const modeled_profile>{std::move(p)};
+}
+
+caf::expected<std::shared_ptr<const modeled_profile>> load_profile(const std::string& name_or_path,
+                                                                   const std::string& base_dir) {
+  if (auto text = builtin_profile_text(name_or_path); !text.empty())
+    return parse_profile(text, "built-in profile " + name_or_path + " (data/profiles/" +
+                                   name_or_path + ".yaml)");
+  namespace fs = std::filesystem;
+  fs::path path{name_or_path};
+  if (path.is_relative() && !base_dir.empty()) {
+    std::error_code ec;
+    if (auto beside = fs::path{base_dir} / path; fs::exists(beside, ec))
+      path = beside;
+  }
+  auto text = read_file(path.string());
+  if (!text) {
+    std::string known;
+    for (const auto& n : builtin_profile_names())
+      known += (known.empty() ? "" : ", ") + n;
+    return make_error(errc::bad_config, "profile '" + name_or_path +
+                                            "' is neither a built-in one (" + known +
+                                            ") nor a readable file");
+  }
+  return parse_profile(*text, path.string());
+}
+
+std::vector<std::string> builtin_profile_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, text] : detail::builtin_profiles())
+    out.push_back(name);
+  return out;
+}
+
+std::string builtin_profile_text(const std::string& name) {
+  for (const auto& [n, text] : detail::builtin_profiles())
+    if (n == name)
+      return text;
+  return {};
+}
+
+} // namespace crescent

@@ -1,0 +1,55 @@
+// The modeled engine: the engine interface with no arithmetic, for simulated time at paper
+// scale. Its time comes from a profile (modeled_profile.hpp); its KV pages are stand-ins.
+//
+// A stand-in is 64 bytes of real memory standing for one page of config().page_bytes() (about
+// 160 MiB for LLaMA3-70B at 512 tokens a page), so a pool of millions of tokens costs only
+// metadata, while the pool, the transfer engine and the checksums still move and verify real
+// bytes. A stand-in records a content hash chained over every token written into its page and
+// the pages before it, as the KV itself depends on them. Writing position i checks that the
+// stand-ins hold positions [0, i) of this sequence (the page before complete, this page filled
+// up to i) and fails with the position that has no KV otherwise; the greedy token after a
+// position is drawn from the content hashes of every page up to it. So the tokens of a request
+// decoded after disaggregated prefill, prefix reuse and transfer equal those of one monolithic call
+// exactly when every page arrived intact, as with the reference engine, and a lost or mixed-up page
+// is an error or different tokens, never silence.
+//
+// The engine rewrites a sequence's last written position (a prompt reused whole recomputes its
+// last token, for the logits), which leaves the stand-in as it was; any other position below
+// what a page holds is refused, since a stand-in keeps no older state.
+#pragma once
+
+#include "gpu/engine.hpp"
+#include "gpu/modeled_profile.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace crescent::gpu {
+
+inline constexpr size_t standin_page_bytes = 64;
+
+/// What a stand-in holds (little-endian, at the start of its 64 bytes; the rest is zero).
+struct standin_page {
+  uint64_t magic = 0;          // standin_magic: this page holds KV of some sequence
+  uint64_t fingerprint = 0;    // of the model that wrote it
+  uint64_t content = 0;        // chained over every token up to the page's last written one
+  uint64_t content_before = 0; // the same, before that last token
+  uint32_t tokens = 0;         // positions of the page written, from its first
+  uint32_t page_index = 0;     // its place in its sequence
+};
+
+inline constexpr uint64_t standin_magic = 0x4750564b54534552ull; // "RESTKVPG"
+
+/// Reads the stand-in at `page` (standin_page_bytes of memory).
+standin_page read_standin(const std::byte* page);
+void write_standin(std::byte* page, const standin_page& s);
+
+/// A modeled engine for `cfg`, whose shape must be the profile's (check_model).
+caf::expected<std::unique_ptr<engine>>
+make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile);
+
+} // namespace crescent::gpu

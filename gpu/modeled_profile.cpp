@@ -1,0 +1,137 @@
+#include "gpu/modeled_profile.hpp"
+
+#include "messages/errors.hpp"
+
+#include <array>
+#include <cmath>
+#include <string>
+#include <utility>
+
+namespace crescent::gpu {
+
+namespace {
+
+caf::error field_error(const std::string& field, const std::string& what) {
+  return make_error(errc::bad_config, "profile." + field + ": " + what);
+}
+
+caf::error in_range(const char* field, double value, double lo, double hi) {
+  if (std::isfinite(value) && value >= lo && value <= hi)
+    return {};
+  return field_error(field, std::to_string(value) + " is not in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
+}
+
+// A modeled duration in seconds to the nearest nanosecond (nearest, not up: a sum of terms
+// that is a whole number of nanoseconds must not gain one from rounding noise).
+uint64_t to_ns(double seconds) {
+  const double ns = std::floor(seconds * 1e9 + 0.5);
+  return ns <= 0 ? 0 : ns >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(ns);
+}
+
+} // namespace
+
+caf::error validate(const modeled_profile& p) {
+  if (p.name.empty() || p.name.size() > 128)
+    return field_error("name", "must be 1 to 128 characters");
+  const std::array<std::pair<const char*, uint64_t>, 7> shape = {{{"layers", p.layers},
+                                                                  {"d_model", p.d_model},
+                                                                  {"heads", p.heads},
+                                                                  {"kv_heads", p.kv_heads},
+                                                                  {"ffn", p.ffn},
+                                                                  {"vocab", p.vocab},
+                                                                  {"gpus", p.gpus}}};
+  for (const auto& [field, value] : shape)
+    if (value == 0)
+      return field_error(field, "must be positive");
+  const std::array<std::tuple<const char*, double, double, double>, 17> ranges = {{
+      {"kv_element_bytes", double(p.kv_element_bytes), 1, 4},
+      {"parameters", p.parameters, 1e3, 1e14},
+      {"weight_element_bytes", p.weight_element_bytes, 0.125, 8},
+      {"cost_a", p.cost_a, 0.01, 1e3},
+      {"cost_b", p.cost_b, 0.01, 1e3},
+      {"gpus", double(p.gpus), 1, 1024},
+      {"gpu_flops_per_s", p.gpu_flops_per_s, 1e6, 1e18},
+      {"gpu_hbm_bytes", p.gpu_hbm_bytes, 1e6, 1e14},
+      {"gpu_hbm_bytes_per_s", p.gpu_hbm_bytes_per_s, 1e6, 1e15},
+      {"h2d_bytes_per_s", p.h2d_bytes_per_s, 1e6, 1e14},
+      {"nic_bytes_per_s", p.nic_bytes_per_s, 1e6, 1e14},
+      {"nic_latency_s", p.nic_latency_s, 0, 1},
+      {"prefill_mfu", p.prefill_mfu, 1e-6, 1},
+      {"decode_mfu", p.decode_mfu, 1e-6, 1},
+      {"hbm_efficiency", p.hbm_efficiency, 1e-6, 1},
+      {"prefill_call_overhead_s", p.prefill_call_overhead_s, 0, 10},
+      {"decode_step_overhead_s", p.decode_step_overhead_s, 0, 10},
+  }};
+  for (const auto& [field, value, lo, hi] : ranges)
+    if (auto err = in_range(field, value, lo, hi))
+      return err;
+  if (p.kv_capacity_bytes() <= 0)
+    return field_error("parameters", "the weights (" + std::to_string(p.weight_bytes()) +
+                                         " bytes) do not fit in the instance's HBM");
+  return {};
+}
+
+caf::error check_model(const modeled_profile& p, const model_config& model) {
+  const std::array<std::tuple<const char*, uint64_t, uint64_t>, 7> fields = {{
+      {"layers", p.layers, model.layers},
+      {"d_model", p.d_model, model.d_model},
+      {"heads", p.heads, model.heads},
+      {"kv_heads", p.kv_heads, model.kv_heads},
+      {"ffn", p.ffn, model.ffn},
+      {"vocab", p.vocab, model.vocab},
+      {"kv_element_bytes", p.kv_element_bytes, model.kv_element_bytes},
+  }};
+  for (const auto& [field, mine, theirs] : fields)
+    if (mine != theirs)
+      return make_error(errc::bad_config, std::string{"model."} + field + " (" +
+                                              std::to_string(theirs) + ") differs from profile " +
+                                              p.name + "'s " + std::to_string(mine));
+  return {};
+}
+
+model_config model_of(const modeled_profile& p, uint32_t block_tokens,
+                      uint32_t context_tokens_max) {
+  model_config m;
+  m.layers = p.layers;
+  m.d_model = p.d_model;
+  m.heads = p.heads;
+  m.kv_heads = p.kv_heads;
+  m.ffn = p.ffn;
+  m.vocab = p.vocab;
+  m.kv_element_bytes = p.kv_element_bytes;
+  m.block_tokens = block_tokens;
+  m.context_tokens_max = context_tokens_max;
+  return m;
+}
+
+uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, uint64_t tokens) {
+  if (tokens == 0)
+    return 0;
+  const double d = p.d_model;
+  const double before = static_cast<double>(cached_tokens);
+  const double after = before + static_cast<double>(tokens);
+  const double flops = p.layers * (p.cost_a * d * (after * after - before * before) +
+                                   p.cost_b * static_cast<double>(tokens) * d * d);
+  const double rate = p.gpus * p.gpu_flops_per_s * p.prefill_mfu;
+  return to_ns(flops / rate + p.prefill_call_overhead_s);
+}
+
+uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,
+                           uint64_t kv_bytes_per_token) {
+  if (context_tokens.empty())
+    return 0;
+  const double d = p.d_model;
+  double kv_bytes = 0;
+  double flops = 0;
+  for (auto c : context_tokens) {
+    kv_bytes += (static_cast<double>(c) + 1.0) * static_cast<double>(kv_bytes_per_token);
+    flops += p.layers * (p.cost_a * d * (2.0 * c + 1.0) + p.cost_b * d * d);
+  }
+  const double memory_s =
+      (p.weight_bytes() + kv_bytes) / (p.gpus * p.gpu_hbm_bytes_per_s * p.hbm_efficiency);
+  const double compute_s = flops / (p.gpus * p.gpu_flops_per_s * p.decode_mfu);
+  return to_ns(memory_s + compute_s + p.decode_step_overhead_s);
+}
+
+} // namespace crescent::gpu

@@ -1,0 +1,82 @@
+// A profile of the modeled engine: the timing model of one model on one machine (one prefill or
+// decode instance), with no arithmetic. Profiles are YAML files (data/profiles/, read by
+// actors/cluster/profile_yaml.cpp), each value with its source in a comment.
+//
+// Prefill of n new tokens after p cached ones, over the paper's Equation 1, flops(n) =
+// l (a n^2 d + b n d^2), made incremental: the attention term of the new tokens still covers
+// the cached prefix, so it is a d ((p + n)^2 - p^2), while the linear term covers the new
+// tokens only, b n d^2. The sum over chunks equals one call over the whole prompt exactly.
+//   prefill_ns = l (a d ((p + n)^2 - p^2) + b n d^2) / (gpus * gpu_flops_per_s * prefill_mfu)
+//                + prefill_call_overhead
+// A decode step of a batch whose sequences hold c_i tokens reads every weight and every
+// sequence's resident KV from HBM once, and computes one token per sequence:
+//   decode_ns = (weight_bytes + sum_i kv_bytes(c_i + 1)) / (gpus * hbm_bytes_per_s *
+//               hbm_efficiency) + sum_i l (a d (2 c_i + 1) + b d^2) / (gpus * gpu_flops_per_s *
+//               decode_mfu) + decode_step_overhead
+#pragma once
+
+#include "gpu/model_config.hpp"
+
+#include <caf/error.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace crescent::gpu {
+
+struct modeled_profile {
+  std::string name; // "llama3-70b-8xa800"
+  std::string description;
+  // The model it describes; the cluster's model section must agree (check_model).
+  uint32_t layers = 0;
+  uint32_t d_model = 0;
+  uint32_t heads = 0;
+  uint32_t kv_heads = 0;
+  uint32_t ffn = 0;
+  uint32_t vocab = 0;
+  uint32_t kv_element_bytes = 2;
+  double parameters = 0;           // weights, all read once per decode step
+  double weight_element_bytes = 2; // bf16
+  // Equation 1's coefficients (paper Table 1: 4 and 22).
+  double cost_a = 4;
+  double cost_b = 22;
+  // The machine of one instance.
+  uint32_t gpus = 1;
+  double gpu_flops_per_s = 0; // dense bf16, per GPU
+  double gpu_hbm_bytes = 0;   // per GPU
+  double gpu_hbm_bytes_per_s = 0;
+  double h2d_bytes_per_s = 0; // host memory to GPU, per node
+  double nic_bytes_per_s = 0; // per node, each direction
+  double nic_latency_s = 0;   // added to each transfer between nodes
+  // How much of the peak the kernels reach.
+  double prefill_mfu = 0;
+  double decode_mfu = 0;
+  double hbm_efficiency = 0;
+  double prefill_call_overhead_s = 0; // per prefill call (one chunk)
+  double decode_step_overhead_s = 0;  // per decode step
+
+  double weight_bytes() const { return parameters * weight_element_bytes; }
+  /// HBM left for KV on one instance once the weights are in.
+  double kv_capacity_bytes() const { return gpus * gpu_hbm_bytes - weight_bytes(); }
+};
+
+/// Checks every field's range; the error names the field ("profile.gpus: ...").
+caf::error validate(const modeled_profile& p);
+
+/// Checks that the cluster's model is the one the profile describes; the error names the field
+/// that differs. block_tokens and context_tokens_max are the cluster's to choose.
+caf::error check_model(const modeled_profile& p, const model_config& model);
+
+/// The model section a profile implies, with the given block size and context limit.
+model_config model_of(const modeled_profile& p, uint32_t block_tokens, uint32_t context_tokens_max);
+
+/// Modeled nanoseconds of a prefill call: `tokens` new tokens after `cached_tokens`.
+uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, uint64_t tokens);
+
+/// Modeled nanoseconds of one decode step over sequences holding `context_tokens[i]` tokens
+/// each before it; `kv_bytes_per_token` from the model (model_config::kv_bytes_per_token).
+uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,
+                           uint64_t kv_bytes_per_token);
+
+} // namespace crescent::gpu

@@ -1,0 +1,261 @@
+// The modeled engine: exact modeled times on hand-computed cases, and its stand-in pages, which
+// must carry the same data-path guarantees as the reference engine's real KV.
+#include "gpu/modeled_engine.hpp"
+#include "messages/errors.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace crescent::gpu {
+namespace {
+
+// Small numbers, so that the formulas of modeled_profile.hpp can be followed by hand.
+modeled_profile tiny_profile() {
+  modeled_profile p;
+  p.name = "tiny";
+  p.layers = 2;
+  p.d_model = 4;
+  p.heads = 2;
+  p.kv_heads = 1;
+  p.ffn = 8;
+  p.vocab = 1000;
+  p.kv_element_bytes = 2;
+  p.parameters = 1000;
+  p.weight_element_bytes = 2;
+  p.cost_a = 4;
+  p.cost_b = 22;
+  p.gpus = 1;
+  p.gpu_flops_per_s = 1e9; // 1 flop per ns
+  p.gpu_hbm_bytes = 1e9;
+  p.gpu_hbm_bytes_per_s = 1e9; // 1 byte per ns
+  p.h2d_bytes_per_s = 1e9;
+  p.nic_bytes_per_s = 1e9;
+  p.nic_latency_s = 0;
+  p.prefill_mfu = 1;
+  p.decode_mfu = 1;
+  p.hbm_efficiency = 1;
+  return p;
+}
+
+model_config tiny_model(uint32_t block_tokens = 4) {
+  return model_of(tiny_profile(), block_tokens, 256);
+}
+
+TEST(modeled_profile, prefill_time_is_equation_one_over_the_new_tokens) {
+  const auto p = tiny_profile();
+  // l (a d ((p + n)^2 - p^2) + b n d^2) = 2 (4 * 4 * 100 + 22 * 10 * 16) = 10240 flops.
+  EXPECT_EQ(modeled_prefill_ns(p, 0, 10), 10240u);
+  // After 6 cached tokens: 2 (16 * (256 - 36) + 22 * 10 * 16) = 2 (3520 + 3520) = 14080.
+  EXPECT_EQ(modeled_prefill_ns(p, 6, 10), 14080u);
+  // Chunks add up to one call over the whole prompt.
+  EXPECT_EQ(modeled_prefill_ns(p, 0, 4) + modeled_prefill_ns(p, 4, 6),
+            modeled_prefill_ns(p, 0, 10));
+  EXPECT_EQ(modeled_prefill_ns(p, 0, 0), 0u);
+  auto slow = p;
+  slow.prefill_mfu = 0.5;
+  slow.prefill_call_overhead_s = 1e-6;
+  EXPECT_EQ(modeled_prefill_ns(slow, 0, 10), 20480u + 1000u);
+}
+
+TEST(modeled_profile, decode_time_reads_weights_and_resident_kv_and_computes) {
+  const auto p = tiny_profile();
+  const std::vector<uint32_t> contexts{9, 19};
+  // Reads: 2000 weight bytes + (10 + 20) tokens * 8 KV bytes = 2240 ns.
+  // Flops: sum of 2 (16 (2c + 1) + 22 * 16) = 2 (304 + 352) + 2 (624 + 352) = 3264 ns.
+  EXPECT_EQ(modeled_decode_ns(p, contexts, 8), 2240u + 3264u);
+  auto step = p;
+  step.decode_step_overhead_s = 1e-3;
+  step.hbm_efficiency = 0.5;
+  EXPECT_EQ(modeled_decode_ns(step, contexts, 8), 4480u + 3264u + 1'000'000u);
+  EXPECT_EQ(modeled_decode_ns(p, {}, 8), 0u);
+}
+
+TEST(modeled_profile, paper_scale_prefill) {
+  // LLaMA3-70B on 8 x A800 at 50% MFU: 15,000 tokens from scratch are
+  // 80 (4 * 8192 * 15000^2 + 22 * 15000 * 8192^2) = 2.3614980096e15 flops over 1.248e15 flop/s.
+  auto p = tiny_profile();
+  p.layers = 80;
+  p.d_model = 8192;
+  p.gpus = 8;
+  p.gpu_flops_per_s = 312e12;
+  p.prefill_mfu = 0.5;
+  EXPECT_EQ(modeled_prefill_ns(p, 0, 15000), 1892225969u);
+}
+
+TEST(modeled_profile, validation_names_the_field) {
+  auto p = tiny_profile();
+  EXPECT_FALSE(validate(p));
+  p.prefill_mfu = 1.5;
+  EXPECT_NE(describe(validate(p)).find("profile.prefill_mfu"), std::string::npos);
+  p = tiny_profile();
+  p.parameters = 1e12; // 2 TB of weights on 1 GB of HBM
+  EXPECT_NE(describe(validate(p)).find("do not fit"), std::string::npos);
+  p = tiny_profile();
+  p.gpu_flops_per_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_TRUE(validate(p));
+  auto m = tiny_model();
+  m.layers = 3;
+  EXPECT_NE(describe(check_model(tiny_profile(), m)).find("model.layers"), std::string::npos);
+}
+
+// A sequence's stand-in pages.
+struct pages {
+  explicit pages(size_t n) : memory(n * standin_page_bytes) {
+    for (size_t i = 0; i < n; ++i)
+      ptrs.push_back(memory.data() + i * standin_page_bytes);
+  }
+  std::vector<std::byte> memory;
+  std::vector<std::byte*> ptrs;
+};
+
+std::unique_ptr<engine> make() {
+  auto e = make_modeled_engine(tiny_model(), std::make_shared<modeled_profile>(tiny_profile()));
+  EXPECT_TRUE(e) << describe(e.error());
+  return std::move(*e);
+}
+
+std::vector<uint32_t> prompt(size_t n) {
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = static_cast<uint32_t>((i * 37 + 11) % 1000);
+  return t;
+}
+
+// Greedy decoding of `steps` tokens after `first`, on pages that hold `length` tokens.
+std::vector<uint32_t> decode_all(engine& e, pages& p, uint32_t length, uint32_t first,
+                                 size_t steps) {
+  std::vector<uint32_t> out{first};
+  for (size_t i = 0; i < steps; ++i) {
+    sequence_ref seq{p.ptrs, length++};
+    const uint32_t in = out.back();
+    auto r = e.decode({&seq, 1}, {&in, 1});
+    EXPECT_TRUE(r) << describe(r.error());
+    out.push_back(r->next_tokens[0]);
+  }
+  return out;
+}
+
+TEST(modeled_engine, chunking_changes_nothing) {
+  auto e = make();
+  EXPECT_EQ(e->page_memory_bytes(), standin_page_bytes);
+  const auto t = prompt(10);
+  pages whole(8), chunked(8);
+  auto a = e->prefill({whole.ptrs, 0}, t);
+  ASSERT_TRUE(a);
+  auto b1 = e->prefill({chunked.ptrs, 0}, std::span{t}.first(3));
+  auto b2 = e->prefill({chunked.ptrs, 3}, std::span{t}.subspan(3));
+  ASSERT_TRUE(b1 && b2);
+  EXPECT_EQ(a->next_token, b2->next_token);
+  EXPECT_EQ(a->compute_ns, b1->compute_ns + b2->compute_ns);
+  EXPECT_EQ(0, std::memcmp(whole.memory.data(), chunked.memory.data(), 3 * standin_page_bytes));
+  EXPECT_EQ(decode_all(*e, whole, 10, a->next_token, 6),
+            decode_all(*e, chunked, 10, b2->next_token, 6));
+}
+
+TEST(modeled_engine, a_copied_prefix_decodes_as_the_original) {
+  auto e = make();
+  const auto t = prompt(11);
+  pages mono(8), disagg(8);
+  auto a = e->prefill({mono.ptrs, 0}, t);
+  ASSERT_TRUE(a);
+  // Disaggregated: the first two pages arrive from a pool (copied), the rest is computed.
+  pages source(8);
+  ASSERT_TRUE(e->prefill({source.ptrs, 0}, std::span{t}.first(8)));
+  std::memcpy(disagg.ptrs[0], source.ptrs[0], 2 * standin_page_bytes);
+  auto b = e->prefill({disagg.ptrs, 8}, std::span{t}.subspan(8));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(a->next_token, b->next_token);
+  EXPECT_EQ(decode_all(*e, mono, 11, a->next_token, 9),
+            decode_all(*e, disagg, 11, b->next_token, 9));
+}
+
+TEST(modeled_engine, a_prompt_found_whole_recomputes_its_last_token) {
+  auto e = make();
+  const auto t = prompt(10);
+  pages p(8);
+  auto a = e->prefill({p.ptrs, 0}, t);
+  ASSERT_TRUE(a);
+  const auto before = p.memory;
+  auto again = e->prefill({p.ptrs, 9}, std::span{t}.subspan(9));
+  ASSERT_TRUE(again) << describe(again.error());
+  EXPECT_EQ(again->next_token, a->next_token);
+  EXPECT_EQ(before, p.memory);
+}
+
+TEST(modeled_engine, a_missing_page_is_an_error_naming_the_position) {
+  auto e = make();
+  const auto t = prompt(10);
+  pages p(8);
+  // Nothing was loaded, yet the prefill claims 8 cached tokens.
+  auto r = e->prefill({p.ptrs, 8}, std::span{t}.subspan(8));
+  ASSERT_FALSE(r);
+  EXPECT_NE(describe(r.error()).find("positions 4 to 7"), std::string::npos) << describe(r.error());
+  // Half a page of KV where a whole one is needed.
+  ASSERT_TRUE(e->prefill({p.ptrs, 0}, std::span{t}.first(6)));
+  r = e->prefill({p.ptrs, 7}, std::span{t}.subspan(7));
+  ASSERT_FALSE(r);
+  EXPECT_NE(describe(r.error()).find("no KV for position 6"), std::string::npos)
+      << describe(r.error());
+}
+
+TEST(modeled_engine, pages_of_another_model_or_sequence_are_not_kv) {
+  auto e = make();
+  auto other_model = tiny_model();
+  other_model.seed = 2; // another fingerprint
+  auto other = std::move(
+      *make_modeled_engine(other_model, std::make_shared<modeled_profile>(tiny_profile())));
+  const auto t = prompt(10);
+  pages p(8);
+  ASSERT_TRUE(other->prefill({p.ptrs, 0}, t));
+  EXPECT_FALSE(e->prefill({p.ptrs, 8}, std::span{t}.subspan(8)));
+  // Stale stand-ins beyond a sequence's length are overwritten, never read.
+  pages stale(8);
+  ASSERT_TRUE(e->prefill({stale.ptrs, 0}, prompt(30)));
+  pages fresh(8);
+  auto a = e->prefill({stale.ptrs, 0}, t);
+  auto b = e->prefill({fresh.ptrs, 0}, t);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->next_token, b->next_token);
+}
+
+TEST(modeled_engine, a_corrupted_stand_in_changes_the_tokens_or_fails) {
+  auto e = make();
+  const auto t = prompt(10);
+  pages good(8), bad(8);
+  auto a = e->prefill({good.ptrs, 0}, t);
+  ASSERT_TRUE(e->prefill({bad.ptrs, 0}, std::span{t}.first(8)));
+  bad.memory[20] ^= std::byte{1}; // page 0's content hash: as if its KV had changed
+  auto b = e->prefill({bad.ptrs, 8}, std::span{t}.subspan(8));
+  ASSERT_TRUE(a && b);
+  EXPECT_NE(decode_all(*e, good, 10, a->next_token, 8), decode_all(*e, bad, 10, b->next_token, 8));
+}
+
+TEST(modeled_engine, refuses_a_model_its_profile_does_not_describe) {
+  auto m = tiny_model();
+  m.kv_heads = 2;
+  auto e = make_modeled_engine(m, std::make_shared<modeled_profile>(tiny_profile()));
+  ASSERT_FALSE(e);
+  EXPECT_NE(describe(e.error()).find("model.kv_heads"), std::string::npos);
+  EXPECT_FALSE(make_modeled_engine(tiny_model(), nullptr));
+}
+
+TEST(modeled_engine, decode_checks_every_sequence_before_writing) {
+  auto e = make();
+  pages a(8), b(8);
+  auto t = prompt(5);
+  ASSERT_TRUE(e->prefill({a.ptrs, 0}, t));
+  const auto before = a.memory;
+  std::vector<sequence_ref> seqs{{a.ptrs, 5}, {b.ptrs, 5}}; // b holds nothing
+  std::vector<uint32_t> in{1, 2};
+  auto r = e->decode(seqs, in);
+  ASSERT_FALSE(r);
+  EXPECT_NE(describe(r.error()).find("sequence 1"), std::string::npos);
+  EXPECT_EQ(before, a.memory);
+}
+
+} // namespace
+} // namespace crescent::gpu
