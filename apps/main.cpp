@@ -8,6 +8,7 @@
 #include "apps/node/node_command.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "apps/run_command.hpp"
+#include "apps/sim/replay_command.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +33,47 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-3, 1e3));
   run_cmd->add_flag("--no-progress{false}", run.progress, "Do not print the progress line");
   run_cmd->add_flag("--verbose", run.verbose, "Log actor warnings");
+
+  crescent::sim::replay_options replay;
+  auto* replay_cmd = app.add_subcommand(
+      "replay", "Replay a trace through the cluster's real actors in simulated time, as fast as "
+                "the CPU allows, on the built-in paper cluster (16 x 8 A800 nodes, LLaMA3-70B, "
+                "modeled) or a cluster file (docs/simulation.md)");
+  replay_cmd->add_option("trace", replay.trace_path, "Mooncake trace (JSONL)");
+  replay_cmd->add_flag("--sim", replay.sim, "Simulated time (required: the only mode of replay)");
+  replay_cmd
+      ->add_option("--cluster", replay.cluster_path,
+                   "Cluster file (YAML, as crescent run --config); default: the built-in "
+                   "paper cluster")
+      ->check(CLI::ExistingFile);
+  replay_cmd->add_option("--requests", replay.requests, "Requests from the head (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 24));
+  replay_cmd->add_option("--speedup", replay.speedup, "Arrivals this many times faster")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  replay_cmd
+      ->add_option("--spacing-ms", replay.spacing_ms,
+                   "Ignore the trace's timestamps: request i arrives at i x this (requests that "
+                   "never overlap, as crescent analyze hitrate assumes)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  replay_cmd->add_option("--seed", replay.seed, "Seed of access keys and random placement")
+      ->capture_default_str();
+  replay_cmd->add_option("--shuffle-seed", replay.shuffle_seed,
+                         "Deliver ready messages in an order drawn from this seed instead of FIFO "
+                         "(apps/sim/delivery_policy.hpp)");
+  replay_cmd->add_option("--report", replay.report_path,
+                         "Write the report and one record per request as JSON");
+  replay_cmd->add_option("--plots", replay.plots_dir,
+                         "Write TTFT and TBT CDFs and hit rate over time as PNGs (python3 with "
+                         "matplotlib)");
+  replay_cmd->add_option("--messages", replay.messages_path,
+                         "Write every delivered message: time, sender, receiver, type, bytes "
+                         "(apps/sim/message_log.hpp)");
+  replay_cmd->add_flag("--no-progress{false}", replay.progress, "No progress bar on stderr");
+  replay_cmd->add_flag("--print-cluster", replay.print_cluster,
+                       "Print the cluster (the built-in one, or --cluster's) as a cluster file, "
+                       "every field, and exit");
 
   app.add_subcommand("info", "Show what this binary was built with");
 
@@ -226,6 +268,8 @@ int main(int argc, char** argv) {
     return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
+  if (app.got_subcommand("replay"))
+    return crescent::sim::replay_command(replay);
   if (analyze_cmd->got_subcommand("hitrate"))
     return crescent::cli::hitrate_command(hitrate);
   if (app.got_subcommand("transfer-peer"))

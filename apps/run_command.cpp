@@ -75,6 +75,8 @@ int run_command(const run_options& opt) {
       return fail(describe(loaded.error()));
     cfg = std::move(*loaded);
   }
+  if (auto err = check_real_time(cfg))
+    return fail(opt.config_path + ": " + describe(err));
   if (auto missing = missing_default_trace(opt.trace_path))
     return fail(*missing);
   auto records = replay::read_trace(opt.trace_path, opt.requests);

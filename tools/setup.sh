@@ -13,6 +13,7 @@ packages=(
   libxxhash-dev liburing-dev
   memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
+  python3 python3-matplotlib
 )
 
 missing=()

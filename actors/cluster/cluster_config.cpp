@@ -75,19 +75,18 @@ uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node) {
   return first;
 }
 
+// Whole blocks, rounded down: a pool of 3M tokens never holds more than 3M tokens.
 uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node) {
   const auto& n = cfg.nodes.at(node);
   if (n.pool_tokens == 0)
     return n.pool_bytes;
-  const uint64_t block = cfg.model.block_tokens;
-  return (n.pool_tokens + block - 1) / block * cfg.model.page_bytes();
+  return n.pool_tokens / cfg.model.block_tokens * cfg.model.page_bytes();
 }
 
 uint64_t decode_kv_bytes_of(const cluster_config& cfg) {
   if (cfg.decode.kv_tokens == 0)
     return cfg.decode.kv_bytes;
-  const uint64_t block = cfg.model.block_tokens;
-  return (cfg.decode.kv_tokens + block - 1) / block * cfg.model.page_bytes();
+  return cfg.decode.kv_tokens / cfg.model.block_tokens * cfg.model.page_bytes();
 }
 
 namespace {
@@ -175,8 +174,8 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("pool.replicas", "must be in [1, 8] and at most the number of nodes");
   if (!(pool.high_watermark > 0 && pool.high_watermark <= 1))
     return field_error("pool.high_watermark", "must be in (0, 1]");
-  if (!(pool.evict_fraction > 0 && pool.evict_fraction < pool.high_watermark))
-    return field_error("pool.evict_fraction", "must be in (0, pool.high_watermark)");
+  if (!(pool.evict_fraction >= 0 && pool.evict_fraction < pool.high_watermark))
+    return field_error("pool.evict_fraction", "must be in [0, pool.high_watermark)");
   if (!(pool.promotion_reserve >= 0 && pool.promotion_reserve < 0.5))
     return field_error("pool.promotion_reserve", "must be in [0, 0.5)");
   if (pool.lease_ttl_ms == 0 || pool.put_timeout_ms == 0 || pool.sweep_ms == 0 ||
@@ -191,6 +190,16 @@ caf::error validate(const cluster_config& cfg) {
   // whatever it describes.
   if (auto err = transport::check_transfer_options(cfg.transfer.engine))
     return field_error("transfer", describe(err));
+  return caf::none;
+}
+
+caf::error check_real_time(const cluster_config& cfg) {
+  if (cfg.simulated_time)
+    return field_error("simulated_time", "true is for simulated time, which crescent replay --sim "
+                                         "runs; this command runs in real time");
+  if (cfg.engine.kind == gpu::engine_kind::modeled)
+    return field_error("engine.kind", "the modeled engine computes nothing and runs only in "
+                                      "simulated time (crescent replay --sim)");
   return caf::none;
 }
 

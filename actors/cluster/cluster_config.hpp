@@ -23,14 +23,14 @@ struct node_config {
   uint32_t prefill_instances = 0;
   uint32_t decode_instances = 0;
   uint64_t pool_bytes = 64ull << 20; // this node's DRAM tier of KV blocks
-  // When set, the DRAM tier holds this many tokens of KV instead (whole blocks, rounded up):
-  // pool_bytes follows from the model (see pool_bytes_of).
-  uint64_t pool_tokens = 0;
-  uint64_t ssd_bytes = 0; // this node's SSD tier; 0: none
+  uint64_t ssd_bytes = 0;            // this node's SSD tier; 0: none
   // Where the `crescent node` process that hosts this node listens (host:port); empty: the node
   // runs in the cluster's main process. A hosted node runs its block owner, its prefill and
   // decode instances and its node agent; the conductor and store master stay in the main one.
   std::string address{};
+  // When set, the DRAM tier holds this many tokens of KV instead of pool_bytes (whole blocks,
+  // rounded down; see pool_bytes_of).
+  uint64_t pool_tokens = 0;
 
   bool hosted_elsewhere() const { return !address.empty(); }
 };
@@ -139,11 +139,19 @@ uint64_t decode_kv_bytes_of(const cluster_config& cfg);
 /// Checks every field; the error names the field ("nodes[2].pool_mib: ...").
 caf::error validate(const cluster_config& cfg);
 
+/// Refuses what cannot run in real time (crescent run, crescent node): simulated_time, which is
+/// `crescent replay --sim`'s, and the modeled engine, which computes nothing.
+caf::error check_real_time(const cluster_config& cfg);
+
 /// Reads a YAML cluster file over the defaults. Unknown keys are errors (a typo must not be
 /// silently ignored); every error names the file, the field and, where known, the line. An
 /// engine.profile (modeled engine) is loaded too: a built-in name, or a file relative to the
 /// cluster file's directory.
 caf::expected<cluster_config> load_cluster_config(const std::string& path);
+
+/// The config as a cluster file, every field written (cluster_config_print.cpp); reading it back
+/// gives the same config. Sizes are written as given (pool_tokens, kv_tokens) or in whole MiB.
+std::string format_cluster_config(const cluster_config& cfg);
 caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
                                                    const std::string& source_name,
                                                    const std::string& base_dir = "");

@@ -24,4 +24,16 @@ inline bool parse(std::string_view text, placement_policy& out) {
   return true;
 }
 
+inline const char* to_string(placement_policy p) {
+  switch (p) {
+  case placement_policy::local_first:
+    return "local_first";
+  case placement_policy::most_free:
+    return "most_free";
+  case placement_policy::random:
+    return "random";
+  }
+  return "local_first";
+}
+
 } // namespace crescent

@@ -29,6 +29,7 @@ void notify_request(prefill_ptr self, const prefill_job& job) {
     out.setFirstToken(job.first_token);
     out.setComputedTokens(job.computed_tokens);
     out.setReusedTokens(job.reused_tokens);
+    out.setRemoteReusedTokens(job.remote_reused_tokens);
     out.setLoadMisses(job.load_misses);
     out.setComputeNs(job.compute_ns);
   });

@@ -142,6 +142,12 @@ void finish_loading(prefill_ptr self) {
   job.reused_blocks = static_cast<uint32_t>(reused);
   job.reused_tokens = std::min(job.reused_blocks * block_tokens(self), prompt - 1);
   job.position = job.reused_tokens;
+  job.remote_reused_tokens = 0;
+  for (size_t i = 0; i < reused; ++i) {
+    const uint32_t begin = static_cast<uint32_t>(i) * block_tokens(self);
+    if (job.loads[i].remote)
+      job.remote_reused_tokens += std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
+  }
   job.loads.clear();
   job.loading.clear();
   begin_compute(self);

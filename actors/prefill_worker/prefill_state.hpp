@@ -24,6 +24,7 @@ struct block_load {
   std::vector<transport::region_handle> replicas;
   uint32_t next = 0; // the replica the next read tries
   bool verified = false;
+  bool remote = false;   // verified from another node's replica
   caf::error last_error; // of the last replica tried, if it failed
 };
 
@@ -50,7 +51,8 @@ struct prefill_job {
   std::optional<block_store> storing; // the new blocks' writes in flight
   uint32_t reused_blocks = 0;
   uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)
-  uint32_t position = 0;      // tokens whose KV is in the local pages
+  uint32_t remote_reused_tokens = 0; // of those, read from other nodes
+  uint32_t position = 0;             // tokens whose KV is in the local pages
   uint32_t computed_tokens = 0;
   uint32_t load_misses = 0;
   uint64_t compute_ns = 0;

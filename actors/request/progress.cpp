@@ -8,6 +8,8 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+
 namespace crescent {
 
 namespace {
@@ -42,6 +44,8 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
     out.setLoadMisses(st.load_misses);
     out.setPrefillInstance(st.prefill_instance);
     out.setDecodeInstance(st.decode_instance);
+    out.setPrefillComputeNs(st.prefill_compute_ns);
+    out.setRemoteReusedTokens(st.remote_reused_tokens);
   });
 }
 
@@ -84,11 +88,13 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct done {
     uint64_t id;
-    uint32_t first, computed, reused, misses;
+    uint32_t first, computed, reused, remote, misses;
+    uint64_t compute_ns;
   };
   auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) {
-    return done{in.getRequestId(), in.getFirstToken(), in.getComputedTokens(), in.getReusedTokens(),
-                in.getLoadMisses()};
+    return done{in.getRequestId(),    in.getFirstToken(),         in.getComputedTokens(),
+                in.getReusedTokens(), in.getRemoteReusedTokens(), in.getLoadMisses(),
+                in.getComputeNs()};
   });
   if (!d)
     return std::move(d.error());
@@ -98,7 +104,9 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   stop_watching_prefill(self);
   st.computed_tokens = d->computed;
   st.reused_tokens = d->reused;
+  st.remote_reused_tokens = std::min(d->remote, d->reused);
   st.load_misses = d->misses;
+  st.prefill_compute_ns = d->compute_ns;
   append_tokens(self, {d->first});
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();

@@ -40,7 +40,9 @@ struct request_state {
   bool final_seen = false;
   uint32_t computed_tokens = 0;
   uint32_t reused_tokens = 0;
+  uint32_t remote_reused_tokens = 0;
   uint32_t load_misses = 0;
+  uint64_t prefill_compute_ns = 0;
 };
 
 using request_ptr = request_actor::stateful_pointer<request_state>;

@@ -132,6 +132,8 @@ int node_command(const node_options& opt) {
   auto cfg = load_cluster_config(opt.config_path);
   if (!cfg)
     return fail(describe(cfg.error()));
+  if (auto err = check_real_time(*cfg))
+    return fail(opt.config_path + ": " + describe(err));
   if (opt.node >= cfg->nodes.size())
     return fail("--node " + std::to_string(opt.node) + ": the cluster file has " +
                 std::to_string(cfg->nodes.size()) + " nodes");

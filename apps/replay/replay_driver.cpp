@@ -17,7 +17,8 @@ namespace {
 struct driver_state {
   static inline const char* name = "replay_driver";
   cluster* cl = nullptr;
-  std::vector<synthetic_request> requests;
+  std::vector<uint64_t> arrivals_ns;
+  request_maker make;
   std::shared_ptr<std::vector<request_result>> results;
   replay_options options;
   size_t next = 0; // first request not yet submitted
@@ -31,7 +32,7 @@ struct driver_state {
 
 using self_ptr = replay_driver_actor::stateful_pointer<driver_state>;
 
-request_result decode_outcome(const envelope& msg, const synthetic_request& req) {
+request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_tokens) {
   auto r = read_as<wire::RequestOutcome>(msg, [&](wire::RequestOutcome::Reader in) {
     request_result out;
     out.id = in.getRequestId();
@@ -52,16 +53,21 @@ request_result decode_outcome(const envelope& msg, const synthetic_request& req)
     out.tokens = to_vector(in.getTokens());
     out.computed_tokens = in.getComputedTokens();
     out.reused_tokens = in.getReusedTokens();
+    out.remote_reused_tokens = in.getRemoteReusedTokens();
     out.load_misses = in.getLoadMisses();
+    out.prefill_instance = in.getPrefillInstance();
+    out.decode_instance = in.getDecodeInstance();
+    out.prefill_compute_ns = in.getPrefillComputeNs();
     return out;
   });
   if (!r) {
     request_result bad;
-    bad.id = req.id;
+    bad.id = id;
+    bad.prompt_tokens = prompt_tokens;
     bad.reason = "unreadable outcome: " + describe(r.error());
     return bad;
   }
-  r->prompt_tokens = static_cast<uint32_t>(req.tokens.size());
+  r->prompt_tokens = prompt_tokens;
   return std::move(*r);
 }
 
@@ -71,7 +77,7 @@ void record(self_ptr self, request_result result) {
   st.rejected += result.status == outcome_status::rejected ? 1 : 0;
   st.failed += result.status == outcome_status::failed ? 1 : 0;
   st.results->push_back(std::move(result));
-  if (st.ended == st.requests.size()) {
+  if (st.ended == st.arrivals_ns.size()) {
     st.done.deliver(caf::unit);
     self->quit();
   }
@@ -79,7 +85,9 @@ void record(self_ptr self, request_result result) {
 
 void submit(self_ptr self, size_t index) {
   auto& st = self->state;
-  const auto& req = st.requests[index];
+  const auto req = st.make(index);
+  const auto id = req.id;
+  const auto prompt_tokens = static_cast<uint32_t>(req.tokens.size());
   auto handle = st.cl->spawn_request();
   auto spec = make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
     out.setRequestId(req.id);
@@ -92,46 +100,51 @@ void submit(self_ptr self, size_t index) {
   auto timeout =
       std::chrono::milliseconds(st.cl->config().request_deadline_ms) + std::chrono::seconds(60);
   self->request(handle, timeout, run_atom::value, spec)
-      .then([=](const envelope& outcome) { record(self, decode_outcome(outcome, req)); },
-            [=](caf::error& err) {
-              request_result r;
-              r.id = req.id;
-              r.reason = "request actor: " + describe(err);
-              record(self, std::move(r));
-            });
+      .then(
+          [=](const envelope& outcome) {
+            record(self, decode_outcome(outcome, id, prompt_tokens));
+          },
+          [=](caf::error& err) {
+            request_result r;
+            r.id = id;
+            r.prompt_tokens = prompt_tokens;
+            r.reason = "request actor: " + describe(err);
+            record(self, std::move(r));
+          });
 }
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
   const auto elapsed = self->clock().now() - st.start;
-  while (st.next < st.requests.size() &&
-         std::chrono::nanoseconds(st.requests[st.next].arrival_ns) <= elapsed)
+  const size_t n = st.arrivals_ns.size();
+  while (st.next < n && std::chrono::nanoseconds(st.arrivals_ns[st.next]) <= elapsed)
     submit(self, st.next++);
-  if (st.next < st.requests.size())
-    self->delayed_send(self, std::chrono::nanoseconds(st.requests[st.next].arrival_ns) - elapsed,
+  if (st.next < n)
+    self->delayed_send(self, std::chrono::nanoseconds(st.arrivals_ns[st.next]) - elapsed,
                        tick_atom::value);
 }
 
 void on_progress(self_ptr self) {
   auto& st = self->state;
-  if (st.options.progress == nullptr || st.ended == st.requests.size())
+  if (st.options.progress == nullptr || st.ended == st.arrivals_ns.size())
     return;
   const double secs = std::chrono::duration<double>(self->clock().now() - st.start).count();
   const bool tty = isatty(fileno(st.options.progress)) != 0;
   fmt::print(st.options.progress,
              "{}[crescent] {:.1f} s  submitted {}/{}  ended {} (rejected {}, failed {}){}",
-             tty ? "\r" : "", secs, st.next, st.requests.size(), st.ended, st.rejected, st.failed,
-             tty ? "   " : "\n");
+             tty ? "\r" : "", secs, st.next, st.arrivals_ns.size(), st.ended, st.rejected,
+             st.failed, tty ? "   " : "\n");
   std::fflush(st.options.progress);
   self->delayed_send(self, std::chrono::seconds(tty ? 1 : 5), progress_atom::value);
 }
 
 replay_driver_actor::behavior_type
-replay_driver(self_ptr self, cluster* cl, std::vector<synthetic_request> requests,
+replay_driver(self_ptr self, cluster* cl, std::vector<uint64_t> arrivals_ns, request_maker make,
               std::shared_ptr<std::vector<request_result>> results, replay_options options) {
   auto& st = self->state;
   st.cl = cl;
-  st.requests = std::move(requests);
+  st.arrivals_ns = std::move(arrivals_ns);
+  st.make = std::move(make);
   st.results = std::move(results);
   st.options = options;
   return {
@@ -142,7 +155,7 @@ replay_driver(self_ptr self, cluster* cl, std::vector<synthetic_request> request
         s.running = true;
         s.start = self->clock().now();
         s.done = self->make_response_promise();
-        if (s.requests.empty()) {
+        if (s.arrivals_ns.empty()) {
           s.done.deliver(caf::unit);
           return s.done;
         }
@@ -158,10 +171,24 @@ replay_driver(self_ptr self, cluster* cl, std::vector<synthetic_request> request
 } // namespace
 
 replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
+                                        std::vector<uint64_t> arrivals_ns, request_maker make,
+                                        std::shared_ptr<std::vector<request_result>> results,
+                                        replay_options options) {
+  return sys.spawn(replay_driver, &cl, std::move(arrivals_ns), std::move(make), std::move(results),
+                   options);
+}
+
+replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
                                         std::vector<synthetic_request> requests,
                                         std::shared_ptr<std::vector<request_result>> results,
                                         replay_options options) {
-  return sys.spawn(replay_driver, &cl, std::move(requests), std::move(results), options);
+  std::vector<uint64_t> arrivals;
+  for (const auto& r : requests)
+    arrivals.push_back(r.arrival_ns);
+  auto all = std::make_shared<std::vector<synthetic_request>>(std::move(requests));
+  return spawn_replay_driver(
+      sys, cl, std::move(arrivals), [all](size_t i) { return std::move((*all)[i]); },
+      std::move(results), options);
 }
 
 } // namespace crescent::replay

@@ -14,6 +14,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,14 @@ struct replay_options {
 /// `results` receives one entry per request, in completion order. `cl` must outlive the driver.
 replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
                                         std::vector<synthetic_request> requests,
+                                        std::shared_ptr<std::vector<request_result>> results,
+                                        replay_options options = {});
+
+/// Makes request i when it is submitted (a whole trace's prompts at their true lengths would not
+/// fit in memory at once): request i arrives arrivals_ns[i] after the start (non-decreasing).
+using request_maker = std::function<synthetic_request(size_t)>;
+replay_driver_actor spawn_replay_driver(caf::actor_system& sys, cluster& cl,
+                                        std::vector<uint64_t> arrivals_ns, request_maker make,
                                         std::shared_ptr<std::vector<request_result>> results,
                                         replay_options options = {});
 

@@ -27,10 +27,14 @@ std::vector<uint32_t> block_tokens_for(uint64_t hash_id, uint32_t count, uint32_
   return out;
 }
 
+uint64_t arrival_ns_of(const trace_record& r, const workload_options& opt) {
+  return static_cast<uint64_t>(static_cast<double>(r.timestamp_ms) * 1e6 / opt.speedup);
+}
+
 synthetic_request synthesize(const trace_record& r, uint64_t id, const workload_options& opt) {
   synthetic_request s;
   s.id = id;
-  s.arrival_ns = static_cast<uint64_t>(static_cast<double>(r.timestamp_ms) * 1e6 / opt.speedup);
+  s.arrival_ns = arrival_ns_of(r, opt);
   // ceil(input * B / 512): a partial trace block becomes a partial model block.
   const uint64_t scaled =
       (uint64_t{r.input_tokens} * opt.block_tokens + trace_block_tokens - 1) / trace_block_tokens;

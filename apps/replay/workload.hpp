@@ -30,6 +30,9 @@ double input_scale(const workload_options& opt);
 
 std::vector<uint32_t> block_tokens_for(uint64_t hash_id, uint32_t count, uint32_t vocab);
 
+/// When a record's request arrives after the start of the replay (sped up).
+uint64_t arrival_ns_of(const trace_record& r, const workload_options& opt);
+
 synthetic_request synthesize(const trace_record& r, uint64_t id, const workload_options& opt);
 
 } // namespace crescent::replay

@@ -22,6 +22,7 @@ struct PrefillDone {
   reusedTokens @3 :UInt32;
   loadMisses @4 :UInt32;
   computeNs @5 :UInt64;
+  remoteReusedTokens @6 :UInt32;  # of reusedTokens, those read from another node's DRAM
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -56,4 +57,6 @@ struct RequestOutcome {
   loadMisses @8 :UInt32;
   prefillInstance @9 :UInt32;
   decodeInstance @10 :UInt32;
+  prefillComputeNs @11 :UInt64;   # the prefill's compute time (measured, or modeled)
+  remoteReusedTokens @12 :UInt32; # of reusedTokens, those read from another node's DRAM
 }

@@ -266,9 +266,9 @@ decode: {kv_tokens: 1000000, request_tokens_max: 262144}
   EXPECT_EQ(cfg->model.layers, 80u);
   EXPECT_EQ(cfg->model.kv_element_bytes, 2u);
   EXPECT_EQ(cfg->model.kv_bytes_per_token(), 327680u) << "LLaMA3-70B: 320 KB per token";
-  // 3M tokens are 5860 blocks of 512 (rounded up).
-  EXPECT_EQ(pool_bytes_of(*cfg, 0), 5860ull * cfg->model.page_bytes());
-  EXPECT_EQ(decode_kv_bytes_of(*cfg), 1954ull * cfg->model.page_bytes());
+  // 3M tokens are 5859 whole blocks of 512.
+  EXPECT_EQ(pool_bytes_of(*cfg, 0), 5859ull * cfg->model.page_bytes());
+  EXPECT_EQ(decode_kv_bytes_of(*cfg), 1953ull * cfg->model.page_bytes());
   auto links = link_profile_of(*cfg);
   EXPECT_EQ(links.nic_bytes_per_s, 100'000'000'000u);
   EXPECT_EQ(links.bytes_scale, cfg->model.page_bytes() / 64);

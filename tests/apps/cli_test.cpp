@@ -195,6 +195,79 @@ TEST(cli, a_small_run_completes_and_reports) {
 
 // The cuda rows of the transfer benchmark run where there is a GPU, and elsewhere say why not;
 // either way the benchmark ends well.
+TEST(cli, replay_sim_runs_the_paper_cluster_and_writes_its_report) {
+  const auto report = ::testing::TempDir() + "cli_replay.json";
+  const auto messages = ::testing::TempDir() + "cli_replay.tsv";
+  auto r = run("replay " + trace + " --sim --requests 12 --no-progress --report " + report +
+               " --messages " + messages);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"requests      completed 12", "SLO           TTFT <= 30 s", "effective",
+                           "hit rate", "prefill GPU", "stream hash", "x real time", "peak RSS"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  std::ifstream json{report};
+  std::stringstream text;
+  text << json.rdbuf();
+  EXPECT_NE(text.str().find("\"per_request\""), std::string::npos);
+  std::ifstream log{messages};
+  std::string header;
+  std::getline(log, header);
+  EXPECT_EQ(header, "# crescent messages 1: time_ns sender receiver type bytes");
+}
+
+TEST(cli, replay_refuses_what_it_cannot_run) {
+  auto r = run("replay " + trace);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("add --sim"), std::string::npos) << r.output;
+
+  auto bad_cluster = write_file("cli_sim_bad.yaml", "engine:\n  kind: modeled\n  profile: x\n");
+  r = run("replay " + trace + " --sim --cluster " + bad_cluster);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("profile 'x' is neither a built-in one"), std::string::npos) << r.output;
+
+  auto typo = write_file("cli_sim_typo.yaml", "model:\n  block_tokens: 512\n  layer: 80\n");
+  r = run("replay " + trace + " --sim --cluster " + typo);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(typo + ":3: model.layer: unknown field"), std::string::npos) << r.output;
+
+  auto bad_trace = write_file("cli_sim_bad.jsonl", "{\"timestamp\": 0}\n");
+  r = run("replay " + bad_trace + " --sim");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(bad_trace + ":1:"), std::string::npos) << r.output;
+
+  r = run("replay " + trace + " --sim --speedup 0");
+  EXPECT_NE(r.status, 0) << r.output;
+}
+
+TEST(cli, replay_prints_the_paper_cluster_as_a_cluster_file) {
+  auto r = run("replay --print-cluster");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("profile: \"llama3-70b-8xa800\""), std::string::npos) << r.output;
+  auto path = write_file("cli_printed.yaml", r.output);
+  auto again = run("replay --print-cluster --cluster " + path);
+  ASSERT_EQ(again.status, 0) << again.output;
+  // The same fields: only the comment line naming where it came from differs.
+  EXPECT_EQ(r.output.substr(r.output.find('\n')), again.output.substr(again.output.find('\n')));
+}
+
+TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
+  auto sim = write_file("cli_simulated.yaml", "simulated_time: true\n");
+  auto r = run("run --no-progress --requests 1 --trace " + trace + " --config " + sim);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("crescent replay --sim"), std::string::npos) << r.output;
+  auto modeled =
+      write_file("cli_modeled.yaml", "engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
+                                     "model: {context_tokens_max: 8192}\n"
+                                     "nodes: [{prefill: 1, pool_tokens: 100000},"
+                                     " {decode: 1, pool_tokens: 100000}]\n"
+                                     "decode: {kv_tokens: 100000}\n");
+  r = run("run --no-progress --requests 1 --trace " + trace + " --config " + modeled);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("engine.kind"), std::string::npos) << r.output;
+  r = run("node --node 0 --config " + modeled + " </dev/null");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("engine.kind"), std::string::npos) << r.output;
+}
+
 TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
   auto r = run("bench transfer --only cuda --quick --trials 1 --seconds 0.01 --warmup-seconds 0 "
                "--region-mib 64");

@@ -1,0 +1,39 @@
+#include "apps/sim/paper_cluster.hpp"
+
+#include "actors/cluster/profile_yaml.hpp"
+
+#include <cmath>
+
+namespace crescent::sim {
+
+caf::expected<cluster_config> paper_cluster() {
+  auto profile = load_profile(paper_profile);
+  if (!profile)
+    return std::move(profile.error());
+  cluster_config c;
+  c.model = gpu::model_of(**profile, 512, 262144);
+  c.engine.kind = gpu::engine_kind::modeled;
+  c.engine.timing = gpu::timing_mode::modeled;
+  c.engine.profile_name = paper_profile;
+  c.engine.profile = *profile;
+  c.nodes.assign(16, node_config{});
+  for (uint32_t i = 0; i < 16; ++i) {
+    c.nodes[i].prefill_instances = i < 8 ? 1 : 0;
+    c.nodes[i].decode_instances = i < 8 ? 0 : 1;
+    c.nodes[i].pool_tokens = 3'000'000;
+  }
+  c.prefill.chunk_tokens = 8192;
+  c.prefill.queue_jobs_max = 1024;
+  c.decode.kv_tokens = static_cast<uint64_t>(
+      std::floor((*profile)->kv_capacity_bytes() / double(c.model.kv_bytes_per_token())));
+  c.decode.batch_max = 256;
+  c.decode.request_tokens_max = c.model.context_tokens_max;
+  c.store.sync_commits = false; // a simulation's metadata need not survive a crash
+  c.simulated_time = true;
+  c.access_key_seed = 1;
+  if (auto err = validate(c))
+    return err;
+  return c;
+}
+
+} // namespace crescent::sim

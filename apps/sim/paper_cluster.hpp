@@ -1,0 +1,28 @@
+// The built-in cluster of `crescent replay --sim`: the Mooncake paper's setting (FAST'25, Table
+// 1 and section 8), 16 nodes of 8 x A800 serving LLaMA3-70B on the modeled engine.
+//
+// - 8 prefill and 8 decode instances, one per node: the paper's end-to-end runs use 16 nodes
+//   split between the two roles; an even split is our choice (the paper tunes it per workload).
+// - 3M tokens of DRAM KV per node (about 1 TB at 320 KB a token): the paper's local cache size.
+//   No SSD tier (not modeled yet).
+// - Blocks of 512 tokens, the traces' own (the paper's end-to-end runs use 256: set
+//   model.block_tokens; each 512-token trace block then becomes two blocks).
+// - Decode KV memory: what 8 x 80 GB of HBM holds beside the 141 GB of weights (1.52M tokens).
+// - Prefill in chunks of 8,192 tokens (the paper chunks prompts above about 1,000 tokens; in
+//   modeled time the chunk size changes only how often a worker serves its mailbox).
+// - The pool as Mooncake Store: one replica, local first, LRU, evicting 5% at 90% full.
+// - Contexts up to 262,144 tokens: the trace's longest prompt has 191,378.
+// `crescent replay --print-cluster` prints it as a cluster file, every field.
+#pragma once
+
+#include "actors/cluster/cluster_config.hpp"
+
+#include <caf/expected.hpp>
+
+namespace crescent::sim {
+
+inline constexpr const char* paper_profile = "llama3-70b-8xa800";
+
+caf::expected<cluster_config> paper_cluster();
+
+} // namespace crescent::sim

@@ -1,0 +1,299 @@
+#include "apps/sim/replay_command.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "apps/replay/replay_driver.hpp"
+#include "apps/replay/trace.hpp"
+#include "apps/replay/workload.hpp"
+#include "apps/sim/message_log.hpp"
+#include "apps/sim/paper_cluster.hpp"
+#include "apps/sim/sim_report.hpp"
+#include "apps/sim/sim_system.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/send.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+namespace crescent::sim {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent replay: {}\n", what);
+  return 2;
+}
+
+caf::expected<cluster_config> load_cluster(const replay_options& opt) {
+  if (opt.cluster_path.empty())
+    return paper_cluster();
+  return load_cluster_config(opt.cluster_path);
+}
+
+// Prompts at their true lengths on the modeled engine (one trace block is 512 tokens, cut into
+// blocks of model.block_tokens); scaled to the small model as `crescent run` does on the
+// reference engine, so that a simulated run compares with a real one.
+replay::workload_options workload_for(const cluster_config& cfg, double speedup) {
+  replay::workload_options w;
+  w.block_tokens = cfg.engine.kind == gpu::engine_kind::modeled ? replay::trace_block_tokens
+                                                                : cfg.model.block_tokens;
+  w.vocab = cfg.model.vocab;
+  w.speedup = speedup;
+  return w;
+}
+
+void label_actors(sim_system& sim, const directory& dir) {
+  auto addr = [](const auto& h) { return caf::actor_cast<caf::actor_addr>(h); };
+  sim.label(addr(dir.conductor), "conductor");
+  sim.label(addr(dir.store_master), "store_master");
+  for (size_t i = 0; i < dir.block_owners.size(); ++i)
+    sim.label(addr(dir.block_owners[i]), fmt::format("block_owner/{}", i));
+  for (size_t i = 0; i < dir.node_agents.size(); ++i)
+    sim.label(addr(dir.node_agents[i]), fmt::format("node_agent/{}", i));
+  for (size_t i = 0; i < dir.prefill.size(); ++i)
+    sim.label(addr(dir.prefill[i]), fmt::format("prefill/{}", i));
+  for (size_t i = 0; i < dir.decode.size(); ++i)
+    sim.label(addr(dir.decode[i]), fmt::format("decode/{}", i));
+}
+
+// The progress bar on stderr: virtual time over the trace's span, requests ended, wall time and
+// an estimate of what is left.
+class progress_bar {
+ public:
+  progress_bar(const sim_system& sim, double span_s, size_t requests,
+               const std::vector<replay::request_result>& results)
+      : sim_(sim), span_s_(span_s), requests_(requests), results_(results),
+        tty_(isatty(fileno(stderr)) != 0), started_(std::chrono::steady_clock::now()) {}
+
+  void update(bool last = false) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!last && now - shown_ < (tty_ ? std::chrono::milliseconds(200) : std::chrono::seconds(5)))
+      return;
+    shown_ = now;
+    const double wall = std::chrono::duration<double>(now - started_).count();
+    const double virtual_s = std::chrono::duration<double>(sim_.elapsed()).count();
+    const double done = requests_ == 0 ? 1.0 : double(results_.size()) / double(requests_);
+    const double eta = done > 0 ? wall * (1 - done) / done : 0;
+    fmt::print(stderr,
+               "{}[sim] virtual {:.1f} / {:.1f} s  ended {}/{}  wall {:.1f} s  ETA {:.1f} s{}",
+               tty_ ? "\r" : "", virtual_s, span_s_, results_.size(), requests_, wall, eta,
+               tty_ && !last ? "   " : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  const sim_system& sim_;
+  double span_s_;
+  size_t requests_;
+  const std::vector<replay::request_result>& results_;
+  bool tty_;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point shown_{};
+};
+
+std::vector<link_report> link_usage(const cluster& cl) {
+  std::vector<link_report> out;
+  const auto* links = cl.links();
+  if (links == nullptr)
+    return out;
+  for (uint32_t n = 0; n < links->nodes(); ++n) {
+    auto o = links->nic_out(n), i = links->nic_in(n), l = links->local(n);
+    out.push_back({n, o.bytes, i.bytes, l.bytes, o.busy_ns, i.busy_ns, l.busy_ns});
+  }
+  return out;
+}
+
+caf::error write_file(const std::string& path, const std::string& text) {
+  std::ofstream out{path, std::ios::binary};
+  out << text;
+  out.close();
+  if (!out)
+    return make_error(errc::io_error, "cannot write " + path);
+  return caf::none;
+}
+
+// Plots through tools/plot_replay.py, with Debian's python3 and its python3-matplotlib (which
+// tools/setup.sh installs; another python3 first on PATH may lack it).
+caf::error write_plots(const std::string& report_path, const std::string& dir) {
+  const std::string script = std::string{CRESCENT_TOOLS_DIR} + "/plot_replay.py";
+  if (!std::filesystem::exists(script))
+    return make_error(errc::not_found, "the plot script " + script + " is not there");
+  const char* python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  const std::string cmd = fmt::format("{} '{}' '{}' '{}'", python, script, report_path, dir);
+  if (std::system(cmd.c_str()) != 0)
+    return make_error(errc::io_error, "plotting failed: " + cmd);
+  return caf::none;
+}
+
+struct replay_run {
+  std::shared_ptr<std::vector<replay::request_result>> results =
+      std::make_shared<std::vector<replay::request_result>>();
+  double wall_s = 0;
+  uint64_t messages = 0;
+  uint64_t hash = 0;
+  std::vector<link_report> links;
+};
+
+// Brings the cluster up in simulated time, replays, and brings it down.
+caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_config& cfg,
+                                     std::vector<replay::trace_record> records, double span_s) {
+  std::unique_ptr<delivery_policy> policy;
+  if (opt.shuffle_seed)
+    policy = std::make_unique<shuffled_delivery>(*opt.shuffle_seed);
+  sim_system sim{policy.get()};
+  auto cl = cluster::start(sim.system(), cfg);
+  if (!cl)
+    return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));
+  label_actors(sim, (*cl)->dir());
+  std::unique_ptr<message_log> log;
+  if (!opt.messages_path.empty()) {
+    auto opened = message_log::open(opt.messages_path);
+    if (!opened)
+      return std::move(opened.error());
+    log = std::move(*opened);
+    sim.set_tap([&](const delivered_message& m) { log->write(m, sim); });
+  }
+  const auto w = workload_for(cfg, opt.speedup);
+  std::vector<uint64_t> arrivals;
+  for (const auto& r : records)
+    arrivals.push_back(replay::arrival_ns_of(r, w));
+  auto shared_records = std::make_shared<std::vector<replay::trace_record>>(std::move(records));
+  replay_run out;
+  const size_t n = arrivals.size();
+  progress_bar bar{sim, span_s, n, *out.results};
+  if (opt.progress)
+    sim.set_progress([&] { bar.update(); }, 4096);
+  auto driver = replay::spawn_replay_driver(
+      sim.system(), **cl, std::move(arrivals),
+      [shared_records, w](size_t i) { return replay::synthesize((*shared_records)[i], i, w); },
+      out.results);
+  sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
+  const auto started = std::chrono::steady_clock::now();
+  caf::anon_send(driver, run_atom::value);
+  const bool ended = sim.run_until([&] { return out.results->size() == n; });
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (opt.progress)
+    bar.update(true);
+  out.messages = sim.delivered();
+  out.hash = sim.stream_hash();
+  out.links = link_usage(**cl);
+  sim.set_tap(nullptr); // the stream (and its hash) ends with the replay, not the shutdown
+  (*cl)->stop();
+  sim.run_ready();
+  if (log)
+    if (auto err = log->close())
+      return err;
+  if (!ended)
+    return make_error(errc::internal, fmt::format("the simulation ran dry with {} of {} requests "
+                                                  "ended",
+                                                  out.results->size(), n));
+  return out;
+}
+
+double span_of(const std::vector<replay::trace_record>& records,
+               const replay::workload_options& w) {
+  if (records.empty())
+    return 0;
+  return static_cast<double>(replay::arrival_ns_of(records.back(), w) -
+                             replay::arrival_ns_of(records.front(), w)) /
+         1e9;
+}
+
+} // namespace
+
+caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace_record> records,
+                                   const simulate_options& opt) {
+  if (!(opt.speedup > 0))
+    return make_error(errc::invalid_argument, "the speedup must be positive");
+  cfg.simulated_time = true;
+  const double span_s = span_of(records, workload_for(cfg, opt.speedup));
+  auto run = run_replay(opt, cfg, std::move(records), span_s);
+  if (!run)
+    return std::move(run.error());
+  simulation out;
+  out.report.speedup = opt.speedup;
+  out.report.shuffle_seed = opt.shuffle_seed.value_or(0);
+  out.report.messages = run->messages;
+  out.report.message_hash = run->hash;
+  out.report.links = std::move(run->links);
+  measure(out.report, std::move(*run->results));
+  out.wall = {run->wall_s, peak_rss_bytes()};
+  return out;
+}
+
+int replay_command(const replay_options& opt) {
+  spdlog::set_level(spdlog::level::err);
+  auto cfg = load_cluster(opt);
+  if (!cfg)
+    return fail(describe(cfg.error()));
+  if (opt.print_cluster) {
+    fmt::print(
+        "# {}\n{}",
+        opt.cluster_path.empty()
+            ? "The built-in paper cluster of crescent replay --sim (apps/sim/paper_cluster.hpp)"
+            : "From " + opt.cluster_path,
+        format_cluster_config(*cfg));
+    return 0;
+  }
+  if (!opt.sim)
+    return fail("crescent replay runs in simulated time only: add --sim (crescent run replays "
+                "in real time)");
+  if (opt.trace_path.empty())
+    return fail("a trace is needed: crescent replay TRACE --sim");
+  cfg->access_key_seed = opt.seed;
+  auto records = replay::read_trace(opt.trace_path, opt.requests);
+  if (!records)
+    return fail(describe(records.error()));
+  if (opt.spacing_ms)
+    for (size_t i = 0; i < records->size(); ++i)
+      (*records)[i].timestamp_ms = i * *opt.spacing_ms;
+  const auto w = workload_for(*cfg, opt.speedup);
+  const std::string cluster_name =
+      opt.cluster_path.empty() ? "built-in paper cluster" : opt.cluster_path;
+  fmt::print("crescent replay --sim: {} requests from {} on the {} ({} nodes); arrivals over "
+             "{:.1f} s\n",
+             records->size(), opt.trace_path, cluster_name, cfg->nodes.size(),
+             span_of(*records, w));
+  std::fflush(stdout);
+  simulate_options sopt;
+  sopt.speedup = opt.speedup;
+  sopt.shuffle_seed = opt.shuffle_seed;
+  sopt.messages_path = opt.messages_path;
+  sopt.progress = opt.progress;
+  auto sim = simulate(*cfg, std::move(*records), sopt);
+  if (!sim)
+    return fail(describe(sim.error()));
+  auto& report = sim->report;
+  report.trace = opt.trace_path;
+  report.cluster = cluster_name;
+  report.seed = opt.seed;
+  fmt::print("{}", format_text(report, sim->wall));
+  std::string report_path = opt.report_path;
+  if (report_path.empty() && !opt.plots_dir.empty())
+    report_path = (std::filesystem::path{opt.plots_dir} / "replay.json").string();
+  if (!opt.plots_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt.plots_dir, ec);
+    if (ec)
+      return fail("cannot create " + opt.plots_dir + ": " + ec.message());
+  }
+  if (!report_path.empty())
+    if (auto err = write_file(report_path, format_json(report)))
+      return fail(describe(err));
+  if (!opt.plots_dir.empty())
+    if (auto err = write_plots(report_path, opt.plots_dir))
+      return fail(describe(err));
+  for (const auto& r : report.results)
+    if (r.status == replay::outcome_status::failed && report.summary.failed <= 20)
+      fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
+  return report.summary.failed == 0 ? 0 : 1;
+}
+
+} // namespace crescent::sim

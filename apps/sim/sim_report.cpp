@@ -1,0 +1,209 @@
+#include "apps/sim/sim_report.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <sys/resource.h>
+
+#include <algorithm>
+
+namespace crescent::sim {
+
+namespace {
+
+using replay::outcome_status;
+using replay::request_result;
+
+double ttft_ms(const request_result& r) {
+  return r.token_times_ns.empty()
+             ? -1
+             : static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
+}
+
+double share(size_t part, size_t whole) {
+  return whole == 0 ? 0.0 : 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+}
+
+// Reasons are grouped by their text up to the first digit, so that "request 17 ..." and
+// "request 18 ..." count as one.
+std::string reason_group(const std::string& reason) {
+  auto cut = reason.find_first_of("0123456789");
+  auto group = reason.substr(0, cut == std::string::npos ? reason.size() : cut);
+  while (!group.empty() && (group.back() == ' ' || group.back() == ':'))
+    group.pop_back();
+  return group.empty() ? reason : group;
+}
+
+} // namespace
+
+void measure(sim_report& r, std::vector<request_result> results) {
+  std::sort(results.begin(), results.end(), [](auto& a, auto& b) { return a.id < b.id; });
+  r.summary = replay::summarize(results);
+  r.requests = results.size();
+  r.tbt_met.assign(r.slo.tbt_ms.size(), 0);
+  r.effective.assign(r.slo.tbt_ms.size(), 0);
+  double prefill_s = 0;
+  int64_t first_arrival = INT64_MAX, last_arrival = INT64_MIN, end = INT64_MIN;
+  for (const auto& x : results) {
+    first_arrival = std::min(first_arrival, x.arrival_ns);
+    last_arrival = std::max(last_arrival, x.arrival_ns);
+    if (!x.token_times_ns.empty())
+      end = std::max(end, x.token_times_ns.back());
+    if (x.status == outcome_status::rejected)
+      ++r.rejected[reason_group(x.reason)];
+    if (x.status == outcome_status::failed)
+      ++r.failed[reason_group(x.reason)];
+    if (x.status != outcome_status::completed)
+      continue;
+    r.reused_remote_tokens += x.remote_reused_tokens;
+    prefill_s += static_cast<double>(x.prefill_compute_ns) / 1e9;
+    const bool ttft_ok = ttft_ms(x) <= r.slo.ttft_ms;
+    r.ttft_met += ttft_ok ? 1 : 0;
+    const double tbt = replay::request_tbt_ms(x.token_times_ns); // -1: one token, no TBT
+    for (size_t k = 0; k < r.slo.tbt_ms.size(); ++k) {
+      const bool tbt_ok = tbt <= r.slo.tbt_ms[k];
+      r.tbt_met[k] += tbt_ok ? 1 : 0;
+      r.effective[k] += ttft_ok && tbt_ok ? 1 : 0;
+    }
+  }
+  r.prefill_gpu_s_mean = r.summary.completed == 0 ? 0 : prefill_s / r.summary.completed;
+  if (!results.empty()) {
+    r.trace_span_s = static_cast<double>(last_arrival - first_arrival) / 1e9;
+    r.virtual_end_s = static_cast<double>(std::max(end, last_arrival) - first_arrival) / 1e9;
+  }
+  r.results = std::move(results);
+}
+
+std::string format_text(const sim_report& r, const sim_wall& wall) {
+  const auto& s = r.summary;
+  std::string out = replay::format_summary(s);
+  std::string tbt, eff;
+  for (size_t k = 0; k < r.slo.tbt_ms.size(); ++k) {
+    tbt += fmt::format("{}{:.0f} ms {:.1f}%", k == 0 ? "" : ", ", r.slo.tbt_ms[k],
+                       share(r.tbt_met[k], r.requests));
+    eff += fmt::format("{}{:.0f} ms {} ({:.1f}%)", k == 0 ? "" : ", ", r.slo.tbt_ms[k],
+                       r.effective[k], share(r.effective[k], r.requests));
+  }
+  out += fmt::format("SLO           TTFT <= {:.0f} s: {:.1f}%; TBT <= {} (of {} requests)\n",
+                     r.slo.ttft_ms / 1000, share(r.ttft_met, r.requests), tbt, r.requests);
+  out += fmt::format("effective     both SLOs met, by TBT threshold: {}\n", eff);
+  const uint64_t local = s.reused_tokens - std::min(s.reused_tokens, r.reused_remote_tokens);
+  auto of_prompt = [&](uint64_t tokens) {
+    return s.prompt_tokens == 0 ? 0.0 : static_cast<double>(tokens) / s.prompt_tokens;
+  };
+  out += fmt::format("hit rate      {:.4f} of prompt tokens: local DRAM {:.4f}, remote DRAM "
+                     "{:.4f}, SSD: not modeled\n",
+                     s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
+  out += fmt::format("prefill GPU   {:.3f} s per completed request (modeled compute)\n",
+                     r.prefill_gpu_s_mean);
+  for (const auto& [reason, n] : r.rejected)
+    out += fmt::format("rejected      {} x {}\n", n, reason);
+  for (const auto& [reason, n] : r.failed)
+    out += fmt::format("failed        {} x {}\n", n, reason);
+  uint64_t nic = 0, local_bytes = 0;
+  for (const auto& l : r.links) {
+    nic += l.nic_out_bytes;
+    local_bytes += l.local_bytes;
+  }
+  out +=
+      fmt::format("KV moved      {:.1f} GB between nodes, {:.1f} GB within nodes (modeled links)\n",
+                  nic / 1e9, local_bytes / 1e9);
+  out +=
+      fmt::format("messages      {} delivered, stream hash {:016x}\n", r.messages, r.message_hash);
+  const double speed = wall.wall_s > 0 ? r.virtual_end_s / wall.wall_s : 0;
+  out += fmt::format("simulated     {:.1f} s of virtual time (arrivals over {:.1f} s) in {:.2f} s "
+                     "wall: {:.0f}x real time; peak RSS {:.0f} MiB\n",
+                     r.virtual_end_s, r.trace_span_s, wall.wall_s, speed,
+                     static_cast<double>(wall.peak_rss_bytes) / (1 << 20));
+  return out;
+}
+
+namespace {
+
+nlohmann::ordered_json request_json(const request_result& x) {
+  nlohmann::ordered_json j;
+  j["id"] = x.id;
+  j["status"] = x.status == outcome_status::completed  ? "completed"
+                : x.status == outcome_status::rejected ? "rejected"
+                                                       : "failed";
+  if (!x.reason.empty())
+    j["reason"] = x.reason;
+  j["arrival_ns"] = x.arrival_ns;
+  j["ttft_ns"] = x.token_times_ns.empty() ? -1 : x.token_times_ns.front() - x.arrival_ns;
+  j["tbt_ms"] = replay::request_tbt_ms(x.token_times_ns);
+  j["end_ns"] = x.token_times_ns.empty() ? -1 : x.token_times_ns.back() - x.arrival_ns;
+  j["prefill_instance"] = x.prefill_instance;
+  j["decode_instance"] = x.decode_instance;
+  j["prompt_tokens"] = x.prompt_tokens;
+  j["reused_tokens"] = x.reused_tokens;
+  j["remote_reused_tokens"] = x.remote_reused_tokens;
+  j["computed_tokens"] = x.computed_tokens;
+  j["output_tokens"] = x.tokens.size();
+  j["prefill_compute_ns"] = x.prefill_compute_ns;
+  j["load_misses"] = x.load_misses;
+  return j;
+}
+
+nlohmann::ordered_json percentiles_json(const replay::percentiles& p) {
+  return {{"p50", p.p50}, {"p90", p.p90}, {"p99", p.p99}, {"count", p.count}};
+}
+
+} // namespace
+
+std::string format_json(const sim_report& r) {
+  const auto& s = r.summary;
+  nlohmann::ordered_json j;
+  j["format"] = "crescent-replay-report-1";
+  j["trace"] = r.trace;
+  j["cluster"] = r.cluster;
+  j["seed"] = r.seed;
+  j["shuffle_seed"] = r.shuffle_seed;
+  j["speedup"] = r.speedup;
+  j["requests"] = {{"total", r.requests},
+                   {"completed", s.completed},
+                   {"rejected", s.rejected},
+                   {"failed", s.failed}};
+  j["ttft_ms"] = percentiles_json(s.ttft_ms);
+  j["tbt_ms"] = percentiles_json(s.tbt_ms);
+  nlohmann::ordered_json slo;
+  slo["ttft_ms"] = r.slo.ttft_ms;
+  slo["ttft_met"] = r.ttft_met;
+  slo["tbt_ms"] = r.slo.tbt_ms;
+  slo["tbt_met"] = r.tbt_met;
+  slo["effective"] = r.effective;
+  j["slo"] = slo;
+  j["tokens"] = {{"prompt", s.prompt_tokens},
+                 {"reused", s.reused_tokens},
+                 {"reused_remote", r.reused_remote_tokens},
+                 {"computed", s.computed_tokens},
+                 {"load_misses", s.load_misses},
+                 {"hit_rate", s.hit_rate()}};
+  j["prefill_gpu_s_mean"] = r.prefill_gpu_s_mean;
+  j["rejected"] = r.rejected;
+  j["failed"] = r.failed;
+  j["trace_span_s"] = r.trace_span_s;
+  j["virtual_end_s"] = r.virtual_end_s;
+  auto links = nlohmann::ordered_json::array();
+  for (const auto& l : r.links)
+    links.push_back({{"node", l.node},
+                     {"nic_out_bytes", l.nic_out_bytes},
+                     {"nic_in_bytes", l.nic_in_bytes},
+                     {"local_bytes", l.local_bytes},
+                     {"nic_out_busy_ns", l.nic_out_busy_ns},
+                     {"nic_in_busy_ns", l.nic_in_busy_ns},
+                     {"local_busy_ns", l.local_busy_ns}});
+  j["links"] = links;
+  j["messages"] = {{"delivered", r.messages}, {"hash", fmt::format("{:016x}", r.message_hash)}};
+  auto records = nlohmann::ordered_json::array();
+  for (const auto& x : r.results)
+    records.push_back(request_json(x));
+  j["per_request"] = records;
+  return j.dump(1) + "\n";
+}
+
+uint64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<uint64_t>(u.ru_maxrss) * 1024;
+}
+
+} // namespace crescent::sim

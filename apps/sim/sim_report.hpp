@@ -1,0 +1,72 @@
+// What `crescent replay --sim` reports: the summary of `crescent run`, plus the paper's measures
+// (SLO attainment and effective requests, hit rate by tier, prefill GPU time), why requests were
+// rejected or failed, the modeled links' use, and the message stream's hash.
+//
+// Everything here is decided by the simulation, so the JSON form is byte-identical run after
+// run; what the machine decides (wall time, speed, peak memory) is kept apart (sim_wall) and
+// printed, never written into the JSON.
+#pragma once
+
+#include "apps/replay/report.hpp"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace crescent::sim {
+
+/// The paper's SLOs: TTFT 30 s; TBT thresholds I, II, III of 100, 200 and 300 ms.
+struct slo_thresholds {
+  double ttft_ms = 30'000;
+  std::vector<double> tbt_ms{100, 200, 300};
+};
+
+/// One node's modeled links.
+struct link_report {
+  uint32_t node = 0;
+  uint64_t nic_out_bytes = 0, nic_in_bytes = 0, local_bytes = 0;
+  uint64_t nic_out_busy_ns = 0, nic_in_busy_ns = 0, local_busy_ns = 0;
+};
+
+struct sim_report {
+  std::string trace;
+  std::string cluster; // "built-in paper cluster" or the file
+  uint64_t seed = 0;
+  uint64_t shuffle_seed = 0; // 0: FIFO delivery
+  double speedup = 1;
+  replay::replay_summary summary;
+  slo_thresholds slo;
+  size_t requests = 0;
+  size_t ttft_met = 0;           // completed with TTFT within its SLO
+  std::vector<size_t> tbt_met;   // per TBT threshold
+  std::vector<size_t> effective; // both met, per TBT threshold
+  uint64_t reused_remote_tokens = 0;
+  double prefill_gpu_s_mean = 0;                  // per completed request
+  std::map<std::string, size_t> rejected, failed; // by reason
+  double trace_span_s = 0;  // from the first arrival to the last (after the speedup)
+  double virtual_end_s = 0; // when the last request ended
+  std::vector<link_report> links;
+  uint64_t messages = 0;
+  uint64_t message_hash = 0;
+  std::vector<replay::request_result> results; // in id order
+};
+
+/// What the machine decided: not part of the JSON.
+struct sim_wall {
+  double wall_s = 0;
+  uint64_t peak_rss_bytes = 0;
+};
+
+/// Fills the measures from the results (sorted by id here).
+void measure(sim_report& r, std::vector<replay::request_result> results);
+
+std::string format_text(const sim_report& r, const sim_wall& wall);
+
+/// The report and one record per request (arrival, TTFT, TBT, instances, tokens), as JSON.
+std::string format_json(const sim_report& r);
+
+/// Peak resident memory of this process so far.
+uint64_t peak_rss_bytes();
+
+} // namespace crescent::sim

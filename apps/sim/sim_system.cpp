@@ -1,0 +1,176 @@
+#include "apps/sim/sim_system.hpp"
+
+#include "apps/sim/schema_names.hpp"
+#include "messages/envelope.hpp"
+#include "messages/registration.hpp"
+
+#include <caf/abstract_actor.hpp>
+#include <caf/local_actor.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/scheduled_actor.hpp>
+#include <caf/system_messages.hpp>
+#include <fmt/format.h>
+#include <xxhash.h>
+
+#include <algorithm>
+
+namespace crescent::sim {
+
+struct sim_system::hash_state {
+  hash_state() : state(XXH3_createState()) { XXH3_64bits_reset(state); }
+  ~hash_state() { XXH3_freeState(state); }
+  hash_state(const hash_state&) = delete;
+  hash_state& operator=(const hash_state&) = delete;
+  XXH3_state_t* state;
+};
+
+sim_config::sim_config() {
+  register_types(*this);
+  set("scheduler.policy", caf::atom("testing"));
+  set("logger.file-verbosity", caf::atom("quiet"));
+  set("logger.console-verbosity", caf::atom("quiet"));
+}
+
+sim_system::sim_system(delivery_policy* policy)
+    : sys_(cfg_), sched_(dynamic_cast<caf::scheduler::test_coordinator&>(sys_.scheduler())),
+      policy_(policy), start_(sched_.clock().current_time.time_since_epoch()),
+      hash_(std::make_unique<hash_state>()) {
+  // Actors still waiting at the end (timers of a finished run) must not hold up shutdown.
+  sys_.await_actors_before_shutdown(false);
+}
+
+sim_system::~sim_system() = default;
+
+std::chrono::nanoseconds sim_system::elapsed() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      sched_.clock().current_time.time_since_epoch() - start_);
+}
+
+void sim_system::label(const caf::actor_addr& actor, std::string name) {
+  if (!actor)
+    return;
+  labels_.push_back(std::move(name));
+  label_by_actor_[actor.id()] = static_cast<uint32_t>(labels_.size() - 1);
+}
+
+uint32_t sim_system::label_of(const caf::abstract_actor* actor) {
+  if (actor == nullptr)
+    return 0;
+  auto i = label_by_actor_.find(actor->id());
+  if (i != label_by_actor_.end())
+    return i->second;
+  const auto* local = dynamic_cast<const caf::local_actor*>(actor);
+  labels_.push_back(fmt::format("{}#{}", local != nullptr ? local->name() : "actor", actor->id()));
+  const auto index = static_cast<uint32_t>(labels_.size() - 1);
+  label_by_actor_.emplace(actor->id(), index);
+  return index;
+}
+
+uint32_t sim_system::type_index(const std::string& type) {
+  auto [i, fresh] = type_by_name_.emplace(type, static_cast<uint32_t>(types_.size()));
+  if (fresh)
+    types_.push_back(type);
+  return i->second;
+}
+
+namespace {
+
+// What a message is: its operation (the leading atom), or what CAF sent (a reply, a down or
+// exit message), followed by the schema of the Cap'n Proto payload it carries.
+std::string type_of(const caf::mailbox_element& e, uint64_t& bytes) {
+  const auto& content = e.content();
+  std::string type;
+  if (content.size() > 0 && content.match_element<caf::atom_value>(0))
+    type = caf::to_string(content.get_as<caf::atom_value>(0));
+  else if (e.mid.is_response())
+    type = "reply";
+  else if (content.size() > 0 && content.match_element<caf::down_msg>(0))
+    type = "down";
+  else if (content.size() > 0 && content.match_element<caf::exit_msg>(0))
+    type = "exit";
+  else
+    type = "message";
+  for (size_t i = 0; i < content.size(); ++i) {
+    if (content.match_element<envelope>(i)) {
+      const auto& env = content.get_as<envelope>(i);
+      bytes += env.size_bytes();
+      type += "/" + schema_name(env.schema_id());
+    } else if (content.match_element<caf::error>(i) && e.mid.is_response()) {
+      // CAF 0.17 fires a request's timeout even after its answer came (the actor drops it).
+      const auto& err = content.get_as<caf::error>(i);
+      type += err == caf::sec::request_timeout ? "/timeout" : "/error";
+    }
+  }
+  return type;
+}
+
+} // namespace
+
+delivered_message sim_system::describe_front() {
+  delivered_message m;
+  m.time_ns = elapsed().count();
+  auto* actor = dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front());
+  m.receiver = label_of(actor);
+  const caf::mailbox_element* e = actor != nullptr ? actor->mailbox().peek() : nullptr;
+  if (e == nullptr) {
+    m.type = type_index("none");
+    return m;
+  }
+  m.sender = label_of(e->sender ? e->sender->get() : nullptr);
+  m.type = type_index(type_of(*e, m.bytes));
+  return m;
+}
+
+void sim_system::choose_next() {
+  std::vector<delivered_message> described;
+  std::vector<ready_message> ready;
+  // Each job in turn at the front, to be described as it would run.
+  for (size_t k = 0; k < sched_.jobs.size(); ++k) {
+    std::swap(sched_.jobs.front(), sched_.jobs[k]);
+    described.push_back(describe_front());
+    std::swap(sched_.jobs.front(), sched_.jobs[k]);
+  }
+  for (const auto& d : described)
+    ready.push_back(
+        {d.receiver, labels_[d.receiver], d.sender, types_[d.type], d.bytes, d.time_ns});
+  const size_t pick = std::min(policy_->pick(ready), sched_.jobs.size() - 1);
+  std::rotate(sched_.jobs.begin(), sched_.jobs.begin() + static_cast<ptrdiff_t>(pick),
+              sched_.jobs.begin() + static_cast<ptrdiff_t>(pick) + 1);
+}
+
+void sim_system::deliver_one() {
+  if (policy_ != nullptr && sched_.jobs.size() > 1)
+    choose_next();
+  const auto m = describe_front();
+  // Field by field: the struct's padding holds no defined bytes.
+  const uint64_t record[5] = {static_cast<uint64_t>(m.time_ns), m.sender, m.receiver, m.type,
+                              m.bytes};
+  XXH3_64bits_update(hash_->state, record, sizeof(record));
+  if (tap_)
+    tap_(m);
+  sched_.try_run_once();
+  ++delivered_;
+  if (progress_ && progress_every_ != 0 && delivered_ % progress_every_ == 0)
+    progress_();
+}
+
+void sim_system::run_ready() {
+  while (!sched_.jobs.empty())
+    deliver_one();
+}
+
+bool sim_system::run_until(const std::function<bool()>& done) {
+  for (;;) {
+    run_ready();
+    if (done())
+      return true;
+    if (!sched_.trigger_timeout())
+      return done();
+  }
+}
+
+uint64_t sim_system::stream_hash() const {
+  return XXH3_64bits_digest(hash_->state);
+}
+
+} // namespace crescent::sim

@@ -1,0 +1,201 @@
+// Simulated time at paper scale (apps/sim): the real actors on the modeled paper cluster, run
+// after run the same, with exact modeled times and an intact data path.
+#include "actors/cluster/cluster.hpp"
+#include "actors/common/actor_system_setup.hpp"
+#include "apps/replay/trace.hpp"
+#include "apps/replay/workload.hpp"
+#include "apps/sim/paper_cluster.hpp"
+#include "apps/sim/replay_command.hpp"
+#include "apps/sim/sim_system.hpp"
+#include "gpu/modeled_engine.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/local_actor.hpp>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace crescent::sim {
+namespace {
+
+std::vector<replay::trace_record> trace_head(size_t n) {
+  auto records = replay::read_trace(CRESCENT_DATA_DIR "/synthetic_trace.jsonl", n);
+  EXPECT_TRUE(records) << describe(records.error());
+  return records ? *records : std::vector<replay::trace_record>{};
+}
+
+cluster_config paper() {
+  auto cfg = paper_cluster();
+  EXPECT_TRUE(cfg) << describe(cfg.error());
+  return *cfg;
+}
+
+simulation run(const cluster_config& cfg, std::vector<replay::trace_record> records,
+               simulate_options opt = {}) {
+  auto s = simulate(cfg, std::move(records), opt);
+  EXPECT_TRUE(s) << describe(s.error());
+  return s ? std::move(*s) : simulation{};
+}
+
+TEST(sim, the_same_inputs_give_the_same_report_and_message_stream) {
+  auto a = run(paper(), trace_head(80));
+  auto b = run(paper(), trace_head(80));
+  EXPECT_EQ(a.report.summary.completed, 80u);
+  EXPECT_GT(a.report.messages, 80u * 20);
+  EXPECT_EQ(a.report.message_hash, b.report.message_hash);
+  EXPECT_EQ(format_json(a.report), format_json(b.report)) << "byte-identical JSON";
+}
+
+TEST(sim, a_shuffled_delivery_explores_another_interleaving_deterministically) {
+  simulate_options shuffled;
+  shuffled.shuffle_seed = 7;
+  auto fifo = run(paper(), trace_head(30));
+  auto a = run(paper(), trace_head(30), shuffled);
+  auto b = run(paper(), trace_head(30), shuffled);
+  EXPECT_EQ(a.report.summary.completed, 30u);
+  EXPECT_EQ(a.report.message_hash, b.report.message_hash);
+  EXPECT_NE(a.report.message_hash, fifo.report.message_hash);
+}
+
+// The tokens the modeled engine gives when one call prefills the whole prompt and decodes
+// alone: what every disaggregated run must reproduce, stand-in for stand-in.
+std::vector<uint32_t> monolithic(const cluster_config& cfg, const replay::synthetic_request& r) {
+  auto engine = gpu::make_modeled_engine(cfg.model, cfg.engine.profile);
+  EXPECT_TRUE(engine);
+  const size_t total = r.tokens.size() + r.max_new_tokens;
+  const size_t pages = (total + cfg.model.block_tokens - 1) / cfg.model.block_tokens;
+  std::vector<std::byte> memory(pages * gpu::standin_page_bytes);
+  std::vector<std::byte*> ptrs;
+  for (size_t i = 0; i < pages; ++i)
+    ptrs.push_back(memory.data() + i * gpu::standin_page_bytes);
+  auto first = (*engine)->prefill({ptrs, 0}, r.tokens);
+  EXPECT_TRUE(first);
+  std::vector<uint32_t> out{first->next_token};
+  auto length = static_cast<uint32_t>(r.tokens.size());
+  while (out.size() < r.max_new_tokens) {
+    gpu::sequence_ref seq{ptrs, length++};
+    const uint32_t in = out.back();
+    auto step = (*engine)->decode({&seq, 1}, {&in, 1});
+    EXPECT_TRUE(step);
+    out.push_back(step->next_tokens[0]);
+  }
+  return out;
+}
+
+TEST(sim, decoded_tokens_equal_a_monolithic_run_of_the_modeled_engine) {
+  const auto cfg = paper();
+  auto records = trace_head(120);
+  auto s = run(cfg, records);
+  ASSERT_EQ(s.report.results.size(), records.size());
+  replay::workload_options w;
+  w.block_tokens = replay::trace_block_tokens; // prompts at their true lengths
+  w.vocab = cfg.model.vocab;
+  uint64_t reused = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto& r = s.report.results[i];
+    ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+    EXPECT_EQ(r.tokens, monolithic(cfg, replay::synthesize(records[i], i, w))) << "request " << i;
+    reused += r.reused_tokens;
+  }
+  EXPECT_GT(reused, 0u) << "some prompts were loaded from the pool, not computed";
+}
+
+TEST(sim, a_request_alone_takes_its_modeled_compute_and_transfer_time) {
+  auto cfg = paper();
+  auto records = trace_head(1);
+  ASSERT_EQ(records.size(), 1u);
+  auto s = run(cfg, records);
+  ASSERT_EQ(s.report.results.size(), 1u);
+  const auto& r = s.report.results[0];
+  ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+  // Prefill in chunks of prefill.chunk_tokens, each rounded to the nanosecond, then the prompt's
+  // pages over the NIC one after another: actor messages themselves take no virtual time.
+  const auto& p = *cfg.engine.profile;
+  const uint32_t n = records[0].input_tokens;
+  uint64_t compute = 0;
+  for (uint32_t done = 0; done < n; done += cfg.prefill.chunk_tokens)
+    compute += gpu::modeled_prefill_ns(p, done, std::min(cfg.prefill.chunk_tokens, n - done));
+  const uint64_t pages = (n + cfg.model.block_tokens - 1) / cfg.model.block_tokens;
+  const auto links = link_profile_of(cfg);
+  const uint64_t page_ns =
+      (cfg.model.page_bytes() * 1'000'000'000 + links.nic_bytes_per_s - 1) / links.nic_bytes_per_s;
+  EXPECT_EQ(r.prefill_compute_ns, compute);
+  EXPECT_EQ(r.token_times_ns.front() - r.arrival_ns,
+            static_cast<int64_t>(compute + pages * page_ns + links.nic_latency_ns));
+}
+
+TEST(sim, the_paper_cluster_prints_as_a_file_that_reads_back_the_same) {
+  const auto cfg = paper();
+  const auto text = format_cluster_config(cfg);
+  auto back = parse_cluster_config(text, "printed.yaml");
+  ASSERT_TRUE(back) << describe(back.error()) << "\n" << text;
+  EXPECT_EQ(format_cluster_config(*back), text);
+  EXPECT_EQ(back->nodes.size(), 16u);
+  EXPECT_EQ(back->model.layers, 80u);
+  EXPECT_EQ(back->engine.profile->name, paper_profile);
+}
+
+// What each directory slot runs: the actor's name (its behaviour's state name).
+std::vector<std::string> behaviours(const cluster& cl) {
+  std::vector<std::string> out;
+  auto add = [&](const auto& handle) {
+    auto* a = caf::actor_cast<caf::abstract_actor*>(handle);
+    auto* local = dynamic_cast<caf::local_actor*>(a);
+    out.push_back(local != nullptr ? local->name() : "?");
+  };
+  const auto& d = cl.dir();
+  add(d.conductor);
+  add(d.store_master);
+  for (const auto& x : d.block_owners)
+    add(x);
+  for (const auto& x : d.node_agents)
+    add(x);
+  for (const auto& x : d.prefill)
+    add(x);
+  for (const auto& x : d.decode)
+    add(x);
+  return out;
+}
+
+TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
+  // The same four nodes, once on the modeled engine in simulated time and once on the reference
+  // engine in real time: what differs is the engine, memory and clock, never the actors.
+  auto modeled = paper();
+  modeled.nodes = {modeled.nodes[0], modeled.nodes[1], modeled.nodes[8], modeled.nodes[9]};
+  for (auto& n : modeled.nodes)
+    n.pool_tokens = 100'000;
+  ASSERT_FALSE(validate(modeled));
+  sim_system sim;
+  auto simulated = cluster::start(sim.system(), modeled);
+  ASSERT_TRUE(simulated) << describe(simulated.error());
+
+  cluster_config real; // the embedded default: 2 prefill nodes, 2 decode nodes
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, false);
+  caf::actor_system sys{sys_cfg};
+  auto real_cluster = cluster::start(sys, real);
+  ASSERT_TRUE(real_cluster) << describe(real_cluster.error());
+  EXPECT_EQ(behaviours(**simulated), behaviours(**real_cluster));
+  EXPECT_EQ(behaviours(**simulated).size(), 2u + 4 + 4 + 2 + 2);
+  (*real_cluster)->stop();
+  sys.await_all_actors_done();
+  (*simulated)->stop();
+  sim.run_ready();
+}
+
+TEST(sim, a_modeled_cluster_is_refused_in_real_time) {
+  auto cfg = paper();
+  cfg.simulated_time = false;
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, false);
+  caf::actor_system sys{sys_cfg};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_FALSE(cl);
+  EXPECT_NE(describe(cl.error()).find("simulated time"), std::string::npos);
+  EXPECT_TRUE(check_real_time(cfg));
+}
+
+} // namespace
+} // namespace crescent::sim
