@@ -8,6 +8,7 @@
 #include "apps/node/node_command.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "apps/run_command.hpp"
+#include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -162,6 +163,17 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
 
+  crescent::sim::bench_sim_options bench_sim;
+  auto* sim_cmd = bench_cmd->add_subcommand(
+      "sim", "Simulated time on the paper cluster vs real time: the synthetic trace twice "
+             "(speed, determinism) and an hour-long tiled trace (apps/sim/bench_sim.hpp)");
+  sim_cmd->add_option("--trace", bench_sim.trace_path, "The trace (and the tiles' source)")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
+  sim_cmd->add_option("--hour-copies", bench_sim.hour_copies, "Copies tiled into the hour")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+
   crescent::bench::bench_store_options store;
   auto* store_cmd = bench_cmd->add_subcommand(
       "store", "KV pool (master and nodes on loopback) vs memcached and redis-server");
@@ -274,6 +286,8 @@ int main(int argc, char** argv) {
     return crescent::cli::hitrate_command(hitrate);
   if (app.got_subcommand("transfer-peer"))
     return crescent::bench::run_transfer_peer(peer);
+  if (bench_cmd->got_subcommand("sim"))
+    return crescent::sim::bench_sim(bench_sim);
   if (bench_cmd->got_subcommand("store"))
     return crescent::bench::bench_store(store);
   if (bench_cmd->got_subcommand("transfer"))

@@ -106,6 +106,10 @@ caf::error validate_engine(const cluster_config& cfg) {
   if (spans_processes(cfg))
     return field_error("engine.kind", "a modeled cluster runs in one process, in simulated "
                                       "time: no node may have an address");
+  for (size_t i = 0; i < cfg.nodes.size(); ++i)
+    if (cfg.nodes[i].ssd_bytes != 0)
+      return field_error("nodes[" + std::to_string(i) + "].ssd_mib",
+                         "the SSD tier is not modeled yet: a modeled cluster has DRAM pools only");
   if (cfg.model.page_bytes() % gpu::standin_page_bytes != 0)
     return field_error("model", "a modeled page (" + std::to_string(cfg.model.page_bytes()) +
                                     " bytes) must be a multiple of its 64-byte stand-in");

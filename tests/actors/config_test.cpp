@@ -289,6 +289,10 @@ TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
   EXPECT_NE(e.find("llama3-70b-8xa800"), std::string::npos) << "names the built-in ones: " << e;
   e = error_of("engine: {kind: simulated}\n");
   EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
+  e = error_of("engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
+               "nodes: [{prefill: 1, pool_tokens: 100000, ssd_mib: 1024}, "
+               "{decode: 1, pool_tokens: 100000}]\ndecode: {kv_tokens: 100000}\n");
+  EXPECT_NE(e.find("nodes[0].ssd_mib: the SSD tier is not modeled yet"), std::string::npos) << e;
   e = error_of("model: {kv_element_bytes: 2}\n");
   EXPECT_NE(e.find("reference engine"), std::string::npos) << e;
 }
