@@ -42,6 +42,7 @@ using pin_atom = caf::atom_constant<caf::atom("pin")>;
 using unpin_atom = caf::atom_constant<caf::atom("unpin")>;
 using promote_atom = caf::atom_constant<caf::atom("promote")>;
 using evict_atom = caf::atom_constant<caf::atom("evict")>;
+using touch_atom = caf::atom_constant<caf::atom("touch")>; // blocks used (master -> owner)
 using owner_atom = caf::atom_constant<caf::atom("owner")>; // owner heartbeats and reports
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;

@@ -119,6 +119,7 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
       [=](allocate_atom, const envelope& msg) { return on_allocate(self, msg); },
       [=](free_atom, const envelope& msg) { return on_free(self, msg); },
       [=](promote_atom, const envelope& msg) { return on_promote(self, msg); },
+      [=](touch_atom, const envelope& msg) { on_touch(self, msg); },
       [=](report_atom) { return make_report(self); },
       [=](stats_atom) { return make_stats(self); },
       [=](start_atom) {

@@ -5,7 +5,9 @@
 // its eviction policy until `evict_fraction` of the capacity would be free, copies them to SSD
 // when the SSD tier has room (offload), and asks the store master for each whether it may drop
 // the DRAM copy. The master refuses leased, pinned and pending blocks; only approved copies are
-// freed. Every heartbeat interval it tells the master it is alive and how full it is.
+// freed. Reads are one-sided and never reach it, so the master tells it which blocks were used
+// (Touch, after gets and repeated puts), and the eviction order follows that. Every heartbeat
+// interval it tells the master it is alive and how full it is.
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"

@@ -19,6 +19,8 @@ using block_owner_actor = caf::typed_actor<
     caf::replies_to<free_atom, envelope>::with<void>,
     // Promote -> PromoteReply: copy SSD-only blocks back into DRAM (from the store master)
     caf::replies_to<promote_atom, envelope>::with<envelope>,
+    // Touch: these blocks were used, in this order (from the store master only; no reply)
+    caf::reacts_to<touch_atom, envelope>,
     // -> OwnerReport: what this owner holds (the store master asks after it restarted)
     caf::replies_to<report_atom>::with<envelope>,
     // -> OwnerStats

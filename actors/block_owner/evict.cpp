@@ -1,11 +1,13 @@
 // Keeping DRAM under the high watermark: victims by policy, offload to SSD when it has room,
-// and the store master's approval before a DRAM copy is dropped.
+// and the store master's approval before a DRAM copy is dropped. The order learns of uses from
+// the master's touches (reads are one-sided: the owner never sees them).
 #include "actors/block_owner/owner_state.hpp"
 #include "actors/common/timeouts.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
 
+#include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -117,6 +119,32 @@ void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& 
   if ((n & (n - 1)) == 0)
     spdlog::warn("block_owner {}: {} (failure {} of this kind)", st.options.node, st.last_ssd_error,
                  n);
+}
+
+void on_touch(owner_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  // Only the master knows which blocks were read; anyone else could keep blocks of its choice
+  // in DRAM by touching them.
+  if (!st.parts.master ||
+      self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(st.parts.master)) {
+    st.bad.refuse(st.name,
+                  make_error(errc::access_denied, "a touch must come from the store master"));
+    return;
+  }
+  auto keys =
+      read_as<wire::Touch>(msg, [](wire::Touch::Reader in) { return to_vector(in.getKeys()); });
+  if (!keys) {
+    st.bad.refuse(st.name, std::move(keys.error()));
+    return;
+  }
+  if (keys->empty() || keys->size() > owner_batch_max) {
+    st.bad.refuse(st.name, make_error(errc::limit_exceeded, "a touch names 1 to 4096 blocks"));
+    return;
+  }
+  // Blocks gone meanwhile (evicted, freed) or only on SSD are not in the order: nothing to do.
+  for (auto key : *keys)
+    if (auto i = st.blocks.find(key); i != st.blocks.end() && i->second.dram)
+      st.order->touch(key);
 }
 
 void maybe_evict(owner_ptr self) {

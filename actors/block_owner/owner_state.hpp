@@ -53,5 +53,9 @@ void release_dram(owner_ptr self, uint64_t key, owned_block& b);
 /// Counts and logs a failed SSD write (an offload) or read (a promotion); kept for the stats.
 void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& err);
 void maybe_evict(owner_ptr self);
+/// Moves the blocks a Touch names up the eviction order. Fire and forget: a refusal (not from
+/// the master, malformed) is counted, never answered, since an error sent back to an actor
+/// that did not ask for a reply ends it.
+void on_touch(owner_ptr self, const envelope& msg);
 
 } // namespace crescent

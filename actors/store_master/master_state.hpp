@@ -97,5 +97,9 @@ caf::result<envelope> on_peers(master_ptr self);
 /// Asks the owners to free these blocks' replicas (fire and forget: a lost free leaks space
 /// until the owner next reports).
 void free_replicas(master_ptr self, const std::vector<storage::object_record>& records);
+/// Tells the owners that these blocks were used, in this order: one Touch per owner (split at
+/// owner_batch_max keys) naming its DRAM replicas among them, so that their eviction order
+/// follows reads they never see. Fire and forget: a lost touch only ages a block early.
+void touch_replicas(master_ptr self, const std::vector<uint64_t>& keys);
 
 } // namespace crescent

@@ -1,4 +1,6 @@
-// The store master and the block owners: liveness, eviction approval, reconciliation, frees.
+// The store master and the block owners: liveness, eviction approval, reconciliation, frees,
+// touches.
+#include "actors/block_owner/block_owner.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/store_master/master_state.hpp"
 #include "messages/checked_read.hpp"
@@ -39,6 +41,29 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
                 [node](caf::error& err) {
                   spdlog::warn("store_master: freeing on node {} failed: {}", node, describe(err));
                 });
+    }
+}
+
+void touch_replicas(master_ptr self, const std::vector<uint64_t>& keys) {
+  auto& st = self->state;
+  std::map<uint32_t, std::vector<uint64_t>> by_node;
+  for (auto key : keys) {
+    const auto* r = st.objects->find(key);
+    if (r == nullptr || r->state != storage::object_state::complete)
+      continue;
+    for (const auto& x : r->replicas)
+      if (x.in_dram && x.node < st.nodes.size() && st.nodes[x.node].alive)
+        by_node[x.node].push_back(key);
+  }
+  for (auto& [node, list] : by_node)
+    for (size_t at = 0; at < list.size(); at += owner_batch_max) {
+      const size_t n = std::min<size_t>(owner_batch_max, list.size() - at);
+      auto msg = make_envelope<wire::Touch>([&](wire::Touch::Builder out) {
+        auto k = out.initKeys(static_cast<unsigned>(n));
+        for (unsigned i = 0; i < n; ++i)
+          k.set(i, list[at + i]);
+      });
+      self->send(st.nodes[node].owner, touch_atom::value, std::move(msg));
     }
 }
 

@@ -227,10 +227,15 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   round->args = std::move(*a);
   std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
   std::unordered_set<uint64_t> seen;
+  std::vector<uint64_t> again; // exist already: produced again, a use as much as a read is
   for (size_t i = 0; i < round->args.keys.size(); ++i) {
     const uint64_t key = round->args.keys[i];
-    if (st.objects->find(key) != nullptr || !seen.insert(key).second)
+    if (!seen.insert(key).second)
       continue;
+    if (st.objects->find(key) != nullptr) {
+      again.push_back(key);
+      continue;
+    }
     // Chosen per key, after the previous keys' allocations: a batch spreads over the nodes.
     const auto order = candidates(self, round->args);
     if (order.size() < round->args.replicas)
@@ -244,6 +249,9 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
       st.nodes[order[x]].dram_used_bytes += round->args.sizes[i];
     }
   }
+  // Before the allocations: CAF delivers in order per sender, so an owner moves these blocks up
+  // before this put's new blocks can make it evict.
+  touch_replicas(self, again);
   round->promise = self->make_response_promise<envelope>();
   if (per_node.empty()) {
     finish(self, round);

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <unordered_set>
 
 namespace crescent {
 
@@ -48,11 +49,17 @@ envelope answer(master_ptr self, const get_args& a) {
       now_ns(self) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.lease_ttl).count();
   std::vector<uint64_t> shown;
+  std::vector<uint64_t> used; // returned with DRAM replicas: the owners hear of it
+  std::unordered_set<uint64_t> seen;
   for (auto key : a.keys) {
-    if (available(self, st.objects->find(key)) != availability::dram && a.prefix_only)
+    const bool in_dram = available(self, st.objects->find(key)) == availability::dram;
+    if (!in_dram && a.prefix_only)
       break;
     shown.push_back(key);
+    if (in_dram && seen.insert(key).second) // a key named twice is still one use
+      used.push_back(key);
   }
+  touch_replicas(self, used);
   return make_envelope<wire::GetReply>([&](wire::GetReply::Builder out) {
     auto blocks = out.initBlocks(static_cast<unsigned>(shown.size()));
     for (unsigned i = 0; i < shown.size(); ++i) {

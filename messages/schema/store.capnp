@@ -140,6 +140,13 @@ struct PromoteReply {
                          # or it holds none): drop the replica. Empty: none lost.
 }
 
+# store master -> owner: these blocks were used (a get returned them, or a put produced them
+# again), in the order of use, so that the owner's eviction order follows reads, which are
+# one-sided and never reach it. No reply; sent only by the master.
+struct Touch {
+  keys @0 :List(UInt64);   # 1 to 4096; blocks the owner no longer holds are ignored
+}
+
 # owner -> store master, every heartbeat interval.
 struct OwnerHeartbeat {
   node @0 :UInt32;

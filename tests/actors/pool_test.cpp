@@ -234,6 +234,74 @@ TEST(kv_pool, leased_and_pinned_blocks_survive_eviction_pressure) {
   EXPECT_GT(refused, 0u);
 }
 
+// Node 0 holds 25 blocks and takes every put (local first, one replica). The 23rd block passes
+// the high watermark (90%), and with evict_fraction 2% exactly one block goes: which one shows
+// the eviction order. Leases end after 1 ms, so that only the order decides.
+cluster_config one_victim_cluster() {
+  auto cfg = pool_cluster(2, 25 * block_bytes, 1);
+  cfg.pool.evict_fraction = 0.02;
+  cfg.pool.lease_ttl_ms = 1;
+  return cfg;
+}
+
+uint64_t evictions_on_node_0(pool& p) {
+  auto reply = p.ask(p.cl->dir().block_owners[0], stats_atom::value);
+  EXPECT_TRUE(reply);
+  return *read_as<wire::OwnerStats>(*reply,
+                                    [](wire::OwnerStats::Reader in) { return in.getEvictions(); });
+}
+
+// Puts new blocks, one at a time, until node 0 has evicted one; returns those of `watched` that
+// are gone (read after the eviction, so the reads change nothing that is checked).
+std::vector<uint64_t> evict_one(pool& p, const std::vector<uint64_t>& watched) {
+  p.sched.advance_time(std::chrono::milliseconds(2)); // every lease is over
+  for (uint64_t key = 1000; key < 1025 && evictions_on_node_0(p) == 0; ++key)
+    EXPECT_EQ(p.put({key}).size(), 1u);
+  EXPECT_EQ(evictions_on_node_0(p), 1u);
+  std::vector<uint64_t> gone;
+  for (auto key : watched)
+    if (p.get({key})[0].empty())
+      gone.push_back(key);
+  return gone;
+}
+
+TEST(kv_pool, lru_evicts_a_block_not_read_since_before_one_that_was_read) {
+  pool p{one_victim_cluster()};
+  ASSERT_EQ(p.put({1}).size(), 1u); // A
+  ASSERT_EQ(p.put({2}).size(), 1u); // B
+  ASSERT_FALSE(p.get({1})[0].empty()) << "A read: a use, though the read is one-sided";
+  EXPECT_EQ(evict_one(p, {1, 2}), (std::vector<uint64_t>{2})) << "FIFO would evict A";
+}
+
+TEST(kv_pool, lru_counts_a_put_of_an_existing_block_as_a_use) {
+  pool p{one_victim_cluster()};
+  ASSERT_EQ(p.put({1}).size(), 1u);
+  ASSERT_EQ(p.put({2}).size(), 1u);
+  EXPECT_TRUE(p.put({1}).empty()) << "A exists: produced again, nothing to write";
+  EXPECT_EQ(evict_one(p, {1, 2}), (std::vector<uint64_t>{2})) << "FIFO would evict A";
+}
+
+TEST(kv_pool, a_touch_from_another_actor_than_the_master_is_refused_and_reorders_nothing) {
+  pool p{one_victim_cluster()};
+  ASSERT_EQ(p.put({1}).size(), 1u);
+  ASSERT_EQ(p.put({2}).size(), 1u);
+  const auto owner = p.cl->dir().block_owners[0];
+  auto bad = [&] {
+    auto reply = p.ask(owner, stats_atom::value);
+    EXPECT_TRUE(reply);
+    return *read_as<wire::OwnerStats>(
+        *reply, [](wire::OwnerStats::Reader in) { return in.getBadMessages(); });
+  };
+  const auto before = bad();
+  auto touch =
+      make_envelope<wire::Touch>([](wire::Touch::Builder out) { out.initKeys(1).set(0, 1); });
+  p.sys.spawn([=](caf::event_based_actor* self) { self->send(owner, touch_atom::value, touch); });
+  caf::anon_send(owner, touch_atom::value, touch);
+  p.sched.run();
+  EXPECT_EQ(bad(), before + 2) << "from a client actor, and from no actor at all";
+  EXPECT_EQ(evict_one(p, {1, 2}), (std::vector<uint64_t>{1})) << "A is still the oldest";
+}
+
 TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   // DRAM for 20 blocks per node; past 18 it evicts down to 10, offloading to SSD.
   auto cfg = pool_cluster(2, 20 * block_bytes, 1);

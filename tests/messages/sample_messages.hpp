@@ -26,9 +26,10 @@ using envelope_roots = ::testing::Types<
     wire::RequestFailed, wire::RequestOutcome, wire::PutStart, wire::PutStartReply, wire::PutCommit,
     wire::PutRevoke, wire::Get, wire::GetReply, wire::Exists, wire::ExistsReply, wire::Remove,
     wire::Pin, wire::Unpin, wire::ReportCorrupt, wire::StoreStats, wire::Allocate,
-    wire::AllocateReply, wire::FreeBlocks, wire::Promote, wire::PromoteReply, wire::OwnerHeartbeat,
-    wire::EvictRequest, wire::EvictReply, wire::OwnerReport, wire::OwnerReportReply,
-    wire::PoolPeers, wire::OwnerStats, wire::ByteRange, wire::Digest, wire::ObjectRecord>;
+    wire::AllocateReply, wire::FreeBlocks, wire::Promote, wire::PromoteReply, wire::Touch,
+    wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply, wire::OwnerReport,
+    wire::OwnerReportReply, wire::PoolPeers, wire::OwnerStats, wire::ByteRange, wire::Digest,
+    wire::ObjectRecord>;
 
 /// Sets every field of `s` (the first member of each union) to a value other than its default.
 void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);

@@ -38,6 +38,36 @@ TEST(eviction, length_aware_evicts_the_deepest_blocks_first) {
   EXPECT_EQ(order_of(idx), (std::vector<uint64_t>{13, 11, 12, 10}));
 }
 
+// The block owner calls touch for each use the store master reports (gets, puts of blocks that
+// exist); a key it no longer holds may come, and a repeated insert is a use as well.
+TEST(eviction, touches_reorder_lru_and_lfu_and_unknown_keys_change_nothing) {
+  eviction_index lru{eviction_policy::lru};
+  for (uint64_t k = 1; k <= 3; ++k)
+    lru.insert(k, 100, 0);
+  lru.touch(1);
+  lru.touch(99);
+  EXPECT_EQ(order_of(lru), (std::vector<uint64_t>{2, 3, 1}));
+  EXPECT_FALSE(lru.contains(99));
+  lru.insert(2, 100, 0);
+  EXPECT_EQ(order_of(lru), (std::vector<uint64_t>{3, 1, 2}));
+  EXPECT_EQ(lru.size(), 3u);
+
+  eviction_index lfu{eviction_policy::lfu};
+  for (uint64_t k = 1; k <= 3; ++k)
+    lfu.insert(k, 100, 0);
+  lfu.touch(3);
+  lfu.touch(3);
+  lfu.touch(1);
+  lfu.touch(99);
+  EXPECT_EQ(order_of(lfu), (std::vector<uint64_t>{2, 1, 3})) << "uses 1, 2, 3";
+  lfu.touch(2);
+  lfu.insert(2, 100, 0);
+  EXPECT_EQ(order_of(lfu), (std::vector<uint64_t>{1, 3, 2})) << "3 and 2 tie: 3 used longer ago";
+  lfu.erase(1);
+  lfu.touch(1);
+  EXPECT_EQ(order_of(lfu), (std::vector<uint64_t>{3, 2})) << "a touch after erase adds nothing";
+}
+
 TEST(eviction, victims_stop_at_the_byte_target_and_skip_what_must_stay) {
   eviction_index idx{eviction_policy::lru};
   for (uint64_t k = 1; k <= 5; ++k)
