@@ -7,7 +7,9 @@
 #include "apps/info_command.hpp"
 #include "apps/node/node_command.hpp"
 #include "apps/pool/pool_processes.hpp"
+#include "apps/profile/profile_command.hpp"
 #include "apps/run_command.hpp"
+#include "apps/sim/bench_fidelity.hpp"
 #include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
 
@@ -75,6 +77,22 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--print-cluster", replay.print_cluster,
                        "Print the cluster (the built-in one, or --cluster's) as a cluster file, "
                        "every field, and exit");
+
+  crescent::cli::profile_options profile;
+  auto* profile_cmd = app.add_subcommand(
+      "profile",
+      "Measure the reference engine on this machine and write a profile the modeled "
+      "engine reads (a fit of prefill and decode times; apps/profile/profile_command.hpp)");
+  profile_cmd
+      ->add_option("--config", profile.config_path,
+                   "Cluster config whose model and limits to measure; default: built in")
+      ->check(CLI::ExistingFile);
+  profile_cmd->add_option("--out", profile.out_path, "The profile file to write")->required();
+  profile_cmd->add_option("--name", profile.name, "The profile's name")->capture_default_str();
+  profile_cmd->add_option("--repeats", profile.repeats, "Calls per point (the median counts)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 101u));
+  profile_cmd->add_flag("--quick", profile.quick, "A smaller grid (for tests)");
 
   app.add_subcommand("info", "Show what this binary was built with");
 
@@ -173,6 +191,24 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--hour-copies", bench_sim.hour_copies, "Copies tiled into the hour")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+
+  crescent::sim::bench_fidelity_options fidelity;
+  auto* fidelity_cmd = bench_cmd->add_subcommand(
+      "fidelity", "A simulated run against a real one: the head of a trace on the embedded "
+                  "cluster for real, then in simulated time with a profile of the reference "
+                  "engine (apps/sim/bench_fidelity.hpp)");
+  fidelity_cmd->add_option("--trace", fidelity.trace_path, "The trace")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
+  fidelity_cmd->add_option("--requests", fidelity.requests, "Requests from its head")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  fidelity_cmd->add_option("--speedup", fidelity.speedup, "Arrivals this many times faster")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  fidelity_cmd->add_option("--profile", fidelity.profile_path,
+                           "The reference engine's profile (crescent profile --out); default: "
+                           "measured first");
 
   crescent::bench::bench_store_options store;
   auto* store_cmd = bench_cmd->add_subcommand(
@@ -280,12 +316,16 @@ int main(int argc, char** argv) {
     return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
+  if (app.got_subcommand("profile"))
+    return crescent::cli::profile_command(profile);
   if (app.got_subcommand("replay"))
     return crescent::sim::replay_command(replay);
   if (analyze_cmd->got_subcommand("hitrate"))
     return crescent::cli::hitrate_command(hitrate);
   if (app.got_subcommand("transfer-peer"))
     return crescent::bench::run_transfer_peer(peer);
+  if (bench_cmd->got_subcommand("fidelity"))
+    return crescent::sim::bench_fidelity(fidelity);
   if (bench_cmd->got_subcommand("sim"))
     return crescent::sim::bench_sim(bench_sim);
   if (bench_cmd->got_subcommand("store"))

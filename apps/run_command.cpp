@@ -2,6 +2,7 @@
 
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/replay/real_time.hpp"
 #include "apps/replay/replay_driver.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/transfer_report.hpp"
@@ -82,7 +83,7 @@ int run_command(const run_options& opt) {
   auto records = replay::read_trace(opt.trace_path, opt.requests);
   if (!records)
     return fail(describe(records.error()));
-  replay::workload_options w{cfg.model.block_tokens, cfg.model.vocab, opt.output_scale,
+  replay::workload_options w{tokens_per_trace_block(cfg), cfg.model.vocab, opt.output_scale,
                              opt.speedup};
   std::vector<replay::synthetic_request> requests;
   for (size_t i = 0; i < records->size(); ++i)
@@ -90,30 +91,12 @@ int run_command(const run_options& opt) {
   print_header(opt, cfg, w, requests.size());
   std::fflush(stdout); // the header before the progress line on stderr
 
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, spans_processes(cfg));
-  caf::actor_system sys{sys_cfg};
-  auto cl = cluster::start(sys, cfg);
-  if (!cl)
-    return fail("cluster bring-up: " + describe(cl.error()));
-  auto results = std::make_shared<std::vector<replay::request_result>>();
-  const auto started = std::chrono::steady_clock::now();
-  {
-    auto driver = replay::spawn_replay_driver(sys, **cl, std::move(requests), results,
-                                              {opt.progress ? stderr : nullptr});
-    caf::scoped_actor self{sys};
-    caf::error err;
-    self->request(driver, caf::infinite, run_atom::value)
-        .receive([] {}, [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      return fail("replay: " + describe(err));
-  }
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  const auto moved = (*cl)->transfer().metrics();
-  (*cl)->stop();
-  sys.await_all_actors_done();
-  cl->reset();
+  auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr);
+  if (!run)
+    return fail(describe(run.error()));
+  const auto* results = &run->results;
+  const auto& moved = run->moved;
+  const double wall_s = run->wall_s;
   if (opt.progress)
     fmt::print(stderr, "\n");
   auto summary = replay::summarize(*results);

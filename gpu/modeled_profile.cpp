@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace crescent::gpu {
@@ -31,6 +32,37 @@ uint64_t to_ns(double seconds) {
 
 } // namespace
 
+namespace {
+
+caf::error validate_fit(const modeled_profile& p) {
+  const std::array<std::pair<const char*, double>, 9> fit = {{
+      {"fit.prefill_base_ns", p.prefill_base_ns},
+      {"fit.prefill_per_cached_token_ns", p.prefill_per_cached_token_ns},
+      {"fit.prefill_per_token_ns", p.prefill_per_token_ns},
+      {"fit.prefill_per_key_ns", p.prefill_per_key_ns},
+      {"fit.decode_base_ns", p.decode_base_ns},
+      {"fit.decode_per_sequence_ns", p.decode_per_sequence_ns},
+      {"fit.decode_per_context_token_ns", p.decode_per_context_token_ns},
+      {"fit.prefill_fit_error", p.prefill_fit_error},
+      {"fit.decode_fit_error", p.decode_fit_error},
+  }};
+  for (const auto& [field, value] : fit)
+    if (auto err = in_range(field, value, 0, 1e12))
+      return err;
+  const std::array<std::tuple<const char*, double, double, double>, 4> links = {{
+      {"kv_element_bytes", double(p.kv_element_bytes), 1, 4},
+      {"h2d_bytes_per_s", p.h2d_bytes_per_s, 1e6, 1e14},
+      {"nic_bytes_per_s", p.nic_bytes_per_s, 1e6, 1e14},
+      {"nic_latency_s", p.nic_latency_s, 0, 1},
+  }};
+  for (const auto& [field, value, lo, hi] : links)
+    if (auto err = in_range(field, value, lo, hi))
+      return err;
+  return {};
+}
+
+} // namespace
+
 caf::error validate(const modeled_profile& p) {
   if (p.name.empty() || p.name.size() > 128)
     return field_error("name", "must be 1 to 128 characters");
@@ -44,6 +76,8 @@ caf::error validate(const modeled_profile& p) {
   for (const auto& [field, value] : shape)
     if (value == 0)
       return field_error(field, "must be positive");
+  if (p.fitted)
+    return validate_fit(p);
   const std::array<std::tuple<const char*, double, double, double>, 17> ranges = {{
       {"kv_element_bytes", double(p.kv_element_bytes), 1, 4},
       {"parameters", p.parameters, 1e3, 1e14},
@@ -108,6 +142,13 @@ model_config model_of(const modeled_profile& p, uint32_t block_tokens,
 uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, uint64_t tokens) {
   if (tokens == 0)
     return 0;
+  if (p.fitted) {
+    const double n = static_cast<double>(tokens);
+    const double keys = n * static_cast<double>(cached_tokens) + n * (n + 1) / 2;
+    return to_ns((p.prefill_base_ns + p.prefill_per_token_ns * n + p.prefill_per_key_ns * keys +
+                  p.prefill_per_cached_token_ns * static_cast<double>(cached_tokens)) /
+                 1e9);
+  }
   const double d = p.d_model;
   const double before = static_cast<double>(cached_tokens);
   const double after = before + static_cast<double>(tokens);
@@ -121,6 +162,15 @@ uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> c
                            uint64_t kv_bytes_per_token) {
   if (context_tokens.empty())
     return 0;
+  if (p.fitted) {
+    double context = 0;
+    for (auto c : context_tokens)
+      context += static_cast<double>(c) + 1.0;
+    return to_ns((p.decode_base_ns +
+                  p.decode_per_sequence_ns * static_cast<double>(context_tokens.size()) +
+                  p.decode_per_context_token_ns * context) /
+                 1e9);
+  }
   const double d = p.d_model;
   double kv_bytes = 0;
   double flops = 0;

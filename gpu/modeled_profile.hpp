@@ -55,6 +55,22 @@ struct modeled_profile {
   double hbm_efficiency = 0;
   double prefill_call_overhead_s = 0; // per prefill call (one chunk)
   double decode_step_overhead_s = 0;  // per decode step
+  // Fitted by `crescent profile` from measurements of an engine on a machine (the `fit:`
+  // section). When set, these decide compute times instead of cost, the machine's GPU figures
+  // and efficiency (which a fitted profile may leave out); the links still come from machine.
+  //   prefill_ns = base + per_token n + per_key (n p + n (n + 1) / 2) + per_cached_token p
+  //   (keys attended, and the cached prefix read once per call)
+  //   decode_ns  = base + per_sequence B + per_context_token sum_i (c_i + 1)
+  bool fitted = false;
+  double prefill_base_ns = 0;
+  double prefill_per_token_ns = 0;
+  double prefill_per_key_ns = 0;
+  double prefill_per_cached_token_ns = 0;
+  double decode_base_ns = 0;
+  double decode_per_sequence_ns = 0;
+  double decode_per_context_token_ns = 0;
+  double prefill_fit_error = 0; // rms relative error over the measurements, as fitted
+  double decode_fit_error = 0;
 
   double weight_bytes() const { return parameters * weight_element_bytes; }
   /// HBM left for KV on one instance once the weights are in.

@@ -188,6 +188,8 @@ caf::error validate(const cluster_config& cfg) {
                                "node_timeout_ms above sweep_ms");
   if (cfg.request_deadline_ms == 0)
     return field_error("request_deadline_ms", "must be positive");
+  if (cfg.trace_block_tokens > 4096)
+    return field_error("trace_block_tokens", "must be in [0, 4096]");
   if (auto err = validate_hosting(cfg))
     return err;
   // Checked for one-process clusters too, which use none of it: a file fails the same way
@@ -195,6 +197,10 @@ caf::error validate(const cluster_config& cfg) {
   if (auto err = transport::check_transfer_options(cfg.transfer.engine))
     return field_error("transfer", describe(err));
   return caf::none;
+}
+
+uint32_t tokens_per_trace_block(const cluster_config& cfg) {
+  return cfg.trace_block_tokens == 0 ? cfg.model.block_tokens : cfg.trace_block_tokens;
 }
 
 caf::error check_real_time(const cluster_config& cfg) {

@@ -93,6 +93,10 @@ struct cluster_config {
   store_config store;
   pool_config pool;
   transfer_config transfer;
+  // How a replayed trace becomes prompts: the tokens one 512-token trace block becomes. 0: one
+  // model block (model.block_tokens; the scaled prompts of the small reference model); 512: the
+  // trace's own lengths (the paper cluster). Token ids are drawn from each block's hash id.
+  uint32_t trace_block_tokens = 0;
   uint32_t join_timeout_ms = 30000; // bring-up waits this long for each hosted node
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t request_deadline_ms = 300000;
@@ -124,6 +128,9 @@ uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
 /// The modeled links of a cluster whose engine is modeled: the profile's NIC, host-to-device
 /// bandwidth and latency, bytes scaled from stand-ins to the model's pages.
 transport::link_profile link_profile_of(const cluster_config& cfg);
+
+/// trace_block_tokens, with 0 resolved to model.block_tokens.
+uint32_t tokens_per_trace_block(const cluster_config& cfg);
 
 /// The options of a transfer engine of this cluster, for a process serving `local_nodes` whose
 /// data-plane server listens on `host`.

@@ -212,6 +212,8 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                 [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
         }},
        {"transfer", [&](auto& v, auto&) { return read_transfer(r, v, c.transfer); }},
+       {"trace_block_tokens",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.trace_block_tokens, 0, 4096); }},
        {"join_timeout_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
        {"heartbeat_interval_ms",

@@ -61,6 +61,20 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                {"nic_bytes_per_s", real(p.nic_bytes_per_s)},
                {"nic_latency_s", real(p.nic_latency_s)}});
         }},
+       {"fit",
+        [&](auto& v, auto&) {
+          p.fitted = true;
+          return r.visit(v, "fit",
+                         {{"prefill_base_ns", real(p.prefill_base_ns)},
+                          {"prefill_per_token_ns", real(p.prefill_per_token_ns)},
+                          {"prefill_per_key_ns", real(p.prefill_per_key_ns)},
+                          {"prefill_per_cached_token_ns", real(p.prefill_per_cached_token_ns)},
+                          {"decode_base_ns", real(p.decode_base_ns)},
+                          {"decode_per_sequence_ns", real(p.decode_per_sequence_ns)},
+                          {"decode_per_context_token_ns", real(p.decode_per_context_token_ns)},
+                          {"prefill_fit_error", real(p.prefill_fit_error)},
+                          {"decode_fit_error", real(p.decode_fit_error)}});
+        }},
        {"efficiency", [&](auto& v, auto&) {
           return r.visit(v, "efficiency",
                          {{"prefill_mfu", real(p.prefill_mfu)},

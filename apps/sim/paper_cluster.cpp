@@ -28,6 +28,7 @@ caf::expected<cluster_config> paper_cluster() {
       std::floor((*profile)->kv_capacity_bytes() / double(c.model.kv_bytes_per_token())));
   c.decode.batch_max = 256;
   c.decode.request_tokens_max = c.model.context_tokens_max;
+  c.trace_block_tokens = 512;   // prompts at the trace's lengths
   c.store.sync_commits = false; // a simulation's metadata need not survive a crash
   c.simulated_time = true;
   c.access_key_seed = 1;

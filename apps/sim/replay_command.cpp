@@ -37,13 +37,12 @@ caf::expected<cluster_config> load_cluster(const replay_options& opt) {
   return load_cluster_config(opt.cluster_path);
 }
 
-// Prompts at their true lengths on the modeled engine (one trace block is 512 tokens, cut into
-// blocks of model.block_tokens); scaled to the small model as `crescent run` does on the
-// reference engine, so that a simulated run compares with a real one.
+// Prompts as the cluster says (trace_block_tokens): at the trace's lengths on the paper cluster,
+// scaled to the small model as `crescent run` does by default, so that a simulated run of the
+// reference cluster compares with a real one.
 replay::workload_options workload_for(const cluster_config& cfg, double speedup) {
   replay::workload_options w;
-  w.block_tokens = cfg.engine.kind == gpu::engine_kind::modeled ? replay::trace_block_tokens
-                                                                : cfg.model.block_tokens;
+  w.block_tokens = tokens_per_trace_block(cfg);
   w.vocab = cfg.model.vocab;
   w.speedup = speedup;
   return w;

@@ -268,6 +268,22 @@ TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
   EXPECT_NE(r.output.find("engine.kind"), std::string::npos) << r.output;
 }
 
+TEST(cli, profile_writes_a_profile_that_a_simulated_cluster_runs_on) {
+  const auto profile = ::testing::TempDir() + "cli_profile.yaml";
+  auto r = run("profile --quick --repeats 1 --out " + profile);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("rms relative error"), std::string::npos) << r.output;
+  // The embedded default cluster, on the modeled engine with that profile.
+  auto cluster =
+      write_file("cli_profiled.yaml", "engine: {kind: modeled, profile: " + profile + "}\n");
+  r = run("replay " + trace + " --sim --requests 5 --no-progress --cluster " + cluster);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("completed 5"), std::string::npos) << r.output;
+  r = run("profile --out " + profile + " --config " + cluster);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("only the reference engine"), std::string::npos) << r.output;
+}
+
 TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
   auto r = run("bench transfer --only cuda --quick --trials 1 --seconds 0.01 --warmup-seconds 0 "
                "--region-mib 64");

@@ -74,6 +74,28 @@ TEST(modeled_profile, decode_time_reads_weights_and_resident_kv_and_computes) {
   EXPECT_EQ(modeled_decode_ns(p, {}, 8), 0u);
 }
 
+TEST(modeled_profile, a_fitted_profile_uses_its_fit) {
+  auto p = tiny_profile();
+  p.fitted = true;
+  p.prefill_base_ns = 1000;
+  p.prefill_per_token_ns = 10;
+  p.prefill_per_key_ns = 2;
+  p.prefill_per_cached_token_ns = 3;
+  p.decode_base_ns = 500;
+  p.decode_per_sequence_ns = 100;
+  p.decode_per_context_token_ns = 1;
+  // n = 4 after p = 6: keys 4 * 6 + 4 * 5 / 2 = 34; 1000 + 40 + 68 + 18.
+  EXPECT_EQ(modeled_prefill_ns(p, 6, 4), 1126u);
+  // Two sequences of 9 and 19 tokens: 500 + 200 + (10 + 20).
+  const std::vector<uint32_t> contexts{9, 19};
+  EXPECT_EQ(modeled_decode_ns(p, contexts, 8), 730u);
+  p.cost_a = 0; // the analytic fields no longer matter
+  p.prefill_mfu = 0;
+  EXPECT_FALSE(validate(p));
+  p.decode_base_ns = -1;
+  EXPECT_NE(describe(validate(p)).find("fit.decode_base_ns"), std::string::npos);
+}
+
 TEST(modeled_profile, paper_scale_prefill) {
   // LLaMA3-70B on 8 x A800 at 50% MFU: 15,000 tokens from scratch are
   // 80 (4 * 8192 * 15000^2 + 22 * 15000 * 8192^2) = 2.3614980096e15 flops over 1.248e15 flop/s.

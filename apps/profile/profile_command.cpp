@@ -1,0 +1,270 @@
+#include "apps/profile/profile_command.hpp"
+
+#include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/profile_yaml.hpp"
+#include "gpu/engine.hpp"
+#include "gpu/least_squares.hpp"
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <vector>
+
+namespace crescent::cli {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent profile: {}\n", what);
+  return 2;
+}
+
+// KV memory for `sequences` sequences of up to `tokens` tokens each.
+struct kv_memory {
+  kv_memory(const gpu::model_config& m, size_t sequences, size_t tokens)
+      : pages_per_sequence((tokens + m.block_tokens - 1) / m.block_tokens),
+        bytes(sequences * pages_per_sequence * m.page_bytes()) {
+    for (size_t s = 0; s < sequences; ++s) {
+      pages.emplace_back();
+      for (size_t p = 0; p < pages_per_sequence; ++p)
+        pages.back().push_back(bytes.data() + (s * pages_per_sequence + p) * m.page_bytes());
+    }
+  }
+  size_t pages_per_sequence;
+  std::vector<std::byte> bytes;
+  std::vector<std::vector<std::byte*>> pages;
+};
+
+template <class F>
+double median_ns(uint32_t repeats, F&& call) {
+  std::vector<double> t;
+  for (uint32_t i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    call();
+    t.push_back(
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<uint32_t> grid(std::vector<uint32_t> xs, uint32_t lo, uint32_t hi) {
+  std::set<uint32_t> out;
+  for (auto x : xs)
+    out.insert(std::clamp(x, lo, hi));
+  return {out.begin(), out.end()};
+}
+
+struct points {
+  std::vector<std::vector<double>> features;
+  std::vector<double> ns;
+};
+
+// Prefill of n tokens after p cached ones, over one sequence whose KV covers the context.
+caf::expected<points> measure_prefill(gpu::engine& e, const cluster_config& cfg,
+                                      const profile_options& opt) {
+  const auto& m = cfg.model;
+  const uint32_t ctx = opt.quick ? std::min(m.context_tokens_max, 1024u) : m.context_tokens_max;
+  const uint32_t chunk = std::min(cfg.prefill.chunk_tokens, ctx / 2);
+  std::vector<uint32_t> tokens(ctx);
+  for (uint32_t i = 0; i < ctx; ++i)
+    tokens[i] = (i * 31 + 7) % m.vocab;
+  kv_memory kv{m, 1, ctx};
+  for (uint32_t done = 0; done < ctx; done += chunk) {
+    const uint32_t n = std::min(chunk, ctx - done);
+    if (auto r = e.prefill({kv.pages[0], done}, std::span{tokens}.subspan(done, n)); !r)
+      return std::move(r.error());
+  }
+  points out;
+  for (auto n : grid({1, 16, 64, chunk / 2, chunk}, 1, chunk))
+    for (auto p : grid({0, 256, 1024, ctx / 4, ctx / 2, ctx - n}, 0, ctx - n)) {
+      caf::error err;
+      const double ns = median_ns(opt.repeats, [&] {
+        if (auto r = e.prefill({kv.pages[0], p}, std::span{tokens}.subspan(p, n)); !r)
+          err = std::move(r.error());
+      });
+      if (err)
+        return err;
+      const double keys = double(n) * p + double(n) * (n + 1) / 2;
+      out.features.push_back({1.0, double(n), keys, double(p)});
+      out.ns.push_back(ns);
+    }
+  return out;
+}
+
+// Decode steps of B sequences holding c tokens each (distinct memory per sequence, as in a
+// decode instance).
+caf::expected<points> measure_decode(gpu::engine& e, const cluster_config& cfg,
+                                     const profile_options& opt) {
+  const auto& m = cfg.model;
+  const uint32_t ctx_max = opt.quick ? std::min(m.context_tokens_max, 1024u) : 2048u;
+  const uint32_t batch_max = std::min<uint32_t>(cfg.decode.batch_max, opt.quick ? 8 : 64);
+  const uint32_t ctx = std::min(ctx_max, m.context_tokens_max - 1);
+  std::vector<uint32_t> tokens(ctx);
+  for (uint32_t i = 0; i < ctx; ++i)
+    tokens[i] = (i * 17 + 3) % m.vocab;
+  kv_memory kv{m, batch_max, ctx + 1};
+  for (uint32_t done = 0; done < ctx; done += 128) {
+    const uint32_t n = std::min(128u, ctx - done);
+    if (auto r = e.prefill({kv.pages[0], done}, std::span{tokens}.subspan(done, n)); !r)
+      return std::move(r.error());
+  }
+  const size_t sequence_bytes = kv.pages_per_sequence * m.page_bytes();
+  for (uint32_t s = 1; s < batch_max; ++s)
+    std::memcpy(kv.pages[s][0], kv.pages[0][0], sequence_bytes);
+  points out;
+  // Batches and contexts as a decode instance of this small model meets them (a few hundred to
+  // a few thousand tokens): past the caches, time per token grows, and a fit over contexts no
+  // request reaches would distort the ones that matter.
+  for (auto b : grid({1, 2, 4, 8, 16, batch_max}, 1, batch_max))
+    for (auto c : grid({16, 128, 512, 1024, 2048}, 1, ctx)) {
+      std::vector<gpu::sequence_ref> seqs;
+      for (uint32_t s = 0; s < b; ++s)
+        seqs.push_back({kv.pages[s], c});
+      const std::vector<uint32_t> in(b, tokens[c % ctx]);
+      caf::error err;
+      const double ns = median_ns(opt.repeats, [&] {
+        if (auto r = e.decode(seqs, in); !r)
+          err = std::move(r.error());
+      });
+      if (err)
+        return err;
+      out.features.push_back({1.0, double(b), double(b) * (c + 1)});
+      out.ns.push_back(ns);
+    }
+  return out;
+}
+
+double memcpy_bytes_per_s(uint32_t repeats) {
+  std::vector<std::byte> a(64u << 20, std::byte{1}), b(64u << 20);
+  const double ns = median_ns(repeats, [&] { std::memcpy(b.data(), a.data(), a.size()); });
+  return static_cast<double>(a.size()) / ns * 1e9;
+}
+
+double parameters_of(const gpu::model_config& m) {
+  const double d = m.d_model, kv = m.kv_dim();
+  return m.layers * (2 * d * d + 2 * d * kv + 3 * d * m.ffn) + 2.0 * m.vocab * d;
+}
+
+std::string profile_yaml(const profile_options& opt, const cluster_config& cfg,
+                         const gpu::fit_result& prefill, const gpu::fit_result& decode,
+                         size_t prefill_points, size_t decode_points, double copy_bytes_per_s) {
+  const auto& m = cfg.model;
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  std::string out = fmt::format(
+      "# The reference engine on this machine, measured by `crescent profile` on {}: {} prefill\n"
+      "# and {} decode points, each the median of {} calls; the fit below (least squares of\n"
+      "# relative errors, non-negative terms; gpu/modeled_profile.hpp) decides compute times.\n"
+      "name: {}\n"
+      "description: the reference engine ({} layers, d_model {}) on the CPU of the machine that "
+      "measured it\n",
+      date, prefill_points, decode_points, opt.repeats, opt.name, m.layers, m.d_model);
+  out += fmt::format("model:\n  layers: {}\n  d_model: {}\n  heads: {}\n  kv_heads: {}\n"
+                     "  ffn: {}\n  vocab: {}\n  kv_element_bytes: {}\n  parameters: {}\n"
+                     "  weight_element_bytes: 4\n",
+                     m.layers, m.d_model, m.heads, m.kv_heads, m.ffn, m.vocab, m.kv_element_bytes,
+                     parameters_of(m));
+  out += fmt::format("machine:\n  gpus: 1                 # none: one worker thread on the CPU\n"
+                     "  h2d_bytes_per_s: {:.4g}  # memcpy, measured: KV moves by in-process "
+                     "copies\n  nic_bytes_per_s: {:.4g}  # the same: the cluster is one process\n"
+                     "  nic_latency_s: 0\n",
+                     copy_bytes_per_s, copy_bytes_per_s);
+  out += fmt::format("fit:\n  prefill_base_ns: {:.6g}\n  prefill_per_token_ns: {:.6g}\n"
+                     "  prefill_per_key_ns: {:.6g}\n  prefill_per_cached_token_ns: {:.6g}\n"
+                     "  decode_base_ns: {:.6g}\n"
+                     "  decode_per_sequence_ns: {:.6g}\n  decode_per_context_token_ns: {:.6g}\n"
+                     "  prefill_fit_error: {:.4f}   # rms relative, over the prefill points\n"
+                     "  decode_fit_error: {:.4f}    # rms relative, over the decode points\n",
+                     prefill.coefficients[0], prefill.coefficients[1], prefill.coefficients[2],
+                     prefill.coefficients[3], decode.coefficients[0], decode.coefficients[1],
+                     decode.coefficients[2], prefill.rms_relative_error, decode.rms_relative_error);
+  return out;
+}
+
+std::string format_points(const char* what, const points& p, const gpu::fit_result& f) {
+  std::string out = fmt::format("{}: {} points, rms relative error {:.1f}%\n", what, p.ns.size(),
+                                100 * f.rms_relative_error);
+  for (size_t i = 0; i < p.ns.size(); ++i) {
+    double predicted = 0;
+    for (size_t j = 0; j < f.coefficients.size(); ++j)
+      predicted += f.coefficients[j] * p.features[i][j];
+    out += fmt::format("  [{:>8.0f} {:>12.0f}]  measured {:>12.0f} ns  fitted {:>12.0f} ns  "
+                       "{:+.1f}%\n",
+                       p.features[i][1], p.features[i][2], p.ns[i], predicted,
+                       100 * (predicted - p.ns[i]) / p.ns[i]);
+  }
+  return out;
+}
+
+} // namespace
+
+caf::expected<measured_profile> measure_profile(const cluster_config& cfg,
+                                                const profile_options& opt) {
+  if (cfg.engine.kind != gpu::engine_kind::reference)
+    return make_error(errc::bad_config,
+                      "only the reference engine computes anything to measure (engine.kind)");
+  gpu::engine_options eopt;
+  eopt.timing = gpu::timing_mode::measured;
+  auto engine = gpu::make_reference_engine(cfg.model, eopt);
+  if (!engine)
+    return std::move(engine.error());
+  auto prefill = measure_prefill(**engine, cfg, opt);
+  if (!prefill)
+    return std::move(prefill.error());
+  auto decode = measure_decode(**engine, cfg, opt);
+  if (!decode)
+    return std::move(decode.error());
+  auto pf = gpu::fit_nonnegative(prefill->features, prefill->ns);
+  if (!pf)
+    return std::move(pf.error());
+  auto df = gpu::fit_nonnegative(decode->features, decode->ns);
+  if (!df)
+    return std::move(df.error());
+  measured_profile out;
+  out.table = format_points("prefill [n, keys]", *prefill, *pf) +
+              format_points("decode [B, context tokens]", *decode, *df);
+  out.yaml = profile_yaml(opt, cfg, *pf, *df, prefill->ns.size(), decode->ns.size(),
+                          memcpy_bytes_per_s(opt.repeats));
+  auto parsed = parse_profile(out.yaml, opt.name);
+  if (!parsed)
+    return make_error(errc::internal,
+                      "the profile does not read back: " + describe(parsed.error()));
+  out.profile = *parsed;
+  return out;
+}
+
+int profile_command(const profile_options& opt) {
+  cluster_config cfg;
+  if (!opt.config_path.empty()) {
+    auto loaded = load_cluster_config(opt.config_path);
+    if (!loaded)
+      return fail(describe(loaded.error()));
+    cfg = std::move(*loaded);
+  }
+  if (opt.out_path.empty())
+    return fail("--out FILE is needed");
+  fmt::print("crescent profile: the reference engine ({} layers, d_model {}, context {}), "
+             "{} calls a point\n",
+             cfg.model.layers, cfg.model.d_model, cfg.model.context_tokens_max, opt.repeats);
+  auto measured = measure_profile(cfg, opt);
+  if (!measured)
+    return fail(describe(measured.error()));
+  fmt::print("{}", measured->table);
+  std::ofstream out{opt.out_path};
+  out << measured->yaml;
+  out.close();
+  if (!out)
+    return fail("cannot write " + opt.out_path);
+  fmt::print("wrote {}\n", opt.out_path);
+  return 0;
+}
+
+} // namespace crescent::cli

@@ -1,0 +1,46 @@
+#include "apps/replay/real_time.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "actors/common/actor_system_setup.hpp"
+#include "apps/replay/replay_driver.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <chrono>
+
+namespace crescent::replay {
+
+caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
+                                                 std::vector<synthetic_request> requests,
+                                                 std::FILE* progress) {
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, spans_processes(cfg));
+  caf::actor_system sys{sys_cfg};
+  auto cl = cluster::start(sys, cfg);
+  if (!cl)
+    return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));
+  auto results = std::make_shared<std::vector<request_result>>();
+  const auto started = std::chrono::steady_clock::now();
+  caf::error err;
+  {
+    auto driver = spawn_replay_driver(sys, **cl, std::move(requests), results, {progress});
+    caf::scoped_actor self{sys};
+    self->request(driver, caf::infinite, run_atom::value)
+        .receive([] {}, [&](caf::error& e) { err = std::move(e); });
+  }
+  real_time_run out;
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.moved = (*cl)->transfer().metrics();
+  (*cl)->stop();
+  sys.await_all_actors_done();
+  cl->reset();
+  if (err)
+    return make_error(errc::internal, "replay: " + describe(err));
+  out.results = std::move(*results);
+  return out;
+}
+
+} // namespace crescent::replay

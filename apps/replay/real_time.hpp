@@ -1,0 +1,30 @@
+// A replay in real time: the cluster brought up on CAF's threaded scheduler, requests submitted
+// at their (sped-up) arrival times by the wall clock, every outcome collected. What `crescent
+// run` does, and the real side of `crescent bench fidelity`.
+#pragma once
+
+#include "actors/cluster/cluster_config.hpp"
+#include "apps/replay/report.hpp"
+#include "apps/replay/workload.hpp"
+#include "transport/transfer_types.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdio>
+#include <vector>
+
+namespace crescent::replay {
+
+struct real_time_run {
+  std::vector<request_result> results;        // in completion order
+  std::vector<transport::path_metrics> moved; // the transfer engine's counters
+  double wall_s = 0;
+};
+
+/// Errors: bring-up (with the reason), or the replay driver's. `progress`: a progress line every
+/// second there (null: none).
+caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
+                                                 std::vector<synthetic_request> requests,
+                                                 std::FILE* progress);
+
+} // namespace crescent::replay

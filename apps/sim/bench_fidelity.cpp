@@ -1,0 +1,93 @@
+#include "apps/sim/bench_fidelity.hpp"
+
+#include "actors/cluster/profile_yaml.hpp"
+#include "apps/profile/profile_command.hpp"
+#include "apps/replay/real_time.hpp"
+#include "apps/sim/replay_command.hpp"
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace crescent::sim {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent bench fidelity: {}\n", what);
+  return 2;
+}
+
+caf::expected<std::shared_ptr<const gpu::modeled_profile>>
+profile_for(const bench_fidelity_options& opt, const cluster_config& cfg) {
+  if (!opt.profile_path.empty())
+    return load_profile(opt.profile_path);
+  cli::profile_options popt;
+  auto measured = cli::measure_profile(cfg, popt);
+  if (!measured)
+    return std::move(measured.error());
+  fmt::print("profile: measured here, prefill fit error {:.1f}%, decode fit error {:.1f}%\n",
+             100 * measured->profile->prefill_fit_error, 100 * measured->profile->decode_fit_error);
+  return measured->profile;
+}
+
+double error_of(double simulated, double real) {
+  return real == 0 ? 0 : (simulated - real) / real;
+}
+
+void print_row(const char* what, double real, double simulated, bool target) {
+  const double e = error_of(simulated, real);
+  fmt::print("{:<10} {:>10.3f} {:>10.3f} {:>+8.1f}%{}\n", what, real, simulated, 100 * e,
+             target ? (std::fabs(e) <= 0.2 ? "   (target within 20%: met)"
+                                           : "   (target within 20%: MISSED)")
+                    : "");
+}
+
+} // namespace
+
+int bench_fidelity(const bench_fidelity_options& opt) {
+  auto records = replay::read_trace(opt.trace_path, opt.requests);
+  if (!records)
+    return fail(describe(records.error()));
+  const cluster_config real_cfg; // the embedded default cluster, as crescent run
+  auto profile = profile_for(opt, real_cfg);
+  if (!profile)
+    return fail(describe(profile.error()));
+  replay::workload_options w{tokens_per_trace_block(real_cfg), real_cfg.model.vocab, 1.0,
+                             opt.speedup};
+  std::vector<replay::synthetic_request> requests;
+  for (size_t i = 0; i < records->size(); ++i)
+    requests.push_back(replay::synthesize((*records)[i], i, w));
+  auto real = replay::replay_in_real_time(real_cfg, std::move(requests), nullptr);
+  if (!real)
+    return fail(describe(real.error()));
+  cluster_config sim_cfg = real_cfg;
+  sim_cfg.engine.kind = gpu::engine_kind::modeled;
+  sim_cfg.engine.timing = gpu::timing_mode::modeled;
+  sim_cfg.engine.profile = *profile;
+  sim_cfg.engine.profile_name = (*profile)->name;
+  simulate_options sopt;
+  sopt.speedup = opt.speedup;
+  auto sim = simulate(sim_cfg, *records, sopt);
+  if (!sim)
+    return fail(describe(sim.error()));
+  const auto r = replay::summarize(real->results);
+  const auto& s = sim->report.summary;
+  fmt::print("crescent bench fidelity: the first {} requests of {}, arrivals {}x faster, on the "
+             "embedded default cluster: real (reference engine, {:.1f} s) against simulated "
+             "(profile {})\n",
+             records->size(), opt.trace_path, opt.speedup, real->wall_s, (*profile)->name);
+  fmt::print("{:<10} {:>10} {:>10} {:>9}\n", "ms", "real", "simulated", "error");
+  print_row("TTFT p50", r.ttft_ms.p50, s.ttft_ms.p50, true);
+  print_row("TTFT p90", r.ttft_ms.p90, s.ttft_ms.p90, false);
+  print_row("TBT p50", r.tbt_ms.p50, s.tbt_ms.p50, true);
+  print_row("TBT p90", r.tbt_ms.p90, s.tbt_ms.p90, false);
+  fmt::print("completed  real {} of {}, simulated {} of {}\n", r.completed, records->size(),
+             s.completed, records->size());
+  const bool met = std::fabs(error_of(s.ttft_ms.p50, r.ttft_ms.p50)) <= 0.2 &&
+                   std::fabs(error_of(s.tbt_ms.p50, r.tbt_ms.p50)) <= 0.2;
+  return met ? 0 : 1;
+}
+
+} // namespace crescent::sim
