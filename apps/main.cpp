@@ -55,11 +55,9 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("--speedup", replay.speedup, "Arrivals this many times faster")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
-  replay_cmd
-      ->add_option("--spacing-ms", replay.spacing_ms,
-                   "Ignore the trace's timestamps: request i arrives at i x this (requests that "
-                   "never overlap, as crescent analyze hitrate assumes)")
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  replay_cmd->add_flag("--sequential", replay.sequential,
+                       "One request at a time, the trace's timestamps ignored: each arrives 1 s "
+                       "after the one before ended (as crescent analyze hitrate assumes)");
   replay_cmd->add_option("--seed", replay.seed, "Seed of access keys and random placement")
       ->capture_default_str();
   replay_cmd->add_option("--shuffle-seed", replay.shuffle_seed,
@@ -191,6 +189,14 @@ int main(int argc, char** argv) {
   sim_cmd->add_option("--hour-copies", bench_sim.hour_copies, "Copies tiled into the hour")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+
+  std::string agreement_trace = "data/synthetic_trace.jsonl";
+  auto* agreement_cmd = bench_cmd->add_subcommand(
+      "agreement", "The replay's hit rate on one pool node, one request at a time, against "
+                   "crescent analyze hitrate and the reference table, at 4 capacities");
+  agreement_cmd->add_option("--trace", agreement_trace, "The trace")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
 
   crescent::sim::bench_fidelity_options fidelity;
   auto* fidelity_cmd = bench_cmd->add_subcommand(
@@ -324,6 +330,8 @@ int main(int argc, char** argv) {
     return crescent::cli::hitrate_command(hitrate);
   if (app.got_subcommand("transfer-peer"))
     return crescent::bench::run_transfer_peer(peer);
+  if (bench_cmd->got_subcommand("agreement"))
+    return crescent::sim::bench_agreement(agreement_trace);
   if (bench_cmd->got_subcommand("fidelity"))
     return crescent::sim::bench_fidelity(fidelity);
   if (bench_cmd->got_subcommand("sim"))

@@ -77,6 +77,8 @@ void record(self_ptr self, request_result result) {
   st.rejected += result.status == outcome_status::rejected ? 1 : 0;
   st.failed += result.status == outcome_status::failed ? 1 : 0;
   st.results->push_back(std::move(result));
+  if (st.options.sequential && st.ended < st.arrivals_ns.size())
+    self->delayed_send(self, st.options.gap, tick_atom::value);
   if (st.ended == st.arrivals_ns.size()) {
     st.done.deliver(caf::unit);
     self->quit();
@@ -115,6 +117,11 @@ void submit(self_ptr self, size_t index) {
 
 void on_tick(self_ptr self) {
   auto& st = self->state;
+  if (st.options.sequential) {
+    if (st.next < st.arrivals_ns.size() && st.next == st.ended)
+      submit(self, st.next++);
+    return;
+  }
   const auto elapsed = self->clock().now() - st.start;
   const size_t n = st.arrivals_ns.size();
   while (st.next < n && std::chrono::nanoseconds(st.arrivals_ns[st.next]) <= elapsed)

@@ -13,6 +13,7 @@
 #include <caf/typed_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -33,6 +34,11 @@ using replay_driver_actor = caf::typed_actor<
 struct replay_options {
   /// Print a progress line to this stream every second (nullptr: silent).
   std::FILE* progress = nullptr;
+  /// One request at a time, arrival times ignored: each is submitted `gap` after the one before
+  /// ended (the gap lets what a request set off after its answer, such as storing its blocks,
+  /// settle first), so that no two ever overlap.
+  bool sequential = false;
+  std::chrono::nanoseconds gap{std::chrono::seconds(1)};
 };
 
 /// `results` receives one entry per request, in completion order. `cl` must outlive the driver.

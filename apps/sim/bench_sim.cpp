@@ -1,5 +1,6 @@
 #include "apps/sim/bench_sim.hpp"
 
+#include "apps/analyze/hitrate.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "messages/errors.hpp"
@@ -120,6 +121,50 @@ int bench_sim(const bench_sim_options& opt) {
     if (r->completed != r->requests)
       fmt::print("note: {} of {} requests of '{}' completed (see crescent replay --sim)\n",
                  r->completed, r->requests, r->name);
+  return status;
+}
+
+int bench_agreement(const std::string& trace_path) {
+  auto trace = replay::read_trace(trace_path, 0);
+  if (!trace) {
+    fmt::print(stderr, "crescent bench agreement: {}\n", describe(trace.error()));
+    return 2;
+  }
+  // REFERENCE.md's table for the synthetic trace (shown for that trace only).
+  const bool synthetic = trace->size() == 3993;
+  const std::vector<std::pair<uint64_t, double>> rows = {
+      {0, 0.6512}, {10'000'000, 0.5768}, {3'000'000, 0.3151}, {1'000'000, 0.1421}};
+  fmt::print("crescent bench agreement: {} requests of {}, one pool node, one request at a "
+             "time\n{:>12} {:>10} {:>10} {:>10} {:>10}\n",
+             trace->size(), trace_path, "capacity", "replayed", "analysis", "reference",
+             "3 decimals");
+  int status = 0;
+  for (const auto& [capacity, reference] : rows) {
+    auto cfg = one_pool_node_cluster(capacity);
+    if (!cfg) {
+      fmt::print(stderr, "crescent bench agreement: {}\n", describe(cfg.error()));
+      return 2;
+    }
+    simulate_options sopt;
+    sopt.sequential = true;
+    auto s = simulate(*cfg, *trace, sopt);
+    const std::vector<uint64_t> capacities{capacity};
+    auto a = analyze::prefix_hit_rates(*trace, capacities, replay::trace_block_tokens);
+    if (!s || !a) {
+      fmt::print(stderr, "crescent bench agreement: {}\n", describe(s ? a.error() : s.error()));
+      return 2;
+    }
+    const double replayed = s->report.summary.hit_rate();
+    const double analysis = (*a)[0].hit_rate();
+    const auto round3 = [](double x) { return std::llround(x * 1000); };
+    const bool met = round3(replayed) == round3(analysis) &&
+                     (!synthetic || round3(analysis) == round3(reference));
+    status |= met ? 0 : 1;
+    fmt::print("{:>12} {:>10.4f} {:>10.4f} {:>10} {:>10}   ({} of {} completed, {:.1f} s wall)\n",
+               capacity == 0 ? std::string{"unbounded"} : fmt::format("{}", capacity), replayed,
+               analysis, synthetic ? fmt::format("{:.4f}", reference) : std::string{"-"},
+               met ? "met" : "MISSED", s->report.summary.completed, trace->size(), s->wall.wall_s);
+  }
   return status;
 }
 

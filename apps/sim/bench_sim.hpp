@@ -31,4 +31,9 @@ std::vector<replay::trace_record> tile_trace(const std::vector<replay::trace_rec
 
 int bench_sim(const bench_sim_options& opt);
 
+/// `crescent bench agreement`: the replay's hit rate on one pool node (one_pool_node_cluster,
+/// one request at a time) against `crescent analyze hitrate` and REFERENCE.md's table, for
+/// capacities of unbounded, 10M, 3M and 1M tokens; the target: equal to 3 decimals.
+int bench_agreement(const std::string& trace_path);
+
 } // namespace crescent::sim

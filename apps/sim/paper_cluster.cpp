@@ -37,4 +37,23 @@ caf::expected<cluster_config> paper_cluster() {
   return c;
 }
 
+caf::expected<cluster_config> one_pool_node_cluster(uint64_t capacity_tokens) {
+  auto c = paper_cluster();
+  if (!c)
+    return c;
+  c->nodes.resize(1);
+  c->nodes[0].prefill_instances = 1;
+  c->nodes[0].decode_instances = 1;
+  if (capacity_tokens == 0) {
+    c->nodes[0].pool_tokens = uint64_t{1} << 28; // beyond any trace here: no eviction
+  } else {
+    c->nodes[0].pool_tokens = 2 * (capacity_tokens / c->model.block_tokens) * c->model.block_tokens;
+    c->pool.high_watermark = 0.5;
+    c->pool.evict_fraction = 0;
+  }
+  if (auto err = validate(*c))
+    return err;
+  return c;
+}
+
 } // namespace crescent::sim

@@ -25,4 +25,12 @@ inline constexpr const char* paper_profile = "llama3-70b-8xa800";
 
 caf::expected<cluster_config> paper_cluster();
 
+/// The cluster of the hit-rate agreement check: the paper cluster's model and profile on one
+/// node, with a prefill and a decode instance, whose pool evicts exactly down to
+/// `capacity_tokens` (0: no limit) in LRU order: its arena holds twice that, evicts past half
+/// of it (high_watermark 0.5) and frees nothing beyond (evict_fraction 0), so that a request's
+/// new blocks all find room before the oldest go. With requests that never overlap it is the
+/// one global LRU cache of `crescent analyze hitrate`.
+caf::expected<cluster_config> one_pool_node_cluster(uint64_t capacity_tokens);
+
 } // namespace crescent::sim

@@ -172,7 +172,7 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   auto driver = replay::spawn_replay_driver(
       sim.system(), **cl, std::move(arrivals),
       [shared_records, w](size_t i) { return replay::synthesize((*shared_records)[i], i, w); },
-      out.results);
+      out.results, {nullptr, opt.sequential});
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
   const auto started = std::chrono::steady_clock::now();
   caf::anon_send(driver, run_atom::value);
@@ -250,9 +250,6 @@ int replay_command(const replay_options& opt) {
   auto records = replay::read_trace(opt.trace_path, opt.requests);
   if (!records)
     return fail(describe(records.error()));
-  if (opt.spacing_ms)
-    for (size_t i = 0; i < records->size(); ++i)
-      (*records)[i].timestamp_ms = i * *opt.spacing_ms;
   const auto w = workload_for(*cfg, opt.speedup);
   const std::string cluster_name =
       opt.cluster_path.empty() ? "built-in paper cluster" : opt.cluster_path;
@@ -265,6 +262,7 @@ int replay_command(const replay_options& opt) {
   sopt.speedup = opt.speedup;
   sopt.shuffle_seed = opt.shuffle_seed;
   sopt.messages_path = opt.messages_path;
+  sopt.sequential = opt.sequential;
   sopt.progress = opt.progress;
   auto sim = simulate(*cfg, std::move(*records), sopt);
   if (!sim)

@@ -22,9 +22,9 @@ struct replay_options {
   std::string cluster_path; // empty: the built-in paper cluster
   uint32_t requests = 0;    // from the head of the trace; 0: all
   double speedup = 1.0;     // arrivals this many times faster than the trace's
-  // Set: the trace's timestamps are ignored and request i arrives at i * spacing_ms, for checks
-  // that need requests that never overlap (the hit-rate agreement with crescent analyze).
-  std::optional<uint64_t> spacing_ms;
+  // One request at a time, timestamps ignored (replay_driver.hpp): for checks that need
+  // requests that never overlap (the hit-rate agreement with crescent analyze).
+  bool sequential = false;
   uint64_t seed = 1;                    // access keys and the store master's random placement
   std::optional<uint64_t> shuffle_seed; // deliver ready messages in a seeded order; none: FIFO
   std::string report_path;              // JSON
@@ -39,6 +39,7 @@ struct simulate_options {
   double speedup = 1.0;
   std::optional<uint64_t> shuffle_seed; // none: FIFO delivery
   std::string messages_path;            // empty: no message log (the hash is kept anyway)
+  bool sequential = false;              // one request at a time (replay_driver.hpp)
   bool progress = false;                // the progress bar on stderr
 };
 

@@ -2,6 +2,7 @@
 // after run the same, with exact modeled times and an intact data path.
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/analyze/hitrate.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
 #include "apps/sim/paper_cluster.hpp"
@@ -124,6 +125,35 @@ TEST(sim, a_request_alone_takes_its_modeled_compute_and_transfer_time) {
   EXPECT_EQ(r.prefill_compute_ns, compute);
   EXPECT_EQ(r.token_times_ns.front() - r.arrival_ns,
             static_cast<int64_t>(compute + pages * page_ns + links.nic_latency_ns));
+}
+
+TEST(sim, the_replayed_hit_rate_agrees_with_the_sequence_analysis) {
+  // One pool node evicting in LRU order exactly at its capacity, and one request at a time:
+  // the pool is then the one global LRU cache of crescent analyze hitrate. Requests 1500 to
+  // 1799 of the trace share more prefixes among themselves than its head does.
+  auto all = trace_head(1800);
+  std::vector<replay::trace_record> records(all.begin() + 1500, all.end());
+  simulate_options one_at_a_time;
+  one_at_a_time.sequential = true;
+  double unbounded = 0;
+  for (uint64_t capacity : {uint64_t{0}, uint64_t{1'000'000}, uint64_t{300'000}}) {
+    auto cfg = one_pool_node_cluster(capacity);
+    ASSERT_TRUE(cfg) << describe(cfg.error());
+    auto s = run(*cfg, records, one_at_a_time);
+    ASSERT_EQ(s.report.summary.completed, records.size()) << capacity;
+    const std::vector<uint64_t> capacities{capacity};
+    auto rows = analyze::prefix_hit_rates(records, capacities, replay::trace_block_tokens);
+    ASSERT_TRUE(rows);
+    // The replay computes a prompt's last token even when all of it is cached: at most one
+    // token a request below the analysis, far below the third decimal.
+    EXPECT_NEAR(s.report.summary.hit_rate(), (*rows)[0].hit_rate(), 5e-4)
+        << "capacity " << capacity << ": replayed " << s.report.summary.hit_rate() << ", analysis "
+        << (*rows)[0].hit_rate();
+    if (capacity == 0)
+      unbounded = s.report.summary.hit_rate();
+    else
+      EXPECT_LT(s.report.summary.hit_rate(), unbounded) << "capacity " << capacity << " evicts";
+  }
 }
 
 TEST(sim, the_paper_cluster_prints_as_a_file_that_reads_back_the_same) {
