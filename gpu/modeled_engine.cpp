@@ -32,9 +32,10 @@ uint64_t chain_root(uint64_t fingerprint) {
 
 class modeled_engine final : public engine {
  public:
-  modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile)
-      : cfg_(cfg), profile_(std::move(profile)), fingerprint_(cfg.fingerprint()),
-        kv_bytes_per_token_(cfg.kv_bytes_per_token()) {}
+  modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
+                 std::shared_ptr<shared_cores> cores)
+      : cfg_(cfg), profile_(std::move(profile)), cores_(std::move(cores)),
+        fingerprint_(cfg.fingerprint()), kv_bytes_per_token_(cfg.kv_bytes_per_token()) {}
 
   const model_config& config() const override { return cfg_; }
   uint64_t page_memory_bytes() const override { return standin_page_bytes; }
@@ -50,7 +51,7 @@ class modeled_engine final : public engine {
     }
     prefill_result r;
     r.next_token = greedy(seq.pages, seq.length_tokens + static_cast<uint32_t>(tokens.size()) - 1);
-    r.compute_ns = modeled_prefill_ns(*profile_, seq.length_tokens, tokens.size());
+    r.compute_ns = on_cores(modeled_prefill_ns(*profile_, seq.length_tokens, tokens.size()));
     return r;
   }
 
@@ -77,11 +78,15 @@ class modeled_engine final : public engine {
       [[maybe_unused]] auto written = write(seqs[i].pages, seqs[i].length_tokens, tokens[i]);
       r.next_tokens.push_back(greedy(seqs[i].pages, seqs[i].length_tokens));
     }
-    r.compute_ns = modeled_decode_ns(*profile_, contexts, kv_bytes_per_token_);
+    r.compute_ns = on_cores(modeled_decode_ns(*profile_, contexts, kv_bytes_per_token_));
     return r;
   }
 
  private:
+  uint64_t on_cores(uint64_t compute_ns) const {
+    return cores_ ? cores_->reserve(compute_ns) : compute_ns;
+  }
+
   // The token after position `last`: drawn from every page of the sequence up to it, as
   // attention reads them all, so that any page that is not what it should be changes it.
   uint32_t greedy(std::span<std::byte* const> pages, uint32_t last) const {
@@ -151,6 +156,7 @@ class modeled_engine final : public engine {
 
   model_config cfg_;
   std::shared_ptr<const modeled_profile> profile_;
+  std::shared_ptr<shared_cores> cores_;
   uint64_t fingerprint_;
   uint64_t kv_bytes_per_token_;
 };
@@ -179,7 +185,8 @@ void write_standin(std::byte* page, const standin_page& s) {
 }
 
 caf::expected<std::unique_ptr<engine>>
-make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile) {
+make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
+                    std::shared_ptr<shared_cores> cores) {
   if (auto err = validate(cfg))
     return err;
   if (!profile)
@@ -188,7 +195,12 @@ make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profi
     return err;
   if (auto err = check_model(*profile, cfg))
     return err;
-  return std::unique_ptr<engine>{std::make_unique<modeled_engine>(cfg, std::move(profile))};
+  if (profile->shared_cores > 0 && !cores)
+    return make_error(errc::bad_config, "profile " + profile->name + " shares " +
+                                            to_string(profile->shared_cores) +
+                                            " cores among its instances: they need them");
+  return std::unique_ptr<engine>{
+      std::make_unique<modeled_engine>(cfg, std::move(profile), std::move(cores))};
 }
 
 } // namespace crescent::gpu

@@ -20,6 +20,7 @@
 
 #include "gpu/engine.hpp"
 #include "gpu/modeled_profile.hpp"
+#include "gpu/shared_cores.hpp"
 
 #include <caf/expected.hpp>
 
@@ -48,8 +49,10 @@ inline constexpr uint64_t standin_magic = 0x4750564b54534552ull; // "RESTKVPG"
 standin_page read_standin(const std::byte* page);
 void write_standin(std::byte* page, const standin_page& s);
 
-/// A modeled engine for `cfg`, whose shape must be the profile's (check_model).
+/// A modeled engine for `cfg`, whose shape must be the profile's (check_model). With `cores`
+/// (required for a profile with shared_cores), every call's time includes its wait for one.
 caf::expected<std::unique_ptr<engine>>
-make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile);
+make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
+                    std::shared_ptr<shared_cores> cores = nullptr);
 
 } // namespace crescent::gpu

@@ -66,6 +66,8 @@ caf::error validate_fit(const modeled_profile& p) {
 caf::error validate(const modeled_profile& p) {
   if (p.name.empty() || p.name.size() > 128)
     return field_error("name", "must be 1 to 128 characters");
+  if (p.shared_cores > 1024)
+    return field_error("shared_cores", "must be in [0, 1024]");
   const std::array<std::pair<const char*, uint64_t>, 7> shape = {{{"layers", p.layers},
                                                                   {"d_model", p.d_model},
                                                                   {"heads", p.heads},

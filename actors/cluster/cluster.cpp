@@ -7,6 +7,7 @@
 #include "actors/node_agent/node_agent.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "actors/store_master/store_master.hpp"
+#include "gpu/modeled_profile.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -99,6 +100,11 @@ caf::error cluster::create_transfer() {
     if (!transfer)
       return std::move(transfer.error());
     transfer_ = std::move(*transfer);
+    if (const auto n = cfg_.engine.profile->shared_cores; n > 0)
+      cores_ = std::make_shared<gpu::shared_cores>(n, [&clock] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch())
+            .count();
+      });
     return caf::none;
   }
   if (!spans_processes(cfg_)) {
@@ -165,7 +171,7 @@ caf::error cluster::spawn_workers() {
     for (uint32_t i = 0; i < node_of.size(); ++i) {
       if (cfg_.nodes[node_of[i]].hosted_elsewhere())
         continue;
-      auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, dir_);
+      auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, dir_, cores_);
       if (!worker)
         return std::move(worker.error());
       handles[i] = std::move(*worker);

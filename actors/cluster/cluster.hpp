@@ -16,6 +16,7 @@
 #include "actors/cluster/cluster_config.hpp"
 #include "actors/cluster/directory.hpp"
 #include "actors/request/request.hpp"
+#include "gpu/shared_cores.hpp"
 #include "storage/dram_arena.hpp"
 #include "storage/dram_pool.hpp"
 #include "storage/object_store.hpp"
@@ -68,6 +69,7 @@ class cluster {
   std::shared_ptr<directory> dir_;
   std::shared_ptr<transport::transfer_engine> transfer_;
   std::shared_ptr<transport::modeled_links> links_;
+  std::shared_ptr<gpu::shared_cores> cores_; // a profile's shared cores, in simulated time
   std::string temp_dir_; // created by start when cfg.store.db_path is empty; removed at the end
   std::vector<caf::strong_actor_ptr> all_;
 };

@@ -54,9 +54,10 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                            {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
 }
 
-caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg) {
+caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg,
+                                                        std::shared_ptr<gpu::shared_cores> cores) {
   if (cfg.engine.kind == gpu::engine_kind::modeled)
-    return gpu::make_modeled_engine(cfg.model, cfg.engine.profile);
+    return gpu::make_modeled_engine(cfg.model, cfg.engine.profile, std::move(cores));
   return gpu::make_reference_engine(cfg.model, cfg.engine);
 }
 
@@ -75,8 +76,9 @@ struct worker_kit {
 };
 
 caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uint32_t pages,
-                                   const std::shared_ptr<transport::transfer_engine>& transfer) {
-  auto engine = make_engine(cfg);
+                                   const std::shared_ptr<transport::transfer_engine>& transfer,
+                                   std::shared_ptr<gpu::shared_cores> cores) {
+  auto engine = make_engine(cfg, std::move(cores));
   if (!engine)
     return std::move(engine.error());
   auto pool = storage::dram_pool::create(transfer, node, (*engine)->page_memory_bytes(), pages);
@@ -90,9 +92,10 @@ caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uin
 caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                      std::shared_ptr<const directory> dir) {
+                      std::shared_ptr<const directory> dir,
+                      std::shared_ptr<gpu::shared_cores> cores) {
   const auto pages = static_cast<uint32_t>(decode_kv_bytes_of(cfg) / cfg.model.page_bytes());
-  auto kit = make_kit(cfg, node, pages, transfer);
+  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
   if (!kit)
     return std::move(kit.error());
   decode_worker_options opt{instance, node, cfg.decode.batch_max, cfg.decode.request_tokens_max,
@@ -103,10 +106,12 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
 caf::expected<prefill_worker_actor>
 spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir) {
+                       std::shared_ptr<const directory> dir,
+                       std::shared_ptr<gpu::shared_cores> cores) {
   // Pages for the longest prompt: jobs run one at a time.
   const uint32_t block = cfg.model.block_tokens;
-  auto kit = make_kit(cfg, node, (cfg.model.context_tokens_max + block - 1) / block, transfer);
+  auto kit = make_kit(cfg, node, (cfg.model.context_tokens_max + block - 1) / block, transfer,
+                      std::move(cores));
   if (!kit)
     return std::move(kit.error());
   prefill_worker_options opt{instance,

@@ -7,6 +7,7 @@
 #include "actors/cluster/directory.hpp"
 #include "actors/decode_worker/decode_worker_actor.hpp"
 #include "actors/store_master/store_master_actor.hpp"
+#include "gpu/shared_cores.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
@@ -17,8 +18,10 @@
 
 namespace crescent {
 
-/// The engine the cluster file names (engine.kind): the reference engine or the modeled one.
-caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg);
+/// The engine the cluster file names (engine.kind): the reference engine or the modeled one
+/// (whose profile may have the cluster's instances share `cores`).
+caf::expected<std::unique_ptr<gpu::engine>>
+make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 /// Bytes of one KV page in the memory the cluster's engine computes on (its pool blocks and
 /// worker pages): the model's page, or the modeled engine's stand-in of it.
@@ -39,13 +42,15 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
 caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                      std::shared_ptr<const directory> dir);
+                      std::shared_ptr<const directory> dir,
+                      std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 /// Prefill instance `instance` (cluster-wide index) on `node`: a reference engine and KV pages
 /// for the longest prompt, registered with `transfer`.
 caf::expected<prefill_worker_actor>
 spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir);
+                       std::shared_ptr<const directory> dir,
+                       std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 } // namespace crescent

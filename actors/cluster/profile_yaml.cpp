@@ -59,7 +59,9 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                {"gpu_hbm_bytes_per_s", real(p.gpu_hbm_bytes_per_s)},
                {"h2d_bytes_per_s", real(p.h2d_bytes_per_s)},
                {"nic_bytes_per_s", real(p.nic_bytes_per_s)},
-               {"nic_latency_s", real(p.nic_latency_s)}});
+               {"nic_latency_s", real(p.nic_latency_s)},
+               {"shared_cores",
+                [&](auto& x, auto& f) { return r.read_uint(x, f, p.shared_cores, 0, 1024); }}});
         }},
        {"fit",
         [&](auto& v, auto&) {

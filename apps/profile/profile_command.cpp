@@ -5,6 +5,7 @@
 #include "gpu/engine.hpp"
 #include "gpu/least_squares.hpp"
 #include "messages/errors.hpp"
+#include "transport/cpu_affinity.hpp"
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include <ctime>
 #include <fstream>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace crescent::cli {
@@ -147,6 +149,14 @@ double memcpy_bytes_per_s(uint32_t repeats) {
   return static_cast<double>(a.size()) / ns * 1e9;
 }
 
+// The CPUs this process may run on: what the actor system's threads, and so the instances'
+// compute calls, share.
+size_t cpus() {
+  auto allowed = transport::allowed_cpus();
+  return allowed && !allowed->empty() ? allowed->size()
+                                      : std::max(1u, std::thread::hardware_concurrency());
+}
+
 double parameters_of(const gpu::model_config& m) {
   const double d = m.d_model, kv = m.kv_dim();
   return m.layers * (2 * d * d + 2 * d * kv + 3 * d * m.ffn) + 2.0 * m.vocab * d;
@@ -175,8 +185,10 @@ std::string profile_yaml(const profile_options& opt, const cluster_config& cfg,
   out += fmt::format("machine:\n  gpus: 1                 # none: one worker thread on the CPU\n"
                      "  h2d_bytes_per_s: {:.4g}  # memcpy, measured: KV moves by in-process "
                      "copies\n  nic_bytes_per_s: {:.4g}  # the same: the cluster is one process\n"
-                     "  nic_latency_s: 0\n",
-                     copy_bytes_per_s, copy_bytes_per_s);
+                     "  nic_latency_s: 0\n"
+                     "  shared_cores: {}         # the instances take turns on the CPUs this "
+                     "process may use\n",
+                     copy_bytes_per_s, copy_bytes_per_s, cpus());
   out += fmt::format("fit:\n  prefill_base_ns: {:.6g}\n  prefill_per_token_ns: {:.6g}\n"
                      "  prefill_per_key_ns: {:.6g}\n  prefill_per_cached_token_ns: {:.6g}\n"
                      "  decode_base_ns: {:.6g}\n"

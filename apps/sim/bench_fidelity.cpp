@@ -32,6 +32,16 @@ profile_for(const bench_fidelity_options& opt, const cluster_config& cfg) {
   return measured->profile;
 }
 
+// Every interval between two tokens of a request, over all requests: where TBT (the mean of a
+// request's longest tenth) comes from.
+replay::percentiles token_intervals_ms(const std::vector<replay::request_result>& results) {
+  std::vector<double> gaps;
+  for (const auto& r : results)
+    for (size_t i = 1; i < r.token_times_ns.size(); ++i)
+      gaps.push_back(static_cast<double>(r.token_times_ns[i] - r.token_times_ns[i - 1]) / 1e6);
+  return replay::percentiles_of(gaps);
+}
+
 double error_of(double simulated, double real) {
   return real == 0 ? 0 : (simulated - real) / real;
 }
@@ -83,6 +93,11 @@ int bench_fidelity(const bench_fidelity_options& opt) {
   print_row("TTFT p90", r.ttft_ms.p90, s.ttft_ms.p90, false);
   print_row("TBT p50", r.tbt_ms.p50, s.tbt_ms.p50, true);
   print_row("TBT p90", r.tbt_ms.p90, s.tbt_ms.p90, false);
+  const auto ri = token_intervals_ms(real->results);
+  const auto si = token_intervals_ms(sim->report.results);
+  print_row("gap p50", ri.p50, si.p50, false);
+  print_row("gap p90", ri.p90, si.p90, false);
+  print_row("gap p99", ri.p99, si.p99, false);
   fmt::print("completed  real {} of {}, simulated {} of {}\n", r.completed, records->size(),
              s.completed, records->size());
   const bool met = std::fabs(error_of(s.ttft_ms.p50, r.ttft_ms.p50)) <= 0.2 &&

@@ -279,5 +279,32 @@ TEST(modeled_engine, decode_checks_every_sequence_before_writing) {
   EXPECT_EQ(before, a.memory);
 }
 
+TEST(shared_cores, calls_take_turns_on_the_core_that_frees_first) {
+  int64_t now = 0;
+  shared_cores cores{2, [&] { return now; }};
+  EXPECT_EQ(cores.reserve(100), 100u);
+  EXPECT_EQ(cores.reserve(50), 50u) << "the second core is free";
+  EXPECT_EQ(cores.reserve(10), 50u + 10u) << "waits for the core that frees at 50";
+  now = 200;
+  EXPECT_EQ(cores.reserve(30), 30u) << "both free again";
+}
+
+TEST(shared_cores, a_profile_that_shares_cores_needs_them) {
+  auto p = std::make_shared<modeled_profile>(tiny_profile());
+  p->shared_cores = 2;
+  EXPECT_FALSE(make_modeled_engine(tiny_model(), p));
+  int64_t now = 0;
+  auto cores = std::make_shared<shared_cores>(1, [&] { return now; });
+  auto a = make_modeled_engine(tiny_model(), p, cores);
+  auto b = make_modeled_engine(tiny_model(), p, cores);
+  ASSERT_TRUE(a && b);
+  pages x(8), y(8);
+  const auto t = prompt(10);
+  auto first = (*a)->prefill({x.ptrs, 0}, t);
+  auto second = (*b)->prefill({y.ptrs, 0}, t); // same instant, one core: waits for the first
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(second->compute_ns, 2 * first->compute_ns);
+}
+
 } // namespace
 } // namespace crescent::gpu
