@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
                        "One request at a time, the trace's timestamps ignored: each arrives 1 s "
                        "after the one before ended (as crescent analyze hitrate assumes)");
   replay_cmd->add_option("--seed", replay.seed, "Seed of access keys and random placement")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, UINT64_MAX));
   replay_cmd->add_option("--shuffle-seed", replay.shuffle_seed,
                          "Deliver ready messages in an order drawn from this seed instead of FIFO "
                          "(apps/sim/delivery_policy.hpp)");

@@ -58,6 +58,11 @@ caf::error validate_fit(const modeled_profile& p) {
   for (const auto& [field, value, lo, hi] : links)
     if (auto err = in_range(field, value, lo, hi))
       return err;
+  if (p.prefill_per_token_ns + p.prefill_per_key_ns + p.prefill_per_cached_token_ns <= 0)
+    return field_error("fit.prefill_per_token_ns", "a fit whose prefill costs nothing per token");
+  if (p.decode_per_sequence_ns + p.decode_per_context_token_ns <= 0)
+    return field_error("fit.decode_per_sequence_ns", "a fit whose decode costs nothing per "
+                                                     "sequence");
   return {};
 }
 

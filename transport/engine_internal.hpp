@@ -60,8 +60,9 @@ struct op_record {
   std::vector<backend*> paths;          // preference order
   std::vector<path_counters*> counters; // of each path to the remote node
   std::atomic<uint32_t> slices_left{0};
-  uint64_t modeled_ns = 0; // set once before it starts (modeled links only)
-  std::mutex mutex;        // guards the fields below
+  uint64_t modeled_ns = 0;   // set once before it starts (modeled links only)
+  bool modeled_late = false; // ...and it would end past the batch's deadline: it times out
+  std::mutex mutex;          // guards the fields below
   caf::error failure;
   bool timed_out = false;
   bool cancelled = false;

@@ -8,10 +8,10 @@
 //
 // Sharing is FIFO: an operation starts once every link it crosses has finished what it carried
 // before, holds them all for bytes / bandwidth (the slowest of them), and ends a latency later
-// (the latency does not hold the links: operations pipeline behind each other). So two flows
-// through one NIC take turns, and the second ends when both would under processor sharing;
-// the first ends earlier than it would there. FIFO was chosen because an operation's end is
-// then known when it starts, so it needs no events of its own: the actor that submitted it
+// (the latency does not hold the links: operations pipeline behind each other). So two equal
+// flows that start together through one NIC take turns: the second ends when both would under
+// processor sharing, the first earlier than it would there. FIFO was chosen because an operation's
+// end is then known when it starts, so it needs no events of its own: the actor that submitted it
 // learns of its end through one delayed message (actors/common/modeled_delay.hpp).
 //
 // Bytes are scaled: modeled memory holds each KV page as a small stand-in, so every byte the

@@ -63,6 +63,12 @@ void finish_op(batch_state& b, op_record& op) {
       op.result = {op_state::timed_out, deadline_passed()};
     } else if (op.cancelled) {
       op.result = {op_state::cancelled, make_error(errc::cancelled, "cancelled")};
+    } else if (op.modeled_late) {
+      // Modeled links: the bytes moved at once, but the modeled transfer would still be going
+      // at the deadline, where a real one is cut off.
+      op.result = {op_state::timed_out,
+                   make_error(errc::timeout, "the modeled transfer ends after the batch's "
+                                             "deadline")};
     } else {
       op.result = {op_state::completed, {}};
     }
@@ -221,8 +227,15 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
           b.get(), i, ops[i].kind, ops[i].local.data() + off, std::min<uint64_t>(size, n - off),
           ops[i].remote, ops[i].remote_offset + off, ops[i].checksum, ops[i].local_location});
     rec->slices_left = slices;
-    if (e.links)
+    if (e.links) {
       rec->modeled_ns = modeled_duration(e, ops[i]);
+      const auto budget =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clock_type::now());
+      if (budget.count() < 0 || rec->modeled_ns > static_cast<uint64_t>(budget.count())) {
+        rec->modeled_late = true;
+        rec->modeled_ns = budget.count() < 0 ? 0 : static_cast<uint64_t>(budget.count());
+      }
+    }
     b->ops.push_back(std::move(rec));
   }
   return b;

@@ -164,7 +164,14 @@ caf::expected<std::shared_ptr<transfer_engine>>
 transfer_engine::create_modeled(uint64_t key_seed, std::shared_ptr<modeled_links> links) {
   if (!links)
     return make_error(errc::invalid_argument, "a modeled engine needs its links");
-  auto engine = create_local(key_seed);
+  // In-process copies only: a simulation never touches a GPU, even on a machine that has one.
+  transfer_options options;
+  options.key_seed = key_seed;
+  options.enable_tcp = false;
+  options.enable_shm = false;
+  options.enable_rdma = false;
+  options.enable_cuda = false;
+  auto engine = create(std::move(options));
   if (!engine)
     return engine;
   (*engine)->impl_->links = std::move(links);

@@ -149,6 +149,9 @@ caf::error cluster::spawn_storage() {
   mopt.lease_ttl = std::chrono::milliseconds(cfg_.pool.lease_ttl_ms);
   mopt.node_timeout = std::chrono::milliseconds(cfg_.pool.node_timeout_ms);
   mopt.sweep = std::chrono::milliseconds(cfg_.pool.sweep_ms);
+  // One seed for the cluster's randomness (access keys, random placement): a replay's --seed.
+  if (cfg_.access_key_seed != 0)
+    mopt.placement_seed = cfg_.access_key_seed;
   dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
   all_.push_back(ptr(dir_->store_master));
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {

@@ -8,8 +8,10 @@
 #include "actors/cluster/profile_yaml.hpp"
 
 #include <array>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -17,15 +19,16 @@ namespace crescent {
 
 namespace {
 
-// Keys of the model section given in the file: a modeled engine's profile fills in the others.
-using given_keys = std::set<std::string>;
+// Keys of the model section given in the file, with their lines: a modeled engine's profile
+// fills in the others, and the ones given must agree with it.
+using given_keys = std::map<std::string, int>;
 
 caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m,
                       given_keys& given) {
   auto u32 = [&](const char* key, uint32_t& out, uint64_t min, uint64_t max) {
     return std::pair<const std::string, yaml_reader::handler>{
         key, [&r, &out, &given, key, min, max](auto& v, auto& f) {
-          given.insert(key);
+          given[key] = v.Mark().line + 1;
           return r.read_uint(v, f, out, min, max);
         }};
   };
@@ -257,9 +260,16 @@ caf::error resolve_engine(cluster_config& c, const given_keys& model_keys,
       {"vocab", &gpu::model_config::vocab},
       {"kv_element_bytes", &gpu::model_config::kv_element_bytes},
   }};
-  for (const auto& [key, member] : shape)
-    if (model_keys.count(key) == 0)
+  for (const auto& [key, member] : shape) {
+    auto given = model_keys.find(key);
+    if (given == model_keys.end())
       c.model.*member = shaped.*member;
+    else if (c.model.*member != shaped.*member)
+      return make_error(errc::bad_config, std::to_string(given->second) + ": model." + key + " (" +
+                                              std::to_string(c.model.*member) +
+                                              ") differs from profile " + (*profile)->name + "'s " +
+                                              std::to_string(shaped.*member));
+  }
   return caf::none;
 }
 
@@ -288,8 +298,13 @@ caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
     return make_error(errc::bad_config,
                       source_name + ":" + std::to_string(ex.mark.line + 1) + ": " + ex.msg);
   }
-  if (auto err = resolve_engine(cfg, model_keys, engine, base_dir))
-    return make_error(errc::bad_config, source_name + ": " + describe(err));
+  if (auto err = resolve_engine(cfg, model_keys, engine, base_dir)) {
+    // A mismatch names its line ("12: model.layers ..."); the rest name their field.
+    auto text = describe(err);
+    const auto body = text.substr(text.find(": ") + 2);
+    const bool has_line = !body.empty() && std::isdigit(static_cast<unsigned char>(body[0]));
+    return make_error(errc::bad_config, source_name + (has_line ? ":" : ": ") + body);
+  }
   if (auto err = validate(cfg))
     return make_error(errc::bad_config, source_name + ": " + describe(err));
   return cfg;

@@ -10,6 +10,7 @@
 #include "storage/ssd_tier.hpp"
 
 #include <algorithm>
+#include <bit>
 
 namespace crescent {
 
@@ -23,7 +24,8 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   // (the modeled engine's stand-ins are small: the arena's unit shrinks to theirs).
   const uint64_t blocks = std::max<uint64_t>(1, pool_bytes_of(cfg, node) / cfg.model.page_bytes());
   const uint64_t memory_page = memory_page_bytes(cfg);
-  const uint64_t unit = std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page);
+  const uint64_t unit =
+      std::bit_floor(std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page));
   auto arena = storage::dram_arena::create(transfer, node, blocks * memory_page,
                                            static_cast<uint32_t>(blocks), unit);
   if (!arena)

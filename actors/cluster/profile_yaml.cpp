@@ -64,8 +64,14 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                 [&](auto& x, auto& f) { return r.read_uint(x, f, p.shared_cores, 0, 1024); }}});
         }},
        {"fit",
-        [&](auto& v, auto&) {
+        [&](auto& v, auto&) -> caf::error {
           p.fitted = true;
+          for (const char* key : {"prefill_base_ns", "prefill_per_token_ns", "prefill_per_key_ns",
+                                  "prefill_per_cached_token_ns", "decode_base_ns",
+                                  "decode_per_sequence_ns", "decode_per_context_token_ns"})
+            if (!v.IsMap() || !v[key])
+              return r.error_at(v, std::string{"fit."} + key,
+                                "missing: a fit gives every coefficient");
           return r.visit(v, "fit",
                          {{"prefill_base_ns", real(p.prefill_base_ns)},
                           {"prefill_per_token_ns", real(p.prefill_per_token_ns)},
@@ -85,6 +91,25 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                           {"prefill_call_overhead_s", real(p.prefill_call_overhead_s)},
                           {"decode_step_overhead_s", real(p.decode_step_overhead_s)}});
         }}});
+}
+
+// ":LINE" of the field a range check names ("profile.fit.decode_base_ns: ..."), found in the
+// file's sections; empty where the file does not give it (a default was out of range).
+std::string line_of_field(const YAML::Node& root, const std::string& error) {
+  const auto at = error.find("profile.");
+  if (at == std::string::npos)
+    return {};
+  auto field = error.substr(at + 8, error.find(':', at) - at - 8);
+  const auto key = field.substr(field.rfind('.') + 1);
+  try {
+    for (const auto& section : root)
+      if (section.second.IsMap() && section.second[key])
+        return ":" + std::to_string(section.second[key].Mark().line + 1);
+    if (root[key])
+      return ":" + std::to_string(root[key].Mark().line + 1);
+  } catch (const YAML::Exception&) {
+  }
+  return {};
 }
 
 caf::expected<std::string> read_file(const std::string& path) {
@@ -117,7 +142,8 @@ caf::expected<std::shared_ptr<const modeled_profile>> parse_profile(const std::s
                       source + ":" + std::to_string(ex.mark.line + 1) + ": " + ex.msg);
   }
   if (auto err = gpu::validate(*p))
-    return make_error(errc::bad_config, source + ": " + describe(err));
+    return make_error(errc::bad_config,
+                      source + line_of_field(root, describe(err)) + ": " + describe(err));
   return std::shared_ptr<const modeled_profile>{std::move(p)};
 }
 

@@ -14,4 +14,8 @@ inline constexpr auto control_timeout = std::chrono::seconds(30);
 /// the transfer engine): a batch that has not ended by then fails the request.
 inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);
 
+/// A batch of reads of cached blocks, or of writes of new ones, between a prefill worker and the
+/// pool: one that has not ended by then counts its blocks as misses (or leaves them unstored).
+inline constexpr auto pool_io_timeout = std::chrono::seconds(30);
+
 } // namespace crescent

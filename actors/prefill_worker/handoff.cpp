@@ -5,10 +5,9 @@
 //
 // The batch runs while the worker serves its mailbox; its end comes back as handed_off_atom
 // (from the engine's thread that ended it, or from this one for in-process copies; in
-// simulated time after the batch's modeled time). Jobs
-// queued behind it wait: a batch to a process that is gone ends when its connection attempts
-// fail (refused at once; unanswered after the engine's connect timeout per attempt), at most
-// at kv_handoff_timeout.
+// simulated time after the batch's modeled time). Jobs queued behind it wait: a batch to a
+// process that is gone ends when its connection attempts fail (refused at once; unanswered
+// after the engine's connect timeout per attempt), at most at kv_handoff_timeout.
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"

@@ -71,7 +71,7 @@ void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& o
   // The pages are read or written until the batch ends, which may be after this worker exits:
   // the callback keeps their memory mapped until then (see handoff.cpp).
   auto err = st.parts.transfer->submit(
-      ops, transport::clock_type::now() + kv_handoff_timeout,
+      ops, transport::clock_type::now() + pool_io_timeout,
       [me, id, atom,
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
         send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
@@ -219,6 +219,7 @@ void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     const auto& h = b.replicas[b.next];
     if (!results[k] && storage::block_checksum(page_span(self, job.loading[k])) == b.checksum) {
       b.verified = true;
+      b.remote = h.node != self->state.options.node;
       continue;
     }
     if (!results[k]) {

@@ -39,7 +39,7 @@ struct block_store {
 struct prefill_job {
   uint64_t request_id = 0;
   std::vector<uint32_t> tokens;
-  std::vector<uint64_t> keys; // chained keys of the full blocks
+  std::vector<uint64_t> keys; // chained keys of the blocks, a partial last one included
   uint32_t decode_instance = 0;
   std::vector<transport::region_handle> decode_pages;
   request_actor requester;

@@ -263,6 +263,11 @@ int profile_command(const profile_options& opt) {
   }
   if (opt.out_path.empty())
     return fail("--out FILE is needed");
+  // The name is written into the file as it is: letters, digits, '.', '_' and '-' only.
+  if (opt.name.empty() || opt.name.size() > 128 ||
+      opt.name.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != std::string::npos)
+    return fail("--name '" + opt.name + "': 1 to 128 letters, digits, '.', '_' or '-'");
   fmt::print("crescent profile: the reference engine ({} layers, d_model {}, context {}), "
              "{} calls a point\n",
              cfg.model.layers, cfg.model.d_model, cfg.model.context_tokens_max, opt.repeats);

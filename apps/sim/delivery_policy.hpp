@@ -17,9 +17,9 @@ namespace crescent::sim {
 
 /// An actor with a message ready, as a policy sees it: who would receive what from whom.
 struct ready_message {
-  uint64_t receiver = 0;          // the receiving actor's id
-  std::string_view receiver_name; // its label (conductor, prefill/3, request#81, ...)
-  uint64_t sender = 0;            // 0: anonymous (a timer, a transfer's end)
+  uint64_t receiver = 0;          // the receiving actor's label index (sim_system::labels)
+  std::string_view receiver_name; // that label (conductor, prefill/3, request#81, ...)
+  uint64_t sender = 0;            // the sender's label index; 0: anonymous (a timer, ...)
   std::string_view type;          // the operation (schedule, tokens, reply/ScheduleReply, ...)
   uint64_t bytes = 0;             // its Cap'n Proto payload
   int64_t now_ns = 0;             // the simulation's time

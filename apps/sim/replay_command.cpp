@@ -124,6 +124,9 @@ caf::error write_plots(const std::string& report_path, const std::string& dir) {
   const std::string script = std::string{CRESCENT_TOOLS_DIR} + "/plot_replay.py";
   if (!std::filesystem::exists(script))
     return make_error(errc::not_found, "the plot script " + script + " is not there");
+  for (const auto& path : {script, report_path, dir})
+    if (path.find('\'') != std::string::npos)
+      return make_error(errc::invalid_argument, "a path with a ' cannot be plotted: " + path);
   const char* python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   const std::string cmd = fmt::format("{} '{}' '{}' '{}'", python, script, report_path, dir);
   if (std::system(cmd.c_str()) != 0)
@@ -211,6 +214,12 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
                                    const simulate_options& opt) {
   if (!(opt.speedup > 0))
     return make_error(errc::invalid_argument, "the speedup must be positive");
+  if (cfg.engine.kind == gpu::engine_kind::reference &&
+      cfg.engine.timing == gpu::timing_mode::measured)
+    return make_error(errc::bad_config,
+                      "engine.timing: measured reads the wall clock, which simulated time never "
+                      "does: the reference engine needs timing: modeled here (or the modeled "
+                      "engine, engine.kind: modeled)");
   cfg.simulated_time = true;
   const double span_s = span_of(records, workload_for(cfg, opt.speedup));
   auto run = run_replay(opt, cfg, std::move(records), span_s);
@@ -218,7 +227,7 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
     return std::move(run.error());
   simulation out;
   out.report.speedup = opt.speedup;
-  out.report.shuffle_seed = opt.shuffle_seed.value_or(0);
+  out.report.shuffle_seed = opt.shuffle_seed;
   out.report.messages = run->messages;
   out.report.message_hash = run->hash;
   out.report.links = std::move(run->links);

@@ -156,7 +156,11 @@ std::string format_json(const sim_report& r) {
   j["trace"] = r.trace;
   j["cluster"] = r.cluster;
   j["seed"] = r.seed;
-  j["shuffle_seed"] = r.shuffle_seed;
+  j["delivery"] = r.shuffle_seed ? "shuffled" : "fifo";
+  if (r.shuffle_seed)
+    j["shuffle_seed"] = *r.shuffle_seed;
+  else
+    j["shuffle_seed"] = nullptr;
   j["speedup"] = r.speedup;
   j["requests"] = {{"total", r.requests},
                    {"completed", s.completed},
@@ -197,7 +201,8 @@ std::string format_json(const sim_report& r) {
   for (const auto& x : r.results)
     records.push_back(request_json(x));
   j["per_request"] = records;
-  return j.dump(1) + "\n";
+  // Paths in the report may hold any bytes: replace what is not UTF-8 rather than throw.
+  return j.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 uint64_t peak_rss_bytes() {

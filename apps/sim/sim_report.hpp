@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,7 @@ struct sim_report {
   std::string trace;
   std::string cluster; // "built-in paper cluster" or the file
   uint64_t seed = 0;
-  uint64_t shuffle_seed = 0; // 0: FIFO delivery
+  std::optional<uint64_t> shuffle_seed; // none: FIFO delivery
   double speedup = 1;
   replay::replay_summary summary;
   slo_thresholds slo;

@@ -276,7 +276,7 @@ decode: {kv_tokens: 1000000, request_tokens_max: 262144}
 
 TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
   auto e = error_of("model: {layers: 79}\nengine: {kind: modeled, profile: llama3-70b-8xa800}\n");
-  EXPECT_NE(e.find("model.layers (79) differs from profile llama3-70b-8xa800's 80"),
+  EXPECT_NE(e.find("c.yaml:1: model.layers (79) differs from profile llama3-70b-8xa800's 80"),
             std::string::npos)
       << e;
   e = error_of("engine: {kind: modeled, profile: llama3-70b-8xa800, timing: measured}\n");
@@ -315,6 +315,16 @@ TEST(cluster_config, profile_errors_name_the_line_and_field) {
   auto p = parse_profile(bad, "p.yaml");
   ASSERT_FALSE(p);
   EXPECT_NE(describe(p.error()).find("profile.prefill_mfu"), std::string::npos)
+      << describe(p.error());
+  // The range check names the line of the value it refuses.
+  size_t line = 1;
+  for (size_t i = 0; i < bad.find("prefill_mfu: 2.5"); ++i)
+    line += bad[i] == '\n' ? 1 : 0;
+  EXPECT_NE(describe(p.error()).find("p.yaml:" + std::to_string(line) + ": "), std::string::npos)
+      << describe(p.error());
+  p = parse_profile(text + "fit: {prefill_base_ns: 1}\n", "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("fit.prefill_per_token_ns: missing"), std::string::npos)
       << describe(p.error());
   p = parse_profile(text + "extra: 1\n", "p.yaml");
   ASSERT_FALSE(p);

@@ -236,6 +236,12 @@ TEST(cli, replay_refuses_what_it_cannot_run) {
 
   r = run("replay " + trace + " --sim --speedup 0");
   EXPECT_NE(r.status, 0) << r.output;
+
+  // The reference engine with measured timing would read the wall clock.
+  r = run("replay " + trace + " --sim --cluster " CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("engine.timing: measured reads the wall clock"), std::string::npos)
+      << r.output;
 }
 
 TEST(cli, replay_prints_the_paper_cluster_as_a_cluster_file) {

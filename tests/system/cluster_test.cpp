@@ -71,6 +71,24 @@ TEST(cluster, shared_prefixes_are_loaded_from_the_pool) {
   EXPECT_LT(summary.computed_tokens, summary.prompt_tokens);
 }
 
+TEST(cluster, blocks_read_from_another_node_count_as_remote_hits) {
+  // The prefill node's own pool is small, so that most-free placement stores elsewhere.
+  auto cfg = small_cluster(1, 2);
+  cfg.nodes[0].pool_bytes = 64 << 10;
+  cfg.pool.placement = placement_policy::most_free;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  auto first = replay::synthesize(record({1, 2, 3, 4}, 2, 0), 0, w);
+  auto again = replay::synthesize(record({1, 2, 3, 9}, 2, 10'000), 1, w);
+  auto results = h.replay({first, again});
+  expect_monolithic(h, first, results[0]);
+  expect_monolithic(h, again, results[1]);
+  const uint32_t block = h.cl->config().model.block_tokens;
+  EXPECT_EQ(results[1].reused_tokens, 3 * block);
+  EXPECT_EQ(results[1].remote_reused_tokens, 3 * block) << "every block came from another node";
+  EXPECT_EQ(results[0].remote_reused_tokens, 0u);
+}
+
 TEST(cluster, a_partial_last_block_is_stored_and_reused) {
   cluster_harness h{small_cluster()};
   auto w = h.workload();

@@ -108,6 +108,23 @@ TEST(modeled_links, the_transfer_engine_reports_each_operation) {
   EXPECT_EQ(c[0], std::byte{42});
 }
 
+TEST(modeled_links, a_transfer_past_its_deadline_times_out) {
+  int64_t now = 0;
+  auto slow = simple_profile();
+  slow.nic_bytes_per_s = 1'000'000; // 1 MB/s: a megabyte takes a second
+  auto links = std::make_shared<modeled_links>(2, slow, [&] { return now; });
+  auto engine = *transfer_engine::create_modeled(7, links);
+  std::vector<std::byte> a(1 << 20), b(1 << 20);
+  [[maybe_unused]] auto ra = *engine->register_region(0, a.data(), a.size());
+  auto rb = *engine->register_region(1, b.data(), b.size());
+  std::vector<transfer_op> ops{{op_kind::write, {a.data(), a.size()}, rb}};
+  auto id = engine->submit(ops, clock_type::now() + std::chrono::milliseconds(200));
+  auto results = engine->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ((*results)[0].state, op_state::timed_out);
+  EXPECT_LE((*results)[0].modeled_ns, 200'000'000u) << "it ends at the deadline, cut off";
+}
+
 TEST(modeled_links, real_engines_report_no_modeled_time) {
   auto engine = *transfer_engine::create_local(7);
   std::vector<std::byte> a(64), b(64);
