@@ -88,6 +88,20 @@ caf::error validate(const model_config& cfg) {
   return check_floats(cfg);
 }
 
+caf::error check_reference_limits(const model_config& cfg) {
+  if (auto err = check_range("model.layers", cfg.layers, 1, reference_layers_max))
+    return field_error(describe(err) + " for the reference engine");
+  if (auto err = check_range("model.d_model", cfg.d_model, 1, reference_d_model_max))
+    return field_error(describe(err) + " for the reference engine");
+  if (auto err = check_range("model.context_tokens_max", cfg.context_tokens_max, 1,
+                             reference_context_tokens_max))
+    return field_error(describe(err) + " for the reference engine");
+  if (cfg.kv_element_bytes != 4)
+    return field_error("model.kv_element_bytes (" + std::to_string(cfg.kv_element_bytes) +
+                       ") must be 4: the reference engine computes float32 KV");
+  return {};
+}
+
 uint64_t model_config::fingerprint() const {
   // A fixed little-endian record of every field that changes the bytes of a KV page;
   // context_tokens_max is left out because it only bounds how far a sequence may grow.

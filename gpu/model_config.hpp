@@ -53,4 +53,12 @@ inline constexpr uint64_t model_page_bytes_max = uint64_t{1} << 30; // one KV pa
 /// Checks shape constraints; the error names the offending field.
 caf::error validate(const model_config& cfg);
 
+/// Tighter limits for the reference engine, which holds float32 weights and computes every
+/// token on the CPU: at most 64 layers, d_model 8192 and contexts of 131,072 tokens (the
+/// limits above admit the modeled engine's paper-sized models, which hold no weights).
+inline constexpr uint32_t reference_layers_max = 64;
+inline constexpr uint32_t reference_d_model_max = 8192;
+inline constexpr uint32_t reference_context_tokens_max = 1u << 17;
+caf::error check_reference_limits(const model_config& cfg);
+
 } // namespace crescent::gpu

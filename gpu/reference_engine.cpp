@@ -108,10 +108,8 @@ caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config&
                                                              engine_options options) {
   if (auto err = validate(cfg))
     return err;
-  if (cfg.kv_element_bytes != sizeof(float))
-    return make_error(errc::bad_config,
-                      "model.kv_element_bytes (" + to_string(cfg.kv_element_bytes) +
-                          ") must be 4: the reference engine computes float32 KV");
+  if (auto err = check_reference_limits(cfg))
+    return err;
   if (!std::isfinite(options.modeled_flops_per_s) || options.modeled_flops_per_s <= 0.0)
     return make_error(errc::bad_config, "engine modeled_flops_per_s (" +
                                             to_string(options.modeled_flops_per_s) +

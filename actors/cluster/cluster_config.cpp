@@ -76,17 +76,25 @@ uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node) {
 }
 
 // Whole blocks, rounded down: a pool of 3M tokens never holds more than 3M tokens.
+namespace {
+
+// Whole blocks of `tokens`, in bytes; saturates (validate then refuses the block count).
+uint64_t tokens_to_bytes(const cluster_config& cfg, uint64_t tokens) {
+  const uint64_t blocks = tokens / cfg.model.block_tokens;
+  const uint64_t page = cfg.model.page_bytes();
+  return page != 0 && blocks > UINT64_MAX / page ? UINT64_MAX : blocks * page;
+}
+
+} // namespace
+
 uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node) {
   const auto& n = cfg.nodes.at(node);
-  if (n.pool_tokens == 0)
-    return n.pool_bytes;
-  return n.pool_tokens / cfg.model.block_tokens * cfg.model.page_bytes();
+  return n.pool_tokens == 0 ? n.pool_bytes : tokens_to_bytes(cfg, n.pool_tokens);
 }
 
 uint64_t decode_kv_bytes_of(const cluster_config& cfg) {
-  if (cfg.decode.kv_tokens == 0)
-    return cfg.decode.kv_bytes;
-  return cfg.decode.kv_tokens / cfg.model.block_tokens * cfg.model.page_bytes();
+  return cfg.decode.kv_tokens == 0 ? cfg.decode.kv_bytes
+                                   : tokens_to_bytes(cfg, cfg.decode.kv_tokens);
 }
 
 namespace {
@@ -96,11 +104,10 @@ namespace {
 caf::error validate_engine(const cluster_config& cfg) {
   const auto& e = cfg.engine;
   if (e.kind == gpu::engine_kind::reference) {
+    if (auto err = gpu::check_reference_limits(cfg.model))
+      return err;
     if (e.modeled_flops_per_s < 1e6 || e.modeled_flops_per_s > 1e18)
       return field_error("engine.modeled_flops_per_s", "must be in [1e6, 1e18]");
-    if (cfg.model.kv_element_bytes != 4)
-      return field_error("model.kv_element_bytes",
-                         "must be 4 for the reference engine, which computes float32 KV");
     return caf::none;
   }
   if (spans_processes(cfg))

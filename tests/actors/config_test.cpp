@@ -293,6 +293,10 @@ TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
                "nodes: [{prefill: 1, pool_tokens: 100000, ssd_mib: 1024}, "
                "{decode: 1, pool_tokens: 100000}]\ndecode: {kv_tokens: 100000}\n");
   EXPECT_NE(e.find("nodes[0].ssd_mib: the SSD tier is not modeled yet"), std::string::npos) << e;
+  e = error_of("model: {layers: 80}\n");
+  EXPECT_NE(e.find("model.layers (80) must be in [1, 64] for the reference engine"),
+            std::string::npos)
+      << e;
   e = error_of("model: {kv_element_bytes: 2}\n");
   EXPECT_NE(e.find("reference engine"), std::string::npos) << e;
 }
