@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
   fidelity_cmd->add_option("--speedup", fidelity.speedup, "Arrivals this many times faster")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6));
+  fidelity_cmd
+      ->add_option("--config", fidelity.config_path,
+                   "The cluster of both runs (a reference engine); default: built in")
+      ->check(CLI::ExistingFile);
   fidelity_cmd->add_option("--profile", fidelity.profile_path,
                            "The reference engine's profile (crescent profile --out); default: "
                            "measured first");

@@ -50,7 +50,8 @@ standin_page read_standin(const std::byte* page);
 void write_standin(std::byte* page, const standin_page& s);
 
 /// A modeled engine for `cfg`, whose shape must be the profile's (check_model). With `cores`
-/// (required for a profile with shared_cores), every call's time includes its wait for one.
+/// (required for a profile with shared_cores), every call's time is slowed by the calls that
+/// share them.
 caf::expected<std::unique_ptr<engine>>
 make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
                     std::shared_ptr<shared_cores> cores = nullptr);

@@ -50,7 +50,7 @@ struct modeled_profile {
   double nic_bytes_per_s = 0; // per node, each direction
   double nic_latency_s = 0;   // added to each transfer between nodes
   // 0: every instance computes on devices of its own. N: all the cluster's instances share N
-  // cores (an engine on the host's CPU in one process), each compute call holding one.
+  // cores (an engine on the host's CPU in one process; gpu/shared_cores.hpp).
   uint32_t shared_cores = 0;
   // How much of the peak the kernels reach.
   double prefill_mfu = 0;

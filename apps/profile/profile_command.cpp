@@ -186,8 +186,8 @@ std::string profile_yaml(const profile_options& opt, const cluster_config& cfg,
                      "  h2d_bytes_per_s: {:.4g}  # memcpy, measured: KV moves by in-process "
                      "copies\n  nic_bytes_per_s: {:.4g}  # the same: the cluster is one process\n"
                      "  nic_latency_s: 0\n"
-                     "  shared_cores: {}         # the instances take turns on the CPUs this "
-                     "process may use\n",
+                     "  shared_cores: {}         # the instances share the CPUs this process may "
+                     "use\n",
                      copy_bytes_per_s, copy_bytes_per_s, cpus());
   out += fmt::format("fit:\n  prefill_base_ns: {:.6g}\n  prefill_per_token_ns: {:.6g}\n"
                      "  prefill_per_key_ns: {:.6g}\n  prefill_per_cached_token_ns: {:.6g}\n"

@@ -16,6 +16,7 @@ struct bench_fidelity_options {
   uint32_t requests = 200;
   double speedup = 4.0;     // as crescent run's default
   std::string profile_path; // empty: measure the reference engine first
+  std::string config_path;  // the cluster of both runs; empty: the embedded default
 };
 
 int bench_fidelity(const bench_fidelity_options& opt);

@@ -279,14 +279,16 @@ TEST(modeled_engine, decode_checks_every_sequence_before_writing) {
   EXPECT_EQ(before, a.memory);
 }
 
-TEST(shared_cores, calls_take_turns_on_the_core_that_frees_first) {
+TEST(shared_cores, calls_beyond_the_cores_share_them) {
   int64_t now = 0;
   shared_cores cores{2, [&] { return now; }};
   EXPECT_EQ(cores.reserve(100), 100u);
   EXPECT_EQ(cores.reserve(50), 50u) << "the second core is free";
-  EXPECT_EQ(cores.reserve(10), 50u + 10u) << "waits for the core that frees at 50";
+  EXPECT_EQ(cores.reserve(10), 15u) << "3 calls on 2 cores: 2/3 of a core each";
+  now = 60; // the 50 and the 10 (which took 15) ended; the 100 runs until 100
+  EXPECT_EQ(cores.reserve(30), 30u) << "2 calls on 2 cores";
   now = 200;
-  EXPECT_EQ(cores.reserve(30), 30u) << "both free again";
+  EXPECT_EQ(cores.reserve(7), 7u) << "all ended";
 }
 
 TEST(shared_cores, a_profile_that_shares_cores_needs_them) {
@@ -301,7 +303,7 @@ TEST(shared_cores, a_profile_that_shares_cores_needs_them) {
   pages x(8), y(8);
   const auto t = prompt(10);
   auto first = (*a)->prefill({x.ptrs, 0}, t);
-  auto second = (*b)->prefill({y.ptrs, 0}, t); // same instant, one core: waits for the first
+  auto second = (*b)->prefill({y.ptrs, 0}, t); // same instant, one core: half of it each
   ASSERT_TRUE(first && second);
   EXPECT_EQ(second->compute_ns, 2 * first->compute_ns);
 }
