@@ -22,7 +22,7 @@ namespace crescent {
 
 namespace {
 
-void notify_request(prefill_ptr self, const prefill_job& job) {
+void notify_request(const prefill_job& job) {
   auto msg = make_envelope<wire::PrefillDone>([&](wire::PrefillDone::Builder out) {
     out.setRequestId(job.request_id);
     out.setFirstToken(job.first_token);
@@ -50,7 +50,7 @@ void signal_decode(prefill_ptr self) {
   auto& job = *st.current;
   // The request hears of its first token before the decode worker can produce the second, so
   // in one process the request's mailbox sees them in order.
-  notify_request(self, job);
+  notify_request(job);
   auto msg = make_envelope<wire::KvReady>([&](wire::KvReady::Builder out) {
     out.setRequestId(job.request_id);
     out.setPromptTokens(static_cast<uint32_t>(job.tokens.size()));

@@ -5,8 +5,10 @@ namespace crescent::testing {
 std::vector<uint32_t> monolithic_tokens(const gpu::model_config& model,
                                         const std::vector<uint32_t>& prompt,
                                         uint32_t max_new_tokens) {
-  auto engine = gpu::make_reference_engine(
-      model, {.timing = gpu::timing_mode::modeled, .modeled_flops_per_s = 1e9});
+  gpu::engine_options options;
+  options.timing = gpu::timing_mode::modeled;
+  options.modeled_flops_per_s = 1e9;
+  auto engine = gpu::make_reference_engine(model, options);
   EXPECT_TRUE(engine);
   const size_t total = prompt.size() + max_new_tokens;
   const size_t pages = (total + model.block_tokens - 1) / model.block_tokens;
