@@ -167,24 +167,26 @@ uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, ui
 
 uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,
                            uint64_t kv_bytes_per_token) {
-  if (context_tokens.empty())
+  double positions = 0;
+  for (auto c : context_tokens)
+    positions += static_cast<double>(c) + 1.0;
+  return modeled_decode_ns(p, context_tokens.size(), positions, kv_bytes_per_token);
+}
+
+uint64_t modeled_decode_ns(const modeled_profile& p, uint64_t batch, double positions,
+                           uint64_t kv_bytes_per_token) {
+  if (batch == 0)
     return 0;
-  if (p.fitted) {
-    double context = 0;
-    for (auto c : context_tokens)
-      context += static_cast<double>(c) + 1.0;
-    return to_ns((p.decode_base_ns +
-                  p.decode_per_sequence_ns * static_cast<double>(context_tokens.size()) +
-                  p.decode_per_context_token_ns * context) /
+  const double b = static_cast<double>(batch);
+  if (p.fitted)
+    return to_ns((p.decode_base_ns + p.decode_per_sequence_ns * b +
+                  p.decode_per_context_token_ns * positions) /
                  1e9);
-  }
+  // Every weight once, every position's KV once; per sequence the layers' projections and its
+  // attention over (c + 1) positions: sum of a d (2 c + 1) = a d (2 positions - batch).
   const double d = p.d_model;
-  double kv_bytes = 0;
-  double flops = 0;
-  for (auto c : context_tokens) {
-    kv_bytes += (static_cast<double>(c) + 1.0) * static_cast<double>(kv_bytes_per_token);
-    flops += p.layers * (p.cost_a * d * (2.0 * c + 1.0) + p.cost_b * d * d);
-  }
+  const double kv_bytes = positions * static_cast<double>(kv_bytes_per_token);
+  const double flops = p.layers * (p.cost_a * d * (2.0 * positions - b) + b * p.cost_b * d * d);
   const double memory_s =
       (p.weight_bytes() + kv_bytes) / (p.gpus * p.gpu_hbm_bytes_per_s * p.hbm_efficiency);
   const double compute_s = flops / (p.gpus * p.gpu_flops_per_s * p.decode_mfu);

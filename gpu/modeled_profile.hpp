@@ -98,4 +98,9 @@ uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, ui
 uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,
                            uint64_t kv_bytes_per_token);
 
+/// The same from the batch's size and the sum over its sequences of (c_i + 1): the time is
+/// linear in both, so predictions need no list of sequences.
+uint64_t modeled_decode_ns(const modeled_profile& p, uint64_t batch, double positions,
+                           uint64_t kv_bytes_per_token);
+
 } // namespace crescent::gpu

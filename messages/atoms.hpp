@@ -12,6 +12,7 @@ using report_atom = caf::atom_constant<caf::atom("report")>;
 using heartbeat_atom = caf::atom_constant<caf::atom("heartbeat")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using evicted_atom = caf::atom_constant<caf::atom("evicted")>; // blocks gone (master -> conductor)
 // workers
 using reserve_atom = caf::atom_constant<caf::atom("reserve")>;
 using release_atom = caf::atom_constant<caf::atom("release")>;

@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster.hpp"
 
 #include "actors/block_owner/block_owner.hpp"
+#include "actors/cluster/conductor_model.hpp"
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/conductor/conductor.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
@@ -75,6 +76,20 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   copt.decode_node = c->dir_->decode_node;
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
+  copt.policy = cfg.conductor.policy;
+  copt.admission = cfg.conductor.admission;
+  copt.kvcache_balancing_threshold = cfg.conductor.kvcache_balancing_threshold;
+  copt.slo.ttft_ns = uint64_t{cfg.conductor.slo_ttft_ms} * 1'000'000;
+  copt.slo.tbt_ns = uint64_t{cfg.conductor.slo_tbt_ms} * 1'000'000;
+  copt.seed = cfg.conductor.seed;
+  copt.block_tokens = cfg.model.block_tokens;
+  copt.decode_capacity_tokens =
+      decode_kv_bytes_of(cfg) / cfg.model.page_bytes() * cfg.model.block_tokens;
+  auto model = conductor_time_model(cfg);
+  if (!model)
+    return std::move(model.error());
+  copt.model = std::move(*model);
+  copt.store_master = caf::actor_cast<caf::actor_addr>(c->dir_->store_master);
   c->dir_->conductor = spawn_conductor(sys, std::move(copt));
   c->all_.push_back(ptr(c->dir_->conductor));
   if (auto err = c->spawn_workers())

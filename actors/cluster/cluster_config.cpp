@@ -195,6 +195,11 @@ caf::error validate(const cluster_config& cfg) {
                                "node_timeout_ms above sweep_ms");
   if (cfg.request_deadline_ms == 0)
     return field_error("request_deadline_ms", "must be positive");
+  if (!(cfg.conductor.kvcache_balancing_threshold >= 1 &&
+        cfg.conductor.kvcache_balancing_threshold <= 1e6))
+    return field_error("conductor.kvcache_balancing_threshold", "must be in [1, 1e6]");
+  if (cfg.conductor.slo_ttft_ms == 0 || cfg.conductor.slo_tbt_ms == 0)
+    return field_error("conductor.slo", "ttft_ms and tbt_ms must be positive");
   if (cfg.trace_block_tokens > 4096)
     return field_error("trace_block_tokens", "must be in [0, 4096]");
   if (auto err = validate_hosting(cfg))

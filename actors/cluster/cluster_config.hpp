@@ -5,6 +5,7 @@
 #pragma once
 
 #include "actors/common/placement.hpp"
+#include "actors/conductor/view.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/model_config.hpp"
 #include "storage/eviction.hpp"
@@ -63,6 +64,16 @@ struct decode_config {
 
 struct conductor_config {
   uint32_t heartbeat_timeout_ms = 5000; // a node silent this long takes no new requests
+  // Placement (docs/scheduling.md): the policy, admission against the SLOs (the paper's TTFT
+  // 30 s and TBT 100 ms by default), Algorithm 1's threshold, the random policy's seed.
+  policy_kind policy = policy_kind::global_cache_aware;
+  admission_mode admission = admission_mode::predicted_load;
+  double kvcache_balancing_threshold = 1.5;
+  uint32_t slo_ttft_ms = 30'000;
+  uint32_t slo_tbt_ms = 100;
+  uint64_t seed = 1;
+  // The profile the conductor predicts times from; empty: the engine's own (conductor_model.hpp).
+  std::string profile;
 };
 
 struct store_config {

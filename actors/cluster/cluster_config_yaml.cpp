@@ -123,6 +123,40 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
   return caf::none;
 }
 
+template <class Enum>
+auto named(yaml_reader& r, Enum& out, const char* choices) {
+  return [&r, &out, choices](const YAML::Node& v, const std::string& f) -> caf::error {
+    std::string s;
+    if (auto e = r.read_string(v, f, s))
+      return e;
+    if (!parse(s, out))
+      return r.error_at(v, f, std::string{"expected "} + choices + ", got '" + s + "'");
+    return caf::none;
+  };
+}
+
+caf::error read_conductor(yaml_reader& r, const YAML::Node& n, conductor_config& c) {
+  auto ms = [&](uint32_t& out) {
+    return [&r, &out](auto& v, auto& f) { return r.read_uint(v, f, out, 1, u32_max); };
+  };
+  return r.visit(
+      n, "conductor",
+      {{"heartbeat_timeout_ms", ms(c.heartbeat_timeout_ms)},
+       {"policy", named(r, c.policy,
+                        "random, round_robin, least_loaded, local_cache_aware, "
+                        "global_cache_aware or block_cost")},
+       {"admission", named(r, c.admission, "none, current_load or predicted_load")},
+       {"kvcache_balancing_threshold",
+        [&](auto& v, auto& f) { return r.read_double(v, f, c.kvcache_balancing_threshold); }},
+       {"slo",
+        [&](auto& v, auto&) {
+          return r.visit(v, "conductor.slo",
+                         {{"ttft_ms", ms(c.slo_ttft_ms)}, {"tbt_ms", ms(c.slo_tbt_ms)}});
+        }},
+       {"seed", [&](auto& v, auto& f) { return r.read_uint(v, f, c.seed, 0, UINT64_MAX); }},
+       {"profile", [&](auto& v, auto& f) { return r.read_string(v, f, c.profile); }}});
+}
+
 caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
   auto u32 = [&](uint32_t& out, uint64_t min, uint64_t max) {
     return [&r, &out, min, max](auto& v, auto& f) { return r.read_uint(v, f, out, min, max); };
@@ -197,13 +231,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                                      gpu::model_context_tokens_max);
                 }}});
         }},
-       {"conductor",
-        [&](auto& v, auto&) {
-          return r.visit(v, "conductor",
-                         {{"heartbeat_timeout_ms", [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.conductor.heartbeat_timeout_ms, 1, u32_max);
-                           }}});
-        }},
+       {"conductor", [&](auto& v, auto&) { return read_conductor(r, v, c.conductor); }},
        {"store",
         [&](auto& v, auto&) {
           return r.visit(

@@ -5,7 +5,15 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <cassert>
+
 namespace crescent {
+
+int64_t now_ns(conductor_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
+}
 
 bool node_alive(conductor_ptr self, uint32_t node) {
   auto& st = self->state;
@@ -25,20 +33,23 @@ envelope make_stats(conductor_ptr self) {
     out.setRejected(st.rejected);
     out.setBadMessages(st.bad.count);
     out.setLiveNodes(live);
-    auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill_queued.size()));
-    for (unsigned i = 0; i < st.prefill_queued.size(); ++i)
-      q.set(i, st.prefill_queued[i]);
-    auto a = out.initDecodeActive(static_cast<unsigned>(st.decode_active.size()));
-    for (unsigned i = 0; i < st.decode_active.size(); ++i)
-      a.set(i, st.decode_active[i]);
+    auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill.size()));
+    for (unsigned i = 0; i < st.prefill.size(); ++i)
+      q.set(i, static_cast<uint32_t>(st.prefill[i].jobs.size()));
+    auto a = out.initDecodeActive(static_cast<unsigned>(st.decode.size()));
+    for (unsigned i = 0; i < st.decode.size(); ++i)
+      a.set(i, static_cast<uint32_t>(st.decode[i].size()));
   });
 }
 
 conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options options) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.prefill_queued.assign(st.options.prefill_node.size(), 0);
-  st.decode_active.assign(st.options.decode_node.size(), 0);
+  st.prefill.assign(st.options.prefill_node.size(), prefill_track{});
+  st.decode.assign(st.options.decode_node.size(), {});
+  assert(st.options.model && "a conductor needs its time model");
+  st.model = *st.options.model;
+  st.policy.emplace(st.options.policy, st.options.seed);
   // Every node starts alive: its first heartbeat is due one interval after bring-up.
   st.node_last_seen.assign(st.options.nodes, self->clock().now());
   st.node_agent.assign(st.options.nodes, caf::actor_addr{});
@@ -54,6 +65,7 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
       [=](report_atom, const envelope& msg) { return on_prefill_report(self, msg); },
       [=](finished_atom, const envelope& msg) { return on_request_report(self, msg); },
       [=](heartbeat_atom, const envelope& msg) { return on_heartbeat(self, msg); },
+      [=](evicted_atom, const envelope& msg) { on_blocks_gone(self, msg); },
       [=](watch_atom, const std::vector<caf::actor>& agents) { on_watch(self, agents); },
       [=](stats_atom) { return make_stats(self); },
   };

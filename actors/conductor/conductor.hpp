@@ -2,7 +2,10 @@
 #pragma once
 
 #include "actors/conductor/conductor_actor.hpp"
+#include "actors/conductor/time_model.hpp"
+#include "actors/conductor/view.hpp"
 
+#include <caf/actor_addr.hpp>
 #include <caf/actor_system.hpp>
 
 #include <chrono>
@@ -18,6 +21,18 @@ struct conductor_options {
   uint32_t prefill_queue_max = 256;   // jobs per prefill instance
   std::chrono::milliseconds heartbeat_timeout{5000};
   size_t requests_in_flight_max = 1u << 20;
+  // Placement (docs/scheduling.md): the policy, admission against the SLOs, Algorithm 1's
+  // threshold, and the predictions they rest on.
+  policy_kind policy = policy_kind::global_cache_aware;
+  admission_mode admission = admission_mode::predicted_load;
+  double kvcache_balancing_threshold = 1.5;
+  slo_targets slo;
+  uint64_t seed = 1; // the random policy's
+  uint32_t block_tokens = 16;
+  uint64_t decode_capacity_tokens = 0;     // KV memory of one decode instance, in tokens
+  std::shared_ptr<const time_model> model; // required
+  // Whose BlocksGone to believe: the store master's (none: the index only grows).
+  caf::actor_addr store_master;
 };
 
 conductor_actor spawn_conductor(caf::actor_system& sys, conductor_options options);

@@ -25,6 +25,8 @@ using conductor_actor = caf::typed_actor<
     caf::replies_to<finished_atom, envelope>::with<void>,
     // Heartbeat from a node agent; refused from any other sender
     caf::replies_to<heartbeat_atom, envelope>::with<void>,
+    // BlocksGone from the store master (blocks evicted from a node); refused from any other
+    caf::reacts_to<evicted_atom, envelope>,
     // bring-up, once, before any agent starts: each node's agent, by node id. The conductor
     // watches them; a node whose agent is gone takes no new requests from then on.
     caf::reacts_to<watch_atom, std::vector<caf::actor>>,

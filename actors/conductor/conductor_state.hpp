@@ -3,10 +3,13 @@
 
 #include "actors/common/handler_guard.hpp"
 #include "actors/conductor/conductor.hpp"
+#include "actors/conductor/policy.hpp"
 #include "actors/conductor/prefix_index.hpp"
 
 #include <caf/actor_clock.hpp>
 
+#include <deque>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -18,12 +21,31 @@ struct placed_request {
   bool prefill_open = true; // counted in the prefill instance's queue
 };
 
+/// A job placed on a prefill instance and not ended, as predicted.
+struct queued_job {
+  uint64_t request_id = 0;
+  uint64_t occupancy_ns = 0;   // the instance is busy this long with it: loads to stores
+  uint64_t compute_ns = 0;     // of which compute, checked against the report
+  uint64_t compute_tokens = 0; // tokens it computes
+};
+
+/// A prefill instance as the conductor predicts it: its jobs in order, the first one running
+/// since the one before ended.
+struct prefill_track {
+  std::deque<queued_job> jobs;
+  int64_t free_at_ns = 0; // when the last job is predicted to end
+  uint64_t queued_tokens = 0;
+};
+
 struct conductor_state {
   static inline const char* name = "conductor";
   conductor_options options;
   prefix_index index;
-  std::vector<uint32_t> prefill_queued; // per prefill instance
-  std::vector<uint32_t> decode_active;  // per decode instance
+  std::optional<time_model> model; // corrected online from prefill reports
+  std::optional<scheduling_policy> policy;
+  std::vector<prefill_track> prefill;                            // per prefill instance
+  std::vector<std::unordered_map<uint64_t, decode_load>> decode; // per decode instance, by request
+  uint64_t pulls = 0; // placements that pull a prefix from another node
   std::vector<caf::actor_clock::time_point> node_last_seen;
   // Each node's agent (from bring-up's watch_atom), watched: an agent that is gone (its process
   // died or became unreachable) takes its node out at once, not after the heartbeat timeout.
@@ -43,7 +65,11 @@ caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg);
 caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg);
 caf::result<void> on_request_report(conductor_ptr self, const envelope& msg);
 caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg);
+void on_blocks_gone(conductor_ptr self, const envelope& msg);
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents);
 bool node_alive(conductor_ptr self, uint32_t node);
+int64_t now_ns(conductor_ptr self);
+/// Ends a job at its prefill instance (reported, or its request ended): the next one starts now.
+void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id);
 
 } // namespace crescent

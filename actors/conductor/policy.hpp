@@ -1,34 +1,25 @@
-// Placement policy v0: the prefill instance whose node caches the longest prefix of the prompt,
-// ties broken by the shortest queue (then the lowest id); the decode instance with the fewest
-// active requests. Pure functions of the conductor's view, so they are tested directly.
-// Algorithm 1 of the Mooncake paper (TTFT/TBT prediction, early rejection) replaces it later.
+// Placement policies behind one interface (view.hpp says what they see): each picks a prefill
+// instance in its own way (policies/), then all choose decode by predicted TBT and admit
+// against the SLOs in the same way (estimate.hpp). Pure functions of the view and of the
+// policy's own state (a seeded generator, a round-robin position): tested on hand-built views.
 #pragma once
 
-#include "actors/conductor/prefix_index.hpp"
-
-#include <cstdint>
-#include <span>
-#include <string>
-#include <vector>
+#include "actors/conductor/policies/policies.hpp"
+#include "actors/conductor/view.hpp"
 
 namespace crescent {
 
-struct instance_view {
-  uint32_t node = 0;
-  uint32_t load = 0; // prefill: queued jobs; decode: active requests
-  bool alive = true;
-};
+class scheduling_policy {
+ public:
+  explicit scheduling_policy(policy_kind kind, uint64_t seed = 1);
 
-struct placement {
-  bool placed = false;
-  uint32_t prefill = 0;
-  uint32_t decode = 0;
-  uint32_t cached_blocks = 0;
-  std::string reason; // why not, when not placed
-};
+  decision place(const schedule_view& v, const request_view& r);
+  policy_kind kind() const { return kind_; }
 
-placement place_v0(const prefix_index& index, std::span<const uint64_t> keys,
-                   std::span<const instance_view> prefill, std::span<const instance_view> decode,
-                   uint32_t prefill_queue_max);
+ private:
+  policy_kind kind_;
+  policies::prefill_fn prefill_;
+  policies::policy_state state_;
+};
 
 } // namespace crescent

@@ -3,11 +3,19 @@
 // read, so a stale or missing entry costs a worse placement, never wrong data.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
 
 namespace crescent {
+
+/// Leading keys of a prompt that each node holds, and the longest of them.
+struct prefix_match {
+  std::array<uint32_t, 64> length{}; // per node
+  uint32_t best = 0;                 // the longest
+  uint32_t best_node = 0;            // the lowest node holding the longest (0 when best is 0)
+};
 
 class prefix_index {
  public:
@@ -16,10 +24,16 @@ class prefix_index {
   static constexpr size_t entries_max = 1u << 22;
 
   void add(uint64_t key, uint32_t node);
+  /// The block left that node (evicted); forgotten when no node holds it.
+  void remove(uint64_t key, uint32_t node);
   void remove_node(uint32_t node);
 
   /// Number of leading keys held on `node`.
   uint32_t cached_prefix(std::span<const uint64_t> keys, uint32_t node) const;
+
+  /// Every node's leading keys at once, in one pass over the keys (a node drops out at its
+  /// first miss): time proportional to the prompt's blocks, not to nodes times blocks.
+  prefix_match match(std::span<const uint64_t> keys) const;
 
   size_t size() const { return holders_.size(); }
 

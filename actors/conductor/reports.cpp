@@ -6,43 +6,88 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+#include <bit>
+
 namespace crescent {
 
 namespace {
 
 constexpr size_t report_keys_max = 1u << 16;
 
-void close_prefill(conductor_state& st, placed_request& r) {
-  if (r.prefill_open && st.prefill_queued[r.prefill] > 0)
-    --st.prefill_queued[r.prefill];
+void close_prefill(conductor_ptr self, placed_request& r, uint64_t request_id) {
+  if (r.prefill_open)
+    end_prefill_job(self, r.prefill, request_id);
   r.prefill_open = false;
 }
 
+// The job's actual compute against its prediction: the time model learns the machine.
+void learn(conductor_ptr self, uint32_t instance, uint64_t request_id, uint64_t compute_ns) {
+  auto& st = self->state;
+  for (const auto& j : st.prefill[instance].jobs)
+    if (j.request_id == request_id) {
+      st.model->correct(j.compute_ns, compute_ns);
+      return;
+    }
+}
+
 } // namespace
+
+void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id) {
+  auto& t = self->state.prefill[instance];
+  auto i = std::find_if(t.jobs.begin(), t.jobs.end(),
+                        [&](const queued_job& j) { return j.request_id == request_id; });
+  if (i == t.jobs.end())
+    return;
+  t.queued_tokens -= std::min(t.queued_tokens, i->compute_tokens);
+  t.jobs.erase(i);
+  // The jobs left run one after another from now.
+  t.free_at_ns = now_ns(self);
+  for (const auto& j : t.jobs)
+    t.free_at_ns += static_cast<int64_t>(j.occupancy_ns);
+}
 
 caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct report {
     uint64_t request_id;
+    uint32_t instance;
     uint32_t node;
+    bool ok;
+    uint64_t compute_ns;
     std::vector<uint64_t> stored;
+    std::vector<uint64_t> stored_on; // per stored key: the nodes holding it
   };
   auto r = read_as<wire::PrefillReport>(msg, [](wire::PrefillReport::Reader in) {
     auto keys = in.getStoredKeys();
     if (keys.size() > report_keys_max)
       return caf::expected<report>{make_error(errc::limit_exceeded, "report of too many keys")};
-    return caf::expected<report>{report{in.getRequestId(), in.getNode(), to_vector(keys)}};
+    auto on = in.getStoredOn();
+    if (on.size() != 0 && on.size() != keys.size())
+      return caf::expected<report>{
+          make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
+    return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
+                                        in.getOk(), in.getComputeNs(), to_vector(keys),
+                                        to_vector(on)}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
   if (r->node >= st.node_last_seen.size())
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node " +
                                                                          std::to_string(r->node)));
-  for (auto key : r->stored)
-    st.index.add(key, r->node);
+  // Where the replicas went (the store master placed them), else the reporting node.
+  for (size_t k = 0; k < r->stored.size(); ++k) {
+    const uint64_t mask = k < r->stored_on.size() ? r->stored_on[k] : uint64_t{1} << r->node;
+    for (uint64_t m = mask; m != 0; m &= m - 1)
+      if (const auto n = static_cast<uint32_t>(std::countr_zero(m)); n < st.node_last_seen.size())
+        st.index.add(r->stored[k], n);
+  }
   // A report for a request that already ended (it timed out, say) still teaches the index.
-  if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end())
-    close_prefill(st, i->second);
+  if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end()) {
+    if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)
+      learn(self, r->instance, r->request_id, r->compute_ns);
+    close_prefill(self, i->second, r->request_id);
+  }
   return caf::unit;
 }
 
@@ -55,9 +100,8 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
   auto i = st.in_flight.find(*id);
   if (i == st.in_flight.end())
     return caf::unit; // rejected at placement, or reported twice
-  close_prefill(st, i->second);
-  if (st.decode_active[i->second.decode] > 0)
-    --st.decode_active[i->second.decode];
+  close_prefill(self, i->second, *id);
+  st.decode[i->second.decode].erase(*id);
   st.in_flight.erase(i);
   return caf::unit;
 }
@@ -81,6 +125,34 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
                                                      " from an actor that is not its agent"));
   st.node_last_seen[*node] = self->clock().now();
   return caf::unit;
+}
+
+void on_blocks_gone(conductor_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  // Only the store master knows what left a node; anyone else could make blocks look absent.
+  if (!st.options.store_master || !self->current_sender() ||
+      self->current_sender()->address() != st.options.store_master) {
+    st.bad.refuse(st.name,
+                  make_error(errc::access_denied, "blocks gone must come from the store master"));
+    return;
+  }
+  struct gone {
+    uint32_t node;
+    std::vector<uint64_t> keys;
+  };
+  auto g = read_as<wire::BlocksGone>(msg, [](wire::BlocksGone::Reader in) {
+    return gone{in.getNode(), to_vector(in.getKeys())};
+  });
+  if (!g) {
+    st.bad.refuse(st.name, std::move(g.error()));
+    return;
+  }
+  if (g->node >= st.node_last_seen.size() || g->keys.size() > report_keys_max) {
+    st.bad.refuse(st.name, make_error(errc::invalid_argument, "malformed blocks gone"));
+    return;
+  }
+  for (auto key : g->keys)
+    st.index.remove(key, g->node);
 }
 
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {

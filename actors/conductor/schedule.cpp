@@ -1,10 +1,12 @@
-// Placement of a request: the v0 policy over the conductor's view of load, cache and liveness.
+// Placement of a request: the policy over the conductor's view of load, cache and liveness
+// (docs/scheduling.md), and the bookkeeping of what it predicts.
 #include "actors/conductor/conductor_state.hpp"
-#include "actors/conductor/policy.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+
+#include <algorithm>
 
 namespace crescent {
 
@@ -15,28 +17,116 @@ constexpr size_t schedule_keys_max = 1u << 16;
 struct schedule_args {
   uint64_t request_id = 0;
   uint32_t prompt_tokens = 0;
+  uint32_t max_new_tokens = 0;
   std::vector<uint64_t> keys;
 };
 
-envelope reply_rejected(uint64_t id, const std::string& reason) {
+envelope reply_rejected(uint64_t id, const std::string& reason, uint64_t retry_after_ms) {
   return make_envelope<wire::ScheduleReply>([&](wire::ScheduleReply::Builder out) {
     out.setRequestId(id);
     out.setRejected(reason);
+    out.setRetryAfterMs(retry_after_ms);
   });
+}
+
+envelope reply_placed(uint64_t id, const decision& d) {
+  return make_envelope<wire::ScheduleReply>([&](wire::ScheduleReply::Builder out) {
+    out.setRequestId(id);
+    auto placed = out.initPlaced();
+    placed.setPrefillInstance(d.prefill);
+    placed.setDecodeInstance(d.decode);
+    placed.setCachedBlocks(d.local_blocks);
+    placed.setReuseBlocks(d.reuse_blocks);
+    placed.setPull(d.pull);
+    placed.setPredictedTtftNs(d.predicted_ttft_ns);
+    placed.setPredictedTbtNs(d.predicted_tbt_ns);
+  });
+}
+
+caf::expected<schedule_args> read_args(const envelope& msg) {
+  return read_as<wire::ScheduleRequest>(msg, [](wire::ScheduleRequest::Reader in) {
+    auto keys = in.getBlockKeys();
+    if (keys.size() > schedule_keys_max)
+      return caf::expected<schedule_args>{
+          make_error(errc::limit_exceeded, "schedule request with over 65536 block keys")};
+    return caf::expected<schedule_args>{schedule_args{in.getRequestId(), in.getPromptTokens(),
+                                                      in.getMaxNewTokens(), to_vector(keys)}};
+  });
+}
+
+// The view the policy decides on; `decode_loads` holds what the decode views point to.
+schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
+                        std::vector<decode_view>& decode,
+                        std::vector<std::vector<decode_load>>& decode_loads) {
+  auto& st = self->state;
+  const int64_t now = now_ns(self);
+  for (uint32_t i = 0; i < st.prefill.size(); ++i) {
+    const auto& t = st.prefill[i];
+    const auto node = st.options.prefill_node[i];
+    prefill.push_back({node, node_alive(self, node), static_cast<uint32_t>(t.jobs.size()),
+                       t.queued_tokens,
+                       static_cast<uint64_t>(std::max<int64_t>(0, t.free_at_ns - now))});
+  }
+  decode_loads.resize(st.decode.size());
+  for (uint32_t i = 0; i < st.decode.size(); ++i) {
+    auto& loads = decode_loads[i];
+    loads.clear();
+    for (const auto& [id, load] : st.decode[i])
+      loads.push_back(load);
+    // Unordered map order must not decide anything: sorted, the view is the same every run.
+    std::sort(loads.begin(), loads.end(), [](const decode_load& a, const decode_load& b) {
+      return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.tokens < b.tokens;
+    });
+    const auto node = st.options.decode_node[i];
+    decode.push_back({node, node_alive(self, node), st.options.decode_capacity_tokens, loads});
+  }
+  schedule_view v;
+  v.now_ns = now;
+  v.prefill = prefill;
+  v.decode = decode;
+  v.index = &st.index;
+  v.model = &*st.model;
+  v.slo = st.options.slo;
+  v.admission = st.options.admission;
+  v.kvcache_balancing_threshold = st.options.kvcache_balancing_threshold;
+  v.prefill_queue_max = st.options.prefill_queue_max;
+  v.block_tokens = st.options.block_tokens;
+  return v;
+}
+
+// What a placed request is predicted to do: its prefill job holds the instance from its loads
+// to its stores, and its decode holds KV memory until its last token.
+void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, const decision& d) {
+  auto& st = self->state;
+  const auto& m = *st.model;
+  const uint32_t reused =
+      reused_tokens(v, {a.prompt_tokens, a.max_new_tokens, a.keys}, d.reuse_blocks);
+  const uint32_t blocks = static_cast<uint32_t>(a.keys.size());
+  queued_job job;
+  job.request_id = a.request_id;
+  job.compute_ns = m.prefill_ns(a.prompt_tokens, reused);
+  job.compute_tokens = a.prompt_tokens - reused;
+  job.occupancy_ns = m.load_ns(d.local_blocks, false) +
+                     m.load_ns(d.reuse_blocks - d.local_blocks, true) + job.compute_ns +
+                     m.handoff_ns(a.prompt_tokens) +
+                     m.store_ns(blocks - std::min(blocks, d.local_blocks));
+  auto& t = st.prefill[d.prefill];
+  t.free_at_ns = std::max(t.free_at_ns, v.now_ns) + static_cast<int64_t>(job.occupancy_ns);
+  t.queued_tokens += job.compute_tokens;
+  t.jobs.push_back(job);
+  const int64_t decode_end = v.now_ns + static_cast<int64_t>(d.predicted_ttft_ns) +
+                             static_cast<int64_t>(uint64_t{a.max_new_tokens} * d.predicted_tbt_ns);
+  st.decode[d.decode][a.request_id] =
+      decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end};
+  st.in_flight.emplace(a.request_id, placed_request{d.prefill, d.decode, true});
+  st.pulls += d.pull && d.reuse_blocks > d.local_blocks ? 1 : 0;
 }
 
 } // namespace
 
 caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg) {
   auto& st = self->state;
-  auto args = read_as<wire::ScheduleRequest>(msg, [](wire::ScheduleRequest::Reader in) {
-    auto keys = in.getBlockKeys();
-    if (keys.size() > schedule_keys_max)
-      return caf::expected<schedule_args>{
-          make_error(errc::limit_exceeded, "schedule request with over 65536 block keys")};
-    return caf::expected<schedule_args>{
-        schedule_args{in.getRequestId(), in.getPromptTokens(), to_vector(keys)}};
-  });
+  auto args = read_args(msg);
   if (!args)
     return st.bad.refuse(st.name, std::move(args.error()));
   if (args->prompt_tokens == 0)
@@ -47,33 +137,20 @@ caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg) {
                             "request " + std::to_string(args->request_id) + " is already placed"));
   if (st.in_flight.size() >= st.options.requests_in_flight_max) {
     ++st.rejected;
-    return reply_rejected(args->request_id, "too many requests in flight");
+    return reply_rejected(args->request_id, "too many requests in flight", 1000);
   }
-  std::vector<instance_view> prefill, decode;
-  for (uint32_t i = 0; i < st.prefill_queued.size(); ++i) {
-    auto node = st.options.prefill_node[i];
-    prefill.push_back({node, st.prefill_queued[i], node_alive(self, node)});
-  }
-  for (uint32_t i = 0; i < st.decode_active.size(); ++i) {
-    auto node = st.options.decode_node[i];
-    decode.push_back({node, st.decode_active[i], node_alive(self, node)});
-  }
-  auto p = place_v0(st.index, args->keys, prefill, decode, st.options.prefill_queue_max);
-  if (!p.placed) {
+  std::vector<prefill_view> prefill;
+  std::vector<decode_view> decode;
+  std::vector<std::vector<decode_load>> loads;
+  const auto v = make_view(self, prefill, decode, loads);
+  const auto d = st.policy->place(v, {args->prompt_tokens, args->max_new_tokens, args->keys});
+  if (!d.placed) {
     ++st.rejected;
-    return reply_rejected(args->request_id, p.reason);
+    return reply_rejected(args->request_id, d.reason, d.retry_after_ms);
   }
   ++st.placed;
-  ++st.prefill_queued[p.prefill];
-  ++st.decode_active[p.decode];
-  st.in_flight.emplace(args->request_id, placed_request{p.prefill, p.decode, true});
-  return make_envelope<wire::ScheduleReply>([&](wire::ScheduleReply::Builder out) {
-    out.setRequestId(args->request_id);
-    auto placed = out.initPlaced();
-    placed.setPrefillInstance(p.prefill);
-    placed.setDecodeInstance(p.decode);
-    placed.setCachedBlocks(p.cached_blocks);
-  });
+  record(self, v, *args, d);
+  return reply_placed(args->request_id, d);
 }
 
 } // namespace crescent

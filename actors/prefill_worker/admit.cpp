@@ -32,6 +32,7 @@ caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_conf
     job.tokens = to_vector(tokens);
     job.keys = to_vector(keys);
     job.decode_instance = in.getDecodeInstance();
+    job.pull = in.getPull();
     for (auto p : pages)
       job.decode_pages.push_back(transport::from_wire(p));
     return caf::expected<prefill_job>{std::move(job)};

@@ -18,7 +18,7 @@ void schedule_step(prefill_ptr self, uint64_t compute_ns) {
 }
 
 void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
-                         const std::vector<uint64_t>& stored) {
+                         const stored_blocks& stored) {
   auto& st = self->state;
   auto msg = make_envelope<wire::PrefillReport>([&](wire::PrefillReport::Builder out) {
     out.setRequestId(job.request_id);
@@ -28,9 +28,12 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setComputedTokens(job.computed_tokens);
     out.setReusedTokens(job.reused_tokens);
     out.setComputeNs(job.compute_ns);
-    auto keys = out.initStoredKeys(static_cast<unsigned>(stored.size()));
-    for (unsigned i = 0; i < stored.size(); ++i)
-      keys.set(i, stored[i]);
+    auto keys = out.initStoredKeys(static_cast<unsigned>(stored.keys.size()));
+    for (unsigned i = 0; i < stored.keys.size(); ++i)
+      keys.set(i, stored.keys[i]);
+    auto nodes = out.initStoredOn(static_cast<unsigned>(stored.nodes.size()));
+    for (unsigned i = 0; i < stored.nodes.size(); ++i)
+      nodes.set(i, stored.nodes[i]);
   });
   self->request(st.parts.dir->conductor, control_timeout, report_atom::value, msg)
       .then([] {},
@@ -133,9 +136,9 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   start_next_job(self);
 }
 
-void finish_job(prefill_ptr self, std::vector<uint64_t> stored_keys) {
+void finish_job(prefill_ptr self, stored_blocks stored) {
   auto& st = self->state;
-  report_to_conductor(self, *st.current, true, stored_keys);
+  report_to_conductor(self, *st.current, true, stored);
   release_pages(self, *st.current);
   st.current.reset();
   start_next_job(self);

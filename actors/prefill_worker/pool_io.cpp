@@ -153,24 +153,35 @@ void finish_loading(prefill_ptr self) {
   begin_compute(self);
 }
 
-// Blocks the get found, in prompt order, up to the first it did not (or found elsewhere).
+// Only this node's replicas, unless the conductor said to pull: then any, this node's first.
+std::vector<transport::region_handle> usable_replicas(prefill_ptr self,
+                                                      std::vector<transport::region_handle> rs) {
+  const auto node = self->state.options.node;
+  if (!self->state.current->pull)
+    std::erase_if(rs, [&](const transport::region_handle& h) { return h.node != node; });
+  return by_locality(std::move(rs), node);
+}
+
+// Blocks the get found, in prompt order, up to the first it did not (or found only where this
+// job may not read).
 void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
   auto& st = self->state;
   auto& job = *st.current;
   job.loads.clear();
   for (size_t i = 0; i < found.size() && i < job.keys.size(); ++i) {
-    if (found[i].key != job.keys[i] || found[i].replicas.empty())
+    auto replicas = usable_replicas(self, found[i].replicas);
+    if (found[i].key != job.keys[i] || replicas.empty())
       break;
     block_load b;
     b.key = found[i].key;
     b.checksum = found[i].checksum;
-    b.replicas = by_locality(found[i].replicas, st.options.node);
+    b.replicas = std::move(replicas);
     job.loads.push_back(std::move(b));
   }
   load_round(self);
 }
 
-void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uint64_t> sums,
+void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t> sums,
                    std::vector<uint64_t> revoke);
 
 } // namespace
@@ -268,6 +279,10 @@ void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>&
     store.keys.push_back(s.key);
     store.blocks.push_back(first + i);
     store.ops.emplace_back();
+    uint64_t mask = 0;
+    for (const auto& h : s.replicas)
+      mask |= h.node < 64 ? uint64_t{1} << h.node : 0;
+    store.nodes.push_back(mask);
     for (const auto& h : s.replicas) {
       store.ops.back().push_back(ops.size());
       ops.push_back({transport::op_kind::write, page, h});
@@ -332,7 +347,8 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
   }
   auto store = std::move(*job.storing);
   job.storing.reset();
-  std::vector<uint64_t> keys, sums;
+  stored_blocks written;
+  std::vector<uint64_t> sums;
   for (size_t i = 0; i < store.keys.size(); ++i) {
     bool ok = true;
     for (auto op : store.ops[i])
@@ -341,10 +357,11 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
       store.revoke.push_back(store.keys[i]);
       continue;
     }
-    keys.push_back(store.keys[i]);
+    written.keys.push_back(store.keys[i]);
+    written.nodes.push_back(store.nodes[i]);
     sums.push_back(storage::block_checksum(page_span(self, store.blocks[i])));
   }
-  commit_blocks(self, std::move(keys), std::move(sums), std::move(store.revoke));
+  commit_blocks(self, std::move(written), std::move(sums), std::move(store.revoke));
 }
 
 namespace {
@@ -357,24 +374,24 @@ void revoke_blocks(prefill_ptr self, const std::vector<uint64_t>& keys) {
       .then([] {}, [](caf::error&) {});
 }
 
-void commit_blocks(prefill_ptr self, std::vector<uint64_t> keys, std::vector<uint64_t> sums,
+void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t> sums,
                    std::vector<uint64_t> revoke) {
   revoke_blocks(self, revoke);
-  if (keys.empty()) {
+  if (blocks.keys.empty()) {
     finish_job(self, {});
     return;
   }
-  auto msg = pool_protocol::make_put_commit(keys, sums);
+  auto msg = pool_protocol::make_put_commit(blocks.keys, sums);
   const auto id = self->state.current->request_id;
   self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
       .then(
           [=]() {
             if (self->state.current && self->state.current->request_id == id)
-              finish_job(self, keys);
+              finish_job(self, blocks);
           },
           [=](caf::error& err) {
             spdlog::warn("prefill_worker: commit failed, revoking: {}", describe(err));
-            revoke_blocks(self, keys);
+            revoke_blocks(self, blocks.keys);
             if (self->state.current && self->state.current->request_id == id)
               finish_job(self, {});
           });

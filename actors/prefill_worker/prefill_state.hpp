@@ -32,6 +32,7 @@ struct block_load {
 struct block_store {
   std::vector<uint64_t> keys;           // granted blocks
   std::vector<size_t> blocks;           // their indices in the prompt
+  std::vector<uint64_t> nodes;          // a mask of the nodes holding each one's replicas
   std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
   std::vector<uint64_t> revoke;         // granted blocks that could not even be written
 };
@@ -42,6 +43,7 @@ struct prefill_job {
   std::vector<uint64_t> keys; // chained keys of the blocks, a partial last one included
   uint32_t decode_instance = 0;
   std::vector<transport::region_handle> decode_pages;
+  bool pull = false; // cached blocks may come from other nodes (and are then stored here)
   request_actor requester;
   // Progress, filled while the job runs.
   std::vector<transport::region_handle> pages; // local KV pages
@@ -81,7 +83,12 @@ void start_next_job(prefill_ptr self);
 void on_step(prefill_ptr self);
 void begin_compute(prefill_ptr self);
 void fail_job(prefill_ptr self, const std::string& reason);
-void finish_job(prefill_ptr self, std::vector<uint64_t> stored_keys);
+/// Stored blocks: their keys and, per key, a mask of the nodes holding them.
+struct stored_blocks {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> nodes;
+};
+void finish_job(prefill_ptr self, stored_blocks stored);
 // pool_io.cpp
 void lookup_prefix(prefill_ptr self);
 void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);

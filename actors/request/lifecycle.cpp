@@ -59,6 +59,7 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
     for (unsigned i = 0; i < st.keys.size(); ++i)
       keys.set(i, st.keys[i]);
     out.setDecodeInstance(st.decode_instance);
+    out.setPull(st.pull);
     auto list = out.initDecodePages(static_cast<unsigned>(prompt_pages));
     for (unsigned i = 0; i < prompt_pages; ++i)
       transport::to_wire(pages[i], list[i]);
@@ -102,18 +103,30 @@ void reserve(request_ptr self) {
 }
 
 struct schedule_reply {
-  bool placed;
-  uint32_t prefill;
-  uint32_t decode;
+  bool placed = false;
+  uint32_t prefill = 0;
+  uint32_t decode = 0;
+  bool pull = false;
+  uint64_t predicted_ttft_ns = 0;
   std::string reason;
+  uint64_t retry_after_ms = 0;
 };
 
 void on_schedule_reply(request_ptr self, const envelope& reply) {
   auto r = read_as<wire::ScheduleReply>(reply, [](wire::ScheduleReply::Reader in) {
-    if (in.isPlaced())
-      return schedule_reply{
-          true, in.getPlaced().getPrefillInstance(), in.getPlaced().getDecodeInstance(), {}};
-    return schedule_reply{false, 0, 0, in.getRejected()};
+    schedule_reply out;
+    if (in.isPlaced()) {
+      auto p = in.getPlaced();
+      out.placed = true;
+      out.prefill = p.getPrefillInstance();
+      out.decode = p.getDecodeInstance();
+      out.pull = p.getPull();
+      out.predicted_ttft_ns = p.getPredictedTtftNs();
+      return out;
+    }
+    out.reason = in.getRejected();
+    out.retry_after_ms = in.getRetryAfterMs();
+    return out;
   });
   auto& st = self->state;
   if (!r) {
@@ -121,6 +134,7 @@ void on_schedule_reply(request_ptr self, const envelope& reply) {
     return;
   }
   if (!r->placed) {
+    st.retry_after_ms = r->retry_after_ms;
     finish(self, request_status::rejected, r->reason);
     return;
   }
@@ -131,6 +145,8 @@ void on_schedule_reply(request_ptr self, const envelope& reply) {
   st.placed = true;
   st.prefill_instance = r->prefill;
   st.decode_instance = r->decode;
+  st.pull = r->pull;
+  st.predicted_ttft_ns = r->predicted_ttft_ns;
   // Watched from here: a message to a worker that is gone may get no answer at all (a proxy of
   // a lost process drops it), but monitoring one that is gone reports it at once.
   self->monitor(st.dir->decode[st.decode_instance]);

@@ -46,6 +46,8 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
     out.setDecodeInstance(st.decode_instance);
     out.setPrefillComputeNs(st.prefill_compute_ns);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
+    out.setPredictedTtftNs(st.predicted_ttft_ns);
+    out.setRetryAfterMs(st.retry_after_ms);
   });
 }
 

@@ -4,6 +4,7 @@
 #include "actors/common/timeouts.hpp"
 #include "actors/store_master/master_state.hpp"
 #include "messages/checked_read.hpp"
+#include "messages/schema/conductor.capnp.h"
 #include "messages/schema/store.capnp.h"
 #include "transport/peer_wire.hpp"
 
@@ -162,6 +163,25 @@ caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
+namespace {
+
+// The conductor's prefix index follows what is in DRAM where (fire and forget: a lost notice
+// costs a placement that expects a block it then does not find).
+void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<uint64_t>& keys) {
+  const auto& conductor = self->state.dir ? self->state.dir->conductor : conductor_actor{};
+  if (!conductor || keys.empty())
+    return;
+  auto msg = make_envelope<wire::BlocksGone>([&](wire::BlocksGone::Builder out) {
+    out.setNode(node);
+    auto list = out.initKeys(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i)
+      list.set(i, keys[i]);
+  });
+  self->send(conductor, evicted_atom::value, std::move(msg));
+}
+
+} // namespace
+
 caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct request {
@@ -182,6 +202,7 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "malformed evict request"));
   const int64_t now = now_ns(self);
   std::vector<bool> approved;
+  std::vector<uint64_t> gone; // left the node's DRAM
   for (size_t i = 0; i < r->keys.size(); ++i) {
     const auto* rec = st.objects->find(r->keys[i]);
     if (rec == nullptr) {
@@ -210,7 +231,9 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
     }
     approved.push_back(true);
     ++st.approved;
+    gone.push_back(r->keys[i]);
   }
+  tell_conductor_gone(self, r->node, gone);
   return make_envelope<wire::EvictReply>([&](wire::EvictReply::Builder out) {
     auto list = out.initApproved(static_cast<unsigned>(approved.size()));
     for (unsigned i = 0; i < approved.size(); ++i)

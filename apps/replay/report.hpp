@@ -25,6 +25,8 @@ struct request_result {
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;
   uint64_t prefill_compute_ns = 0;
+  uint64_t predicted_ttft_ns = 0; // the conductor's prediction at placement (0: not placed)
+  uint64_t retry_after_ms = 0;    // rejected by the conductor: its retry estimate
 };
 
 struct percentiles {

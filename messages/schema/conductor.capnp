@@ -17,6 +17,10 @@ struct Placement {
   prefillInstance @0 :UInt32;
   decodeInstance @1 :UInt32;
   cachedBlocks @2 :UInt32;        # prefix blocks the conductor believes the prefill node holds
+  reuseBlocks @3 :UInt32;         # prefix blocks it expects the prefill to reuse
+  pull @4 :Bool;                  # read them from other nodes too, and keep a copy locally
+  predictedTtftNs @5 :UInt64;
+  predictedTbtNs @6 :UInt64;
 }
 
 # conductor -> request
@@ -26,6 +30,7 @@ struct ScheduleReply {
     placed @1 :Placement;
     rejected @2 :Text;            # why, for the user
   }
+  retryAfterMs @3 :UInt64;        # rejected: when a retry may be admitted (0: unknown)
 }
 
 # prefill worker -> conductor, when a prefill job ends (either way).
@@ -38,6 +43,15 @@ struct PrefillReport {
   reusedTokens @5 :UInt32;
   computeNs @6 :UInt64;
   storedKeys @7 :List(UInt64);    # blocks newly committed to the pool by this job
+  storedOn @8 :List(UInt64);      # per stored key: a mask of the nodes holding its replicas
+                                  # (empty: the reporting node)
+}
+
+# store master -> conductor: these blocks left this node's DRAM (evicted), so that the prefix
+# index does not promise them.
+struct BlocksGone {
+  node @0 :UInt32;
+  keys @1 :List(UInt64);          # at most 4096
 }
 
 # request -> conductor, when a request ends (completed, rejected after placement, failed).

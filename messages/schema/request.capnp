@@ -59,4 +59,6 @@ struct RequestOutcome {
   decodeInstance @10 :UInt32;
   prefillComputeNs @11 :UInt64;   # the prefill's compute time (measured, or modeled)
   remoteReusedTokens @12 :UInt32; # of reusedTokens, those read from another node's DRAM
+  predictedTtftNs @13 :UInt64;    # the conductor's prediction at placement (0: not placed)
+  retryAfterMs @14 :UInt64;       # rejected by the conductor: when a retry may be admitted
 }

@@ -29,9 +29,11 @@ struct ReleaseRequest {
 struct PrefillJob {
   requestId @0 :UInt64;
   tokens @1 :List(UInt32);                 # the whole prompt
-  blockKeys @2 :List(UInt64);              # keys of its full blocks, in order
+  blockKeys @2 :List(UInt64);              # keys of its blocks, in order (the last may be partial)
   decodeInstance @3 :UInt32;
   decodePages @4 :List(Common.RegionHandle);  # from ReserveReply
+  pull @5 :Bool;  # cached blocks may come from other nodes' pools, and are then stored in its
+                  # own (the conductor's Algorithm 1); false: only its own node's are loaded
 }
 
 # prefill worker -> request, on admission to its queue.

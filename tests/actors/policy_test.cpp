@@ -1,6 +1,10 @@
+// Placement policies on hand-built views, with exact expected choices (docs/scheduling.md).
 #include "actors/conductor/policy.hpp"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
 
 namespace crescent {
 namespace {
@@ -14,47 +18,261 @@ TEST(prefix_index, counts_leading_blocks_per_node) {
   EXPECT_EQ(idx.cached_prefix(keys, 0), 2u);
   EXPECT_EQ(idx.cached_prefix(keys, 3), 1u);
   EXPECT_EQ(idx.cached_prefix(keys, 1), 0u);
+  auto m = idx.match(keys);
+  EXPECT_EQ(m.length[0], 2u);
+  EXPECT_EQ(m.length[3], 1u);
+  EXPECT_EQ(m.length[1], 0u);
+  EXPECT_EQ(m.best, 2u);
+  EXPECT_EQ(m.best_node, 0u);
   idx.remove_node(0);
   EXPECT_EQ(idx.cached_prefix(keys, 0), 0u);
   EXPECT_EQ(idx.size(), 1u);
+  EXPECT_EQ(idx.match(keys).best_node, 3u);
 }
 
-TEST(place_v0, longest_prefix_wins_then_shortest_queue) {
-  prefix_index idx;
-  idx.add(1, 1);
-  std::vector<uint64_t> keys{1, 2};
-  std::vector<instance_view> prefill{{0, 0, true}, {1, 5, true}, {2, 0, true}};
-  std::vector<instance_view> decode{{3, 4, true}, {4, 1, true}};
-  auto p = place_v0(idx, keys, prefill, decode, 10);
-  ASSERT_TRUE(p.placed);
-  EXPECT_EQ(p.prefill, 1u) << "node 1 holds the prefix";
-  EXPECT_EQ(p.cached_blocks, 1u);
-  EXPECT_EQ(p.decode, 1u) << "least loaded decode";
-  std::vector<uint64_t> cold{9};
-  prefill[0].load = 3;
-  p = place_v0(idx, cold, prefill, decode, 10);
-  EXPECT_EQ(p.prefill, 2u) << "no prefix anywhere: shortest queue";
+// Times easy to follow: 1 us per computed token, 1 ms per decoding sequence, a KV page of
+// 8,192 bytes moving at 1 GB/s within a node and 0.5 GB/s between nodes.
+time_model simple_model() {
+  time_model_source src;
+  src.name = "simple";
+  src.prefill_call_ns = [](uint64_t, uint64_t tokens) { return 1000 * tokens; };
+  src.decode_step_ns = [](uint32_t batch, uint64_t) { return 1'000'000ull * batch; };
+  src.h2d_bytes_per_s = 1e9;
+  src.nic_bytes_per_s = 0.5e9;
+  gpu::model_config model; // 16-token blocks of 8,192 bytes
+  auto m = time_model::fit(src, model, 128);
+  EXPECT_TRUE(m);
+  return *m;
 }
 
-TEST(place_v0, dead_and_full_instances_are_skipped) {
-  prefix_index idx;
-  idx.add(1, 0);
-  std::vector<uint64_t> keys{1};
-  std::vector<instance_view> prefill{{0, 0, false}, {1, 10, true}, {2, 9, true}};
-  std::vector<instance_view> decode{{3, 0, false}, {4, 7, true}};
-  auto p = place_v0(idx, keys, prefill, decode, 10);
-  ASSERT_TRUE(p.placed);
-  EXPECT_EQ(p.prefill, 2u);
-  EXPECT_EQ(p.decode, 1u);
-  prefill[2].load = 10;
-  p = place_v0(idx, keys, prefill, decode, 10);
-  EXPECT_FALSE(p.placed);
-  EXPECT_FALSE(p.reason.empty());
-  prefill[2].load = 0;
-  decode[1].alive = false;
-  p = place_v0(idx, keys, prefill, decode, 10);
-  EXPECT_FALSE(p.placed);
-  EXPECT_NE(p.reason.find("decode"), std::string::npos);
+constexpr uint64_t local_block_ns = 8192;   // 8,192 bytes at 1 GB/s
+constexpr uint64_t remote_block_ns = 16384; // at 0.5 GB/s
+
+struct cluster_state {
+  prefix_index index;
+  time_model model = simple_model();
+  std::vector<prefill_view> prefill{{0, true, 0, 0, 0}, {1, true, 0, 0, 0}};
+  std::vector<std::vector<decode_load>> loads{{}, {}};
+  std::vector<decode_view> decode{{10, true, 1'000'000, {}}, {11, true, 1'000'000, {}}};
+  schedule_view view() {
+    for (size_t i = 0; i < decode.size(); ++i)
+      decode[i].requests = loads[i];
+    schedule_view v;
+    v.prefill = prefill;
+    v.decode = decode;
+    v.index = &index;
+    v.model = &model;
+    v.admission = admission_mode::none;
+    v.block_tokens = 16;
+    return v;
+  }
+};
+
+// A prompt of 64 tokens: 4 blocks, keys 1..4.
+const std::vector<uint64_t> four_keys{1, 2, 3, 4};
+request_view four_blocks() {
+  return {64, 8, four_keys};
+}
+
+void hold(prefix_index& idx, uint32_t node, size_t blocks) {
+  for (size_t i = 0; i < blocks; ++i)
+    idx.add(four_keys[i], node);
+}
+
+TEST(time_model, fits_the_engine_and_predicts_loads_and_hand_offs) {
+  auto m = simple_model();
+  EXPECT_LT(m.fit_error(), 1e-6);
+  EXPECT_EQ(m.prefill_ns(64, 0), 64'000u);
+  EXPECT_EQ(m.prefill_ns(64, 48), 16'000u);
+  EXPECT_EQ(m.prefill_ns(64, 64), 1'000u) << "the last token is always computed";
+  EXPECT_EQ(m.load_ns(3, false), 3 * local_block_ns);
+  EXPECT_EQ(m.load_ns(3, true), 3 * remote_block_ns);
+  EXPECT_EQ(m.handoff_ns(64), 4 * remote_block_ns);
+  EXPECT_EQ(m.decode_step_ns(3, 100), 3'000'000u);
+  m.correct(1000, 2000); // twice as slow as predicted, once: a step of 1/32 towards it
+  EXPECT_NEAR(m.correction(), 1 + 1.0 / 32, 1e-9);
+}
+
+TEST(least_loaded, takes_the_shortest_queue_and_reuses_its_own_blocks) {
+  cluster_state s;
+  hold(s.index, 1, 2);
+  s.prefill[0].queue_ns = 500;
+  s.prefill[1].queue_ns = 100;
+  scheduling_policy p{policy_kind::least_loaded};
+  auto d = p.place(s.view(), four_blocks());
+  ASSERT_TRUE(d.placed) << d.reason;
+  EXPECT_EQ(d.prefill, 1u);
+  EXPECT_EQ(d.reuse_blocks, 2u);
+  EXPECT_FALSE(d.pull);
+  EXPECT_EQ(d.predicted_ttft_ns, 100 + 2 * local_block_ns + 32'000 + 4 * remote_block_ns);
+}
+
+TEST(random, is_seeded_and_picks_only_instances_with_room) {
+  cluster_state s;
+  s.prefill.push_back({2, true, 0, 0, 0});
+  s.prefill[1].alive = false;
+  std::vector<uint32_t> a, b;
+  scheduling_policy p1{policy_kind::random, 7}, p2{policy_kind::random, 7};
+  for (int i = 0; i < 20; ++i) {
+    a.push_back(p1.place(s.view(), four_blocks()).prefill);
+    b.push_back(p2.place(s.view(), four_blocks()).prefill);
+  }
+  EXPECT_EQ(a, b);
+  for (auto x : a)
+    EXPECT_NE(x, 1u) << "instance 1 is dead";
+  EXPECT_NE(std::count(a.begin(), a.end(), 0u), 0);
+  EXPECT_NE(std::count(a.begin(), a.end(), 2u), 0);
+}
+
+TEST(round_robin, cycles_over_the_instances_with_room) {
+  cluster_state s;
+  s.prefill.push_back({2, true, 0, 0, 0});
+  auto v = s.view();
+  v.prefill_queue_max = 4;
+  s.prefill[1].queued_jobs = 4; // full
+  scheduling_policy p{policy_kind::round_robin};
+  std::vector<uint32_t> got;
+  for (int i = 0; i < 4; ++i)
+    got.push_back(p.place(v, four_blocks()).prefill);
+  EXPECT_EQ(got, (std::vector<uint32_t>{0, 2, 0, 2}));
+}
+
+TEST(local_cache_aware, weighs_a_cached_prefix_against_a_queue) {
+  cluster_state s;
+  hold(s.index, 0, 3); // instance 0's node holds 3 of the 4 blocks
+  s.prefill[0].queue_ns = 100'000;
+  scheduling_policy p{policy_kind::local_cache_aware};
+  // Instance 0: 100,000 queued + 3 local loads + 16 tokens + hand-off = 206,112 ns;
+  // instance 1: 64 tokens + hand-off = 129,536 ns.
+  auto d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.prefill, 1u);
+  EXPECT_EQ(d.predicted_ttft_ns, 64'000 + 4 * remote_block_ns);
+  s.prefill[0].queue_ns = 10'000; // now 116,112 ns
+  d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.reuse_blocks, 3u);
+  EXPECT_EQ(d.predicted_ttft_ns, 10'000 + 3 * local_block_ns + 16'000 + 4 * remote_block_ns);
+}
+
+TEST(global_cache_aware, pulls_past_the_threshold_and_reuses_its_own_below_it) {
+  cluster_state s;
+  hold(s.index, 2, 4); // node 2 (no prefill instance) holds the whole prompt
+  hold(s.index, 0, 1); // instance 0's node holds its first block
+  auto v = s.view();
+  v.kvcache_balancing_threshold = 1.5;
+  scheduling_policy p{policy_kind::global_cache_aware};
+  // Instance 0: 4 / 1 > 1.5, so it pulls 3 blocks: 1 local + 3 remote loads, 1 token, hand-off.
+  // Instance 1: it holds none, so it pulls all 4, which takes longer.
+  auto d = p.place(v, four_blocks());
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_TRUE(d.pull);
+  EXPECT_EQ(d.reuse_blocks, 4u);
+  EXPECT_EQ(d.local_blocks, 1u);
+  EXPECT_EQ(d.predicted_ttft_ns,
+            local_block_ns + 3 * remote_block_ns + 1'000 + 4 * remote_block_ns);
+  // With a threshold of 5, instance 0 keeps to its own block: 48 tokens computed.
+  v.kvcache_balancing_threshold = 5;
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_FALSE(d.pull);
+  EXPECT_EQ(d.reuse_blocks, 1u);
+  EXPECT_EQ(d.predicted_ttft_ns, local_block_ns + 48'000 + 4 * remote_block_ns);
+}
+
+TEST(block_cost, adds_the_blocks_to_compute_and_those_queued) {
+  cluster_state s;
+  hold(s.index, 0, 2);
+  s.prefill[0].queued_tokens = 48; // 3 blocks queued: cost 2 + 3
+  s.prefill[1].queued_tokens = 0;  // cost 4 + 0
+  scheduling_policy p{policy_kind::block_cost};
+  EXPECT_EQ(p.place(s.view(), four_blocks()).prefill, 1u);
+  s.prefill[0].queued_tokens = 16; // cost 2 + 1
+  auto d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.reuse_blocks, 2u);
+}
+
+TEST(decode_choice, takes_the_lowest_predicted_tbt_within_kv_memory) {
+  cluster_state s;
+  s.loads[0] = {{1000, 1'000'000'000}, {1000, 1'000'000'000}}; // 2 requests: TBT 3 ms with ours
+  s.loads[1] = {{1000, 1'000'000'000}};                        // 1: TBT 2 ms
+  scheduling_policy p{policy_kind::least_loaded};
+  auto d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.decode, 1u);
+  EXPECT_EQ(d.predicted_tbt_ns, 2'000'000u);
+  s.decode[1].capacity_tokens = 1000 + 64 + 8 - 1; // one token short for this request
+  d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.decode, 0u);
+  EXPECT_EQ(d.predicted_tbt_ns, 3'000'000u);
+  s.decode[0].alive = false;
+  d = p.place(s.view(), four_blocks());
+  EXPECT_FALSE(d.placed);
+  EXPECT_NE(d.reason.find("KV memory"), std::string::npos) << d.reason;
+}
+
+TEST(admission, rejects_what_would_miss_an_slo_with_the_reason_and_a_retry_time) {
+  cluster_state s;
+  s.prefill[0].queue_ns = s.prefill[1].queue_ns = 40'000'000'000; // 40 s queues
+  auto v = s.view();
+  v.admission = admission_mode::current_load;
+  scheduling_policy p{policy_kind::least_loaded};
+  auto d = p.place(v, four_blocks());
+  ASSERT_FALSE(d.placed);
+  EXPECT_NE(d.reason.find("predicted TTFT 40.000 s exceeds the SLO of 30.000 s"), std::string::npos)
+      << d.reason;
+  EXPECT_EQ(d.retry_after_ms, 10'001u) << "40 s and 129.5 us, less the 30 s SLO, rounded up";
+  v.admission = admission_mode::none;
+  EXPECT_TRUE(p.place(v, four_blocks()).placed) << "none admits what has room";
+}
+
+TEST(admission, predicted_load_counts_the_decodes_that_end_before_the_request_arrives) {
+  cluster_state s;
+  s.decode.pop_back();
+  s.loads.pop_back();
+  // Three requests end 1 ms from now, before this one's TTFT (about 129.5 us... plus queue).
+  s.prefill[0].queue_ns = s.prefill[1].queue_ns = 5'000'000;
+  s.loads[0] = {{100, 1'000'000}, {100, 1'000'000}, {100, 1'000'000}};
+  auto v = s.view();
+  v.slo.tbt_ns = 2'000'000; // 2 ms: a batch of 4 (4 ms) misses it, a batch of 1 meets it
+  v.admission = admission_mode::current_load;
+  scheduling_policy p{policy_kind::least_loaded};
+  auto d = p.place(v, four_blocks());
+  ASSERT_FALSE(d.placed);
+  EXPECT_NE(d.reason.find("predicted TBT 0.004 s"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.retry_after_ms, 1u) << "when the first of them ends";
+  v.admission = admission_mode::predicted_load;
+  d = p.place(v, four_blocks());
+  ASSERT_TRUE(d.placed) << d.reason;
+  EXPECT_EQ(d.predicted_tbt_ns, 1'000'000u);
+}
+
+TEST(placement, without_room_anywhere_says_so) {
+  cluster_state s;
+  s.prefill[0].alive = false;
+  s.prefill[1].queued_jobs = 256;
+  for (auto kind :
+       {policy_kind::random, policy_kind::round_robin, policy_kind::least_loaded,
+        policy_kind::local_cache_aware, policy_kind::global_cache_aware, policy_kind::block_cost}) {
+    scheduling_policy p{kind};
+    auto d = p.place(s.view(), four_blocks());
+    EXPECT_FALSE(d.placed) << to_string(kind);
+    EXPECT_NE(d.reason.find("no live prefill instance"), std::string::npos) << d.reason;
+  }
+}
+
+TEST(placement, names_parse_back) {
+  for (auto kind :
+       {policy_kind::random, policy_kind::round_robin, policy_kind::least_loaded,
+        policy_kind::local_cache_aware, policy_kind::global_cache_aware, policy_kind::block_cost}) {
+    policy_kind back{};
+    ASSERT_TRUE(parse(to_string(kind), back));
+    EXPECT_EQ(back, kind);
+  }
+  admission_mode m{};
+  EXPECT_TRUE(parse("predicted_load", m));
+  EXPECT_EQ(m, admission_mode::predicted_load);
+  EXPECT_FALSE(parse("v0", m));
 }
 
 } // namespace

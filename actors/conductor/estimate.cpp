@@ -1,0 +1,144 @@
+#include "actors/conductor/estimate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace crescent {
+
+namespace {
+
+// A decode instance's batch when the request joins it: the requests it holds then (all under
+// current_load; those not finished by then under predicted_load), and this one.
+struct decode_batch {
+  uint32_t batch = 1;
+  uint64_t context_tokens = 0;
+  uint64_t reserved_tokens = 0; // memory held now, whoever finishes later
+};
+
+decode_batch batch_at(const schedule_view& v, const decode_view& d, const request_view& r,
+                      int64_t arrival_ns) {
+  decode_batch b;
+  // The request's own context over its life: its prompt, and on average half its output.
+  b.context_tokens = r.prompt_tokens + r.max_new_tokens / 2;
+  for (const auto& x : d.requests) {
+    b.reserved_tokens += x.tokens;
+    if (v.admission == admission_mode::predicted_load && x.end_ns <= arrival_ns)
+      continue;
+    ++b.batch;
+    b.context_tokens += x.tokens;
+  }
+  return b;
+}
+
+std::string seconds(uint64_t ns) {
+  return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+}
+
+uint64_t ceil_ms(uint64_t ns) {
+  return (ns + 999'999) / 1'000'000;
+}
+
+// When the chosen decode instance next loses a request: a retry's earliest chance of a smaller
+// batch.
+uint64_t next_decode_end_ms(const schedule_view& v, const decode_view& d) {
+  int64_t first = std::numeric_limits<int64_t>::max();
+  for (const auto& x : d.requests)
+    if (x.end_ns > v.now_ns)
+      first = std::min(first, x.end_ns);
+  return first == std::numeric_limits<int64_t>::max()
+             ? 1
+             : std::max<uint64_t>(1, ceil_ms(static_cast<uint64_t>(first - v.now_ns)));
+}
+
+decision rejected(std::string reason, uint64_t retry_after_ms) {
+  decision d;
+  d.reason = std::move(reason);
+  d.retry_after_ms = retry_after_ms;
+  return d;
+}
+
+} // namespace
+
+bool has_room(const schedule_view& v, uint32_t instance) {
+  const auto& p = v.prefill[instance];
+  return p.alive && p.queued_jobs < v.prefill_queue_max;
+}
+
+uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks) {
+  if (r.prompt_tokens == 0)
+    return 0;
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(uint64_t{blocks} * v.block_tokens, r.prompt_tokens - 1));
+}
+
+uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
+                           uint32_t local_blocks, uint32_t pulled_blocks) {
+  const auto& m = *v.model;
+  return v.prefill[instance].queue_ns + m.load_ns(local_blocks, false) +
+         m.load_ns(pulled_blocks, true) +
+         m.prefill_ns(r.prompt_tokens, reused_tokens(v, r, local_blocks + pulled_blocks)) +
+         m.handoff_ns(r.prompt_tokens);
+}
+
+prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,
+                            const prefix_match& m) {
+  prefill_choice c;
+  c.instance = instance;
+  c.local_blocks = m.length[v.prefill[instance].node];
+  c.reuse_blocks = c.local_blocks;
+  c.ttft_ns = predicted_ttft_ns(v, r, instance, c.local_blocks, 0);
+  return c;
+}
+
+std::optional<decode_choice> choose_decode(const schedule_view& v, const request_view& r,
+                                           uint64_t ttft_ns) {
+  std::optional<decode_choice> best;
+  const uint64_t needs = uint64_t{r.prompt_tokens} + r.max_new_tokens;
+  for (uint32_t i = 0; i < v.decode.size(); ++i) {
+    const auto& d = v.decode[i];
+    if (!d.alive)
+      continue;
+    const auto b = batch_at(v, d, r, v.now_ns + static_cast<int64_t>(ttft_ns));
+    if (b.reserved_tokens + needs > d.capacity_tokens)
+      continue;
+    const uint64_t tbt = v.model->decode_step_ns(b.batch, b.context_tokens);
+    if (!best || tbt < best->tbt_ns)
+      best = decode_choice{i, tbt};
+  }
+  return best;
+}
+
+decision complete(const schedule_view& v, const request_view& r,
+                  std::optional<prefill_choice> prefill) {
+  if (!prefill)
+    return rejected("no live prefill instance has room in its queue", 1000);
+  auto dec = choose_decode(v, r, prefill->ttft_ns);
+  if (!dec)
+    return rejected("no live decode instance has KV memory for " +
+                        std::to_string(uint64_t{r.prompt_tokens} + r.max_new_tokens) + " tokens",
+                    1000);
+  if (v.admission != admission_mode::none) {
+    if (prefill->ttft_ns > v.slo.ttft_ns)
+      return rejected("predicted TTFT " + seconds(prefill->ttft_ns) + " exceeds the SLO of " +
+                          seconds(v.slo.ttft_ns),
+                      ceil_ms(prefill->ttft_ns - v.slo.ttft_ns));
+    if (dec->tbt_ns > v.slo.tbt_ns)
+      return rejected("predicted TBT " + seconds(dec->tbt_ns) + " exceeds the SLO of " +
+                          seconds(v.slo.tbt_ns),
+                      next_decode_end_ms(v, v.decode[dec->instance]));
+  }
+  decision d;
+  d.placed = true;
+  d.prefill = prefill->instance;
+  d.decode = dec->instance;
+  d.reuse_blocks = prefill->reuse_blocks;
+  d.local_blocks = prefill->local_blocks;
+  d.pull = prefill->pull;
+  d.predicted_ttft_ns = prefill->ttft_ns;
+  d.predicted_tbt_ns = dec->tbt_ns;
+  return d;
+}
+
+} // namespace crescent

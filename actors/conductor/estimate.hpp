@@ -1,0 +1,48 @@
+// What every policy shares: the predicted TTFT of a prefill choice, the decode choice by
+// predicted TBT within KV memory, and admission against the SLOs.
+#pragma once
+
+#include "actors/conductor/view.hpp"
+
+#include <optional>
+
+namespace crescent {
+
+/// A prefill instance, what it would load, and the TTFT that gives.
+struct prefill_choice {
+  uint32_t instance = 0;
+  uint32_t reuse_blocks = 0; // leading blocks loaded
+  uint32_t local_blocks = 0; // of those, on its node
+  bool pull = false;         // the others come from another node
+  uint64_t ttft_ns = 0;
+};
+
+/// Whether the instance takes new jobs: alive, queue not full.
+bool has_room(const schedule_view& v, uint32_t instance);
+
+/// Tokens a prefill reuses from `blocks` leading blocks: never its last token.
+uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks);
+
+/// Queue, loads (the instance's own blocks, then `pulled` from another node), compute and the
+/// hand-off to decode.
+uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
+                           uint32_t local_blocks, uint32_t pulled_blocks);
+
+/// Reusing only what the instance's own node holds.
+prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,
+                            const prefix_match& m);
+
+/// The decode instance with the lowest predicted TBT once this request joins (at the time it
+/// would arrive there, under predicted_load), among those with KV memory for it.
+struct decode_choice {
+  uint32_t instance = 0;
+  uint64_t tbt_ns = 0;
+};
+std::optional<decode_choice> choose_decode(const schedule_view& v, const request_view& r,
+                                           uint64_t ttft_ns);
+
+/// The decision for a prefill choice (none: no instance with room): decode, then admission.
+decision complete(const schedule_view& v, const request_view& r,
+                  std::optional<prefill_choice> prefill);
+
+} // namespace crescent

@@ -1,0 +1,140 @@
+#include "actors/conductor/time_model.hpp"
+
+#include "gpu/least_squares.hpp"
+#include "messages/errors.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace crescent {
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+// What a prefill worker's chunks cost by the source: the tokens after the reused ones, in
+// chunks, each call on the cached prefix before it.
+double chunked_prefill_ns(const time_model_source& src, uint32_t prompt, uint32_t reused,
+                          uint32_t chunk) {
+  double sum = 0;
+  for (uint32_t at = reused; at < prompt; at += chunk)
+    sum += static_cast<double>(src.prefill_call_ns(at, std::min(chunk, prompt - at)));
+  return sum;
+}
+
+// Prompt lengths and reused shares that span what a cluster meets, up to its context limit.
+std::vector<std::pair<uint32_t, uint32_t>> fit_grid(uint32_t context) {
+  std::set<uint32_t> prompts;
+  for (uint32_t n = 1; n < context; n *= 2)
+    prompts.insert(n);
+  prompts.insert(context);
+  for (uint32_t n : {3u, 100u, 700u, 3000u, 12000u, 40000u, 150000u})
+    if (n < context)
+      prompts.insert(n);
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (auto p : prompts)
+    for (double share : {0.0, 0.25, 0.5, 0.75, 0.95})
+      out.emplace_back(p, std::min(p - 1, static_cast<uint32_t>(share * p)));
+  return out;
+}
+
+} // namespace
+
+std::vector<double> time_model::features(uint32_t prompt, uint32_t reused, uint32_t chunk) {
+  const double n = static_cast<double>(prompt - reused);
+  const double r = static_cast<double>(reused);
+  const double chunks = static_cast<double>(ceil_div(prompt - reused, chunk));
+  return {chunks, n, n * n, n * r, chunks * r};
+}
+
+time_model_source source_of(std::shared_ptr<const gpu::modeled_profile> profile,
+                            const gpu::model_config& model) {
+  time_model_source src;
+  src.name = profile->name;
+  src.prefill_call_ns = [profile](uint64_t cached, uint64_t tokens) {
+    return gpu::modeled_prefill_ns(*profile, cached, tokens);
+  };
+  const uint64_t kv = model.kv_bytes_per_token();
+  src.decode_step_ns = [profile, kv](uint32_t batch, uint64_t context) {
+    return gpu::modeled_decode_ns(*profile, batch, static_cast<double>(context + batch), kv);
+  };
+  src.h2d_bytes_per_s = profile->h2d_bytes_per_s;
+  src.nic_bytes_per_s = profile->nic_bytes_per_s;
+  src.nic_latency_s = profile->nic_latency_s;
+  return src;
+}
+
+caf::expected<time_model> time_model::fit(time_model_source source, const gpu::model_config& model,
+                                          uint32_t chunk_tokens) {
+  if (!source.prefill_call_ns || !source.decode_step_ns)
+    return make_error(errc::bad_config, "the conductor's time model needs the engine's costs");
+  if (chunk_tokens == 0)
+    return make_error(errc::bad_config, "prefill.chunk_tokens must be positive");
+  if (!(source.h2d_bytes_per_s > 0) || !(source.nic_bytes_per_s > 0))
+    return make_error(errc::bad_config, "the conductor's time model needs link bandwidths");
+  time_model m;
+  m.chunk_tokens_ = chunk_tokens;
+  m.block_tokens_ = model.block_tokens;
+  m.page_bytes_ = model.page_bytes();
+  std::vector<std::vector<double>> rows;
+  std::vector<double> times;
+  for (auto [prompt, reused] : fit_grid(model.context_tokens_max)) {
+    const double t = chunked_prefill_ns(source, prompt, reused, chunk_tokens);
+    if (t <= 0)
+      continue;
+    rows.push_back(features(prompt, reused, chunk_tokens));
+    times.push_back(t);
+  }
+  auto fitted = gpu::fit_nonnegative(rows, times);
+  if (!fitted)
+    return std::move(fitted.error());
+  m.coefficients_ = std::move(fitted->coefficients);
+  m.fit_error_ = fitted->rms_relative_error;
+  m.source_ = std::move(source);
+  return m;
+}
+
+uint64_t time_model::prefill_ns(uint32_t prompt_tokens, uint32_t reused_tokens) const {
+  if (prompt_tokens == 0)
+    return 0;
+  reused_tokens = std::min(reused_tokens, prompt_tokens - 1);
+  const auto x = features(prompt_tokens, reused_tokens, chunk_tokens_);
+  double t = 0;
+  for (size_t j = 0; j < x.size(); ++j)
+    t += coefficients_[j] * x[j];
+  return static_cast<uint64_t>(std::llround(std::max(0.0, t * correction_)));
+}
+
+uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {
+  if (blocks == 0)
+    return 0;
+  const auto& p = source_;
+  const double bytes = static_cast<double>(blocks) * static_cast<double>(page_bytes_);
+  const double s = remote ? bytes / p.nic_bytes_per_s + p.nic_latency_s : bytes / p.h2d_bytes_per_s;
+  return static_cast<uint64_t>(std::llround(s * 1e9));
+}
+
+uint64_t time_model::handoff_ns(uint32_t prompt_tokens) const {
+  const auto& p = source_;
+  const double bytes = static_cast<double>(ceil_div(prompt_tokens, block_tokens_)) *
+                       static_cast<double>(page_bytes_);
+  return static_cast<uint64_t>(std::llround((bytes / p.nic_bytes_per_s + p.nic_latency_s) * 1e9));
+}
+
+uint64_t time_model::decode_step_ns(uint32_t batch, uint64_t context_tokens) const {
+  return batch == 0 ? 0 : source_.decode_step_ns(batch, context_tokens);
+}
+
+void time_model::correct(uint64_t predicted_ns, uint64_t actual_ns) {
+  if (predicted_ns == 0 || actual_ns == 0)
+    return;
+  // The ratio against the uncorrected prediction, smoothed over about the last 32 reports.
+  const double ratio =
+      static_cast<double>(actual_ns) * correction_ / static_cast<double>(predicted_ns);
+  correction_ = std::clamp(correction_ + (ratio - correction_) / 32.0, 0.1, 10.0);
+}
+
+} // namespace crescent

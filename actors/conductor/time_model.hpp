@@ -1,0 +1,83 @@
+// The conductor's time model: what it predicts a placement costs, from the engine's costs (a
+// profile of the modeled engine, gpu/modeled_profile.hpp, or the reference engine's own timing).
+//
+// - Prefill compute of a prompt of P tokens reusing R: a least-squares fit (gpu/least_squares)
+//   of the profile's own per-chunk times, summed over the chunks a prefill worker computes, on
+//   the features [chunks, n, n^2, n R, chunks R] with n = P - R. The fit's error over its grid
+//   is kept (printed where the conductor is brought up); online, every prefill report's actual
+//   compute corrects it by a smoothed ratio (correct()).
+// - Loading reused blocks: their bytes over the host-to-device bandwidth (local) or the NIC
+//   (from another node); the hand-off to decode: the prompt's pages over the NIC.
+// - A decode step: the profile's decode time of a batch (batch size, resident context tokens).
+// Pure and deterministic: a policy is a function of a view that holds one of these.
+#pragma once
+
+#include "gpu/model_config.hpp"
+#include "gpu/modeled_profile.hpp"
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+/// What the time model predicts from: the engine's per-call costs and the links.
+struct time_model_source {
+  std::string name; // the profile or engine, for reports
+  /// One prefill call: `tokens` after `cached` (what the engine would say).
+  std::function<uint64_t(uint64_t cached, uint64_t tokens)> prefill_call_ns;
+  /// One decode step of `batch` sequences holding `context_tokens` together.
+  std::function<uint64_t(uint32_t batch, uint64_t context_tokens)> decode_step_ns;
+  double h2d_bytes_per_s = 20e9;
+  double nic_bytes_per_s = 20e9;
+  double nic_latency_s = 0;
+};
+
+/// The source for a modeled engine's profile.
+time_model_source source_of(std::shared_ptr<const gpu::modeled_profile> profile,
+                            const gpu::model_config& model);
+
+class time_model {
+ public:
+  /// Fits the prefill predictor to `source`'s calls for `model` in chunks of `chunk_tokens`.
+  static caf::expected<time_model> fit(time_model_source source, const gpu::model_config& model,
+                                       uint32_t chunk_tokens);
+
+  /// Predicted compute of a prefill: `prompt_tokens`, of which `reused_tokens` are loaded.
+  uint64_t prefill_ns(uint32_t prompt_tokens, uint32_t reused_tokens) const;
+  /// Loading `blocks` cached blocks: from this node's pool, or from another node's.
+  uint64_t load_ns(uint32_t blocks, bool remote) const;
+  /// Writing `blocks` new blocks into this node's pool.
+  uint64_t store_ns(uint32_t blocks) const { return load_ns(blocks, false); }
+  /// The prompt's KV to a decode instance on another node.
+  uint64_t handoff_ns(uint32_t prompt_tokens) const;
+  /// One decode step of `batch` sequences holding `context_tokens` tokens together.
+  uint64_t decode_step_ns(uint32_t batch, uint64_t context_tokens) const;
+
+  /// Folds in a prefill's actual compute against its prediction (a smoothed ratio, bounded to
+  /// [0.1, 10]): the profile was measured elsewhere, or the machine is busier than it was.
+  void correct(uint64_t predicted_ns, uint64_t actual_ns);
+  double correction() const { return correction_; }
+
+  /// The fit's rms relative error over its grid of (prompt, reused) points.
+  double fit_error() const { return fit_error_; }
+  const std::string& name() const { return source_.name; }
+
+ private:
+  time_model() = default;
+  static std::vector<double> features(uint32_t prompt, uint32_t reused, uint32_t chunk);
+
+  time_model_source source_;
+  uint32_t chunk_tokens_ = 1;
+  uint32_t block_tokens_ = 1;
+  uint64_t page_bytes_ = 0;
+  std::vector<double> coefficients_;
+  double fit_error_ = 0;
+  double correction_ = 1.0;
+};
+
+} // namespace crescent

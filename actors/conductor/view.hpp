@@ -1,0 +1,95 @@
+// What a placement policy sees and decides. A policy is a function of this view (and of its own
+// state, such as a seeded generator): the conductor builds the view from what it has learned,
+// and tests build it by hand.
+#pragma once
+
+#include "actors/conductor/prefix_index.hpp"
+#include "actors/conductor/time_model.hpp"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace crescent {
+
+enum class policy_kind {
+  random,             // a live prefill instance with room, seeded
+  round_robin,        // the next live one with room
+  least_loaded,       // the shortest predicted queue
+  local_cache_aware,  // the lowest predicted TTFT reusing only the node's own prefix
+  global_cache_aware, // Algorithm 1 of the paper: a longer prefix elsewhere may be pulled
+  block_cost,         // Dynamo-style: blocks to compute plus blocks queued, no time model
+};
+
+enum class admission_mode {
+  none,           // admit whatever has an instance with room
+  current_load,   // reject what the load of now says will miss an SLO
+  predicted_load, // judge decode by its load when the request would reach it
+};
+
+/// Parses a policy or admission name ("global_cache_aware", "predicted_load", ...).
+bool parse(std::string_view text, policy_kind& out);
+bool parse(std::string_view text, admission_mode& out);
+const char* to_string(policy_kind p);
+const char* to_string(admission_mode m);
+
+struct slo_targets {
+  uint64_t ttft_ns = 30'000'000'000; // the paper's 30 s
+  uint64_t tbt_ns = 100'000'000;     // the paper's threshold I, 100 ms
+};
+
+struct prefill_view {
+  uint32_t node = 0;
+  bool alive = true;
+  uint32_t queued_jobs = 0;   // placed and not ended
+  uint64_t queued_tokens = 0; // tokens those jobs compute (not reuse)
+  uint64_t queue_ns = 0;      // predicted until the instance is free of them
+};
+
+/// A request a decode instance holds, as the conductor predicts it.
+struct decode_load {
+  uint64_t tokens = 0; // its KV at the end: prompt and output
+  int64_t end_ns = 0;  // when it is predicted to finish
+};
+
+struct decode_view {
+  uint32_t node = 0;
+  bool alive = true;
+  uint64_t capacity_tokens = 0;
+  std::span<const decode_load> requests; // those it holds or will hold
+};
+
+struct schedule_view {
+  int64_t now_ns = 0;
+  std::span<const prefill_view> prefill;
+  std::span<const decode_view> decode;
+  const prefix_index* index = nullptr;
+  const time_model* model = nullptr;
+  slo_targets slo;
+  admission_mode admission = admission_mode::predicted_load;
+  double kvcache_balancing_threshold = 1.5;
+  uint32_t prefill_queue_max = 256;
+  uint32_t block_tokens = 16;
+};
+
+struct request_view {
+  uint32_t prompt_tokens = 0;
+  uint32_t max_new_tokens = 0;
+  std::span<const uint64_t> keys; // chained block keys
+};
+
+struct decision {
+  bool placed = false;
+  uint32_t prefill = 0;
+  uint32_t decode = 0;
+  uint32_t reuse_blocks = 0; // leading blocks the prefill instance should load
+  bool pull = false;         // from other nodes too, storing them in its own pool
+  uint32_t local_blocks = 0; // of those, the ones its node holds
+  uint64_t predicted_ttft_ns = 0;
+  uint64_t predicted_tbt_ns = 0;
+  std::string reason;          // why not, when not placed
+  uint64_t retry_after_ms = 0; // when not placed for an SLO: when it may fit
+};
+
+} // namespace crescent
