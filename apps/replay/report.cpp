@@ -38,6 +38,30 @@ double request_tbt_ms(const std::vector<int64_t>& t) {
   return sum / static_cast<double>(n);
 }
 
+namespace {
+
+// How well the conductor predicted each completed request's TTFT at placement.
+void measure_predictions(replay_summary& s, const std::vector<request_result>& results) {
+  std::vector<double> abs_ms;
+  double relative = 0;
+  for (const auto& x : results) {
+    if (x.status != outcome_status::completed || x.predicted_ttft_ns == 0 ||
+        x.token_times_ns.empty())
+      continue;
+    const double actual = static_cast<double>(x.token_times_ns.front() - x.arrival_ns);
+    const double error = std::abs(static_cast<double>(x.predicted_ttft_ns) - actual);
+    abs_ms.push_back(error / 1e6);
+    relative += actual > 0 ? error / actual : 0;
+  }
+  s.predicted = abs_ms.size();
+  if (abs_ms.empty())
+    return;
+  s.ttft_mape = relative / static_cast<double>(abs_ms.size());
+  s.ttft_p90_abs_error_ms = percentiles_of(abs_ms).p90;
+}
+
+} // namespace
+
 replay_summary summarize(const std::vector<request_result>& results) {
   replay_summary s;
   std::vector<double> ttft, tbt;
@@ -66,6 +90,7 @@ replay_summary summarize(const std::vector<request_result>& results) {
   }
   s.ttft_ms = percentiles_of(ttft);
   s.tbt_ms = percentiles_of(tbt);
+  measure_predictions(s, results);
   return s;
 }
 
@@ -82,6 +107,9 @@ std::string format_summary(const replay_summary& s) {
                      100.0 * s.hit_rate());
   out += fmt::format("prefill       {} tokens computed, {} reused, {} pool blocks missed\n",
                      s.computed_tokens, s.reused_tokens, s.load_misses);
+  out += fmt::format("predicted     TTFT MAPE {:.1f}%, p90 absolute error {:.2f} ms (the "
+                     "conductor's, at placement; {} requests)\n",
+                     100 * s.ttft_mape, s.ttft_p90_abs_error_ms, s.predicted);
   return out;
 }
 

@@ -42,6 +42,10 @@ struct replay_summary {
   uint64_t computed_tokens = 0;
   uint64_t reused_tokens = 0;
   uint64_t load_misses = 0;
+  // The conductor's TTFT predictions against the actual TTFTs of completed requests.
+  size_t predicted = 0;
+  double ttft_mape = 0;
+  double ttft_p90_abs_error_ms = 0;
   double hit_rate() const {
     return prompt_tokens == 0 ? 0.0 : static_cast<double>(reused_tokens) / prompt_tokens;
   }

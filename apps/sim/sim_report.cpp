@@ -34,25 +34,13 @@ std::string reason_group(const std::string& reason) {
   return group.empty() ? reason : group;
 }
 
-// How well the conductor predicted each completed request's TTFT at placement.
-void measure_predictions(sim_report& r, const std::vector<request_result>& results) {
-  std::vector<double> abs_ms;
-  double relative = 0;
-  for (const auto& x : results) {
-    if (x.status != outcome_status::completed || x.predicted_ttft_ns == 0 ||
-        x.token_times_ns.empty())
-      continue;
-    r.pulls += x.remote_reused_tokens > 0 ? 1 : 0;
-    const double actual = static_cast<double>(x.token_times_ns.front() - x.arrival_ns);
-    const double error = std::abs(static_cast<double>(x.predicted_ttft_ns) - actual);
-    abs_ms.push_back(error / 1e6);
-    relative += actual > 0 ? error / actual : 0;
-  }
-  r.predicted = abs_ms.size();
-  if (abs_ms.empty())
-    return;
-  r.ttft_mape = relative / static_cast<double>(abs_ms.size());
-  r.ttft_p90_abs_error_ms = replay::percentiles_of(abs_ms).p90;
+// Completed requests that read cached blocks from another node: transfers chosen over
+// recomputation.
+size_t count_pulls(const std::vector<request_result>& results) {
+  size_t n = 0;
+  for (const auto& x : results)
+    n += x.status == outcome_status::completed && x.remote_reused_tokens > 0 ? 1 : 0;
+  return n;
 }
 
 } // namespace
@@ -88,7 +76,7 @@ void measure(sim_report& r, std::vector<request_result> results) {
     }
   }
   r.prefill_gpu_s_mean = r.summary.completed == 0 ? 0 : prefill_s / r.summary.completed;
-  measure_predictions(r, results);
+  r.pulls = count_pulls(results);
   if (!results.empty()) {
     r.trace_span_s = static_cast<double>(last_arrival - first_arrival) / 1e9;
     r.virtual_end_s = static_cast<double>(std::max(end, last_arrival) - first_arrival) / 1e9;
@@ -118,9 +106,7 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
                      s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
   out += fmt::format("prefill GPU   {:.3f} s per completed request (modeled compute)\n",
                      r.prefill_gpu_s_mean);
-  out += fmt::format("predictions   TTFT MAPE {:.1f}%, p90 absolute error {:.1f} ms ({} requests); "
-                     "{} read cached blocks from another node\n",
-                     100 * r.ttft_mape, r.ttft_p90_abs_error_ms, r.predicted, r.pulls);
+  out += fmt::format("pulls         {} requests read cached blocks from another node\n", r.pulls);
   for (const auto& [reason, n] : r.rejected)
     out += fmt::format("rejected      {} x {}\n", n, reason);
   for (const auto& [reason, n] : r.failed)
@@ -211,9 +197,9 @@ std::string format_json(const sim_report& r) {
                  {"load_misses", s.load_misses},
                  {"hit_rate", s.hit_rate()}};
   j["prefill_gpu_s_mean"] = r.prefill_gpu_s_mean;
-  j["predictions"] = {{"requests", r.predicted},
-                      {"ttft_mape", r.ttft_mape},
-                      {"ttft_p90_abs_error_ms", r.ttft_p90_abs_error_ms},
+  j["predictions"] = {{"requests", s.predicted},
+                      {"ttft_mape", s.ttft_mape},
+                      {"ttft_p90_abs_error_ms", s.ttft_p90_abs_error_ms},
                       {"pulls", r.pulls}};
   j["rejected"] = r.rejected;
   j["failed"] = r.failed;

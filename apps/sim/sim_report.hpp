@@ -43,10 +43,7 @@ struct sim_report {
   std::vector<size_t> tbt_met;   // per TBT threshold
   std::vector<size_t> effective; // both met, per TBT threshold
   uint64_t reused_remote_tokens = 0;
-  size_t pulls = 0;                 // completed requests that read cached blocks from another node
-  size_t predicted = 0;             // completed requests with a predicted TTFT
-  double ttft_mape = 0;             // their mean absolute percentage error
-  double ttft_p90_abs_error_ms = 0; // and the 90th percentile of the absolute error
+  size_t pulls = 0; // completed requests that read cached blocks from another node
   double prefill_gpu_s_mean = 0;    // per completed request
   std::map<std::string, size_t> rejected, failed; // by reason
   double trace_span_s = 0;  // from the first arrival to the last (after the speedup)
