@@ -48,6 +48,9 @@ struct pool_config {
   uint32_t put_timeout_ms = 30000;
   uint32_t node_timeout_ms = 5000;
   uint32_t sweep_ms = 500;
+  // A block a prefill job read from another node becomes a replica on its node too, so that
+  // hot prefixes spread (docs/scheduling.md).
+  bool copy_pulled = true;
 };
 
 struct prefill_config {

@@ -76,10 +76,10 @@ void print_pool(std::string& out, const cluster_config& c) {
   fmt::format_to(std::back_inserter(out),
                  "pool:\n  replicas: {}\n  placement: {}\n  eviction: {}\n  high_watermark: {}\n"
                  "  evict_fraction: {}\n  promotion_reserve: {}\n  lease_ttl_ms: {}\n"
-                 "  put_timeout_ms: {}\n  node_timeout_ms: {}\n  sweep_ms: {}\n",
+                 "  put_timeout_ms: {}\n  node_timeout_ms: {}\n  sweep_ms: {}\n  copy_pulled: {}\n",
                  p.replicas, to_string(p.placement), storage::to_string(p.eviction),
                  p.high_watermark, p.evict_fraction, p.promotion_reserve, p.lease_ttl_ms,
-                 p.put_timeout_ms, p.node_timeout_ms, p.sweep_ms);
+                 p.put_timeout_ms, p.node_timeout_ms, p.sweep_ms, p.copy_pulled);
 }
 
 void print_workers(std::string& out, const cluster_config& c) {

@@ -189,7 +189,8 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
        {"lease_ttl_ms", u32(p.lease_ttl_ms, 1, u32_max)},
        {"put_timeout_ms", u32(p.put_timeout_ms, 1, u32_max)},
        {"node_timeout_ms", u32(p.node_timeout_ms, 1, u32_max)},
-       {"sweep_ms", u32(p.sweep_ms, 1, u32_max)}});
+       {"sweep_ms", u32(p.sweep_ms, 1, u32_max)},
+       {"copy_pulled", [&](auto& v, auto& f) { return r.read_bool(v, f, p.copy_pulled); }}});
 }
 
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c,

@@ -122,7 +122,8 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.prefill.queue_jobs_max,
                              cfg.simulated_time,
                              cfg.pool.replicas,
-                             cfg.pool.placement};
+                             cfg.pool.placement,
+                             cfg.pool.copy_pulled};
   return spawn_prefill_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
 }
 

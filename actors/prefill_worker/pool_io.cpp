@@ -1,6 +1,7 @@
 // The prefill worker and the KV pool: loading the cached prefix before computing, storing the
 // prompt's new blocks after the hand-off. Pool trouble never fails a request: a block that
-// cannot be read is recomputed, a block that cannot be stored is simply not cached.
+// cannot be read is recomputed, a block that cannot be stored is simply not cached. Blocks read
+// from another node are then copied to this node's pool (end_store), best effort too.
 //
 // Both directions are batches through the transfer engine whose end comes back as a message
 // (loaded_atom, stored_atom), so the worker serves its mailbox while bytes move, and in
@@ -15,6 +16,8 @@
 #include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
+
+#include <numeric>
 
 namespace crescent {
 
@@ -78,6 +81,26 @@ void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& o
       });
   if (err)
     self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
+}
+
+// Asks the store master; its answer continues the job only while that job is the current one
+// (a job that failed or timed out meanwhile is gone).
+template <class Atom, class OnReply, class OnError>
+void ask_master(prefill_ptr self, Atom atom, envelope msg, OnReply on_reply, OnError on_error) {
+  const auto id = self->state.current->request_id;
+  auto current = [self, id] {
+    return self->state.current && self->state.current->request_id == id;
+  };
+  self->request(self->state.parts.dir->store_master, control_timeout, atom, std::move(msg))
+      .then(
+          [=](const envelope& reply) {
+            if (current())
+              on_reply(reply);
+          },
+          [=](caf::error& err) {
+            if (current())
+              on_error(err);
+          });
 }
 
 // Only the engine's callback (an anonymous message) ends a batch, and only the current job's.
@@ -148,6 +171,10 @@ void finish_loading(prefill_ptr self) {
     if (job.loads[i].remote)
       job.remote_reused_tokens += std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
   }
+  job.pulled.clear();
+  for (size_t i = 0; i < reused && st.options.copy_pulled; ++i)
+    if (job.loads[i].remote)
+      job.pulled.push_back(i);
   job.loads.clear();
   job.loading.clear();
   begin_compute(self);
@@ -183,6 +210,9 @@ void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
 
 void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t> sums,
                    std::vector<uint64_t> revoke);
+void end_store(prefill_ptr self, stored_blocks stored);
+void commit_copies(prefill_ptr self, stored_blocks copies, std::vector<uint64_t> sums,
+                   std::vector<uint64_t> revoke);
 
 } // namespace
 
@@ -193,27 +223,21 @@ void lookup_prefix(prefill_ptr self) {
     begin_compute(self);
     return;
   }
-  auto msg = pool_protocol::make_get(job.keys, true);
-  const auto id = job.request_id;
-  self->request(st.parts.dir->store_master, control_timeout, get_atom::value, msg)
-      .then(
-          [=](const envelope& reply) {
-            if (!self->state.current || self->state.current->request_id != id)
-              return;
-            auto found = pool_protocol::read_get_reply(reply);
-            if (found) {
-              start_loading(self, *found);
-              return;
-            }
-            spdlog::warn("prefill_worker: bad prefix reply: {}", describe(found.error()));
-            finish_loading(self);
-          },
-          [=](caf::error& err) {
-            if (!self->state.current || self->state.current->request_id != id)
-              return;
-            spdlog::warn("prefill_worker: prefix lookup failed, computing all: {}", describe(err));
-            finish_loading(self);
-          });
+  ask_master(
+      self, get_atom::value, pool_protocol::make_get(job.keys, true),
+      [self](const envelope& reply) {
+        auto found = pool_protocol::read_get_reply(reply);
+        if (found) {
+          start_loading(self, *found);
+          return;
+        }
+        spdlog::warn("prefill_worker: bad prefix reply: {}", describe(found.error()));
+        finish_loading(self);
+      },
+      [self](caf::error& err) {
+        spdlog::warn("prefill_worker: prefix lookup failed, computing all: {}", describe(err));
+        finish_loading(self);
+      });
 }
 
 void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
@@ -259,25 +283,29 @@ wire::ReplicaPlacement to_wire(placement_policy p) {
 }
 
 // Writes every replica of every granted block in one batch; a block with a replica that cannot
-// be written is revoked (on_stored).
-void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>& slots) {
+// be written is revoked (on_stored). `blocks[i]` is slot i's block in the prompt. Copies of
+// pulled blocks (`copies`) are one replica each, on this node.
+void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
+                  const std::vector<put_slot>& slots, bool copies) {
   auto& job = *self->state.current;
+  const auto node = self->state.options.node;
   block_store store;
+  store.replicate = copies;
   std::vector<transport::transfer_op> ops;
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& s = slots[i];
     if (s.replicas.empty())
-      continue;
-    auto page = page_span(self, first + i);
-    bool fits = s.key == job.keys[first + i];
+      continue; // exists already (a copy: this node has it), or no room
+    auto page = page_span(self, blocks[i]);
+    bool fits = s.key == job.keys[blocks[i]];
     for (const auto& h : s.replicas)
-      fits = fits && h.length == page.size();
-    if (!fits) {
+      fits = fits && h.length == page.size() && (!copies || h.node == node);
+    if (!fits || (copies && s.replicas.size() != 1)) {
       store.revoke.push_back(s.key);
       continue;
     }
     store.keys.push_back(s.key);
-    store.blocks.push_back(first + i);
+    store.blocks.push_back(blocks[i]);
     store.ops.emplace_back();
     uint64_t mask = 0;
     for (const auto& h : s.replicas)
@@ -288,12 +316,14 @@ void write_replicas(prefill_ptr self, size_t first, const std::vector<put_slot>&
       ops.push_back({transport::op_kind::write, page, h});
     }
   }
-  if (ops.empty()) {
+  if (!ops.empty()) {
+    job.storing = std::move(store);
+    submit_batch(self, ops, stored_atom::value);
+  } else if (copies) {
+    commit_copies(self, {}, {}, std::move(store.revoke));
+  } else {
     commit_blocks(self, {}, {}, std::move(store.revoke));
-    return;
   }
-  job.storing = std::move(store);
-  submit_batch(self, ops, stored_atom::value);
 }
 
 } // namespace
@@ -304,7 +334,7 @@ void store_new_blocks(prefill_ptr self) {
   const size_t first = job.reused_blocks;
   const size_t last = job.keys.size();
   if (first >= last) {
-    finish_job(self, {});
+    end_store(self, {});
     return;
   }
   const std::vector<uint64_t> sizes(last - first, st.parts.engine->page_memory_bytes());
@@ -314,26 +344,23 @@ void store_new_blocks(prefill_ptr self) {
   auto msg = pool_protocol::make_put_start(
       {st.options.node, st.options.replicas, to_wire(st.options.placement),
        std::span{job.keys}.subspan(first, last - first), sizes, positions});
-  const auto id = job.request_id;
-  self->request(st.parts.dir->store_master, control_timeout, put_start_atom::value, msg)
-      .then(
-          [=](const envelope& reply) {
-            if (!self->state.current || self->state.current->request_id != id)
-              return;
-            auto slots = pool_protocol::read_put_start_reply(reply);
-            if (!slots || slots->size() != last - first) {
-              spdlog::warn("prefill_worker: bad put reply; blocks not stored");
-              finish_job(self, {});
-              return;
-            }
-            write_replicas(self, first, *slots);
-          },
-          [=](caf::error& err) {
-            if (!self->state.current || self->state.current->request_id != id)
-              return;
-            spdlog::warn("prefill_worker: put_start failed: {}", describe(err));
-            finish_job(self, {});
-          });
+  ask_master(
+      self, put_start_atom::value, std::move(msg),
+      [=](const envelope& reply) {
+        auto slots = pool_protocol::read_put_start_reply(reply);
+        if (!slots || slots->size() != last - first) {
+          spdlog::warn("prefill_worker: bad put reply; blocks not stored");
+          end_store(self, {});
+          return;
+        }
+        std::vector<size_t> blocks(last - first);
+        std::iota(blocks.begin(), blocks.end(), first);
+        write_blocks(self, blocks, *slots, false);
+      },
+      [=](caf::error& err) {
+        spdlog::warn("prefill_worker: put_start failed: {}", describe(err));
+        end_store(self, {});
+      });
 }
 
 void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
@@ -361,7 +388,10 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     written.nodes.push_back(store.nodes[i]);
     sums.push_back(storage::block_checksum(page_span(self, store.blocks[i])));
   }
-  commit_blocks(self, std::move(written), std::move(sums), std::move(store.revoke));
+  if (store.replicate)
+    commit_copies(self, std::move(written), std::move(sums), std::move(store.revoke));
+  else
+    commit_blocks(self, std::move(written), std::move(sums), std::move(store.revoke));
 }
 
 namespace {
@@ -378,7 +408,7 @@ void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t>
                    std::vector<uint64_t> revoke) {
   revoke_blocks(self, revoke);
   if (blocks.keys.empty()) {
-    finish_job(self, {});
+    end_store(self, {});
     return;
   }
   auto msg = pool_protocol::make_put_commit(blocks.keys, sums);
@@ -387,13 +417,82 @@ void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t>
       .then(
           [=]() {
             if (self->state.current && self->state.current->request_id == id)
-              finish_job(self, blocks);
+              end_store(self, blocks);
           },
           [=](caf::error& err) {
             spdlog::warn("prefill_worker: commit failed, revoking: {}", describe(err));
             revoke_blocks(self, blocks.keys);
             if (self->state.current && self->state.current->request_id == id)
-              finish_job(self, {});
+              end_store(self, {});
+          });
+}
+
+// The new blocks are stored (or not). Blocks this job pulled from other nodes then become
+// replicas on this node too: a hot prefix spreads to the nodes that read it, and the next job
+// here that needs it reads it locally (Mooncake's replication of hot blocks, section 6.2).
+// Copies are best effort: any trouble and the job ends with what it has.
+void end_store(prefill_ptr self, stored_blocks stored) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  auto pulled = std::exchange(job.pulled, {});
+  if (pulled.empty()) {
+    finish_job(self, std::move(stored));
+    return;
+  }
+  job.stored = std::move(stored);
+  std::vector<uint64_t> keys;
+  std::vector<uint32_t> positions;
+  for (auto i : pulled) {
+    keys.push_back(job.keys[i]);
+    positions.push_back(static_cast<uint32_t>(i));
+  }
+  const std::vector<uint64_t> sizes(keys.size(), st.parts.engine->page_memory_bytes());
+  auto msg = pool_protocol::make_put_start(
+      {st.options.node, 1, wire::ReplicaPlacement::LOCAL_FIRST, keys, sizes, positions, true});
+  ask_master(
+      self, put_start_atom::value, std::move(msg),
+      [=](const envelope& reply) {
+        auto slots = pool_protocol::read_put_start_reply(reply);
+        if (!slots || slots->size() != pulled.size()) {
+          spdlog::warn("prefill_worker: bad replica put reply; no copies made");
+          finish_job(self, std::move(self->state.current->stored));
+          return;
+        }
+        write_blocks(self, pulled, *slots, true);
+      },
+      [=](caf::error& err) {
+        spdlog::warn("prefill_worker: replica put_start failed: {}", describe(err));
+        finish_job(self, std::move(self->state.current->stored));
+      });
+}
+
+// Committed copies join the job's report: the conductor learns this node holds them.
+void commit_copies(prefill_ptr self, stored_blocks copies, std::vector<uint64_t> sums,
+                   std::vector<uint64_t> revoke) {
+  revoke_blocks(self, revoke);
+  if (copies.keys.empty()) {
+    finish_job(self, std::move(self->state.current->stored));
+    return;
+  }
+  auto msg = pool_protocol::make_put_commit(copies.keys, sums, true);
+  const auto id = self->state.current->request_id;
+  self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
+      .then(
+          [=]() {
+            if (!self->state.current || self->state.current->request_id != id)
+              return;
+            auto stored = std::move(self->state.current->stored);
+            stored.keys.insert(stored.keys.end(), copies.keys.begin(), copies.keys.end());
+            stored.nodes.insert(stored.nodes.end(), copies.nodes.begin(), copies.nodes.end());
+            finish_job(self, std::move(stored));
+          },
+          [=](caf::error& err) {
+            // Some may have been recorded; a revoke frees the rest. The conductor is not told
+            // of any: it may miss a local copy, never expect one that is not there.
+            spdlog::warn("prefill_worker: replica commit failed: {}", describe(err));
+            revoke_blocks(self, copies.keys);
+            if (self->state.current && self->state.current->request_id == id)
+              finish_job(self, std::move(self->state.current->stored));
           });
 }
 

@@ -35,6 +35,13 @@ struct block_store {
   std::vector<uint64_t> nodes;          // a mask of the nodes holding each one's replicas
   std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
   std::vector<uint64_t> revoke;         // granted blocks that could not even be written
+  bool replicate = false; // copies of pulled blocks (committed as replicas), not new blocks
+};
+
+/// Stored blocks: their keys and, per key, a mask of the nodes holding them.
+struct stored_blocks {
+  std::vector<uint64_t> keys;
+  std::vector<uint64_t> nodes;
 };
 
 struct prefill_job {
@@ -51,6 +58,8 @@ struct prefill_job {
   std::vector<block_load> loads;      // the cached prefix, while it loads
   std::vector<size_t> loading;        // indices into loads of the reads in flight
   std::optional<block_store> storing; // the new blocks' writes in flight
+  std::vector<size_t> pulled;         // reused blocks read from other nodes: copied here last
+  stored_blocks stored;               // committed new blocks, kept while the copies are made
   uint32_t reused_blocks = 0;
   uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)
   uint32_t remote_reused_tokens = 0; // of those, read from other nodes
@@ -83,11 +92,6 @@ void start_next_job(prefill_ptr self);
 void on_step(prefill_ptr self);
 void begin_compute(prefill_ptr self);
 void fail_job(prefill_ptr self, const std::string& reason);
-/// Stored blocks: their keys and, per key, a mask of the nodes holding them.
-struct stored_blocks {
-  std::vector<uint64_t> keys;
-  std::vector<uint64_t> nodes;
-};
 void finish_job(prefill_ptr self, stored_blocks stored);
 // pool_io.cpp
 void lookup_prefix(prefill_ptr self);

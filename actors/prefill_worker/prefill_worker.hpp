@@ -30,6 +30,8 @@ struct prefill_worker_options {
   /// How new blocks are stored in the pool.
   uint32_t replicas = 1;
   placement_policy placement = placement_policy::local_first;
+  /// Blocks read from other nodes are copied to this node's pool after the job (pool_io.cpp).
+  bool copy_pulled = true;
 };
 
 /// What a prefill worker works with. `kv_pages` must hold the longest prompt the model allows.

@@ -46,6 +46,13 @@ struct pending_allocation {
   std::function<void(std::vector<transport::region_handle>)> done;
 };
 
+/// One more replica of a complete block, granted and being written (a replicate put).
+struct pending_replica {
+  uint32_t node = 0;
+  transport::region_handle handle;
+  int64_t deadline_ns = 0; // reclaimed after
+};
+
 struct master_state {
   static inline const char* name = "store_master";
   store_master_options options;
@@ -63,6 +70,8 @@ struct master_state {
   std::vector<queued_commit> commits; // acknowledged by the next flush_commits
   bool commit_flush_sent = false;     // a flush message is in the mailbox
   std::unordered_map<uint64_t, pending_allocation> allocations;
+  std::unordered_map<uint64_t, pending_replica> replica_puts; // by key: one at a time
+  uint64_t replicas_added = 0;
   uint64_t next_allocation = 0;
 };
 
@@ -74,6 +83,8 @@ int64_t now_ns(master_ptr self);
 caf::result<envelope> on_put_start(master_ptr self, const envelope& msg);
 caf::result<void> on_put_commit(master_ptr self, const envelope& msg);
 caf::result<void> on_put_revoke(master_ptr self, const envelope& msg);
+/// Frees replicas granted and never committed, past their deadline (the sweep).
+void reclaim_replica_puts(master_ptr self);
 /// Writes the queued commits in one synced batch (at most batch_max keys; the rest next) and
 /// acknowledges them.
 void flush_commits(master_ptr self);

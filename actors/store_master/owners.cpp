@@ -120,6 +120,7 @@ void sweep(master_ptr self) {
     if (r.state == storage::object_state::pending)
       ++st.reclaimed;
   free_replicas(self, done);
+  reclaim_replica_puts(self);
   const auto now = self->clock().now();
   for (uint32_t n = 0; n < st.nodes.size(); ++n) {
     auto& v = st.nodes[n];

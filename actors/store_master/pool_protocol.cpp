@@ -48,6 +48,7 @@ envelope make_put_start(const put_start_args& a) {
     auto positions = out.initChainPositions(static_cast<unsigned>(a.positions.size()));
     for (unsigned i = 0; i < a.positions.size(); ++i)
       positions.set(i, a.positions[i]);
+    out.setReplicate(a.replicate);
   });
 }
 
@@ -65,10 +66,12 @@ caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply)
   });
 }
 
-envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums) {
+envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums,
+                         bool replicas) {
   return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
     fill(out.initKeys(count(keys)), keys);
     fill(out.initChecksums(count(checksums)), checksums);
+    out.setReplicas(replicas);
   });
 }
 

@@ -37,6 +37,7 @@ struct put_start_args {
   std::span<const uint64_t> keys;
   std::span<const uint64_t> sizes;     // per key
   std::span<const uint32_t> positions; // per key: its position in its prefix chain
+  bool replicate = false;              // one more replica of existing blocks on `node`
 };
 
 envelope make_get(std::span<const uint64_t> keys, bool prefix_only);
@@ -45,7 +46,8 @@ caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply)
 envelope make_put_start(const put_start_args& a);
 caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply);
 
-envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums);
+envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums,
+                         bool replicas = false);
 envelope make_put_revoke(std::span<const uint64_t> keys);
 envelope make_report_corrupt(uint64_t key, uint32_t node);
 

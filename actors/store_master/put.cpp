@@ -23,6 +23,7 @@ struct put_args {
   std::vector<uint64_t> keys;
   std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
+  bool replicate = false; // one more replica of existing blocks on `node`
 };
 
 constexpr uint64_t block_bytes_max = 64ull << 20;
@@ -45,6 +46,21 @@ uint64_t free_bytes(const node_view& n) {
   return n.dram_capacity_bytes == 0
              ? UINT64_MAX / 2 - n.dram_used_bytes // not heard of yet: assume room
              : n.dram_capacity_bytes - std::min(n.dram_used_bytes, n.dram_capacity_bytes);
+}
+
+// A complete block with a DRAM replica on another live node and none on `node`: a copy read
+// from elsewhere may become one more replica there.
+bool replica_wanted(const master_state& st, const storage::object_record* r, uint32_t node) {
+  if (r == nullptr || r->state != storage::object_state::complete ||
+      r->replicas.size() >= storage::object_store::replicas_max)
+    return false;
+  bool elsewhere = false;
+  for (const auto& x : r->replicas) {
+    if (x.node == node)
+      return false;
+    elsewhere = elsewhere || (x.in_dram && x.node < st.nodes.size() && st.nodes[x.node].alive);
+  }
+  return elsewhere;
 }
 
 // Live nodes in the order this placement prefers them.
@@ -101,8 +117,40 @@ envelope make_reply(master_ptr self, const put_round& round,
   });
 }
 
+// A replicate round: each granted replica waits for its commit; what cannot be one goes back.
+void finish_replicas(master_ptr self, std::shared_ptr<put_round> round) {
+  auto& st = self->state;
+  std::unordered_map<uint64_t, size_t> granted;
+  std::vector<storage::object_record> give_back;
+  const int64_t deadline =
+      now_ns(self) +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.put_timeout).count();
+  for (size_t k = 0; k < round->fresh.size(); ++k) {
+    const uint64_t key = round->fresh[k];
+    const auto& h = round->got[k][0];
+    if (!h.valid())
+      continue;
+    const auto* r = st.objects->find(key);
+    if (replica_wanted(st, r, round->args.node) && st.replica_puts.count(key) == 0) {
+      st.replica_puts.emplace(key, pending_replica{round->args.node, h, deadline});
+      granted.emplace(key, k);
+      continue;
+    }
+    storage::object_record back;
+    back.key = key;
+    back.replicas.push_back({round->args.node, true, h, false});
+    give_back.push_back(std::move(back));
+  }
+  free_replicas(self, give_back);
+  round->promise.deliver(make_reply(self, *round, granted));
+}
+
 // Every owner answered: record complete allocations pending, give back partial ones.
 void finish(master_ptr self, std::shared_ptr<put_round> round) {
+  if (round->args.replicate) {
+    finish_replicas(self, std::move(round));
+    return;
+  }
   auto& st = self->state;
   std::vector<storage::object_record> records;
   std::vector<storage::object_record> give_back;
@@ -217,7 +265,8 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
                     in.getPlacement(),
                     to_vector(in.getKeys()),
                     to_vector(in.getSizes()),
-                    to_vector(in.getChainPositions())};
+                    to_vector(in.getChainPositions()),
+                    in.getReplicate()};
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -228,10 +277,25 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> again; // exist already: produced again, a use as much as a read is
+  const bool replicate = round->args.replicate;
+  if (replicate && (round->args.node >= st.nodes.size() || !st.nodes[round->args.node].alive))
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "a replica goes to a live node of the pool"));
   for (size_t i = 0; i < round->args.keys.size(); ++i) {
     const uint64_t key = round->args.keys[i];
     if (!seen.insert(key).second)
       continue;
+    if (replicate) {
+      const auto* r = st.objects->find(key);
+      if (replica_wanted(st, r, round->args.node) && r->size_bytes == round->args.sizes[i] &&
+          st.replica_puts.count(key) == 0) {
+        round->fresh.push_back(key);
+        round->nodes.push_back({round->args.node});
+        round->got.emplace_back(1);
+        per_node[round->args.node].emplace_back(round->fresh.size() - 1, 0);
+      }
+      continue;
+    }
     if (st.objects->find(key) != nullptr) {
       again.push_back(key);
       continue;
@@ -267,15 +331,90 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
 // actor. Every commit that arrives before the flush is handled (those already in the mailbox,
 // and with many writers those that came while the last sync ran) shares its synced write: one
 // fdatasync (about 650 us on this machine's disk) acknowledges them all.
+namespace {
+
+// Commits granted replicas of existing blocks: each must be one this master granted, on its
+// node, with the block's own checksum; then the block has one more replica (written unsynced,
+// as replica changes are: a crash may forget it, never claim a copy that is not there).
+caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
+                           const std::vector<uint64_t>& sums) {
+  auto& st = self->state;
+  if (keys.size() != sums.size())
+    return make_error(errc::invalid_argument, "a commit needs a checksum per key");
+  caf::error first;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto p = st.replica_puts.find(keys[i]);
+    if (p == st.replica_puts.end()) {
+      first = first ? first
+                    : make_error(errc::not_found,
+                                 "no replica of " + std::to_string(keys[i]) + " is being written");
+      continue;
+    }
+    const auto granted = p->second;
+    st.replica_puts.erase(p);
+    const auto* r = st.objects->find(keys[i]);
+    if (r == nullptr || r->state != storage::object_state::complete || r->checksum != sums[i]) {
+      storage::object_record back;
+      back.key = keys[i];
+      back.replicas.push_back({granted.node, true, granted.handle, false});
+      free_replicas(self, {back});
+      first = first ? first
+                    : make_error(errc::checksum_mismatch,
+                                 "replica of " + std::to_string(keys[i]) +
+                                     " is not the block (gone, or other bytes)");
+      continue;
+    }
+    auto next = r->replicas;
+    next.push_back({granted.node, true, granted.handle, false});
+    if (auto done = st.objects->set_replicas(keys[i], std::move(next)); !done) {
+      first = first ? first : std::move(done.error());
+      continue;
+    }
+    ++st.replicas_added;
+  }
+  return first;
+}
+
+} // namespace
+
+void reclaim_replica_puts(master_ptr self) {
+  auto& st = self->state;
+  const int64_t now = now_ns(self);
+  std::vector<storage::object_record> back;
+  for (auto i = st.replica_puts.begin(); i != st.replica_puts.end();) {
+    if (i->second.deadline_ns > now) {
+      ++i;
+      continue;
+    }
+    storage::object_record r;
+    r.key = i->first;
+    r.replicas.push_back({i->second.node, true, i->second.handle, false});
+    back.push_back(std::move(r));
+    i = st.replica_puts.erase(i);
+  }
+  free_replicas(self, back);
+}
+
 caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
   auto& st = self->state;
-  auto a = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
-    return std::make_pair(to_vector(in.getKeys()), to_vector(in.getChecksums()));
+  struct commit_args {
+    std::vector<uint64_t> keys, sums;
+    bool replicas;
+  };
+  auto c = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
+    return commit_args{to_vector(in.getKeys()), to_vector(in.getChecksums()), in.getReplicas()};
   });
-  if (!a)
-    return st.bad.refuse(st.name, std::move(a.error()));
-  if (a->first.empty())
-    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "commit of no blocks"));
+  if (!c)
+    return st.bad.refuse(st.name, std::move(c.error()));
+  if (c->keys.empty() || c->keys.size() > storage::object_store::batch_max)
+    return st.bad.refuse(st.name,
+                         make_error(errc::invalid_argument, "a commit names 1 to 4096 blocks"));
+  if (c->replicas) {
+    if (auto err = commit_replicas(self, c->keys, c->sums))
+      return err;
+    return caf::unit;
+  }
+  auto a = std::make_optional(std::make_pair(std::move(c->keys), std::move(c->sums)));
   if (auto err = st.objects->check_commit(a->first, a->second))
     return st.bad.refuse(st.name, std::move(err));
   auto rp = self->make_response_promise<caf::unit_t>();
@@ -336,7 +475,16 @@ caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (keys->size() > storage::object_store::batch_max)
     return st.bad.refuse(st.name, make_error(errc::limit_exceeded, "revoke of over 4096 keys"));
-  free_replicas(self, st.objects->revoke(*keys));
+  auto back = st.objects->revoke(*keys);
+  for (auto key : *keys)
+    if (auto p = st.replica_puts.find(key); p != st.replica_puts.end()) {
+      storage::object_record r;
+      r.key = key;
+      r.replicas.push_back({p->second.node, true, p->second.handle, false});
+      back.push_back(std::move(r));
+      st.replica_puts.erase(p);
+    }
+  free_replicas(self, back);
   return caf::unit;
 }
 

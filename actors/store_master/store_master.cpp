@@ -38,6 +38,7 @@ envelope make_stats(master_ptr self) {
     out.setSsdWriteErrors(write_errors);
     out.setSsdReadErrors(read_errors);
     out.setCommitWrites(st.objects->commit_writes());
+    out.setReplicasAdded(st.replicas_added);
   });
 }
 

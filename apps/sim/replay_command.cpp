@@ -8,8 +8,11 @@
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/sim_report.hpp"
 #include "apps/sim/sim_system.hpp"
+#include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
+#include "messages/schema/store.capnp.h"
 
+#include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -141,7 +144,26 @@ struct replay_run {
   uint64_t messages = 0;
   uint64_t hash = 0;
   std::vector<link_report> links;
+  uint64_t replicas_added = 0;
 };
+
+// The store master's count of replicas made from pulls, asked after the replay (0 if it does
+// not answer).
+uint64_t replicas_added(sim_system& sim, const cluster& cl) {
+  auto got = std::make_shared<std::optional<uint64_t>>();
+  sim.system().spawn([got, master = cl.dir().store_master](caf::event_based_actor* self) {
+    self->request(master, std::chrono::seconds(10), stats_atom::value)
+        .then(
+            [got](const envelope& reply) {
+              auto n = read_as<wire::StoreStats>(
+                  reply, [](wire::StoreStats::Reader in) { return in.getReplicasAdded(); });
+              *got = n ? *n : 0;
+            },
+            [got](caf::error&) { *got = 0; });
+  });
+  sim.run_until([&] { return got->has_value(); });
+  return got->value_or(0);
+}
 
 // Brings the cluster up in simulated time, replays, and brings it down.
 caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_config& cfg,
@@ -187,6 +209,7 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   out.hash = sim.stream_hash();
   out.links = link_usage(**cl);
   sim.set_tap(nullptr); // the stream (and its hash) ends with the replay, not the shutdown
+  out.replicas_added = replicas_added(sim, **cl);
   (*cl)->stop();
   sim.run_ready();
   if (log)
@@ -231,6 +254,7 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
   out.report.messages = run->messages;
   out.report.message_hash = run->hash;
   out.report.links = std::move(run->links);
+  out.report.replicas_added = run->replicas_added;
   measure(out.report, std::move(*run->results));
   out.wall = {run->wall_s, peak_rss_bytes()};
   return out;

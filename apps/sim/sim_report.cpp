@@ -106,7 +106,9 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
                      s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
   out += fmt::format("prefill GPU   {:.3f} s per completed request (modeled compute)\n",
                      r.prefill_gpu_s_mean);
-  out += fmt::format("pulls         {} requests read cached blocks from another node\n", r.pulls);
+  out += fmt::format("pulls         {} requests read cached blocks from another node; {} "
+                     "blocks copied to the nodes that pulled them\n",
+                     r.pulls, r.replicas_added);
   for (const auto& [reason, n] : r.rejected)
     out += fmt::format("rejected      {} x {}\n", n, reason);
   for (const auto& [reason, n] : r.failed)
@@ -200,7 +202,8 @@ std::string format_json(const sim_report& r) {
   j["predictions"] = {{"requests", s.predicted},
                       {"ttft_mape", s.ttft_mape},
                       {"ttft_p90_abs_error_ms", s.ttft_p90_abs_error_ms},
-                      {"pulls", r.pulls}};
+                      {"pulls", r.pulls},
+                      {"replicas_added", r.replicas_added}};
   j["rejected"] = r.rejected;
   j["failed"] = r.failed;
   j["trace_span_s"] = r.trace_span_s;

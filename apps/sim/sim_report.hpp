@@ -43,8 +43,9 @@ struct sim_report {
   std::vector<size_t> tbt_met;   // per TBT threshold
   std::vector<size_t> effective; // both met, per TBT threshold
   uint64_t reused_remote_tokens = 0;
-  size_t pulls = 0; // completed requests that read cached blocks from another node
-  double prefill_gpu_s_mean = 0;    // per completed request
+  size_t pulls = 0;              // completed requests that read cached blocks from another node
+  uint64_t replicas_added = 0;   // copies of pulled blocks made on the nodes that pulled them
+  double prefill_gpu_s_mean = 0; // per completed request
   std::map<std::string, size_t> rejected, failed; // by reason
   double trace_span_s = 0;  // from the first arrival to the last (after the speedup)
   double virtual_end_s = 0; // when the last request ended

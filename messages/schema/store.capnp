@@ -21,6 +21,9 @@ struct PutStart {
   keys @3 :List(UInt64);
   sizes @4 :List(UInt64);           # bytes of each block
   chainPositions @5 :List(UInt32);  # each block's index in its prompt's chain (eviction hint)
+  replicate @6 :Bool;   # the blocks exist: one more replica of each on `node`, for a copy the
+                        # writer read from elsewhere (how hot blocks spread); commit with
+                        # PutCommit.replicas
 }
 
 struct PutSlot {
@@ -41,6 +44,8 @@ struct PutStartReply {
 struct PutCommit {
   keys @0 :List(UInt64);
   checksums @1 :List(UInt64);   # xxh3-64 of each block's bytes
+  replicas @2 :Bool;            # commit replicas a `replicate` put granted: their checksums must
+                                # be the blocks' own; recorded unsynced, as replica changes are
 }
 
 # Abandon a started put: the space is freed and the keys forgotten.
@@ -109,6 +114,7 @@ struct StoreStats {
   ssdWriteErrors @9 :UInt64;  # summed over live nodes, as of their last heartbeats
   ssdReadErrors @10 :UInt64;
   commitWrites @11 :UInt64;   # synced writes for put_commits: concurrent commits share one
+  replicasAdded @12 :UInt64;  # replicas of existing blocks committed (copies of pulled blocks)
 }
 
 # -- block owners -------------------------------------------------------------------------

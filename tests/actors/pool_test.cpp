@@ -424,5 +424,99 @@ TEST(kv_pool, a_lost_single_replica_is_an_explicit_miss) {
   EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getLostBlocks(); }), 1u);
 }
 
+// A replicate put for node `node` of `keys` (each stored elsewhere); the granted handles.
+std::vector<std::pair<uint64_t, transport::region_handle>>
+replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
+  auto msg = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
+    out.setNode(node);
+    out.setReplicaCount(1);
+    out.setPlacement(wire::ReplicaPlacement::LOCAL_FIRST);
+    out.setReplicate(true);
+    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+    auto s = out.initSizes(static_cast<unsigned>(keys.size()));
+    auto c = out.initChainPositions(static_cast<unsigned>(keys.size()));
+    for (unsigned i = 0; i < keys.size(); ++i) {
+      k.set(i, keys[i]);
+      s.set(i, block_bytes);
+      c.set(i, i);
+    }
+  });
+  auto reply = p.ask(p.cl->dir().store_master, put_start_atom::value, msg);
+  EXPECT_TRUE(reply) << describe(reply.error());
+  std::vector<std::pair<uint64_t, transport::region_handle>> out;
+  if (!reply)
+    return out;
+  read_as<wire::PutStartReply>(*reply, [&](wire::PutStartReply::Reader in) {
+    for (auto s : in.getSlots())
+      if (s.isReplicas() && s.getReplicas().size() == 1)
+        out.emplace_back(s.getKey(), transport::from_wire(s.getReplicas()[0]));
+    return 0;
+  });
+  return out;
+}
+
+envelope replica_commit(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& sums) {
+  return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
+    auto k = out.initKeys(static_cast<unsigned>(keys.size()));
+    auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
+    for (unsigned i = 0; i < keys.size(); ++i) {
+      k.set(i, keys[i]);
+      s.set(i, sums[i]);
+    }
+    out.setReplicas(true);
+  });
+}
+
+TEST(kv_pool, a_pulled_block_becomes_one_more_replica_on_the_node_that_read_it) {
+  pool p{pool_cluster(3, 1u << 20, 1)};
+  ASSERT_EQ(p.put({1, 2}, 1).size(), 2u); // on node 0
+  auto granted = replicate_start(p, 1, {1, 2, 3});
+  ASSERT_EQ(granted.size(), 2u) << "block 3 does not exist: nothing to copy";
+  for (const auto& [key, h] : granted) {
+    EXPECT_EQ(h.node, 1u);
+    EXPECT_FALSE(p.cl->transfer().write(h, 0, bytes_of(key)));
+  }
+  // A second copy to the same node while one is being written is not granted.
+  EXPECT_TRUE(replicate_start(p, 1, {1}).empty());
+  EXPECT_FALSE(p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+                          replica_commit({1, 2}, {storage::block_checksum(bytes_of(1)),
+                                                  storage::block_checksum(bytes_of(2))})));
+  auto found = p.get({1, 2});
+  ASSERT_EQ(found.size(), 2u);
+  for (const auto& replicas : found) {
+    ASSERT_EQ(replicas.size(), 2u);
+    EXPECT_EQ(replicas[0].node + replicas[1].node, 1u) << "nodes 0 and 1";
+    std::vector<std::byte> back(block_bytes);
+    EXPECT_FALSE(p.cl->transfer().read(replicas[1], 0, back));
+  }
+  EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getReplicasAdded(); }), 2u);
+  EXPECT_TRUE(replicate_start(p, 1, {1}).empty()) << "node 1 holds it now";
+  EXPECT_TRUE(replicate_start(p, 0, {1}).empty()) << "node 0 always did";
+}
+
+TEST(kv_pool, a_copy_of_other_bytes_is_refused_and_its_space_freed) {
+  pool p{pool_cluster(3, 1u << 20, 1)};
+  ASSERT_EQ(p.put({1}, 1).size(), 1u);
+  auto used = [&] {
+    return p.owners_stat([](wire::OwnerStats::Reader in) { return in.getDramUsedBytes(); });
+  };
+  auto granted = replicate_start(p, 2, {1});
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_EQ(used(), 2 * block_bytes);
+  auto err = p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+                        replica_commit({1}, {storage::block_checksum(bytes_of(9))}));
+  EXPECT_TRUE(err);
+  EXPECT_TRUE(p.run_until([&] { return used() == block_bytes; })) << "the copy's space is back";
+  EXPECT_EQ(p.get({1})[0].size(), 1u);
+  // A granted copy never committed is reclaimed like an unfinished put.
+  ASSERT_EQ(replicate_start(p, 2, {1}).size(), 1u);
+  EXPECT_TRUE(p.run_until([&] { return used() == block_bytes; }));
+  EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getReplicasAdded(); }), 0u);
+  // A commit of a copy never granted is an error, and changes nothing.
+  EXPECT_TRUE(p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+                         replica_commit({1}, {storage::block_checksum(bytes_of(1))})));
+  EXPECT_EQ(p.get({1})[0].size(), 1u);
+}
+
 } // namespace
 } // namespace crescent::testing

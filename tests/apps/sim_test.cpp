@@ -156,6 +156,51 @@ TEST(sim, the_replayed_hit_rate_agrees_with_the_sequence_analysis) {
   }
 }
 
+// A hot prefix: `n` requests 100 ms apart, each 40 shared blocks and one of its own. Queued
+// behind each other on one instance, they are sent to others that pull the prefix; the copies
+// they make then serve later ones locally.
+std::vector<replay::trace_record> hot_prefix_trace(size_t n) {
+  std::vector<replay::trace_record> out;
+  for (size_t i = 0; i < n; ++i) {
+    replay::trace_record r;
+    r.line = i + 1;
+    r.timestamp_ms = 100 * i;
+    r.input_tokens = 41 * replay::trace_block_tokens;
+    r.output_tokens = 4;
+    for (uint64_t b = 0; b < 40; ++b)
+      r.hash_ids.push_back(b);
+    r.hash_ids.push_back(1000 + i);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+TEST(sim, a_hot_prefix_gains_replicas_on_the_nodes_that_pull_it) {
+  auto cfg = paper();
+  cfg.conductor.admission = admission_mode::none;
+  const auto records = hot_prefix_trace(60);
+  auto copied = run(cfg, records);
+  cfg.pool.copy_pulled = false;
+  auto not_copied = run(cfg, records);
+  ASSERT_EQ(copied.report.summary.completed, records.size());
+  ASSERT_EQ(not_copied.report.summary.completed, records.size());
+  EXPECT_EQ(not_copied.report.replicas_added, 0u);
+  EXPECT_GT(not_copied.report.pulls, 0u) << "the load spreads by pulling the prefix";
+  EXPECT_GE(copied.report.replicas_added, 40u) << "at least one node copied the whole prefix";
+  // The copies turn later pulls into local reads.
+  EXPECT_LT(copied.report.pulls, not_copied.report.pulls);
+  EXPECT_LT(copied.report.reused_remote_tokens, not_copied.report.reused_remote_tokens);
+  // A copy serves a request on another node than the prefix's first, without a pull.
+  const uint32_t first = copied.report.results.front().prefill_instance;
+  size_t local_elsewhere = 0;
+  for (const auto& r : copied.report.results)
+    local_elsewhere += r.prefill_instance != first && r.remote_reused_tokens == 0 &&
+                               r.reused_tokens >= 40 * replay::trace_block_tokens
+                           ? 1
+                           : 0;
+  EXPECT_GT(local_elsewhere, 0u);
+}
+
 TEST(sim, the_paper_cluster_prints_as_a_file_that_reads_back_the_same) {
   const auto cfg = paper();
   const auto text = format_cluster_config(cfg);
