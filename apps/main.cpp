@@ -9,6 +9,7 @@
 #include "apps/pool/pool_processes.hpp"
 #include "apps/profile/profile_command.hpp"
 #include "apps/run_command.hpp"
+#include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/bench_fidelity.hpp"
 #include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
@@ -221,6 +222,31 @@ int main(int argc, char** argv) {
                            "The reference engine's profile (crescent profile --out); default: "
                            "measured first");
 
+  crescent::sim::bench_conductor_options conductor_bench;
+  auto* conductor_cmd = bench_cmd->add_subcommand(
+      "conductor", "Conductor decisions per second and their latency, the policy alone and "
+                   "through the actor, at 64 + 64 instances and 1M indexed blocks "
+                   "(apps/sim/bench_conductor.hpp)");
+  conductor_cmd->add_option("--trace", conductor_bench.trace_path, "The prompts' trace")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
+  conductor_cmd
+      ->add_option("--instances", conductor_bench.instances,
+                   "Prefill instances, and as many decode ones, one per node")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  conductor_cmd->add_option("--blocks", conductor_bench.indexed_blocks, "Blocks indexed")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 22));
+  conductor_cmd->add_option("--decisions", conductor_bench.decisions, "Decisions per policy")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100'000'000u));
+  conductor_cmd
+      ->add_option("--actor-requests", conductor_bench.actor_requests,
+                   "Requests through the actor, per phase")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10'000'000u));
+
   crescent::bench::bench_store_options store;
   auto* store_cmd = bench_cmd->add_subcommand(
       "store", "KV pool (master and nodes on loopback) vs memcached and redis-server");
@@ -339,6 +365,8 @@ int main(int argc, char** argv) {
     return crescent::sim::bench_agreement(agreement_trace);
   if (bench_cmd->got_subcommand("fidelity"))
     return crescent::sim::bench_fidelity(fidelity);
+  if (bench_cmd->got_subcommand("conductor"))
+    return crescent::sim::bench_conductor(conductor_bench);
   if (bench_cmd->got_subcommand("sim"))
     return crescent::sim::bench_sim(bench_sim);
   if (bench_cmd->got_subcommand("store"))

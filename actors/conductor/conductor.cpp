@@ -5,6 +5,7 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
 #include <cassert>
 
 namespace crescent {
@@ -15,10 +16,31 @@ int64_t now_ns(conductor_ptr self) {
       .count();
 }
 
-bool node_alive(conductor_ptr self, uint32_t node) {
+bool node_alive(conductor_ptr self, uint32_t node, caf::actor_clock::time_point now) {
   auto& st = self->state;
-  return !st.node_gone[node] &&
-         self->clock().now() - st.node_last_seen[node] <= st.options.heartbeat_timeout;
+  return !st.node_gone[node] && now - st.node_last_seen[node] <= st.options.heartbeat_timeout;
+}
+
+bool node_alive(conductor_ptr self, uint32_t node) {
+  return node_alive(self, node, self->clock().now());
+}
+
+void decode_track::add(uint64_t request_id, decode_load load) {
+  remove(request_id);
+  auto at = std::upper_bound(
+      loads_.begin(), loads_.end(), load, [](const decode_load& a, const decode_load& b) {
+        return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.tokens < b.tokens;
+      });
+  ids_.insert(ids_.begin() + (at - loads_.begin()), request_id);
+  loads_.insert(at, load);
+}
+
+void decode_track::remove(uint64_t request_id) {
+  auto i = std::find(ids_.begin(), ids_.end(), request_id);
+  if (i == ids_.end())
+    return;
+  loads_.erase(loads_.begin() + (i - ids_.begin()));
+  ids_.erase(i);
 }
 
 namespace {

@@ -37,15 +37,30 @@ struct prefill_track {
   uint64_t queued_tokens = 0;
 };
 
+/// What a decode instance holds, as predicted, kept in the order the view shows it (by predicted
+/// end, then tokens): a placement reads it as it is, without copying or sorting.
+class decode_track {
+ public:
+  /// Adds a request, or replaces what it was predicted to hold.
+  void add(uint64_t request_id, decode_load load);
+  void remove(uint64_t request_id);
+  std::span<const decode_load> loads() const { return loads_; }
+  size_t size() const { return loads_.size(); }
+
+ private:
+  std::vector<decode_load> loads_;
+  std::vector<uint64_t> ids_; // of loads_, in the same order
+};
+
 struct conductor_state {
   static inline const char* name = "conductor";
   conductor_options options;
   prefix_index index;
   std::optional<time_model> model; // corrected online from prefill reports
   std::optional<scheduling_policy> policy;
-  std::vector<prefill_track> prefill;                            // per prefill instance
-  std::vector<std::unordered_map<uint64_t, decode_load>> decode; // per decode instance, by request
-  uint64_t pulls = 0; // placements that pull a prefix from another node
+  std::vector<prefill_track> prefill; // per prefill instance
+  std::vector<decode_track> decode;   // per decode instance
+  uint64_t pulls = 0;                 // placements that pull a prefix from another node
   std::vector<caf::actor_clock::time_point> node_last_seen;
   // Each node's agent (from bring-up's watch_atom), watched: an agent that is gone (its process
   // died or became unreachable) takes its node out at once, not after the heartbeat timeout.
@@ -68,6 +83,7 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg);
 void on_blocks_gone(conductor_ptr self, const envelope& msg);
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents);
 bool node_alive(conductor_ptr self, uint32_t node);
+bool node_alive(conductor_ptr self, uint32_t node, caf::actor_clock::time_point now);
 int64_t now_ns(conductor_ptr self);
 /// Ends a job at its prefill instance (reported, or its request ended): the next one starts now.
 void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id);

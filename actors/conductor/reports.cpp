@@ -101,7 +101,7 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
   if (i == st.in_flight.end())
     return caf::unit; // rejected at placement, or reported twice
   close_prefill(self, i->second, *id);
-  st.decode[i->second.decode].erase(*id);
+  st.decode[i->second.decode].remove(*id);
   st.in_flight.erase(i);
   return caf::unit;
 }

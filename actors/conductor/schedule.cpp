@@ -54,31 +54,24 @@ caf::expected<schedule_args> read_args(const envelope& msg) {
   });
 }
 
-// The view the policy decides on; `decode_loads` holds what the decode views point to.
+// The view the policy decides on (its spans point into `prefill`, `decode` and the state).
 schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
-                        std::vector<decode_view>& decode,
-                        std::vector<std::vector<decode_load>>& decode_loads) {
+                        std::vector<decode_view>& decode) {
   auto& st = self->state;
-  const int64_t now = now_ns(self);
+  const auto clock_now = self->clock().now(); // read once: a clock read per node adds up
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(clock_now.time_since_epoch()).count();
   for (uint32_t i = 0; i < st.prefill.size(); ++i) {
     const auto& t = st.prefill[i];
     const auto node = st.options.prefill_node[i];
-    prefill.push_back({node, node_alive(self, node), static_cast<uint32_t>(t.jobs.size()),
-                       t.queued_tokens,
+    prefill.push_back({node, node_alive(self, node, clock_now),
+                       static_cast<uint32_t>(t.jobs.size()), t.queued_tokens,
                        static_cast<uint64_t>(std::max<int64_t>(0, t.free_at_ns - now))});
   }
-  decode_loads.resize(st.decode.size());
   for (uint32_t i = 0; i < st.decode.size(); ++i) {
-    auto& loads = decode_loads[i];
-    loads.clear();
-    for (const auto& [id, load] : st.decode[i])
-      loads.push_back(load);
-    // Unordered map order must not decide anything: sorted, the view is the same every run.
-    std::sort(loads.begin(), loads.end(), [](const decode_load& a, const decode_load& b) {
-      return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.tokens < b.tokens;
-    });
     const auto node = st.options.decode_node[i];
-    decode.push_back({node, node_alive(self, node), st.options.decode_capacity_tokens, loads});
+    decode.push_back({node, node_alive(self, node, clock_now), st.options.decode_capacity_tokens,
+                      st.decode[i].loads()});
   }
   schedule_view v;
   v.now_ns = now;
@@ -116,8 +109,8 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
   t.jobs.push_back(job);
   const int64_t decode_end = v.now_ns + static_cast<int64_t>(d.predicted_ttft_ns) +
                              static_cast<int64_t>(uint64_t{a.max_new_tokens} * d.predicted_tbt_ns);
-  st.decode[d.decode][a.request_id] =
-      decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end};
+  st.decode[d.decode].add(a.request_id,
+                          decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end});
   st.in_flight.emplace(a.request_id, placed_request{d.prefill, d.decode, true});
   st.pulls += d.pull && d.reuse_blocks > d.local_blocks ? 1 : 0;
 }
@@ -141,8 +134,9 @@ caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg) {
   }
   std::vector<prefill_view> prefill;
   std::vector<decode_view> decode;
-  std::vector<std::vector<decode_load>> loads;
-  const auto v = make_view(self, prefill, decode, loads);
+  prefill.reserve(st.prefill.size());
+  decode.reserve(st.decode.size());
+  const auto v = make_view(self, prefill, decode);
   const auto d = st.policy->place(v, {args->prompt_tokens, args->max_new_tokens, args->keys});
   if (!d.placed) {
     ++st.rejected;

@@ -43,7 +43,8 @@ std::vector<std::pair<uint32_t, uint32_t>> fit_grid(uint32_t context) {
 
 } // namespace
 
-std::vector<double> time_model::features(uint32_t prompt, uint32_t reused, uint32_t chunk) {
+std::array<double, time_model::feature_count> time_model::features(uint32_t prompt, uint32_t reused,
+                                                                   uint32_t chunk) {
   const double n = static_cast<double>(prompt - reused);
   const double r = static_cast<double>(reused);
   const double chunks = static_cast<double>(ceil_div(prompt - reused, chunk));
@@ -85,7 +86,8 @@ caf::expected<time_model> time_model::fit(time_model_source source, const gpu::m
     const double t = chunked_prefill_ns(source, prompt, reused, chunk_tokens);
     if (t <= 0)
       continue;
-    rows.push_back(features(prompt, reused, chunk_tokens));
+    const auto x = features(prompt, reused, chunk_tokens);
+    rows.emplace_back(x.begin(), x.end());
     times.push_back(t);
   }
   auto fitted = gpu::fit_nonnegative(rows, times);

@@ -17,6 +17,7 @@
 
 #include <caf/expected.hpp>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -69,7 +70,10 @@ class time_model {
 
  private:
   time_model() = default;
-  static std::vector<double> features(uint32_t prompt, uint32_t reused, uint32_t chunk);
+  static constexpr size_t feature_count = 5;
+  // No allocation: a placement evaluates this once per prefill instance.
+  static std::array<double, feature_count> features(uint32_t prompt, uint32_t reused,
+                                                    uint32_t chunk);
 
   time_model_source source_;
   uint32_t chunk_tokens_ = 1;

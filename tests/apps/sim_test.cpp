@@ -2,9 +2,11 @@
 // after run the same, with exact modeled times and an intact data path.
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
+#include "actors/conductor/policy.hpp"
 #include "apps/analyze/hitrate.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
+#include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "apps/sim/sim_system.hpp"
@@ -199,6 +201,29 @@ TEST(sim, a_hot_prefix_gains_replicas_on_the_nodes_that_pull_it) {
                            ? 1
                            : 0;
   EXPECT_GT(local_elsewhere, 0u);
+}
+
+TEST(sim, the_conductor_bench_decides_on_the_state_it_says) {
+  bench_conductor_options opt;
+  opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
+  opt.instances = 8;
+  opt.indexed_blocks = 200'000;
+  auto s = make_conductor_bench_state(opt);
+  ASSERT_TRUE(s) << describe(s.error());
+  const auto& state = **s;
+  EXPECT_EQ(state.index.size(), opt.indexed_blocks);
+  EXPECT_EQ(state.prefill.size(), 8u);
+  ASSERT_EQ(state.decode.size(), 8u);
+  EXPECT_EQ(state.keys.size(), 3993u);
+  for (const auto& keys : state.keys)
+    ASSERT_EQ(state.index.match(keys).best, keys.size()) << "every prompt is held somewhere";
+  scheduling_policy policy{policy_kind::global_cache_aware};
+  const auto d =
+      policy.place(state.view(), {state.prompt_tokens[0], state.max_new_tokens[0], state.keys[0]});
+  EXPECT_TRUE(d.placed) << d.reason;
+  EXPECT_GT(d.predicted_ttft_ns, 0u);
+  opt.instances = 65;
+  EXPECT_FALSE(make_conductor_bench_state(opt)) << "node masks hold 64 nodes";
 }
 
 TEST(sim, the_paper_cluster_prints_as_a_file_that_reads_back_the_same) {
