@@ -9,6 +9,7 @@
 #include "apps/pool/pool_processes.hpp"
 #include "apps/profile/profile_command.hpp"
 #include "apps/run_command.hpp"
+#include "apps/sim/bench_admission.hpp"
 #include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/bench_fidelity.hpp"
 #include "apps/sim/bench_sim.hpp"
@@ -247,6 +248,27 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 10'000'000u));
 
+  crescent::sim::bench_admission_options admission_bench;
+  auto* admission_cmd = bench_cmd->add_subcommand(
+      "admission", "Early rejection at twice the load the cluster sustains: admission none, "
+                   "current_load and predicted_load in simulated time "
+                   "(apps/sim/bench_admission.hpp)");
+  admission_cmd->add_option("--trace", admission_bench.trace_path, "The trace")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
+  admission_cmd
+      ->add_option("--cluster", admission_bench.cluster_path,
+                   "Cluster file; default: the built-in paper cluster")
+      ->check(CLI::ExistingFile);
+  admission_cmd
+      ->add_option("--tbt-slo-ms", admission_bench.tbt_slo_ms,
+                   "The TBT SLO; default: the cluster's")
+      ->check(CLI::Range(1u, 1'000'000u));
+  admission_cmd
+      ->add_option("--sustained", admission_bench.sustained_speedup,
+                   "The speedup the cluster sustains, instead of searching for it")
+      ->check(CLI::Range(1e-3, 1e3));
+
   crescent::bench::bench_store_options store;
   auto* store_cmd = bench_cmd->add_subcommand(
       "store", "KV pool (master and nodes on loopback) vs memcached and redis-server");
@@ -365,6 +387,8 @@ int main(int argc, char** argv) {
     return crescent::sim::bench_agreement(agreement_trace);
   if (bench_cmd->got_subcommand("fidelity"))
     return crescent::sim::bench_fidelity(fidelity);
+  if (bench_cmd->got_subcommand("admission"))
+    return crescent::sim::bench_admission(admission_bench);
   if (bench_cmd->got_subcommand("conductor"))
     return crescent::sim::bench_conductor(conductor_bench);
   if (bench_cmd->got_subcommand("sim"))

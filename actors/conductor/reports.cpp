@@ -21,14 +21,17 @@ void close_prefill(conductor_ptr self, placed_request& r, uint64_t request_id) {
   r.prefill_open = false;
 }
 
-// The job's actual compute against its prediction: the time model learns the machine.
-void learn(conductor_ptr self, uint32_t instance, uint64_t request_id, uint64_t compute_ns) {
+// The job's actual compute against the model's prediction for what it actually computed: the
+// time model learns the machine. Not against the prediction made at placement: a job often
+// reuses more than was cached then (a job queued before it stored the prefix), and that is no
+// sign of a faster machine.
+void learn(conductor_ptr self, uint32_t reused_tokens, uint32_t computed_tokens,
+           uint64_t compute_ns) {
   auto& st = self->state;
-  for (const auto& j : st.prefill[instance].jobs)
-    if (j.request_id == request_id) {
-      st.model->correct(j.compute_ns, compute_ns);
-      return;
-    }
+  if (computed_tokens == 0)
+    return;
+  st.model->correct(st.model->prefill_ns(reused_tokens + computed_tokens, reused_tokens),
+                    compute_ns);
 }
 
 } // namespace
@@ -54,6 +57,7 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     uint32_t instance;
     uint32_t node;
     bool ok;
+    uint32_t computed_tokens, reused_tokens;
     uint64_t compute_ns;
     std::vector<uint64_t> stored;
     std::vector<uint64_t> stored_on; // per stored key: the nodes holding it
@@ -67,8 +71,8 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
       return caf::expected<report>{
           make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
     return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
-                                        in.getOk(), in.getComputeNs(), to_vector(keys),
-                                        to_vector(on)}};
+                                        in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
+                                        in.getComputeNs(), to_vector(keys), to_vector(on)}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
@@ -85,7 +89,7 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
   // A report for a request that already ended (it timed out, say) still teaches the index.
   if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end()) {
     if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)
-      learn(self, r->instance, r->request_id, r->compute_ns);
+      learn(self, r->reused_tokens, r->computed_tokens, r->compute_ns);
     close_prefill(self, i->second, r->request_id);
   }
   return caf::unit;

@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -249,6 +250,13 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
   if (!run)
     return std::move(run.error());
   simulation out;
+  // The cluster's own SLOs, beside the paper's TBT thresholds.
+  out.report.slo.ttft_ms = cfg.conductor.slo_ttft_ms;
+  auto& tbt = out.report.slo.tbt_ms;
+  if (std::find(tbt.begin(), tbt.end(), double(cfg.conductor.slo_tbt_ms)) == tbt.end()) {
+    tbt.push_back(cfg.conductor.slo_tbt_ms);
+    std::sort(tbt.begin(), tbt.end());
+  }
   out.report.speedup = opt.speedup;
   out.report.shuffle_seed = opt.shuffle_seed;
   out.report.messages = run->messages;

@@ -17,7 +17,8 @@
 
 namespace crescent::sim {
 
-/// The paper's SLOs: TTFT 30 s; TBT thresholds I, II, III of 100, 200 and 300 ms.
+/// The paper's SLOs: TTFT 30 s; TBT thresholds I, II, III of 100, 200 and 300 ms. A replay uses
+/// its cluster's TTFT SLO and adds its TBT SLO to the thresholds.
 struct slo_thresholds {
   double ttft_ms = 30'000;
   std::vector<double> tbt_ms{100, 200, 300};

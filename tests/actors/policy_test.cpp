@@ -1,5 +1,6 @@
 // Placement policies on hand-built views, with exact expected choices (docs/scheduling.md).
 #include "actors/conductor/policy.hpp"
+#include "support/simple_time_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -30,19 +31,8 @@ TEST(prefix_index, counts_leading_blocks_per_node) {
   EXPECT_EQ(idx.match(keys).best_node, 3u);
 }
 
-// Times easy to follow: 1 us per computed token, 1 ms per decoding sequence, a KV page of
-// 8,192 bytes moving at 1 GB/s within a node and 0.5 GB/s between nodes.
 time_model simple_model() {
-  time_model_source src;
-  src.name = "simple";
-  src.prefill_call_ns = [](uint64_t, uint64_t tokens) { return 1000 * tokens; };
-  src.decode_step_ns = [](uint32_t batch, uint64_t) { return 1'000'000ull * batch; };
-  src.h2d_bytes_per_s = 1e9;
-  src.nic_bytes_per_s = 0.5e9;
-  gpu::model_config model; // 16-token blocks of 8,192 bytes
-  auto m = time_model::fit(src, model, 128);
-  EXPECT_TRUE(m);
-  return *m;
+  return testing::simple_time_model();
 }
 
 constexpr uint64_t local_block_ns = 8192;   // 8,192 bytes at 1 GB/s
