@@ -220,6 +220,7 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->prefill.chunk_tokens, defaults.prefill.chunk_tokens);
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
   EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
+  EXPECT_EQ(cfg->pool.copy_pulled, defaults.pool.copy_pulled);
   const auto &file = cfg->transfer.engine, &engine = defaults.transfer.engine;
   EXPECT_EQ(file.enable_rdma, engine.enable_rdma);
   EXPECT_EQ(file.rdma_gid_index, engine.rdma_gid_index);
