@@ -27,13 +27,17 @@ struct queued_job {
   uint64_t occupancy_ns = 0;   // the instance is busy this long with it: loads to stores
   uint64_t compute_ns = 0;     // of which compute, checked against the report
   uint64_t compute_tokens = 0; // tokens it computes
+  uint64_t pull_bytes = 0;     // read from another node first, when it pulls
+  uint64_t pull_ns = 0;        // predicted, at the start of the job
+  uint32_t pull_from = 0;
 };
 
 /// A prefill instance as the conductor predicts it: its jobs in order, the first one running
 /// since the one before ended.
 struct prefill_track {
   std::deque<queued_job> jobs;
-  int64_t free_at_ns = 0; // when the last job is predicted to end
+  int64_t free_at_ns = 0;       // when the last job is predicted to end
+  int64_t running_since_ns = 0; // when the first job started
   uint64_t queued_tokens = 0;
 };
 

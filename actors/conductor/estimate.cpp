@@ -74,10 +74,15 @@ uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t b
 }
 
 uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           uint32_t local_blocks, uint32_t pulled_blocks) {
+                           uint32_t local_blocks, uint32_t pulled_blocks, uint32_t holder) {
   const auto& m = *v.model;
+  // The backlog delays a pull that starts now; behind a queue, the running pulls are taken to
+  // have drained by the time this one starts.
+  const auto& p = v.prefill[instance];
+  const uint64_t backlog =
+      p.queue_ns == 0 && holder < v.pull_backlog_bytes.size() ? v.pull_backlog_bytes[holder] : 0;
   return v.prefill[instance].queue_ns + m.load_ns(local_blocks, false) +
-         m.load_ns(pulled_blocks, true) +
+         m.pull_ns(pulled_blocks, holder, v.prefill[instance].node, backlog) +
          m.prefill_ns(r.prompt_tokens, reused_tokens(v, r, local_blocks + pulled_blocks)) +
          m.handoff_ns(r.prompt_tokens);
 }
@@ -88,7 +93,7 @@ prefill_choice local_choice(const schedule_view& v, const request_view& r, uint3
   c.instance = instance;
   c.local_blocks = m.length[v.prefill[instance].node];
   c.reuse_blocks = c.local_blocks;
-  c.ttft_ns = predicted_ttft_ns(v, r, instance, c.local_blocks, 0);
+  c.ttft_ns = predicted_ttft_ns(v, r, instance, c.local_blocks, 0, 0);
   return c;
 }
 
@@ -136,6 +141,7 @@ decision complete(const schedule_view& v, const request_view& r,
   d.reuse_blocks = prefill->reuse_blocks;
   d.local_blocks = prefill->local_blocks;
   d.pull = prefill->pull;
+  d.pull_from = prefill->pull_from;
   d.predicted_ttft_ns = prefill->ttft_ns;
   d.predicted_tbt_ns = dec->tbt_ns;
   return d;

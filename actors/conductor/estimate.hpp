@@ -14,6 +14,7 @@ struct prefill_choice {
   uint32_t reuse_blocks = 0; // leading blocks loaded
   uint32_t local_blocks = 0; // of those, on its node
   bool pull = false;         // the others come from another node
+  uint32_t pull_from = 0;    // that node
   uint64_t ttft_ns = 0;
 };
 
@@ -23,10 +24,10 @@ bool has_room(const schedule_view& v, uint32_t instance);
 /// Tokens a prefill reuses from `blocks` leading blocks: never its last token.
 uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks);
 
-/// Queue, loads (the instance's own blocks, then `pulled` from another node), compute and the
-/// hand-off to decode.
+/// Queue, loads (the instance's own blocks, then `pulled` from node `holder`, behind what
+/// others read from it), compute and the hand-off to decode.
 uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           uint32_t local_blocks, uint32_t pulled_blocks);
+                           uint32_t local_blocks, uint32_t pulled_blocks, uint32_t holder);
 
 /// Reusing only what the instance's own node holds.
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,

@@ -46,6 +46,7 @@ void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id)
   t.jobs.erase(i);
   // The jobs left run one after another from now.
   t.free_at_ns = now_ns(self);
+  t.running_since_ns = t.free_at_ns;
   for (const auto& j : t.jobs)
     t.free_at_ns += static_cast<int64_t>(j.occupancy_ns);
 }
@@ -61,6 +62,9 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     uint64_t compute_ns;
     std::vector<uint64_t> stored;
     std::vector<uint64_t> stored_on; // per stored key: the nodes holding it
+    uint32_t pulled_blocks;
+    uint64_t pull_ns;
+    uint32_t pulled_from;
   };
   auto r = read_as<wire::PrefillReport>(msg, [](wire::PrefillReport::Reader in) {
     auto keys = in.getStoredKeys();
@@ -72,7 +76,8 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
           make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
     return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
                                         in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
-                                        in.getComputeNs(), to_vector(keys), to_vector(on)}};
+                                        in.getComputeNs(), to_vector(keys), to_vector(on),
+                                        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom()}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
@@ -86,6 +91,12 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
       if (const auto n = static_cast<uint32_t>(std::countr_zero(m)); n < st.node_last_seen.size())
         st.index.add(r->stored[k], n);
   }
+  // What a pull took teaches the bandwidth between the two nodes (in the model's bytes: the
+  // worker's pages may be stand-ins).
+  if (r->pulled_blocks > 0 && r->pulled_from < st.node_last_seen.size() &&
+      r->pulled_from != r->node)
+    st.model->learn_transfer(r->pulled_from, r->node,
+                             uint64_t{r->pulled_blocks} * st.model->page_bytes(), r->pull_ns);
   // A report for a request that already ended (it timed out, say) still teaches the index.
   if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end()) {
     if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)

@@ -55,8 +55,26 @@ caf::expected<schedule_args> read_args(const envelope& msg) {
 }
 
 // The view the policy decides on (its spans point into `prefill`, `decode` and the state).
+// Bytes each node is still serving to running jobs' pulls, as predicted: a job's pull comes
+// first, so it is in flight from the job's start for its predicted time, draining evenly.
+void pull_backlog(conductor_ptr self, int64_t now, std::vector<uint64_t>& out) {
+  auto& st = self->state;
+  out.assign(st.options.nodes, 0);
+  for (const auto& t : st.prefill) {
+    if (t.jobs.empty() || t.jobs.front().pull_bytes == 0)
+      continue;
+    const auto& j = t.jobs.front();
+    const auto elapsed = static_cast<uint64_t>(std::max<int64_t>(0, now - t.running_since_ns));
+    if (elapsed >= j.pull_ns || j.pull_from >= out.size())
+      continue;
+    out[j.pull_from] += static_cast<uint64_t>(static_cast<double>(j.pull_bytes) *
+                                              static_cast<double>(j.pull_ns - elapsed) /
+                                              static_cast<double>(j.pull_ns));
+  }
+}
+
 schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
-                        std::vector<decode_view>& decode) {
+                        std::vector<decode_view>& decode, std::vector<uint64_t>& backlog) {
   auto& st = self->state;
   const auto clock_now = self->clock().now(); // read once: a clock read per node adds up
   const int64_t now =
@@ -73,8 +91,10 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
     decode.push_back({node, node_alive(self, node, clock_now), st.options.decode_capacity_tokens,
                       st.decode[i].loads()});
   }
+  pull_backlog(self, now, backlog);
   schedule_view v;
   v.now_ns = now;
+  v.pull_backlog_bytes = backlog;
   v.prefill = prefill;
   v.decode = decode;
   v.index = &st.index;
@@ -99,11 +119,19 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
   job.request_id = a.request_id;
   job.compute_ns = m.prefill_ns(a.prompt_tokens, reused);
   job.compute_tokens = a.prompt_tokens - reused;
-  job.occupancy_ns = m.load_ns(d.local_blocks, false) +
-                     m.load_ns(d.reuse_blocks - d.local_blocks, true) + job.compute_ns +
+  const uint32_t pulled = d.reuse_blocks - d.local_blocks;
+  const auto node = v.prefill[d.prefill].node;
+  if (d.pull && pulled > 0) {
+    job.pull_from = d.pull_from;
+    job.pull_bytes = uint64_t{pulled} * m.page_bytes();
+    job.pull_ns = m.pull_ns(pulled, d.pull_from, node, 0);
+  }
+  job.occupancy_ns = m.load_ns(d.local_blocks, false) + job.pull_ns + job.compute_ns +
                      m.handoff_ns(a.prompt_tokens) +
                      m.store_ns(blocks - std::min(blocks, d.local_blocks));
   auto& t = st.prefill[d.prefill];
+  if (t.jobs.empty())
+    t.running_since_ns = v.now_ns; // an idle instance starts it at once
   t.free_at_ns = std::max(t.free_at_ns, v.now_ns) + static_cast<int64_t>(job.occupancy_ns);
   t.queued_tokens += job.compute_tokens;
   t.jobs.push_back(job);
@@ -136,7 +164,8 @@ caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg) {
   std::vector<decode_view> decode;
   prefill.reserve(st.prefill.size());
   decode.reserve(st.decode.size());
-  const auto v = make_view(self, prefill, decode);
+  std::vector<uint64_t> backlog;
+  const auto v = make_view(self, prefill, decode, backlog);
   const auto d = st.policy->place(v, {args->prompt_tokens, args->max_new_tokens, args->keys});
   if (!d.placed) {
     ++st.rejected;

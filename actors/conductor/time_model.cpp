@@ -119,6 +119,38 @@ uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {
   return static_cast<uint64_t>(std::llround(s * 1e9));
 }
 
+double time_model::bandwidth(uint32_t from, uint32_t to) const {
+  const size_t k = size_t{from} * nodes_max + to;
+  if (from < nodes_max && to < nodes_max && k < pair_bytes_per_s_.size() &&
+      pair_bytes_per_s_[k] > 0)
+    return pair_bytes_per_s_[k];
+  return source_.nic_bytes_per_s;
+}
+
+uint64_t time_model::pull_ns(uint32_t blocks, uint32_t from, uint32_t to,
+                             uint64_t backlog_bytes) const {
+  if (blocks == 0)
+    return 0;
+  const double bytes = static_cast<double>(blocks) * static_cast<double>(page_bytes_) +
+                       static_cast<double>(backlog_bytes);
+  return static_cast<uint64_t>(
+      std::llround((bytes / bandwidth(from, to) + source_.nic_latency_s) * 1e9));
+}
+
+void time_model::learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint64_t ns) {
+  const double s = static_cast<double>(ns) / 1e9 - source_.nic_latency_s;
+  if (from >= nodes_max || to >= nodes_max || bytes == 0 || !(s > 0))
+    return;
+  // Bounded to a sane range: one odd sample must not make a link look free or dead.
+  const double sample = std::clamp(static_cast<double>(bytes) / s, 1e6, 1e13);
+  if (pair_bytes_per_s_.empty())
+    pair_bytes_per_s_.assign(size_t{nodes_max} * nodes_max, 0.0);
+  auto& bw = pair_bytes_per_s_[size_t{from} * nodes_max + to];
+  if (!(bw > 0))
+    bw = source_.nic_bytes_per_s; // from what was assumed: a first sample moves it 1/8
+  bw += (sample - bw) / 8.0;
+}
+
 uint64_t time_model::handoff_ns(uint32_t prompt_tokens) const {
   const auto& p = source_;
   const double bytes = static_cast<double>(ceil_div(prompt_tokens, block_tokens_)) *

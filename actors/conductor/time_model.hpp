@@ -8,6 +8,9 @@
 //   compute corrects it by a smoothed ratio (correct()).
 // - Loading reused blocks: their bytes over the host-to-device bandwidth (local) or the NIC
 //   (from another node); the hand-off to decode: the prompt's pages over the NIC.
+// - Pulling blocks from another node: their bytes, behind what other jobs are reading from that
+//   node now, over the bandwidth between the two nodes learned from completed pulls (smoothed;
+//   the profile's NIC until the first), plus the NIC's latency.
 // - A decode step: the profile's decode time of a batch (batch size, resident context tokens).
 // Pure and deterministic: a policy is a function of a view that holds one of these.
 #pragma once
@@ -52,6 +55,15 @@ class time_model {
   uint64_t prefill_ns(uint32_t prompt_tokens, uint32_t reused_tokens) const;
   /// Loading `blocks` cached blocks: from this node's pool, or from another node's.
   uint64_t load_ns(uint32_t blocks, bool remote) const;
+  /// Pulling `blocks` from node `from` to node `to` behind `backlog_bytes` already being read
+  /// from `from`.
+  uint64_t pull_ns(uint32_t blocks, uint32_t from, uint32_t to, uint64_t backlog_bytes) const;
+  /// Folds in a completed pull of `bytes` from `from` to `to` in `ns` (a step of 1/8 towards
+  /// it); nodes at or past nodes_max and empty or instant pulls are ignored.
+  void learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint64_t ns);
+  /// Bytes per second from `from` to `to`: learned, or the profile's NIC.
+  double bandwidth(uint32_t from, uint32_t to) const;
+  static constexpr uint32_t nodes_max = 64;
   /// Writing `blocks` new blocks into this node's pool.
   uint64_t store_ns(uint32_t blocks) const { return load_ns(blocks, false); }
   /// The prompt's KV to a decode instance on another node.
@@ -67,6 +79,7 @@ class time_model {
   /// The fit's rms relative error over its grid of (prompt, reused) points.
   double fit_error() const { return fit_error_; }
   const std::string& name() const { return source_.name; }
+  uint64_t page_bytes() const { return page_bytes_; }
 
  private:
   time_model() = default;
@@ -82,6 +95,7 @@ class time_model {
   std::vector<double> coefficients_;
   double fit_error_ = 0;
   double correction_ = 1.0;
+  std::vector<double> pair_bytes_per_s_; // from * nodes_max + to; 0: not learned (empty: none)
 };
 
 } // namespace crescent

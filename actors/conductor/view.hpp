@@ -65,6 +65,9 @@ struct schedule_view {
   std::span<const prefill_view> prefill;
   std::span<const decode_view> decode;
   const prefix_index* index = nullptr;
+  // Per node: bytes that running jobs are still reading from it (a pull from there that starts
+  // now queues behind them); empty: none.
+  std::span<const uint64_t> pull_backlog_bytes;
   const time_model* model = nullptr;
   slo_targets slo;
   admission_mode admission = admission_mode::predicted_load;
@@ -85,6 +88,7 @@ struct decision {
   uint32_t decode = 0;
   uint32_t reuse_blocks = 0; // leading blocks the prefill instance should load
   bool pull = false;         // from other nodes too, storing them in its own pool
+  uint32_t pull_from = 0;    // the node holding the longest prefix, when pulling
   uint32_t local_blocks = 0; // of those, the ones its node holds
   uint64_t predicted_ttft_ns = 0;
   uint64_t predicted_tbt_ns = 0;

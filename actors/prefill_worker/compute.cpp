@@ -28,6 +28,9 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setComputedTokens(job.computed_tokens);
     out.setReusedTokens(job.reused_tokens);
     out.setComputeNs(job.compute_ns);
+    out.setPulledBlocks(job.pulled_blocks);
+    out.setPullNs(job.pull_ns);
+    out.setPulledFrom(job.pulled_from);
     auto keys = out.initStoredKeys(static_cast<unsigned>(stored.keys.size()));
     for (unsigned i = 0; i < stored.keys.size(); ++i)
       keys.set(i, stored.keys[i]);

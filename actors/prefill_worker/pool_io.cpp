@@ -31,6 +31,12 @@ std::span<std::byte> page_span(prefill_ptr self, size_t i) {
   return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
 }
 
+int64_t clock_ns(prefill_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
+}
+
 uint32_t block_tokens(prefill_ptr self) {
   return self->state.parts.engine->config().block_tokens;
 }
@@ -64,8 +70,20 @@ std::vector<caf::error> outcomes(const std::vector<transport::op_result>& result
   return out;
 }
 
+// The modeled time of the batch's reads from other nodes (0 on every real engine, or with none).
+uint64_t remote_end_ns(const std::vector<transport::transfer_op>& ops,
+                       std::span<const transport::op_result> results, uint32_t node) {
+  uint64_t end = 0;
+  for (size_t i = 0; i < ops.size() && i < results.size(); ++i)
+    if (ops[i].remote.node != node)
+      end = std::max(end, results[i].modeled_ns);
+  return end;
+}
+
 // Submits `ops` for the current job; their end comes back to this worker as `Atom`, after the
-// batch's modeled time in simulated time. A batch that cannot start ends at once, failed.
+// batch's modeled time in simulated time (a load's with the modeled time of its reads from
+// other nodes, what the conductor learns bandwidth from). A batch that cannot start ends at
+// once, failed.
 template <class Atom>
 void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& ops, Atom atom) {
   auto& st = self->state;
@@ -75,11 +93,19 @@ void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& o
   // the callback keeps their memory mapped until then (see handoff.cpp).
   auto err = st.parts.transfer->submit(
       ops, transport::clock_type::now() + pool_io_timeout,
-      [me, id, atom,
+      [me, id, atom, ops, node = st.options.node,
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
-        send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
+        if constexpr (std::is_same_v<Atom, loaded_atom>)
+          send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results),
+                            remote_end_ns(ops, results, node));
+        else
+          send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
       });
-  if (err)
+  if (!err)
+    return;
+  if constexpr (std::is_same_v<Atom, loaded_atom>)
+    self->send(me, atom, id, std::vector<caf::error>(ops.size(), err), uint64_t{0});
+  else
     self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
 }
 
@@ -172,9 +198,24 @@ void finish_loading(prefill_ptr self) {
       job.remote_reused_tokens += std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
   }
   job.pulled.clear();
-  for (size_t i = 0; i < reused && st.options.copy_pulled; ++i)
-    if (job.loads[i].remote)
+  job.pulled_blocks = 0;
+  for (size_t i = 0; i < reused; ++i) {
+    const auto& b = job.loads[i];
+    if (!b.remote)
+      continue;
+    if (job.pulled_blocks == 0)
+      job.pulled_from = b.replicas[b.next].node;
+    ++job.pulled_blocks;
+    if (st.options.copy_pulled)
       job.pulled.push_back(i);
+  }
+  // What the pull took, for the conductor's bandwidth estimate: the modeled time of the reads
+  // from other nodes; on a real engine, which times only whole batches, the loads' time from
+  // the first read (local reads in it included).
+  job.pull_ns = job.pulled_blocks == 0 ? 0
+                : job.pull_modeled_ns > 0
+                    ? job.pull_modeled_ns
+                    : static_cast<uint64_t>(clock_ns(self) - job.load_started_ns);
   job.loads.clear();
   job.loading.clear();
   begin_compute(self);
@@ -195,6 +236,7 @@ void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
   auto& st = self->state;
   auto& job = *st.current;
   job.loads.clear();
+  job.load_started_ns = clock_ns(self);
   for (size_t i = 0; i < found.size() && i < job.keys.size(); ++i) {
     auto replicas = usable_replicas(self, found[i].replicas);
     if (found[i].key != job.keys[i] || replicas.empty())
@@ -240,10 +282,12 @@ void lookup_prefix(prefill_ptr self) {
       });
 }
 
-void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
+void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,
+               uint64_t remote_ns) {
   if (!is_batch_end(self, request_id, "a prefix load"))
     return;
   auto& job = *self->state.current;
+  job.pull_modeled_ns += remote_ns; // rounds run one after another
   if (results.size() != job.loading.size()) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "a load's results do not match"));

@@ -45,6 +45,9 @@ struct PrefillReport {
   storedKeys @7 :List(UInt64);    # blocks newly committed to the pool by this job
   storedOn @8 :List(UInt64);      # per stored key: a mask of the nodes holding its replicas
                                   # (empty: the reporting node)
+  pulledBlocks @9 :UInt32;        # cached blocks read from another node (0: none)
+  pullNs @10 :UInt64;             # the loads' time, from the first read to the last verified
+  pulledFrom @11 :UInt32;         # the node the first of them came from
 }
 
 # store master -> conductor: these blocks left this node's DRAM (evicted), so that the prefix

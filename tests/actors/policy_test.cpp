@@ -83,6 +83,22 @@ TEST(time_model, fits_the_engine_and_predicts_loads_and_hand_offs) {
   EXPECT_NEAR(m.correction(), 1 + 1.0 / 32, 1e-9);
 }
 
+TEST(time_model, learns_each_links_bandwidth_from_pulls_and_queues_behind_a_backlog) {
+  auto m = simple_model();
+  EXPECT_EQ(m.pull_ns(3, 2, 0, 0), 3 * remote_block_ns) << "the profile's NIC, not learned yet";
+  EXPECT_EQ(m.pull_ns(3, 2, 0, 8192), 4 * remote_block_ns) << "one block's bytes ahead of it";
+  m.learn_transfer(2, 0, 8192, 4 * remote_block_ns); // a quarter of the NIC: 1/8 of the way
+  EXPECT_NEAR(m.bandwidth(2, 0), 0.5e9 + (0.125e9 - 0.5e9) / 8, 1e3);
+  EXPECT_EQ(m.bandwidth(0, 2), 0.5e9) << "each direction on its own";
+  EXPECT_EQ(m.bandwidth(2, 1), 0.5e9);
+  m.learn_transfer(70, 0, 8192, 1000); // no such node
+  m.learn_transfer(1, 0, 0, 1000);     // nothing moved
+  m.learn_transfer(1, 0, 8192, 0);     // no time
+  EXPECT_EQ(m.bandwidth(1, 0), 0.5e9);
+  m.learn_transfer(1, 0, 1, 1'000'000'000); // 1 byte/s: bounded to 1 MB/s
+  EXPECT_NEAR(m.bandwidth(1, 0), 0.5e9 + (1e6 - 0.5e9) / 8, 1e3);
+}
+
 TEST(least_loaded, takes_the_shortest_queue_and_reuses_its_own_blocks) {
   cluster_state s;
   hold(s.index, 1, 2);
@@ -168,6 +184,33 @@ TEST(global_cache_aware, pulls_past_the_threshold_and_reuses_its_own_below_it) {
   EXPECT_FALSE(d.pull);
   EXPECT_EQ(d.reuse_blocks, 1u);
   EXPECT_EQ(d.predicted_ttft_ns, local_block_ns + 48'000 + 4 * remote_block_ns);
+}
+
+TEST(global_cache_aware, a_busy_or_slow_holder_makes_a_pull_cost_more) {
+  cluster_state s;
+  hold(s.index, 2, 4); // node 2 (no prefill instance) holds the whole prompt
+  hold(s.index, 0, 1);
+  auto v = s.view();
+  scheduling_policy p{policy_kind::global_cache_aware};
+  // Others are still reading 3 blocks from node 2: instance 0's pull of 3 waits behind them.
+  const std::vector<uint64_t> backlog{0, 0, 3 * 8192};
+  v.pull_backlog_bytes = backlog;
+  auto d = p.place(v, four_blocks());
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.pull_from, 2u);
+  EXPECT_EQ(d.predicted_ttft_ns,
+            local_block_ns + 6 * remote_block_ns + 1'000 + 4 * remote_block_ns);
+  // Pulls from node 2 to node 0 took ten times the NIC's time, again and again: the link is
+  // learned slow, and instance 1 (node 1, link not learned) pulling all 4 is faster.
+  v.pull_backlog_bytes = {};
+  for (int i = 0; i < 100; ++i)
+    s.model.learn_transfer(2, 0, 3 * 8192, 10 * 3 * remote_block_ns);
+  EXPECT_NEAR(s.model.bandwidth(2, 0), 0.05e9, 0.001e9);
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 1u);
+  EXPECT_TRUE(d.pull);
+  EXPECT_EQ(d.predicted_ttft_ns, 4 * remote_block_ns + 1'000 + 4 * remote_block_ns);
 }
 
 TEST(block_cost, adds_the_blocks_to_compute_and_those_queued) {

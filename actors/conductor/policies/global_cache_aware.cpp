@@ -18,7 +18,8 @@ prefill_choice pulling_choice(const schedule_view& v, const request_view& r, uin
   c.local_blocks = own;
   c.reuse_blocks = m.best;
   c.pull = true;
-  c.ttft_ns = predicted_ttft_ns(v, r, instance, own, m.best - own);
+  c.pull_from = m.best_node;
+  c.ttft_ns = predicted_ttft_ns(v, r, instance, own, m.best - own, m.best_node);
   return c;
 }
 
