@@ -26,6 +26,7 @@ envelope make_stats(owner_ptr self) {
     out.setSsdUsedBytes(st.parts.ssd ? st.parts.ssd->used_bytes() : 0);
     out.setBlocks(st.blocks.size());
     out.setEvictions(st.evictions);
+    out.setEvictionRefusals(st.eviction_refusals);
     out.setOffloads(st.offloads);
     out.setPromotions(st.promotions);
     out.setBadMessages(st.bad.count);

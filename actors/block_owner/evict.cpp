@@ -1,8 +1,11 @@
-// Keeping DRAM under the high watermark: victims by policy, offload to SSD when it has room,
-// and the store master's approval before a DRAM copy is dropped. The order learns of uses from
-// the master's touches (reads are one-sided: the owner never sees them).
+// Keeping DRAM under the high watermark: victims by policy, the store master's approval before
+// a DRAM copy is dropped, and only then the offload to SSD where it has room. A victim the
+// master refuses (leased, pinned, pending) steps aside for a while: the head of the order
+// cannot hold eviction up, and nothing is written to disk for a refusal. The order learns of uses
+// from the master's touches (reads are one-sided: the owner never sees them).
 #include "actors/block_owner/owner_state.hpp"
 #include "actors/common/timeouts.hpp"
+#include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
@@ -17,32 +20,68 @@ namespace crescent {
 namespace {
 
 constexpr size_t victims_per_round_max = 1024;
+constexpr std::chrono::milliseconds refusal_backoff_min{500};
+constexpr std::chrono::milliseconds refusal_backoff_max{60'000};
 
-// Where a victim's SSD copy comes from: none, one from before (a promoted block), or one
-// written for this eviction.
-enum class ssd_copy : uint8_t { none, kept, written };
+int64_t clock_ns(owner_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
+}
 
-// Copies a victim to SSD if the tier exists and has room.
-ssd_copy offload(owner_ptr self, uint64_t key, owned_block& b) {
+// Whether a victim goes to SSD: it is there already, or the tier has room for it beside the
+// round's other victims (`reserved`). Nothing is written before the master approves.
+bool wants_ssd(owner_ptr self, const owned_block& b, uint64_t& reserved) {
   auto& st = self->state;
   if (b.on_ssd)
-    return ssd_copy::kept;
-  if (!st.parts.ssd || st.parts.ssd->capacity_bytes() - st.parts.ssd->used_bytes() < b.size_bytes)
-    return ssd_copy::none;
+    return true;
+  if (!st.parts.ssd)
+    return false;
+  const uint64_t room = st.parts.ssd->capacity_bytes() - st.parts.ssd->used_bytes();
+  if (room < reserved + b.size_bytes)
+    return false;
+  reserved += b.size_bytes;
+  return true;
+}
+
+// Copies an approved victim to SSD. Disk full or an I/O error: the block goes without a copy,
+// and the master, which already recorded one, is told (a miss later, never a claim of a copy
+// that is not there); the failure shows in the owner's statistics.
+bool offload(owner_ptr self, uint64_t key, owned_block& b) {
+  auto& st = self->state;
+  if (b.on_ssd)
+    return true;
   auto bytes = st.parts.dram->bytes(*b.dram, b.size_bytes);
-  if (auto err = st.parts.ssd->put(key, bytes, storage::block_checksum(bytes))) {
-    // Disk full or an I/O error: the block is evicted without a copy (a miss later, never a
-    // claim of a copy that is not there), and the failure shows in the owner's statistics.
+  if (auto err = st.parts.ssd ? st.parts.ssd->put(key, bytes, storage::block_checksum(bytes))
+                              : make_error(errc::not_found, "no SSD tier");
+      err) {
     note_ssd_error(self, true, key, err);
-    return ssd_copy::none;
+    self->request(st.parts.master, control_timeout, corrupt_atom::value,
+                  pool_protocol::make_report_corrupt(key, st.options.node))
+        .then([] {}, [](caf::error&) {});
+    return false;
   }
   b.on_ssd = true;
   ++st.offloads;
-  return ssd_copy::written;
+  return true;
 }
 
-void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<ssd_copy>& copies,
-           const std::vector<bool>& approved) {
+// A refused victim steps aside: 0.5 s, then twice as long at each refusal in a row (at most a
+// minute), so that the next round asks for the blocks after it.
+void step_aside(owner_ptr self, owned_block& b) {
+  auto& st = self->state;
+  const auto wait = std::min<std::chrono::milliseconds>(
+      refusal_backoff_max, refusal_backoff_min * (int64_t{1} << std::min<uint32_t>(b.refusals, 7)));
+  b.refused_until_ns =
+      clock_ns(self) + std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+  ++b.refusals;
+  ++st.eviction_refusals;
+}
+
+// The master's answer: approved victims leave DRAM (to SSD first, where intended); refused ones
+// step aside. No answer (`approved` empty): they stay, and may be asked for again at once.
+void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<bool>& to_ssd,
+           const std::vector<bool>& approved, bool answered) {
   auto& st = self->state;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto it = st.blocks.find(keys[i]);
@@ -50,18 +89,17 @@ void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<
       continue;
     auto& b = it->second;
     b.evicting = false;
-    const bool drop = b.freed || (i < approved.size() && approved[i]);
-    if (!drop) {
-      // Refused (leased, pinned, pending): keep DRAM, and no second copy the master ignores. A
-      // copy from before stays: the master knows it, and the disk may have no room for another.
-      if (copies[i] == ssd_copy::written && st.parts.ssd &&
-          st.parts.ssd->remove(keys[i]) == caf::none)
-        b.on_ssd = false;
+    const bool yes = i < approved.size() && approved[i];
+    if (!b.freed && !yes) {
+      if (answered)
+        step_aside(self, b);
       continue;
     }
+    b.refusals = 0;
+    const bool kept = !b.freed && to_ssd[i] && offload(self, keys[i], b);
     ++st.evictions;
     release_dram(self, keys[i], b);
-    if (b.freed || !b.on_ssd) {
+    if (!kept) {
       if (b.on_ssd && st.parts.ssd) [[maybe_unused]]
         auto err = st.parts.ssd->remove(keys[i]);
       st.blocks.erase(it);
@@ -69,7 +107,7 @@ void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<
   }
 }
 
-void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<ssd_copy> copies) {
+void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> to_ssd) {
   auto& st = self->state;
   auto msg = make_envelope<wire::EvictRequest>([&](wire::EvictRequest::Builder out) {
     out.setNode(st.options.node);
@@ -77,7 +115,7 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<ssd_copy
     auto o = out.initOffloaded(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
       k.set(i, keys[i]);
-      o.set(i, copies[i] != ssd_copy::none);
+      o.set(i, to_ssd[i]);
     }
   });
   st.evicting = true;
@@ -90,17 +128,17 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<ssd_copy
                 out.push_back(a);
               return out;
             });
-            apply(self, keys, copies, approved ? *approved : std::vector<bool>{});
+            apply(self, keys, to_ssd, approved ? *approved : std::vector<bool>{}, bool(approved));
             self->state.evicting = false;
-            // Keep going while above the watermark, but only if this round freed something:
-            // a round of refusals waits for the next allocation.
-            if (approved && std::find(approved->begin(), approved->end(), true) != approved->end())
+            // Keep going while above the watermark: refused blocks stepped aside, so the next
+            // round asks for others, until none is left to ask for.
+            if (approved)
               maybe_evict(self);
           },
           [=](caf::error& err) {
             spdlog::warn("block_owner {}: eviction not approved: {}", self->state.options.node,
                          describe(err));
-            apply(self, keys, copies, {});
+            apply(self, keys, to_ssd, {}, false);
             self->state.evicting = false;
           });
 }
@@ -155,19 +193,22 @@ void maybe_evict(owner_ptr self) {
     return;
   const double goal = (st.options.high_watermark - st.options.evict_fraction) * capacity;
   const auto bytes = static_cast<uint64_t>(used - goal);
+  const int64_t now = clock_ns(self);
   auto victims = st.order->victims(bytes, victims_per_round_max, [&](uint64_t key) {
     auto i = st.blocks.find(key);
-    return i == st.blocks.end() || i->second.evicting || !i->second.dram;
+    return i == st.blocks.end() || i->second.evicting || !i->second.dram ||
+           i->second.refused_until_ns > now;
   });
   if (victims.empty())
     return;
-  std::vector<ssd_copy> copies;
+  std::vector<bool> to_ssd;
+  uint64_t reserved = 0;
   for (auto key : victims) {
     auto& b = st.blocks.at(key);
     b.evicting = true;
-    copies.push_back(offload(self, key, b));
+    to_ssd.push_back(wants_ssd(self, b, reserved));
   }
-  ask_master(self, std::move(victims), std::move(copies));
+  ask_master(self, std::move(victims), std::move(to_ssd));
 }
 
 } // namespace crescent

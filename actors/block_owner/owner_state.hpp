@@ -18,6 +18,10 @@ struct owned_block {
   bool on_ssd = false;
   bool evicting = false; // an eviction request for it is at the master
   bool freed = false;    // the master freed it while it was evicting
+  // Refused as a victim (leased, pinned, pending): it steps aside until then, and each refusal
+  // in a row doubles the wait, so that it cannot hold the head of the order.
+  int64_t refused_until_ns = 0;
+  uint32_t refusals = 0;
 };
 
 struct owner_state {
@@ -30,6 +34,7 @@ struct owner_state {
   bool beating = false; // the heartbeat loop runs
   bad_message_counter bad;
   uint64_t evictions = 0;
+  uint64_t eviction_refusals = 0;
   uint64_t offloads = 0;
   uint64_t promotions = 0;
   uint64_t ssd_write_errors = 0;

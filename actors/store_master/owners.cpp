@@ -210,7 +210,11 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
       approved.push_back(true); // unknown here: the owner should not keep it
       continue;
     }
-    if (!st.objects->evictable(*rec, now)) {
+    // The node's replica is SSD-only here while the owner has it in DRAM: a promotion whose
+    // answer is still on its way. Its DRAM copy is about to be served: not now.
+    const auto mine = std::find_if(rec->replicas.begin(), rec->replicas.end(),
+                                   [&](const storage::replica& x) { return x.node == r->node; });
+    if (!st.objects->evictable(*rec, now) || (mine != rec->replicas.end() && !mine->in_dram)) {
       approved.push_back(false);
       ++st.refused;
       continue;

@@ -217,6 +217,7 @@ struct OwnerStats {
   ssdWriteErrors @10 :UInt64;   # offloads that failed (disk full, I/O error)
   ssdReadErrors @11 :UInt64;    # promotions that failed (I/O error, bad checksum)
   lastSsdError @12 :Text;       # the latest of those, for people
+  evictionRefusals @13 :UInt64; # victims the master refused (they step aside for a while)
 }
 
 # -- pool metadata, persisted by the store master -----------------------------------------
