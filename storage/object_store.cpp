@@ -53,18 +53,81 @@ object_store::object_store(std::unique_ptr<rocksdb::DB> db, object_options optio
 
 object_store::~object_store() = default;
 
+namespace {
+
+constexpr uint64_t stored_block_bytes_max = 64ull << 20; // as puts allow
+
+// Why a replica read back cannot be served: empty when it can.
+std::string replica_fault(const replica& x, uint64_t size_bytes, uint32_t nodes,
+                          uint64_t seen_nodes) {
+  if (x.node >= nodes)
+    return "a replica on node " + std::to_string(x.node) + " of a pool of " + std::to_string(nodes);
+  if (x.node < 64 && (seen_nodes >> x.node & 1) != 0)
+    return "two replicas on node " + std::to_string(x.node);
+  if (!x.in_dram && !x.on_ssd)
+    return "a replica neither in DRAM nor on SSD";
+  if (x.in_dram && (x.dram.node != x.node || x.dram.length < size_bytes))
+    return "a DRAM handle of another node or too short";
+  return {};
+}
+
+} // namespace
+
+// Serves what it can: a record or replica that cannot be right is dropped, deleted and counted
+// (loaded()), instead of failing the master's start or indexing the node table out of bounds.
 caf::error object_store::load() {
   std::unique_ptr<rocksdb::Iterator> it{db_->NewIterator(rocksdb::ReadOptions{})};
+  std::vector<std::string> gone;       // database keys to delete
+  std::vector<object_record> repaired; // records that lost replicas
+  auto note = [&](const std::string& why) {
+    if (loaded_.first_reason.empty())
+      loaded_.first_reason = why;
+  };
   for (it->Seek(std::string(1, key_prefix)); it->Valid() && it->key()[0] == key_prefix;
        it->Next()) {
     auto r = decode_object({it->value().data(), it->value().size()});
-    if (!r)
-      return make_error(errc::io_error, "block metadata is corrupt: " + describe(r.error()));
+    if (r && (r->size_bytes == 0 || r->size_bytes > stored_block_bytes_max))
+      r = make_error(errc::malformed_message,
+                     "a block of " + std::to_string(r->size_bytes) + " bytes");
+    if (!r) {
+      note(describe(r.error()));
+      ++loaded_.dropped_blocks;
+      gone.push_back(it->key().ToString());
+      continue;
+    }
+    std::vector<replica> kept;
+    uint64_t seen = 0;
+    for (const auto& x : r->replicas) {
+      if (auto why = replica_fault(x, r->size_bytes, options_.nodes, seen); !why.empty()) {
+        note("block " + std::to_string(r->key) + ": " + why);
+        ++loaded_.dropped_replicas;
+        continue;
+      }
+      if (x.node < 64)
+        seen |= uint64_t{1} << x.node;
+      kept.push_back(x);
+    }
+    if (kept.empty()) {
+      ++loaded_.dropped_blocks;
+      gone.push_back(it->key().ToString());
+      continue;
+    }
+    if (kept.size() != r->replicas.size()) {
+      r->replicas = std::move(kept);
+      repaired.push_back(*r);
+    }
     objects_.emplace(r->key, std::move(*r));
     ++complete_;
   }
   if (!it->status().ok())
     return db_error("cannot read block metadata", it->status());
+  loaded_.blocks = complete_;
+  for (const auto& key : gone)
+    if (auto s = db_->Delete(rocksdb::WriteOptions{}, key); !s.ok())
+      return db_error("cannot drop a bad block record", s);
+  for (const auto& r : repaired)
+    if (auto err = persist(r, false))
+      return err;
   return caf::none;
 }
 

@@ -58,6 +58,18 @@ struct object_record {
 struct object_options {
   bool sync_commits = true;
   uint64_t objects_max = 1u << 24;
+  uint32_t nodes = 64; // the pool's nodes: replicas read back on other node ids are dropped
+};
+
+/// What open() dropped of the metadata it read back, and why: a record that cannot be decoded
+/// or has no size; a replica on a node the pool does not have, named twice, or with a DRAM
+/// handle that is not that node's or is too short. A block left with no replica is dropped
+/// (a miss from then on, never wrong bytes), and what is dropped is deleted from the database.
+struct load_report {
+  uint64_t blocks = 0;           // loaded
+  uint64_t dropped_blocks = 0;   // records dropped whole
+  uint64_t dropped_replicas = 0; // replicas dropped from records that stayed or went
+  std::string first_reason;      // of the first drop, for the log
 };
 
 class object_store {
@@ -114,6 +126,8 @@ class object_store {
   const object_record* find(uint64_t key) const;
   uint64_t complete_count() const { return complete_; }
   uint64_t pending_count() const { return pending_; }
+  /// What open() read back and what it dropped.
+  const load_report& loaded() const { return loaded_; }
   /// Batches commit() wrote (each one synced write, however many blocks it held).
   uint64_t commit_writes() const { return commit_writes_; }
   size_t size() const { return objects_.size(); }
@@ -133,6 +147,7 @@ class object_store {
   std::vector<object_record> take(std::vector<uint64_t> keys);
 
   std::unique_ptr<rocksdb::DB> db_;
+  load_report loaded_;
   object_options options_;
   std::unordered_map<uint64_t, object_record> objects_;
   uint64_t complete_ = 0;

@@ -154,6 +154,7 @@ caf::error cluster::spawn_storage() {
   std::string ssd_base = cfg_.store.ssd_dir.empty() ? path + "-ssd" : cfg_.store.ssd_dir;
   storage::object_options oopt;
   oopt.sync_commits = cfg_.store.sync_commits;
+  oopt.nodes = static_cast<uint32_t>(cfg_.nodes.size());
   auto objects = storage::object_store::open(path, oopt);
   if (!objects)
     return std::move(objects.error());

@@ -23,12 +23,19 @@ caf::error check_keys(size_t n) {
 
 enum class availability { dram, ssd, none };
 
+// A replica's node is live. Out of range is dead: the metadata's node ids are checked when it
+// is read back (object_store::load), and this keeps any other slip from indexing past the table.
+bool live(master_ptr self, uint32_t node) {
+  const auto& nodes = self->state.nodes;
+  return node < nodes.size() && nodes[node].alive;
+}
+
 availability available(master_ptr self, const storage::object_record* r) {
   if (r == nullptr || r->state != storage::object_state::complete)
     return availability::none;
   bool ssd = false;
   for (const auto& x : r->replicas) {
-    if (!self->state.nodes[x.node].alive)
+    if (!live(self, x.node))
       continue;
     if (x.in_dram)
       return availability::dram;
@@ -73,7 +80,7 @@ envelope answer(master_ptr self, const get_args& a) {
       blocks[i].setLeaseUntilNs(until);
       std::vector<transport::region_handle> in_dram;
       for (const auto& x : r->replicas)
-        if (x.in_dram && st.nodes[x.node].alive)
+        if (x.in_dram && live(self, x.node))
           in_dram.push_back(x.dram);
       auto list = blocks[i].initReplicas(static_cast<unsigned>(in_dram.size()));
       for (unsigned k = 0; k < in_dram.size(); ++k)
@@ -146,7 +153,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
     if (where != availability::ssd)
       continue;
     for (const auto& x : r->replicas)
-      if (x.on_ssd && st.nodes[x.node].alive) {
+      if (x.on_ssd && live(self, x.node)) {
         promote[x.node].push_back(key);
         break;
       }

@@ -4,6 +4,7 @@
 #include "messages/schema/store.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
 
 namespace crescent {
 
@@ -39,6 +40,8 @@ envelope make_stats(master_ptr self) {
     out.setSsdReadErrors(read_errors);
     out.setCommitWrites(st.objects->commit_writes());
     out.setReplicasAdded(st.replicas_added);
+    out.setDroppedOnLoad(st.objects->loaded().dropped_blocks +
+                         st.objects->loaded().dropped_replicas);
   });
 }
 
@@ -64,6 +67,10 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
   st.dir = std::move(dir);
   st.rng.seed(options.placement_seed);
   st.nodes.assign(options.nodes, node_view{});
+  if (const auto& l = st.objects->loaded(); l.dropped_blocks + l.dropped_replicas > 0)
+    spdlog::warn("store_master: of the block metadata read back, {} blocks and {} replicas were "
+                 "dropped (first: {}); {} blocks are served",
+                 l.dropped_blocks, l.dropped_replicas, l.first_reason, l.blocks);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& nodes = self->state.nodes;
     for (uint32_t n = 0; n < nodes.size(); ++n)

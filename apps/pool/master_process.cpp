@@ -18,6 +18,7 @@ int run_master_process(const master_process_options& opt) {
   }
   storage::object_options oopt;
   oopt.sync_commits = opt.sync_commits;
+  oopt.nodes = opt.nodes;
   auto objects = storage::object_store::open(opt.db_path, oopt);
   if (!objects) {
     fmt::print(stderr, "pool-master: {}\n", describe(objects.error()));

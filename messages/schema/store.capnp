@@ -115,6 +115,7 @@ struct StoreStats {
   ssdReadErrors @10 :UInt64;
   commitWrites @11 :UInt64;   # synced writes for put_commits: concurrent commits share one
   replicasAdded @12 :UInt64;  # replicas of existing blocks committed (copies of pulled blocks)
+  droppedOnLoad @13 :UInt64;  # blocks and replicas dropped reading the metadata back (bad ones)
 }
 
 # -- block owners -------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 #include "storage/object_store.hpp"
 
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
 
 #include <filesystem>
 
@@ -13,8 +14,8 @@ class objects : public ::testing::Test {
   void SetUp() override { std::filesystem::remove_all(dir); }
   void TearDown() override { std::filesystem::remove_all(dir); }
 
-  std::unique_ptr<object_store> open() {
-    auto s = object_store::open(dir);
+  std::unique_ptr<object_store> open(object_options options = {}) {
+    auto s = object_store::open(dir, options);
     EXPECT_TRUE(s) << describe(s.error());
     return s ? std::move(*s) : nullptr;
   }
@@ -163,6 +164,69 @@ TEST_F(objects, invalid_changes_are_refused_and_change_nothing) {
   EXPECT_TRUE(is(s->start(many), errc::limit_exceeded));
   EXPECT_TRUE(is(s->set_replicas(1, {}).error(), errc::not_found)) << "pending";
   EXPECT_EQ(keys_of(s->revoke(std::vector<uint64_t>{1})), (std::vector<uint64_t>{1}));
+}
+
+TEST_F(objects, replicas_on_nodes_the_pool_does_not_have_are_dropped_on_reopen) {
+  {
+    auto s = open();
+    std::vector<object_record> recs{block(1, {0, 5}), block(2, {6}), block(3, {1})};
+    ASSERT_FALSE(s->start(recs));
+    std::vector<uint64_t> keys{1, 2, 3}, sums{11, 22, 33};
+    ASSERT_FALSE(s->commit(keys, sums));
+  }
+  object_options four;
+  four.nodes = 4; // the pool restarted with four nodes: ids 5 and 6 are gone
+  {
+    auto s = open(four);
+    const auto& l = s->loaded();
+    EXPECT_EQ(l.blocks, 2u);
+    EXPECT_EQ(l.dropped_blocks, 1u) << "block 2 had no replica left";
+    EXPECT_EQ(l.dropped_replicas, 2u);
+    EXPECT_NE(l.first_reason.find("node 5"), std::string::npos) << l.first_reason;
+    ASSERT_NE(s->find(1), nullptr);
+    ASSERT_EQ(s->find(1)->replicas.size(), 1u);
+    EXPECT_EQ(s->find(1)->replicas[0].node, 0u);
+    EXPECT_EQ(s->find(2), nullptr);
+    EXPECT_EQ(s->find(3)->checksum, 33u);
+  }
+  auto s = open(four);
+  EXPECT_EQ(s->loaded().dropped_blocks + s->loaded().dropped_replicas, 0u)
+      << "what was dropped was deleted and the repair persisted";
+  EXPECT_EQ(s->complete_count(), 2u);
+  EXPECT_EQ(s->find(1)->replicas.size(), 1u);
+}
+
+TEST_F(objects, damaged_records_are_dropped_not_fatal) {
+  {
+    auto s = open();
+    auto twice = block(2, {1});
+    twice.replicas.push_back(twice.replicas[0]);
+    auto foreign = block(3, {1});
+    foreign.replicas[0].dram.node = 2; // a handle of another node
+    std::vector<object_record> recs{block(1, {0}), twice, foreign};
+    ASSERT_FALSE(s->start(recs));
+    std::vector<uint64_t> keys{1, 2, 3}, sums{11, 22, 33};
+    ASSERT_FALSE(s->commit(keys, sums));
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options{}, dir, &raw).ok());
+    std::unique_ptr<rocksdb::DB> db{raw};
+    std::string key(9, '\0');
+    key[0] = 'o';
+    key[8] = 9; // block 9, big-endian
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions{}, key, "not a record").ok());
+  }
+  auto s = open();
+  const auto& l = s->loaded();
+  EXPECT_EQ(l.blocks, 2u);
+  EXPECT_EQ(l.dropped_blocks, 2u) << "block 9 undecodable, block 3 left with no replica";
+  EXPECT_EQ(l.dropped_replicas, 2u) << "block 2's second replica, block 3's";
+  EXPECT_EQ(s->find(1)->checksum, 11u);
+  ASSERT_NE(s->find(2), nullptr);
+  EXPECT_EQ(s->find(2)->replicas.size(), 1u);
+  EXPECT_EQ(s->find(3), nullptr);
+  EXPECT_EQ(s->find(9), nullptr);
 }
 
 TEST(object_record, damaged_bytes_are_an_error) {
