@@ -30,6 +30,20 @@ struct sequence_ref {
   uint32_t length_tokens = 0;
 };
 
+/// Layers [first, end) of the model: one step of layer-wise KV streaming, or the stage of a
+/// prefill pipeline that holds them.
+struct layer_range {
+  uint32_t first = 0;
+  uint32_t end = 0;
+  uint32_t count() const { return end - first; }
+};
+
+/// Bytes [offset, offset + length) of a page.
+struct page_slice {
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 struct prefill_result {
   uint32_t next_token = 0; // greedy token after the last prefilled one
   uint64_t compute_ns = 0; // what this call costs (measured or modeled, see timing_mode)
@@ -79,6 +93,31 @@ class engine {
   virtual caf::expected<prefill_result> prefill(const sequence_ref& seq,
                                                 std::span<const uint32_t> tokens) = 0;
 
+  /// Bytes of the stream prefill_layers hands from one range of layers to the next, for a
+  /// chunk of `tokens` tokens: the residual stream of the reference engine (float32, d_model a
+  /// token), a small stand-in for the modeled engine.
+  virtual size_t stream_bytes(uint32_t tokens) const = 0;
+
+  /// Where layers `r` lie in every page: pages hold their layers one after another (see
+  /// model_config::page_bytes), so a range of layers is one slice of page_memory_bytes().
+  page_slice layer_slice(layer_range r) const {
+    const size_t per_layer = page_memory_bytes() / config().layers;
+    return {r.first * per_layer, r.count() * per_layer};
+  }
+
+  /// prefill() for layers `r` of the model only: writes those layers' K and V of the chunk into
+  /// seq's pages (the other layers' bytes are left as they are) and its residual stream after
+  /// layer r.end - 1 into `stream` (stream_bytes(tokens.size()) bytes, float-aligned), from
+  /// which the next range goes on; when r.first is 0 the stream starts from the tokens and
+  /// `stream`'s input is ignored. next_token is set only when r.end is the last layer. A chunk
+  /// computed range after range, in order, writes the bytes of one prefill() call, and
+  /// compute_ns sums to about its time (a modeled call's overhead counts on its first range).
+  /// Errors as prefill(), and: an empty or out-of-range r, a stream too small or misaligned.
+  virtual caf::expected<prefill_result> prefill_layers(const sequence_ref& seq,
+                                                       std::span<const uint32_t> tokens,
+                                                       layer_range r,
+                                                       std::span<std::byte> stream) = 0;
+
   /// One decode step: token i goes to position seqs[i].length_tokens of sequence i.
   virtual caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
                                               std::span<const uint32_t> tokens) = 0;
@@ -92,5 +131,9 @@ caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config&
 /// Floating-point operations to compute `tokens` new tokens after `context_tokens` cached ones
 /// (matmuls, attention, and the LM head for the last token): the basis of modeled timing.
 double model_flops(const model_config& cfg, uint64_t context_tokens, uint64_t tokens);
+
+/// model_flops of layers `r` only (the LM head counts with the last layer).
+double layer_flops(const model_config& cfg, uint64_t context_tokens, uint64_t tokens,
+                   layer_range r);
 
 } // namespace crescent::gpu

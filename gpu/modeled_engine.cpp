@@ -3,6 +3,7 @@
 #include "gpu/sequence_checks.hpp"
 #include "messages/errors.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,6 +31,17 @@ uint64_t chain_root(uint64_t fingerprint) {
   return mix(fingerprint ^ 0x5354414e44494e53ull);
 }
 
+// What the stream stand-in holds: the chunk (a digest of its tokens and positions) and the
+// layer the next range starts at.
+constexpr size_t stream_standin_bytes = 16;
+
+uint64_t chunk_digest(uint32_t first_position, std::span<const uint32_t> tokens) {
+  uint64_t d = mix(0x53545245414dull ^ first_position);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    d = extend(d, tokens[i], first_position + static_cast<uint32_t>(i));
+  return d;
+}
+
 class modeled_engine final : public engine {
  public:
   modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
@@ -38,21 +50,20 @@ class modeled_engine final : public engine {
         fingerprint_(cfg.fingerprint()), kv_bytes_per_token_(cfg.kv_bytes_per_token()) {}
 
   const model_config& config() const override { return cfg_; }
-  uint64_t page_memory_bytes() const override { return standin_page_bytes; }
+  uint64_t page_memory_bytes() const override { return standin_page_bytes(cfg_); }
+  size_t stream_bytes(uint32_t) const override { return stream_standin_bytes; }
 
   caf::expected<prefill_result> prefill(const sequence_ref& seq,
                                         std::span<const uint32_t> tokens) override {
-    if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, 1))
+    return run_prefill(seq, tokens, all_layers(), {});
+  }
+
+  caf::expected<prefill_result> prefill_layers(const sequence_ref& seq,
+                                               std::span<const uint32_t> tokens, layer_range r,
+                                               std::span<std::byte> stream) override {
+    if (auto err = check_layers(cfg_, r, stream, stream_standin_bytes, 1))
       return err;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      auto c = write(seq.pages, static_cast<uint32_t>(seq.length_tokens + i), tokens[i]);
-      if (!c)
-        return make_error(errc::invalid_argument, "prefill: " + describe(c.error()));
-    }
-    prefill_result r;
-    r.next_token = greedy(seq.pages, seq.length_tokens + static_cast<uint32_t>(tokens.size()) - 1);
-    r.compute_ns = on_cores(modeled_prefill_ns(*profile_, seq.length_tokens, tokens.size()));
-    return r;
+    return run_prefill(seq, tokens, r, stream);
   }
 
   caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
@@ -70,12 +81,13 @@ class modeled_engine final : public engine {
     r.next_tokens.reserve(seqs.size());
     for (size_t i = 0; i < seqs.size(); ++i) {
       // Checked first, so that a bad sequence leaves the others' pages as they were.
-      if (auto err = check_writable(seqs[i].pages, seqs[i].length_tokens))
+      if (auto s = writable(seqs[i].pages, seqs[i].length_tokens, all_layers()); !s)
         return make_error(errc::invalid_argument,
-                          "decode: sequence " + to_string(i) + ": " + describe(err));
+                          "decode: sequence " + to_string(i) + ": " + describe(s.error()));
     }
     for (size_t i = 0; i < seqs.size(); ++i) {
-      [[maybe_unused]] auto written = write(seqs[i].pages, seqs[i].length_tokens, tokens[i]);
+      [[maybe_unused]] auto written =
+          write(seqs[i].pages, seqs[i].length_tokens, tokens.subspan(i, 1), all_layers());
       r.next_tokens.push_back(greedy(seqs[i].pages, seqs[i].length_tokens));
     }
     r.compute_ns = on_cores(modeled_decode_ns(*profile_, contexts, kv_bytes_per_token_));
@@ -83,16 +95,58 @@ class modeled_engine final : public engine {
   }
 
  private:
+  layer_range all_layers() const { return {0, cfg_.layers}; }
+
   uint64_t on_cores(uint64_t compute_ns) const {
     return cores_ ? cores_->reserve(compute_ns) : compute_ns;
   }
 
+  caf::expected<prefill_result> run_prefill(const sequence_ref& seq,
+                                            std::span<const uint32_t> tokens, layer_range r,
+                                            std::span<std::byte> stream) {
+    if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, 1))
+      return err;
+    const uint64_t chunk = chunk_digest(seq.length_tokens, tokens);
+    const bool streamed = !stream.empty();
+    if (streamed && r.first > 0) {
+      uint64_t digest = 0;
+      uint32_t layer = 0;
+      std::memcpy(&digest, stream.data(), 8);
+      std::memcpy(&layer, stream.data() + 8, 4);
+      if (digest != chunk || layer != r.first)
+        return make_error(errc::invalid_argument,
+                          "prefill: the stream does not hold this chunk after layer " +
+                              to_string(r.first - 1));
+    }
+    for (uint32_t pos = seq.length_tokens, i = 0; i < tokens.size();) {
+      // The tokens of this call that fall in pos's page.
+      const uint32_t room = cfg_.block_tokens - pos % cfg_.block_tokens;
+      const auto n = static_cast<uint32_t>(std::min<size_t>(room, tokens.size() - i));
+      if (auto err = write(seq.pages, pos, tokens.subspan(i, n), r))
+        return make_error(errc::invalid_argument, "prefill: " + describe(err));
+      pos += n;
+      i += n;
+    }
+    if (streamed) {
+      std::memcpy(stream.data(), &chunk, 8);
+      std::memcpy(stream.data() + 8, &r.end, 4);
+    }
+    prefill_result out;
+    const auto last = seq.length_tokens + static_cast<uint32_t>(tokens.size()) - 1;
+    if (r.end == cfg_.layers)
+      out.next_token = greedy(seq.pages, last);
+    out.compute_ns = on_cores(modeled_prefill_layers_ns(*profile_, seq.length_tokens, tokens.size(),
+                                                        r.count(), r.first == 0));
+    return out;
+  }
+
   // The token after position `last`: drawn from every page of the sequence up to it, as
-  // attention reads them all, so that any page that is not what it should be changes it.
+  // attention reads them all, so that any page that is not what it should be changes it. Each
+  // page's last layer stands for it: the checksums verify every slot that moved.
   uint32_t greedy(std::span<std::byte* const> pages, uint32_t last) const {
     uint64_t digest = 0x4e455854544f4bull;
     for (uint32_t p = 0; p <= last / cfg_.block_tokens; ++p)
-      digest = mix(digest ^ read_standin(pages[p]).content);
+      digest = mix(digest ^ read_standin(pages[p], cfg_.layers - 1).content);
     return static_cast<uint32_t>(digest % cfg_.vocab);
   }
 
@@ -101,57 +155,85 @@ class modeled_engine final : public engine {
            s.tokens <= cfg_.block_tokens;
   }
 
-  // Whether position `pos` can be written: everything before it is there (see the header).
-  caf::error check_writable(std::span<std::byte* const> pages, uint32_t pos) const {
-    const uint32_t page = pos / cfg_.block_tokens;
-    const uint32_t offset = pos % cfg_.block_tokens;
-    if (offset == 0) {
-      if (page == 0)
-        return {};
-      auto before = read_standin(pages[page - 1]);
-      if (!holds_sequence(before, page - 1) || before.tokens != cfg_.block_tokens)
+  // The page's slots of layers r, which must agree; an error names the first slot that does
+  // not (a layer that was not written or did not arrive).
+  caf::expected<standin_page> slots(std::span<std::byte* const> pages, uint32_t page,
+                                    layer_range r) const {
+    auto s = read_standin(pages[page], r.first);
+    if (s.magic != standin_magic)
+      return s; // no KV at all: the caller says which positions are missing
+    for (uint32_t l = r.first + 1; l < r.end; ++l) {
+      auto x = read_standin(pages[page], l);
+      if (x.layer != l || x.magic != s.magic || x.fingerprint != s.fingerprint ||
+          x.content != s.content || x.content_before != s.content_before || x.tokens != s.tokens ||
+          x.page_index != s.page_index)
         return make_error(errc::invalid_argument,
-                          "page " + to_string(page - 1) + " does not hold the KV of positions " +
-                              to_string(pos - cfg_.block_tokens) + " to " + to_string(pos - 1));
-      return {};
+                          "layer " + to_string(l) + " of page " + to_string(page) +
+                              " does not hold what layer " + to_string(r.first) + " holds");
     }
-    auto s = read_standin(pages[page]);
-    if (!holds_sequence(s, page) || s.tokens < offset)
-      return make_error(errc::invalid_argument,
-                        "no KV for position " + to_string(pos - 1) + " in page " + to_string(page) +
-                            " (it holds " + to_string(holds_sequence(s, page) ? s.tokens : 0) +
-                            " tokens)");
-    if (s.tokens > offset + 1)
-      return make_error(errc::invalid_argument,
-                        "position " + to_string(pos) + " lies below the last one page " +
-                            to_string(page) + " holds; the modeled engine rewrites only that");
-    return {};
+    return s;
   }
 
-  // Writes `token` at `pos`; returns the page's content after it.
-  caf::expected<uint64_t> write(std::span<std::byte* const> pages, uint32_t pos, uint32_t token) {
-    if (auto err = check_writable(pages, pos))
-      return err;
+  // The state of pos's page that writing position `pos` in layers r starts from, when
+  // everything before pos is there (see the header).
+  caf::expected<standin_page> writable(std::span<std::byte* const> pages, uint32_t pos,
+                                       layer_range r) const {
     const uint32_t page = pos / cfg_.block_tokens;
     const uint32_t offset = pos % cfg_.block_tokens;
-    standin_page s;
     if (offset == 0) {
+      standin_page s;
       s.magic = standin_magic;
       s.fingerprint = fingerprint_;
       s.page_index = page;
-      s.content_before =
-          page == 0 ? chain_root(fingerprint_) : read_standin(pages[page - 1]).content;
-      s.tokens = 1;
-    } else {
-      s = read_standin(pages[page]);
-      if (s.tokens == offset) { // appending
-        s.content_before = s.content;
-        s.tokens += 1;
-      } // else rewriting the last position, from the content before it
+      if (page == 0) {
+        s.content_before = chain_root(fingerprint_);
+        return s;
+      }
+      auto before = slots(pages, page - 1, r);
+      if (!before)
+        return before.error();
+      if (!holds_sequence(*before, page - 1) || before->tokens != cfg_.block_tokens)
+        return make_error(errc::invalid_argument,
+                          "page " + to_string(page - 1) + " does not hold the KV of positions " +
+                              to_string(pos - cfg_.block_tokens) + " to " + to_string(pos - 1));
+      s.content_before = before->content;
+      return s;
     }
-    s.content = extend(s.content_before, token, pos);
-    write_standin(pages[page], s);
-    return s.content;
+    auto s = slots(pages, page, r);
+    if (!s)
+      return s.error();
+    if (!holds_sequence(*s, page) || s->tokens < offset)
+      return make_error(errc::invalid_argument,
+                        "no KV for position " + to_string(pos - 1) + " in page " + to_string(page) +
+                            " (it holds " + to_string(holds_sequence(*s, page) ? s->tokens : 0) +
+                            " tokens)");
+    if (s->tokens > offset + 1)
+      return make_error(errc::invalid_argument,
+                        "position " + to_string(pos) + " lies below the last one page " +
+                            to_string(page) + " holds; the modeled engine rewrites only that");
+    return s;
+  }
+
+  // Writes `tokens` (all within pos's page) from `pos` into layers r of that page.
+  caf::error write(std::span<std::byte* const> pages, uint32_t pos,
+                   std::span<const uint32_t> tokens, layer_range r) {
+    auto s = writable(pages, pos, r);
+    if (!s)
+      return s.error();
+    const uint32_t offset = pos % cfg_.block_tokens;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const auto at = static_cast<uint32_t>(offset + i);
+      if (s->tokens == at) { // appending
+        s->content_before = at == 0 ? s->content_before : s->content;
+        s->tokens += 1;
+      } // else rewriting the last position, from the content before it
+      s->content = extend(s->content_before, tokens[i], pos + static_cast<uint32_t>(i));
+    }
+    for (uint32_t l = r.first; l < r.end; ++l) {
+      s->layer = l;
+      write_standin(pages[pos / cfg_.block_tokens], *s);
+    }
+    return {};
   }
 
   model_config cfg_;
@@ -163,7 +245,8 @@ class modeled_engine final : public engine {
 
 } // namespace
 
-standin_page read_standin(const std::byte* page) {
+standin_page read_standin(const std::byte* page, uint32_t layer) {
+  page += size_t{layer} * standin_layer_bytes;
   standin_page s;
   std::memcpy(&s.magic, page, 8);
   std::memcpy(&s.fingerprint, page + 8, 8);
@@ -171,17 +254,20 @@ standin_page read_standin(const std::byte* page) {
   std::memcpy(&s.content_before, page + 24, 8);
   std::memcpy(&s.tokens, page + 32, 4);
   std::memcpy(&s.page_index, page + 36, 4);
+  std::memcpy(&s.layer, page + 40, 4);
   return s;
 }
 
 void write_standin(std::byte* page, const standin_page& s) {
-  std::memset(page, 0, standin_page_bytes);
+  page += size_t{s.layer} * standin_layer_bytes;
+  std::memset(page, 0, standin_layer_bytes);
   std::memcpy(page, &s.magic, 8);
   std::memcpy(page + 8, &s.fingerprint, 8);
   std::memcpy(page + 16, &s.content, 8);
   std::memcpy(page + 24, &s.content_before, 8);
   std::memcpy(page + 32, &s.tokens, 4);
   std::memcpy(page + 36, &s.page_index, 4);
+  std::memcpy(page + 40, &s.layer, 4);
 }
 
 caf::expected<std::unique_ptr<engine>>

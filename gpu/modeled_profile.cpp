@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -163,6 +164,17 @@ uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, ui
                                    p.cost_b * static_cast<double>(tokens) * d * d);
   const double rate = p.gpus * p.gpu_flops_per_s * p.prefill_mfu;
   return to_ns(flops / rate + p.prefill_call_overhead_s);
+}
+
+uint64_t modeled_prefill_layers_ns(const modeled_profile& p, uint64_t cached_tokens,
+                                   uint64_t tokens, uint32_t layers_run, bool first_range) {
+  const uint64_t all = modeled_prefill_ns(p, cached_tokens, tokens);
+  if (tokens == 0 || layers_run >= p.layers)
+    return all;
+  const uint64_t overhead =
+      std::min(all, to_ns(p.fitted ? p.prefill_base_ns / 1e9 : p.prefill_call_overhead_s));
+  const auto body = static_cast<unsigned __int128>(all - overhead) * layers_run / p.layers;
+  return static_cast<uint64_t>(body) + (first_range ? overhead : 0);
 }
 
 uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,

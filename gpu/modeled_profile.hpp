@@ -93,6 +93,11 @@ model_config model_of(const modeled_profile& p, uint32_t block_tokens, uint32_t 
 /// Modeled nanoseconds of a prefill call: `tokens` new tokens after `cached_tokens`.
 uint64_t modeled_prefill_ns(const modeled_profile& p, uint64_t cached_tokens, uint64_t tokens);
 
+/// The share of such a call that `layers_run` of its layers take; the call's overhead (the
+/// fitted base) counts on the range that starts at layer 0 (`first_range`).
+uint64_t modeled_prefill_layers_ns(const modeled_profile& p, uint64_t cached_tokens,
+                                   uint64_t tokens, uint32_t layers_run, bool first_range);
+
 /// Modeled nanoseconds of one decode step over sequences holding `context_tokens[i]` tokens
 /// each before it; `kv_bytes_per_token` from the model (model_config::kv_bytes_per_token).
 uint64_t modeled_decode_ns(const modeled_profile& p, std::span<const uint32_t> context_tokens,

@@ -30,21 +30,19 @@ class reference_engine final : public engine {
 
   caf::expected<prefill_result> prefill(const sequence_ref& seq,
                                         std::span<const uint32_t> tokens) override {
-    const auto start = std::chrono::steady_clock::now();
-    if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, alignof(float)))
+    return run_prefill(seq, tokens, {0, cfg_.layers}, {});
+  }
+
+  size_t stream_bytes(uint32_t tokens) const override {
+    return size_t{tokens} * cfg_.d_model * sizeof(float);
+  }
+
+  caf::expected<prefill_result> prefill_layers(const sequence_ref& seq,
+                                               std::span<const uint32_t> tokens, layer_range r,
+                                               std::span<std::byte> stream) override {
+    if (auto err = check_layers(cfg_, r, stream, stream_bytes(tokens.size()), alignof(float)))
       return err;
-    size_t n = 0;
-    for (size_t first = 0; first < tokens.size(); first += n) {
-      n = std::min(ref::model::rows_max, tokens.size() - first);
-      for (size_t r = 0; r < n; ++r)
-        rows_[r] = {seq.pages, static_cast<uint32_t>(seq.length_tokens + first + r),
-                    tokens[first + r]};
-      model_.forward({rows_.data(), n});
-    }
-    prefill_result result;
-    result.next_token = model_.greedy(n - 1);
-    result.compute_ns = cost(start, model_flops(cfg_, seq.length_tokens, tokens.size()));
-    return result;
+    return run_prefill(seq, tokens, r, stream);
   }
 
   caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
@@ -73,6 +71,33 @@ class reference_engine final : public engine {
   }
 
  private:
+  // Layers r of a chunk, row group after row group (each group runs all of r before the next
+  // starts, which the determinism contract allows); the stream in and out of `stream`, when r
+  // is not the whole model.
+  caf::expected<prefill_result> run_prefill(const sequence_ref& seq,
+                                            std::span<const uint32_t> tokens, layer_range r,
+                                            std::span<std::byte> stream) {
+    const auto start = std::chrono::steady_clock::now();
+    if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, alignof(float)))
+      return err;
+    auto* floats = reinterpret_cast<float*>(stream.data());
+    size_t n = 0;
+    for (size_t first = 0; first < tokens.size(); first += n) {
+      n = std::min(ref::model::rows_max, tokens.size() - first);
+      for (size_t i = 0; i < n; ++i)
+        rows_[i] = {seq.pages, static_cast<uint32_t>(seq.length_tokens + first + i),
+                    tokens[first + i]};
+      float* group = stream.empty() ? nullptr : floats + first * cfg_.d_model;
+      model_.forward_layers({rows_.data(), n}, r.first, r.end, r.first == 0 ? nullptr : group,
+                            r.end == cfg_.layers ? nullptr : group);
+    }
+    prefill_result result;
+    if (r.end == cfg_.layers)
+      result.next_token = model_.greedy(n - 1);
+    result.compute_ns = cost(start, layer_flops(cfg_, seq.length_tokens, tokens.size(), r));
+    return result;
+  }
+
   uint64_t cost(std::chrono::steady_clock::time_point start, double flops) const {
     if (options_.timing == timing_mode::modeled)
       return static_cast<uint64_t>(std::ceil(flops / options_.modeled_flops_per_s * 1e9));
@@ -102,6 +127,15 @@ double model_flops(const model_config& cfg, uint64_t context_tokens, uint64_t to
   const double keys = t * static_cast<double>(context_tokens) + t * (t + 1.0) / 2.0;
   const double attn_flops = 2.0 * 2.0 * cfg.head_dim() * cfg.heads * keys;
   return cfg.layers * (2.0 * proj_macs * t + attn_flops) + 2.0 * d * cfg.vocab;
+}
+
+double layer_flops(const model_config& cfg, uint64_t context_tokens, uint64_t tokens,
+                   layer_range r) {
+  if (tokens == 0)
+    return 0.0;
+  const double head = 2.0 * cfg.d_model * cfg.vocab;
+  const double per_layer = (model_flops(cfg, context_tokens, tokens) - head) / cfg.layers;
+  return per_layer * r.count() + (r.end == cfg.layers ? head : 0.0);
 }
 
 caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config& cfg,

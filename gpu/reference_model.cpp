@@ -2,6 +2,7 @@
 
 #include "gpu/reference_math.hpp"
 
+#include <cassert>
 #include <cmath>
 #include <cstring>
 
@@ -181,14 +182,25 @@ void model::feed_forward(const layer_weights& w, size_t n) {
 }
 
 void model::forward(std::span<const token_row> rows) {
+  forward_layers(rows, 0, cfg_.layers, nullptr, nullptr);
+}
+
+void model::forward_layers(std::span<const token_row> rows, uint32_t first, uint32_t end,
+                           const float* stream_in, float* stream_out) {
+  assert(first < end && end <= cfg_.layers && (first == 0 || stream_in != nullptr));
   const size_t d = cfg_.d_model;
-  for (size_t r = 0; r < rows.size(); ++r)
-    std::memcpy(x_.data() + r * d, embedding_.data() + size_t{rows[r].token} * d,
-                d * sizeof(float));
-  for (uint32_t l = 0; l < cfg_.layers; ++l) {
+  if (first == 0)
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::memcpy(x_.data() + r * d, embedding_.data() + size_t{rows[r].token} * d,
+                  d * sizeof(float));
+  else
+    std::memcpy(x_.data(), stream_in, rows.size() * d * sizeof(float));
+  for (uint32_t l = first; l < end; ++l) {
     self_attention(layers_[l], l, rows);
     feed_forward(layers_[l], rows.size());
   }
+  if (stream_out != nullptr)
+    std::memcpy(stream_out, x_.data(), rows.size() * d * sizeof(float));
 }
 
 uint32_t model::greedy(size_t r) {

@@ -33,6 +33,12 @@ class model {
   /// pages and leaves the final residual stream of row r for greedy(r).
   void forward(std::span<const token_row> rows);
 
+  /// forward() for layers [first, end) only. With first > 0 the rows' residual stream is read
+  /// from `stream_in` (rows x d_model floats) instead of embedded; with `stream_out` it is
+  /// written there after the last layer. greedy() is meaningful when end is the last layer.
+  void forward_layers(std::span<const token_row> rows, uint32_t first, uint32_t end,
+                      const float* stream_in, float* stream_out);
+
   /// The greedy next token after row r of the last forward().
   uint32_t greedy(size_t r);
 

@@ -63,4 +63,22 @@ caf::error check_batch(std::span<const sequence_ref> seqs, std::span<const uint3
   return {};
 }
 
+caf::error check_layers(const model_config& cfg, layer_range r, std::span<const std::byte> stream,
+                        size_t stream_bytes, size_t alignment) {
+  if (r.first >= r.end || r.end > cfg.layers)
+    return make_error(errc::invalid_argument, "prefill: layers [" + to_string(r.first) + ", " +
+                                                  to_string(r.end) + ") are not a range of the " +
+                                                  to_string(cfg.layers) + " layers");
+  if (r.first == 0 && r.end == cfg.layers && stream.empty())
+    return {}; // the whole model: no stream in or out
+  if (stream.size() < stream_bytes)
+    return make_error(errc::invalid_argument, "prefill: a stream of " + to_string(stream.size()) +
+                                                  " bytes; the chunk's is " +
+                                                  to_string(stream_bytes));
+  if (reinterpret_cast<uintptr_t>(stream.data()) % alignment != 0)
+    return make_error(errc::invalid_argument,
+                      "prefill: the stream is not aligned to " + to_string(alignment) + " bytes");
+  return {};
+}
+
 } // namespace crescent::gpu

@@ -25,4 +25,9 @@ caf::error check_sequence(const model_config& cfg, const sequence_ref& seq,
 /// Checks a decode batch's shape: at least one sequence, one token per sequence.
 caf::error check_batch(std::span<const sequence_ref> seqs, std::span<const uint32_t> tokens);
 
+/// Checks prefill_layers' own arguments: a non-empty range of the model's layers, and a stream
+/// of at least `stream_bytes` bytes aligned to `alignment`.
+caf::error check_layers(const model_config& cfg, layer_range r, std::span<const std::byte> stream,
+                        size_t stream_bytes, size_t alignment);
+
 } // namespace crescent::gpu

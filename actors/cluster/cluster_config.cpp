@@ -117,9 +117,10 @@ caf::error validate_engine(const cluster_config& cfg) {
     if (cfg.nodes[i].ssd_bytes != 0)
       return field_error("nodes[" + std::to_string(i) + "].ssd_mib",
                          "the SSD tier is not modeled yet: a modeled cluster has DRAM pools only");
-  if (cfg.model.page_bytes() % gpu::standin_page_bytes != 0)
+  if (cfg.model.page_bytes() % gpu::standin_page_bytes(cfg.model) != 0)
     return field_error("model", "a modeled page (" + std::to_string(cfg.model.page_bytes()) +
-                                    " bytes) must be a multiple of its 64-byte stand-in");
+                                    " bytes) must be a multiple of its stand-in of 64 bytes a "
+                                    "layer");
   if (e.timing == gpu::timing_mode::measured)
     return field_error("engine.timing", "measured cannot go with engine.kind modeled: the "
                                         "modeled engine computes nothing to measure");
@@ -163,6 +164,8 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("prefill.chunk_tokens", "must be in [1, model.context_tokens_max]");
   if (cfg.prefill.queue_jobs_max == 0 || cfg.prefill.queue_jobs_max > 65536)
     return field_error("prefill.queue_jobs_max", "must be in [1, 65536]");
+  if (cfg.prefill.stream_layers == 0 || cfg.prefill.stream_layers > cfg.model.layers)
+    return field_error("prefill.stream_layers", "must be in [1, model.layers]");
   if (cfg.decode.batch_max == 0 || cfg.decode.batch_max > 4096)
     return field_error("decode.batch_max", "must be in [1, 4096]");
   if (cfg.decode.request_tokens_max < 2 ||
@@ -236,7 +239,7 @@ transport::link_profile link_profile_of(const cluster_config& cfg) {
   l.local_bytes_per_s = clamp(p.h2d_bytes_per_s);
   l.nic_latency_ns = static_cast<uint64_t>(std::ceil(p.nic_latency_s * 1e9));
   l.local_latency_ns = 0;
-  l.bytes_scale = cfg.model.page_bytes() / gpu::standin_page_bytes;
+  l.bytes_scale = cfg.model.page_bytes() / gpu::standin_page_bytes(cfg.model);
   return l;
 }
 

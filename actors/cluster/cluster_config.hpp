@@ -56,6 +56,10 @@ struct pool_config {
 struct prefill_config {
   uint32_t chunk_tokens = 128;   // tokens per compute step
   uint32_t queue_jobs_max = 256; // jobs waiting at one instance, at most
+  // Prompts of at least this many tokens stream their KV to decode layer by layer while they
+  // compute; shorter ones send it in one batch after. 0: every prompt streams.
+  uint32_t stream_min_tokens = 1024;
+  uint32_t stream_layers = 1; // layers computed, then streamed, per step
 };
 
 struct decode_config {

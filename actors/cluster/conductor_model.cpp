@@ -58,6 +58,7 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
   auto m = time_model::fit(std::move(*src), cfg.model, cfg.prefill.chunk_tokens);
   if (!m)
     return std::move(m.error());
+  m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers);
   return std::make_shared<const time_model>(std::move(*m));
 }
 

@@ -21,11 +21,12 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                  std::optional<transport::peer_info> peer) {
   const auto& n = cfg.nodes.at(node);
   // Blocks of the model's true page size; the arena holds them in the engine's memory layout
-  // (the modeled engine's stand-ins are small: the arena's unit shrinks to theirs).
+  // (the modeled engine's stand-ins are small, 64 bytes a layer: the arena's unit is the
+  // largest power of two that divides theirs, so that a block wastes nothing).
   const uint64_t blocks = std::max<uint64_t>(1, pool_bytes_of(cfg, node) / cfg.model.page_bytes());
   const uint64_t memory_page = memory_page_bytes(cfg);
   const uint64_t unit =
-      std::bit_floor(std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page));
+      std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page & (~memory_page + 1));
   auto arena = storage::dram_arena::create(transfer, node, blocks * memory_page,
                                            static_cast<uint32_t>(blocks), unit);
   if (!arena)
@@ -64,7 +65,7 @@ caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cf
 }
 
 uint64_t memory_page_bytes(const cluster_config& cfg) {
-  return cfg.engine.kind == gpu::engine_kind::modeled ? gpu::standin_page_bytes
+  return cfg.engine.kind == gpu::engine_kind::modeled ? gpu::standin_page_bytes(cfg.model)
                                                       : cfg.model.page_bytes();
 }
 
@@ -123,7 +124,9 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.simulated_time,
                              cfg.pool.replicas,
                              cfg.pool.placement,
-                             cfg.pool.copy_pulled};
+                             cfg.pool.copy_pulled,
+                             cfg.prefill.stream_min_tokens,
+                             cfg.prefill.stream_layers};
   return spawn_prefill_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
 }
 

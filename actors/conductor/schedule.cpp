@@ -127,7 +127,7 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
     job.pull_ns = m.pull_ns(pulled, d.pull_from, node, 0);
   }
   job.occupancy_ns = m.load_ns(d.local_blocks, false) + job.pull_ns + job.compute_ns +
-                     m.handoff_ns(a.prompt_tokens) +
+                     m.handoff_ns(a.prompt_tokens, job.compute_ns) +
                      m.store_ns(blocks - std::min(blocks, d.local_blocks));
   auto& t = st.prefill[d.prefill];
   if (t.jobs.empty())

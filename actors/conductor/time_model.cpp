@@ -4,6 +4,7 @@
 #include "messages/errors.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <set>
 
@@ -151,11 +152,23 @@ void time_model::learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint
   bw += (sample - bw) / 8.0;
 }
 
-uint64_t time_model::handoff_ns(uint32_t prompt_tokens) const {
+uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns) const {
   const auto& p = source_;
   const double bytes = static_cast<double>(ceil_div(prompt_tokens, block_tokens_)) *
                        static_cast<double>(page_bytes_);
-  return static_cast<uint64_t>(std::llround((bytes / p.nic_bytes_per_s + p.nic_latency_s) * 1e9));
+  double send_s = bytes / p.nic_bytes_per_s;
+  if (prompt_tokens >= stream_min_tokens_ && prompt_tokens > 0) {
+    const double last_chunk = std::min<double>(chunk_tokens_, prompt_tokens) / prompt_tokens;
+    send_s = std::max(send_s * last_chunk * stream_step_share_,
+                      send_s - static_cast<double>(compute_ns) / 1e9);
+  }
+  return static_cast<uint64_t>(std::llround((send_s + p.nic_latency_s) * 1e9));
+}
+
+void time_model::set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers) {
+  assert(step_layers >= 1 && layers >= 1);
+  stream_min_tokens_ = min_tokens;
+  stream_step_share_ = static_cast<double>(std::min(step_layers, layers)) / layers;
 }
 
 uint64_t time_model::decode_step_ns(uint32_t batch, uint64_t context_tokens) const {

@@ -66,8 +66,13 @@ class time_model {
   static constexpr uint32_t nodes_max = 64;
   /// Writing `blocks` new blocks into this node's pool.
   uint64_t store_ns(uint32_t blocks) const { return load_ns(blocks, false); }
-  /// The prompt's KV to a decode instance on another node.
-  uint64_t handoff_ns(uint32_t prompt_tokens) const;
+  /// The prompt's KV to a decode instance on another node after its prefill's `compute_ns`:
+  /// all of it when sent after prefill; streamed layer by layer (set_streaming), what cannot
+  /// hide behind the compute, and at least the last step's layers of the last chunk.
+  uint64_t handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns = 0) const;
+  /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step
+  /// (the prefill worker's stream_min_tokens and stream_layers). Not called: none stream.
+  void set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers);
   /// One decode step of `batch` sequences holding `context_tokens` tokens together.
   uint64_t decode_step_ns(uint32_t batch, uint64_t context_tokens) const;
 
@@ -96,6 +101,8 @@ class time_model {
   double fit_error_ = 0;
   double correction_ = 1.0;
   std::vector<double> pair_bytes_per_s_; // from * nodes_max + to; 0: not learned (empty: none)
+  uint32_t stream_min_tokens_ = UINT32_MAX;
+  double stream_step_share_ = 1; // of a chunk's KV, what one step sends
 };
 
 } // namespace crescent

@@ -71,24 +71,48 @@ caf::error allocate_pages(prefill_ptr self, prefill_job& job) {
   return caf::none;
 }
 
+// Computes the chunk at job.position: whole, or its next range of layers when the prompt
+// streams (the range's KV goes out at the next step, while the range after it computes).
 void compute_chunk(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
+  auto& engine = *st.parts.engine;
+  const uint32_t layers = engine.config().layers;
   const auto total = static_cast<uint32_t>(job.tokens.size());
   const uint32_t n = std::min(st.options.chunk_tokens, total - job.position);
   gpu::sequence_ref seq{job.page_ptrs, job.position};
-  auto r = st.parts.engine->prefill(seq, std::span{job.tokens}.subspan(job.position, n));
+  const auto tokens = std::span{job.tokens}.subspan(job.position, n);
+  gpu::layer_range range{0, layers};
+  if (job.streaming) {
+    range = {job.layer, std::min(layers, job.layer + st.options.stream_layers)};
+    if (job.layer == 0)
+      job.stream.resize((engine.stream_bytes(n) + sizeof(float) - 1) / sizeof(float));
+  }
+  auto r = job.streaming ? engine.prefill_layers(seq, tokens, range,
+                                                 std::as_writable_bytes(std::span{job.stream}))
+                         : engine.prefill(seq, tokens);
   if (!r) {
     fail_job(self, "prefill failed: " + describe(r.error()));
     return;
   }
-  job.position += n;
-  job.computed_tokens += n;
   job.compute_ns += r->compute_ns;
   st.compute_ns_total += r->compute_ns;
-  if (job.position == total) {
-    job.first_token = r->next_token;
-    job.computed = true;
+  if (job.streaming) {
+    // Pages this chunk completes may go; a page it leaves part-filled goes with the next one.
+    const uint32_t block = engine.config().block_tokens;
+    job.unsent = range;
+    job.unsent_pages_end = job.position + n == total ? static_cast<uint32_t>(job.pages.size())
+                                                     : (job.position + n) / block;
+    job.layer = range.end;
+  }
+  if (range.end == layers) {
+    job.layer = 0;
+    job.position += n;
+    job.computed_tokens += n;
+    if (job.position == total) {
+      job.first_token = r->next_token;
+      job.computed = true;
+    }
   }
   schedule_step(self, r->compute_ns);
 }
@@ -112,14 +136,33 @@ void on_step(prefill_ptr self) {
   auto& st = self->state;
   if (!st.current)
     return;
+  if (!st.current->streaming) {
+    if (st.current->computed)
+      hand_off(self);
+    else
+      compute_chunk(self);
+    return;
+  }
+  const auto id = st.current->request_id;
+  stream_computed(self); // what the last step computed: it may fail the job
+  if (!st.current || st.current->request_id != id)
+    return;
   if (st.current->computed)
-    hand_off(self);
+    end_streaming(self);
   else
     compute_chunk(self);
 }
 
 /// Called by lookup_prefix once the cached prefix is in the local pages.
 void begin_compute(prefill_ptr self) {
+  auto& job = *self->state.current;
+  job.streaming = job.tokens.size() >= self->state.options.stream_min_tokens;
+  if (job.streaming) {
+    const auto id = job.request_id;
+    send_cached_prefix(self); // may fail the job
+    if (!self->state.current || self->state.current->request_id != id)
+      return;
+  }
   schedule_step(self, 0);
 }
 

@@ -1,13 +1,20 @@
 // The KV hand-off: the prompt's KV goes from the local pages into the pages the decode worker
-// reserved (one batch of writes through the transfer engine, never a mailbox: shared memory or
-// TCP when the decode worker lives in another process), then the request learns its first
-// token and the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
+// reserved (batches of writes through the transfer engine, never a mailbox: shared memory or TCP
+// when the decode worker lives in another process), then the request learns its first token and
+// the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
 //
-// The batch runs while the worker serves its mailbox; its end comes back as handed_off_atom
-// (from the engine's thread that ended it, or from this one for in-process copies; in
-// simulated time after the batch's modeled time). Jobs queued behind it wait: a batch to a
-// process that is gone ends when its connection attempts fail (refused at once; unanswered
-// after the engine's connect timeout per attempt), at most at kv_handoff_timeout.
+// A prompt of at least prefill.stream_min_tokens streams: the cached prefix goes out as compute
+// begins, then each range of layers of each chunk as soon as it is computed, while the next
+// range computes (only the pages the chunk completed: one it leaves part-filled goes with the
+// next chunk, so that no region is written twice by batches in flight together). A shorter
+// prompt sends all of its pages in one batch after its last chunk. Either way kv_ready goes out
+// once every batch has ended well; the first that fails fails the job.
+//
+// Batches run while the worker serves its mailbox; each end comes back as handed_off_atom (from
+// the engine's thread that ended it, or from this one for in-process copies; in simulated time
+// after the batch's modeled time). A batch to a process that is gone ends when its connection
+// attempts fail (refused at once; unanswered after the engine's connect timeout per attempt),
+// at most at kv_handoff_timeout.
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
@@ -16,6 +23,7 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
+#include <cassert>
 #include <spdlog/spdlog.h>
 
 namespace crescent {
@@ -31,6 +39,10 @@ void notify_request(const prefill_job& job) {
     out.setRemoteReusedTokens(job.remote_reused_tokens);
     out.setLoadMisses(job.load_misses);
     out.setComputeNs(job.compute_ns);
+    out.setKvTailNs(job.last_end_ns > job.computed_ns
+                        ? static_cast<uint64_t>(job.last_end_ns - job.computed_ns)
+                        : 0);
+    out.setKvBusyNs(job.kv_busy_ns);
   });
   caf::anon_send(job.requester, prefill_done_atom::value, msg);
 }
@@ -60,6 +72,7 @@ void signal_decode(prefill_ptr self) {
   const auto& decode = st.parts.dir->decode[job.decode_instance];
   // Watched while it owes the answer: one that is gone ends the job (see the down handler).
   job.signalling = true;
+  job.signalled = true;
   self->monitor(decode);
   self->request(decode, control_timeout, kv_ready_atom::value, msg)
       .then(
@@ -77,34 +90,87 @@ void signal_decode(prefill_ptr self) {
           });
 }
 
-} // namespace
-
-void hand_off(prefill_ptr self) {
+// Submits the writes of layers r of local pages [first, end) into their decode pages, as one
+// batch; fails the job if the engine refuses it.
+void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_range r) {
   auto& st = self->state;
   auto& job = *st.current;
-  const uint64_t page = st.parts.engine->page_memory_bytes();
+  assert(first < end && end <= job.pages.size());
+  const auto slice = st.parts.engine->layer_slice(r);
   std::vector<transport::transfer_op> ops;
-  ops.reserve(job.pages.size());
-  for (size_t i = 0; i < job.pages.size(); ++i)
-    ops.push_back({transport::op_kind::write, {job.page_ptrs[i], page}, job.decode_pages[i]});
+  ops.reserve(end - first);
+  for (uint32_t i = first; i < end; ++i)
+    ops.push_back({transport::op_kind::write,
+                   {job.page_ptrs[i] + slice.offset, slice.length},
+                   job.decode_pages[i].slice(slice.offset, slice.length)});
   auto me = caf::actor_cast<prefill_worker_actor>(self);
   const auto id = job.request_id;
+  const auto batch = static_cast<uint32_t>(job.batch_submitted_ns.size());
+  job.batch_submitted_ns.push_back(clock_ns(self));
+  ++job.batches_in_flight;
   // The pages are read until the batch ends, which may be after this worker exits (a TCP batch
   // to a peer that is gone retries until its attempts or deadline run out): the callback keeps
   // their memory mapped until then. Not the pool itself: it holds the engine, which holds the
   // batch, and the engine must not end on one of its own threads.
-  auto err = st.parts.transfer->submit(ops, transport::clock_type::now() + kv_handoff_timeout,
-                                       [me, id, pages = st.parts.kv_pages->memory_keepalive()](
-                                           std::vector<transport::op_result> results) {
-                                         send_at_batch_end(me, batch_end_ns(results),
-                                                           handed_off_atom::value, id,
-                                                           first_failure(results));
-                                       });
+  auto err = st.parts.transfer->submit(
+      ops, transport::clock_type::now() + kv_handoff_timeout,
+      [me, id, batch,
+       pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
+        send_at_batch_end(me, batch_end_ns(results), handed_off_atom::value, id, batch,
+                          first_failure(results));
+      });
   if (err)
     fail_job(self, "KV hand-off to decode failed: " + describe(err));
 }
 
-void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err) {
+// Every batch is submitted: kv_ready once the last has ended.
+void all_submitted(prefill_ptr self) {
+  auto& job = *self->state.current;
+  job.computed_ns = clock_ns(self);
+  job.all_sent = true;
+  if (job.batches_in_flight == 0)
+    signal_decode(self);
+}
+
+} // namespace
+
+void hand_off(prefill_ptr self) {
+  auto& job = *self->state.current;
+  const auto id = job.request_id;
+  submit_pages(self, 0, static_cast<uint32_t>(job.pages.size()),
+               {0, self->state.parts.engine->config().layers});
+  if (self->state.current && self->state.current->request_id == id)
+    all_submitted(self);
+}
+
+void send_cached_prefix(prefill_ptr self) {
+  auto& job = *self->state.current;
+  const auto& cfg = self->state.parts.engine->config();
+  job.pages_sent = job.position / cfg.block_tokens; // whole pages, all of their layers
+  if (job.pages_sent > 0)
+    submit_pages(self, 0, job.pages_sent, {0, cfg.layers});
+}
+
+void stream_computed(prefill_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  const auto range = job.unsent;
+  if (range.count() == 0)
+    return;
+  job.unsent = {};
+  const auto first = job.pages_sent;
+  const auto end = job.unsent_pages_end;
+  if (range.end == st.parts.engine->config().layers)
+    job.pages_sent = end; // the chunk's pages have every layer now
+  if (end > first)
+    submit_pages(self, first, end, range);
+}
+
+void end_streaming(prefill_ptr self) {
+  all_submitted(self);
+}
+
+void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const caf::error& err) {
   auto& st = self->state;
   // Only the engine's callback (an anonymous message) says a hand-off ended.
   if (self->current_sender() != nullptr) {
@@ -113,14 +179,25 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err)
     return;
   }
   if (!st.current || st.current->request_id != request_id)
-    return; // rare: only the current job hands off, and it waits for this
+    return; // a batch of a job that failed before it ended
+  auto& job = *st.current;
+  if (batch >= job.batch_submitted_ns.size() || job.batches_in_flight == 0)
+    return; // rare: not a batch of this job's (the engine answers each once)
+  --job.batches_in_flight;
+  // The time some batch was in flight, and when the last ended: the tail after compute.
+  const int64_t end = clock_ns(self);
+  const int64_t start = std::max(job.batch_submitted_ns[batch], job.last_end_ns);
+  if (end > start)
+    job.kv_busy_ns += static_cast<uint64_t>(end - start);
+  job.last_end_ns = std::max(job.last_end_ns, end);
   // A failed write means the reservation is gone (the request ended, and the decode worker
   // revoked the handles) or the decode worker's process is: the request needs no other answer.
   if (err) {
     fail_job(self, "KV hand-off to decode failed: " + describe(err));
     return;
   }
-  signal_decode(self);
+  if (job.all_sent && job.batches_in_flight == 0 && !job.signalled)
+    signal_decode(self);
 }
 
 } // namespace crescent

@@ -31,12 +31,6 @@ std::span<std::byte> page_span(prefill_ptr self, size_t i) {
   return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
 }
 
-int64_t clock_ns(prefill_ptr self) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             self->clock().now().time_since_epoch())
-      .count();
-}
-
 uint32_t block_tokens(prefill_ptr self) {
   return self->state.parts.engine->config().block_tokens;
 }

@@ -8,6 +8,7 @@
 #include "actors/request/request_actor.hpp"
 #include "transport/region_handle.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -75,6 +76,21 @@ struct prefill_job {
   uint32_t first_token = 0;
   bool computed = false;   // every token computed; hand-off is next
   bool signalling = false; // KV written, kv_ready sent to the decode worker, no answer yet
+  bool signalled = false;  // kv_ready was sent (once)
+  // The hand-off (handoff.cpp): batches of writes into the decode pages. Streamed, a chunk is
+  // computed a range of layers a step, and each range's KV goes out while the next computes.
+  bool streaming = false;
+  uint32_t layer = 0;            // the next layer of the current chunk to compute
+  gpu::layer_range unsent{};     // computed, not submitted yet (count() 0: none)
+  uint32_t unsent_pages_end = 0; // the pages those layers wrote that may go (complete ones)
+  uint32_t pages_sent = 0;       // pages before it have every layer submitted
+  std::vector<float> stream;     // the chunk's residual stream between ranges of layers
+  uint32_t batches_in_flight = 0;
+  bool all_sent = false;                   // every batch is submitted
+  std::vector<int64_t> batch_submitted_ns; // per batch, on the actor's clock
+  int64_t computed_ns = 0;                 // when the last range of the last chunk was computed
+  int64_t last_end_ns = 0;                 // when the latest batch ended
+  uint64_t kv_busy_ns = 0;                 // the time some batch was in flight
 };
 
 struct prefill_state {
@@ -89,6 +105,13 @@ struct prefill_state {
 };
 
 using prefill_ptr = prefill_worker_actor::stateful_pointer<prefill_state>;
+
+/// The actor's clock (CAF's virtual clock in simulated time), in nanoseconds.
+inline int64_t clock_ns(prefill_ptr self) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             self->clock().now().time_since_epoch())
+      .count();
+}
 
 // admit.cpp
 caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg);
@@ -106,6 +129,9 @@ void store_new_blocks(prefill_ptr self);
 void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);
 // handoff.cpp
 void hand_off(prefill_ptr self);
-void on_handed_off(prefill_ptr self, uint64_t request_id, const caf::error& err);
+void send_cached_prefix(prefill_ptr self);
+void stream_computed(prefill_ptr self);
+void end_streaming(prefill_ptr self);
+void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const caf::error& err);
 
 } // namespace crescent

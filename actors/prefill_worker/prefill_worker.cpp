@@ -24,10 +24,12 @@ envelope make_stats(prefill_ptr self) {
   });
 }
 
-// Invariant of the job loop: while a job runs, exactly one thing is outstanding, either a step
-// message to self, one batch of transfers whose end continues the job (loaded_atom for the
-// cached prefix, handed_off_atom for the KV to decode, stored_atom for the new blocks), or one
-// request (prefix lookup, kv_ready, put) whose answer continues it.
+// Invariant of the job loop: while a job runs, one thing continues it, either a step message to
+// self, one batch of transfers whose end continues the job (loaded_atom for the cached prefix,
+// handed_off_atom for the last KV write to decode, stored_atom for the new blocks), or one
+// request (prefix lookup, kv_ready, put) whose answer continues it. While a prompt streams,
+// batches of its KV (handed_off_atom) are in flight beside the steps that compute it; the last
+// of them to end, after the last step, continues the job.
 prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_worker_options options,
                                                    prefill_worker_parts parts) {
   self->state.options = options;
@@ -54,8 +56,8 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) { on_step(self); },
-      [=](handed_off_atom, uint64_t request_id, const caf::error& err) {
-        on_handed_off(self, request_id, err);
+      [=](handed_off_atom, uint64_t request_id, uint32_t batch, const caf::error& err) {
+        on_handed_off(self, request_id, batch, err);
       },
       [=](loaded_atom, uint64_t request_id, const std::vector<caf::error>& results,
           uint64_t remote_ns) { on_loaded(self, request_id, results, remote_ns); },

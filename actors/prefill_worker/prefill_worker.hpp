@@ -32,6 +32,9 @@ struct prefill_worker_options {
   placement_policy placement = placement_policy::local_first;
   /// Blocks read from other nodes are copied to this node's pool after the job (pool_io.cpp).
   bool copy_pulled = true;
+  /// Prompts of at least this many tokens stream their KV layer by layer (handoff.cpp).
+  uint32_t stream_min_tokens = 1024;
+  uint32_t stream_layers = 1; // per step, at most the model's
 };
 
 /// What a prefill worker works with. `kv_pages` must hold the longest prompt the model allows.

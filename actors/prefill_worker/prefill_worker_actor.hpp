@@ -23,8 +23,8 @@ using prefill_worker_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<envelope>,
     // internal: run the next step of the current job
     caf::reacts_to<step_atom>,
-    // internal: the KV writes of this request's hand-off ended (none: all written)
-    caf::reacts_to<handed_off_atom, uint64_t, caf::error>,
+    // internal: batch n of the KV writes of this request's hand-off ended (none: all written)
+    caf::reacts_to<handed_off_atom, uint64_t, uint32_t, caf::error>,
     // internal: reads of cached blocks into this request's pages ended (one result per read)
     caf::reacts_to<loaded_atom, uint64_t, std::vector<caf::error>, uint64_t>,
     // internal: writes of this request's new blocks into the pool ended (one result per write)

@@ -45,6 +45,8 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
     out.setPrefillInstance(st.prefill_instance);
     out.setDecodeInstance(st.decode_instance);
     out.setPrefillComputeNs(st.prefill_compute_ns);
+    out.setKvTailNs(st.kv_tail_ns);
+    out.setKvBusyNs(st.kv_busy_ns);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
@@ -91,12 +93,12 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   struct done {
     uint64_t id;
     uint32_t first, computed, reused, remote, misses;
-    uint64_t compute_ns;
+    uint64_t compute_ns, kv_tail_ns, kv_busy_ns;
   };
   auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) {
     return done{in.getRequestId(),    in.getFirstToken(),         in.getComputedTokens(),
                 in.getReusedTokens(), in.getRemoteReusedTokens(), in.getLoadMisses(),
-                in.getComputeNs()};
+                in.getComputeNs(),    in.getKvTailNs(),           in.getKvBusyNs()};
   });
   if (!d)
     return std::move(d.error());
@@ -109,6 +111,8 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   st.remote_reused_tokens = std::min(d->remote, d->reused);
   st.load_misses = d->misses;
   st.prefill_compute_ns = d->compute_ns;
+  st.kv_tail_ns = d->kv_tail_ns;
+  st.kv_busy_ns = d->kv_busy_ns;
   append_tokens(self, {d->first});
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();

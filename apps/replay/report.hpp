@@ -1,6 +1,7 @@
 // The summary of a replay: what people read after `crescent run`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,6 +26,14 @@ struct request_result {
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;
   uint64_t prefill_compute_ns = 0;
+  uint64_t kv_tail_ns = 0; // the KV's arrival at decode after prefill compute ended
+  uint64_t kv_busy_ns = 0; // the time some of the KV was in flight to decode
+  /// The share of the KV transfer's time that overlapped compute: 0 when sent after prefill.
+  double kv_hidden() const {
+    return kv_busy_ns == 0 ? 1.0
+                           : 1.0 - static_cast<double>(std::min(kv_tail_ns, kv_busy_ns)) /
+                                       static_cast<double>(kv_busy_ns);
+  }
   uint64_t predicted_ttft_ns = 0; // the conductor's prediction at placement (0: not placed)
   uint64_t retry_after_ms = 0;    // rejected by the conductor: its retry estimate
 };

@@ -24,6 +24,7 @@ caf::expected<cluster_config> paper_cluster() {
   }
   c.prefill.chunk_tokens = 8192;
   c.prefill.queue_jobs_max = 1024;
+  c.prefill.stream_layers = 8;
   c.decode.kv_tokens = static_cast<uint64_t>(
       std::floor((*profile)->kv_capacity_bytes() / double(c.model.kv_bytes_per_token())));
   c.decode.batch_max = 256;

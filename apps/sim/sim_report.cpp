@@ -66,6 +66,12 @@ void measure(sim_report& r, std::vector<request_result> results) {
       continue;
     r.reused_remote_tokens += x.remote_reused_tokens;
     prefill_s += static_cast<double>(x.prefill_compute_ns) / 1e9;
+    r.kv_tail_ms_mean += static_cast<double>(x.kv_tail_ns) / 1e6;
+    if (x.prompt_tokens >= sim_report::long_prompt_tokens) {
+      ++r.long_prompts;
+      r.long_hidden_min = std::min(r.long_hidden_min, x.kv_hidden());
+      r.long_hidden_mean += x.kv_hidden();
+    }
     const bool ttft_ok = ttft_ms(x) <= r.slo.ttft_ms;
     r.ttft_met += ttft_ok ? 1 : 0;
     const double tbt = replay::request_tbt_ms(x.token_times_ns); // -1: one token, no TBT
@@ -76,6 +82,8 @@ void measure(sim_report& r, std::vector<request_result> results) {
     }
   }
   r.prefill_gpu_s_mean = r.summary.completed == 0 ? 0 : prefill_s / r.summary.completed;
+  r.kv_tail_ms_mean = r.summary.completed == 0 ? 0 : r.kv_tail_ms_mean / r.summary.completed;
+  r.long_hidden_mean = r.long_prompts == 0 ? 0 : r.long_hidden_mean / r.long_prompts;
   r.pulls = count_pulls(results);
   if (!results.empty()) {
     r.trace_span_s = static_cast<double>(last_arrival - first_arrival) / 1e9;
@@ -106,6 +114,10 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
                      s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
   out += fmt::format("prefill GPU   {:.3f} s per completed request (modeled compute)\n",
                      r.prefill_gpu_s_mean);
+  out += fmt::format("KV hand-off   {:.2f} ms mean after compute; of prompts >= {} tokens ({}), "
+                     "{:.1f}% of the transfer hidden behind compute (least {:.1f}%)\n",
+                     r.kv_tail_ms_mean, sim_report::long_prompt_tokens, r.long_prompts,
+                     100 * r.long_hidden_mean, 100 * (r.long_prompts == 0 ? 0 : r.long_hidden_min));
   out += fmt::format("pulls         {} requests read cached blocks from another node; {} "
                      "blocks copied to the nodes that pulled them\n",
                      r.pulls, r.replicas_added);
@@ -156,6 +168,8 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["computed_tokens"] = x.computed_tokens;
   j["output_tokens"] = x.tokens.size();
   j["prefill_compute_ns"] = x.prefill_compute_ns;
+  j["kv_tail_ns"] = x.kv_tail_ns;
+  j["kv_busy_ns"] = x.kv_busy_ns;
   j["load_misses"] = x.load_misses;
   return j;
 }
@@ -199,6 +213,11 @@ std::string format_json(const sim_report& r) {
                  {"load_misses", s.load_misses},
                  {"hit_rate", s.hit_rate()}};
   j["prefill_gpu_s_mean"] = r.prefill_gpu_s_mean;
+  j["kv_handoff"] = {{"tail_ms_mean", r.kv_tail_ms_mean},
+                     {"long_prompt_tokens", sim_report::long_prompt_tokens},
+                     {"long_prompts", r.long_prompts},
+                     {"long_hidden_mean", r.long_hidden_mean},
+                     {"long_hidden_min", r.long_prompts == 0 ? 0.0 : r.long_hidden_min}};
   j["predictions"] = {{"requests", s.predicted},
                       {"ttft_mape", s.ttft_mape},
                       {"ttft_p90_abs_error_ms", s.ttft_p90_abs_error_ms},

@@ -47,6 +47,12 @@ struct sim_report {
   size_t pulls = 0;              // completed requests that read cached blocks from another node
   uint64_t replicas_added = 0;   // copies of pulled blocks made on the nodes that pulled them
   double prefill_gpu_s_mean = 0; // per completed request
+  // The KV hand-off's overlap with compute (request_result::kv_hidden), over completed
+  // requests of at least long_prompt_tokens and over all of them.
+  static constexpr uint32_t long_prompt_tokens = 8192;
+  size_t long_prompts = 0;
+  double long_hidden_min = 1, long_hidden_mean = 0;
+  double kv_tail_ms_mean = 0;
   std::map<std::string, size_t> rejected, failed; // by reason
   double trace_span_s = 0;  // from the first arrival to the last (after the speedup)
   double virtual_end_s = 0; // when the last request ended

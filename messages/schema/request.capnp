@@ -23,6 +23,8 @@ struct PrefillDone {
   loadMisses @4 :UInt32;
   computeNs @5 :UInt64;
   remoteReusedTokens @6 :UInt32;  # of reusedTokens, those read from another node's DRAM
+  kvTailNs @7 :UInt64;   # from the end of compute until the last of the KV reached decode
+  kvBusyNs @8 :UInt64;   # the time some of the KV was in flight to decode
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -61,4 +63,6 @@ struct RequestOutcome {
   remoteReusedTokens @12 :UInt32; # of reusedTokens, those read from another node's DRAM
   predictedTtftNs @13 :UInt64;    # the conductor's prediction at placement (0: not placed)
   retryAfterMs @14 :UInt64;       # rejected by the conductor: when a retry may be admitted
+  kvTailNs @15 :UInt64;           # the KV's arrival at decode after prefill compute ended
+  kvBusyNs @16 :UInt64;           # the time some of the KV was in flight to decode
 }

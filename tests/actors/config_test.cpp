@@ -272,7 +272,7 @@ decode: {kv_tokens: 1000000, request_tokens_max: 262144}
   EXPECT_EQ(decode_kv_bytes_of(*cfg), 1953ull * cfg->model.page_bytes());
   auto links = link_profile_of(*cfg);
   EXPECT_EQ(links.nic_bytes_per_s, 100'000'000'000u);
-  EXPECT_EQ(links.bytes_scale, cfg->model.page_bytes() / 64);
+  EXPECT_EQ(links.bytes_scale, cfg->model.page_bytes() / (64 * 80)) << "64 bytes a layer";
 }
 
 TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {

@@ -126,10 +126,11 @@ TEST(modeled_profile, validation_names_the_field) {
 
 // A sequence's stand-in pages.
 struct pages {
-  explicit pages(size_t n) : memory(n * standin_page_bytes) {
+  explicit pages(size_t n) : memory(n * page_bytes) {
     for (size_t i = 0; i < n; ++i)
-      ptrs.push_back(memory.data() + i * standin_page_bytes);
+      ptrs.push_back(memory.data() + i * page_bytes);
   }
+  static inline const size_t page_bytes = standin_page_bytes(tiny_model());
   std::vector<std::byte> memory;
   std::vector<std::byte*> ptrs;
 };
@@ -163,7 +164,7 @@ std::vector<uint32_t> decode_all(engine& e, pages& p, uint32_t length, uint32_t 
 
 TEST(modeled_engine, chunking_changes_nothing) {
   auto e = make();
-  EXPECT_EQ(e->page_memory_bytes(), standin_page_bytes);
+  EXPECT_EQ(e->page_memory_bytes(), 2 * standin_layer_bytes) << "a slot for each layer";
   const auto t = prompt(10);
   pages whole(8), chunked(8);
   auto a = e->prefill({whole.ptrs, 0}, t);
@@ -173,7 +174,7 @@ TEST(modeled_engine, chunking_changes_nothing) {
   ASSERT_TRUE(b1 && b2);
   EXPECT_EQ(a->next_token, b2->next_token);
   EXPECT_EQ(a->compute_ns, b1->compute_ns + b2->compute_ns);
-  EXPECT_EQ(0, std::memcmp(whole.memory.data(), chunked.memory.data(), 3 * standin_page_bytes));
+  EXPECT_EQ(0, std::memcmp(whole.memory.data(), chunked.memory.data(), 3 * pages::page_bytes));
   EXPECT_EQ(decode_all(*e, whole, 10, a->next_token, 6),
             decode_all(*e, chunked, 10, b2->next_token, 6));
 }
@@ -187,7 +188,7 @@ TEST(modeled_engine, a_copied_prefix_decodes_as_the_original) {
   // Disaggregated: the first two pages arrive from a pool (copied), the rest is computed.
   pages source(8);
   ASSERT_TRUE(e->prefill({source.ptrs, 0}, std::span{t}.first(8)));
-  std::memcpy(disagg.ptrs[0], source.ptrs[0], 2 * standin_page_bytes);
+  std::memcpy(disagg.ptrs[0], source.ptrs[0], 2 * pages::page_bytes);
   auto b = e->prefill({disagg.ptrs, 8}, std::span{t}.subspan(8));
   ASSERT_TRUE(b);
   EXPECT_EQ(a->next_token, b->next_token);
@@ -250,10 +251,56 @@ TEST(modeled_engine, a_corrupted_stand_in_changes_the_tokens_or_fails) {
   pages good(8), bad(8);
   auto a = e->prefill({good.ptrs, 0}, t);
   ASSERT_TRUE(e->prefill({bad.ptrs, 0}, std::span{t}.first(8)));
-  bad.memory[20] ^= std::byte{1}; // page 0's content hash: as if its KV had changed
+  bad.memory[standin_layer_bytes + 20] ^= std::byte{1}; // page 0's last layer's content hash
   auto b = e->prefill({bad.ptrs, 8}, std::span{t}.subspan(8));
   ASSERT_TRUE(a && b);
   EXPECT_NE(decode_all(*e, good, 10, a->next_token, 8), decode_all(*e, bad, 10, b->next_token, 8));
+}
+
+TEST(modeled_engine, layer_ranges_in_turn_write_what_one_call_writes) {
+  auto e = make();
+  const auto t = prompt(10);
+  pages whole(8), layered(8);
+  auto a = e->prefill({whole.ptrs, 0}, t);
+  ASSERT_TRUE(a);
+  std::vector<std::byte> stream(e->stream_bytes(10));
+  auto l0 = e->prefill_layers({layered.ptrs, 0}, t, {0, 1}, stream);
+  ASSERT_TRUE(l0) << describe(l0.error());
+  // Layer 0 alone is not KV yet: a page whose layers disagree cannot be continued.
+  auto early = e->prefill({layered.ptrs, 10}, prompt(11));
+  EXPECT_FALSE(early);
+  auto l1 = e->prefill_layers({layered.ptrs, 0}, t, {1, 2}, stream);
+  ASSERT_TRUE(l1) << describe(l1.error());
+  EXPECT_EQ(l1->next_token, a->next_token);
+  EXPECT_EQ(whole.memory, layered.memory);
+  // The call's overhead counts once; the layers share the rest (to a nanosecond a layer).
+  EXPECT_NEAR(static_cast<double>(l0->compute_ns + l1->compute_ns),
+              static_cast<double>(a->compute_ns), 2.0);
+  EXPECT_EQ(e->layer_slice({1, 2}).offset, standin_layer_bytes);
+}
+
+TEST(modeled_engine, a_layer_that_did_not_arrive_or_a_wrong_stream_is_an_error) {
+  auto e = make();
+  const auto t = prompt(8);
+  pages src(8), dst(8);
+  ASSERT_TRUE(e->prefill({src.ptrs, 0}, t));
+  // Pages 0 and 1 arrive, but only layer 0 of page 1.
+  const auto page = pages::page_bytes;
+  std::memcpy(dst.ptrs[0], src.ptrs[0], page);
+  std::memcpy(dst.ptrs[1], src.ptrs[1], standin_layer_bytes);
+  const std::vector<uint32_t> next{5};
+  auto r = e->prefill({dst.ptrs, 8}, next);
+  ASSERT_FALSE(r);
+  EXPECT_NE(describe(r.error()).find("layer 1 of page 1"), std::string::npos)
+      << describe(r.error());
+  // A stream of another chunk or layer is refused before anything is written.
+  std::vector<std::byte> stream(e->stream_bytes(4));
+  pages p(8);
+  ASSERT_TRUE(e->prefill_layers({p.ptrs, 0}, std::span{t}.first(4), {0, 1}, stream));
+  EXPECT_FALSE(e->prefill_layers({p.ptrs, 0}, std::span{t}.subspan(4), {1, 2}, stream));
+  EXPECT_FALSE(
+      e->prefill_layers({p.ptrs, 0}, std::span{t}.first(4), {0, 1}, std::span{stream}.first(8)))
+      << "a stream too short";
 }
 
 TEST(modeled_engine, refuses_a_model_its_profile_does_not_describe) {

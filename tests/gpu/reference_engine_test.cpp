@@ -264,6 +264,54 @@ TEST_P(ReferenceEngineShapes, ChunkedPrefillIsBitIdenticalToWholePrefill) {
   EXPECT_EQ(0, std::memcmp(chunked.bytes.data(), whole.bytes.data(), whole.bytes.size()));
 }
 
+TEST_P(ReferenceEngineShapes, LayerRangesInTurnAreBitIdenticalToWholePrefill) {
+  // Layer-wise streaming and pipeline stages compute a chunk a range of layers at a time, the
+  // stream carried between ranges; chunks of 70 rows span two of the model's row groups.
+  const model_config cfg = GetParam();
+  auto eng = make_engine(cfg);
+  const auto prompt = make_prompt(150, cfg.vocab, 3);
+  const size_t pages = (150 + cfg.block_tokens - 1) / cfg.block_tokens;
+  kv_buffer whole(cfg, pages);
+  const uint32_t whole_next = prefill_ok(*eng, whole.seq(0), prompt);
+  kv_buffer layered(cfg, pages);
+  uint32_t layered_next = 0;
+  for (size_t done = 0; done < prompt.size();) {
+    const size_t n = std::min<size_t>(70, prompt.size() - done);
+    const auto chunk = std::span(prompt).subspan(done, n);
+    std::vector<float> stream(eng->stream_bytes(static_cast<uint32_t>(n)) / sizeof(float));
+    auto bytes = std::as_writable_bytes(std::span(stream));
+    for (uint32_t l = 0; l < cfg.layers; ++l) {
+      auto r =
+          eng->prefill_layers(layered.seq(static_cast<uint32_t>(done)), chunk, {l, l + 1}, bytes);
+      ASSERT_TRUE(r) << describe(r.error());
+      if (l + 1 == cfg.layers)
+        layered_next = r->next_token;
+    }
+    done += n;
+  }
+  EXPECT_EQ(layered_next, whole_next);
+  EXPECT_EQ(0, std::memcmp(layered.bytes.data(), whole.bytes.data(), whole.bytes.size()));
+  // Each range wrote only its own slice of every page.
+  const auto first = eng->layer_slice({0, 1});
+  EXPECT_EQ(first.offset, 0u);
+  EXPECT_EQ(first.length * cfg.layers, cfg.page_bytes());
+}
+
+TEST(ReferenceEngine, LayerRangesAreChecked) {
+  model_config cfg;
+  auto eng = make_engine(cfg);
+  const auto prompt = make_prompt(8, cfg.vocab, 4);
+  kv_buffer kv(cfg, 1);
+  std::vector<float> stream(eng->stream_bytes(8) / sizeof(float));
+  auto bytes = std::as_writable_bytes(std::span(stream));
+  EXPECT_FALSE(eng->prefill_layers(kv.seq(0), prompt, {1, 1}, bytes));
+  EXPECT_FALSE(eng->prefill_layers(kv.seq(0), prompt, {0, cfg.layers + 1}, bytes));
+  EXPECT_FALSE(eng->prefill_layers(kv.seq(0), prompt, {0, 1}, bytes.first(bytes.size() - 4)))
+      << "a stream too short for the chunk";
+  EXPECT_TRUE(eng->prefill_layers(kv.seq(0), prompt, {0, cfg.layers}, {}))
+      << "the whole model needs no stream";
+}
+
 TEST_P(ReferenceEngineShapes, ContinuesFromACopiedPrefix) {
   // A prefix prefilled elsewhere and copied in (as from the cache) continues exactly like a
   // monolithic prefill.

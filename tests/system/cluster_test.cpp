@@ -50,6 +50,32 @@ TEST(cluster, disaggregated_equals_monolithic_for_twenty_trace_prompts) {
   }
 }
 
+TEST(cluster, kv_streamed_layer_by_layer_equals_monolithic) {
+  // Every prompt streams, a layer a step, in chunks of 40 tokens: chunks end inside pages of 16,
+  // whose layers then go out with the next chunk. Some prompts share prefixes, whose cached pages
+  // go out as compute begins.
+  auto cfg = small_cluster();
+  cfg.prefill.stream_min_tokens = 0;
+  cfg.prefill.stream_layers = 1;
+  cfg.prefill.chunk_tokens = 40;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  w.output_scale = 0.1;
+  std::vector<replay::synthetic_request> reqs;
+  auto records = trace_head(20);
+  ASSERT_EQ(records.size(), 20u);
+  for (size_t i = 0; i < records.size(); ++i)
+    reqs.push_back(replay::synthesize(records[i], i, w));
+  reqs.push_back(replay::synthesize(record({1, 2, 3, 4, 5}, 6, 100'000), 20, w));
+  reqs.push_back(replay::synthesize(record({1, 2, 3, 9}, 6, 110'000), 21, w));
+  auto results = h.replay(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    expect_monolithic(h, reqs[i], results[i]);
+  EXPECT_EQ(results[21].reused_tokens, 3 * h.cl->config().model.block_tokens)
+      << "the cached prefix was sent from the pool's pages";
+}
+
 TEST(cluster, shared_prefixes_are_loaded_from_the_pool) {
   cluster_harness h{small_cluster()};
   auto w = h.workload();
