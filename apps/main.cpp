@@ -36,6 +36,13 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--output-scale", run.output_scale, "Multiply output lengths by this")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e3));
+  run_cmd
+      ->add_option("--kv-send", run.kv_send,
+                   "KV to decode: config (prefill.stream_min_tokens), stream (layer by layer "
+                   "while prefill runs), after (once prefill ends), or ab (after and stream "
+                   "alternating, twice each, and the ratio of their mean TTFTs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"config", "stream", "after", "ab"}));
   run_cmd->add_flag("--no-progress{false}", run.progress, "Do not print the progress line");
   run_cmd->add_flag("--verbose", run.verbose, "Log actor warnings");
 

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <system_error>
 
@@ -63,6 +64,63 @@ void print_header(const run_options& opt, const cluster_config& cfg,
              cfg.model.vocab);
 }
 
+void set_kv_send(cluster_config& cfg, bool stream) {
+  cfg.prefill.stream_min_tokens = stream ? 0 : std::numeric_limits<uint32_t>::max();
+}
+
+double mean_ttft_ms(const std::vector<replay::request_result>& results) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& r : results)
+    if (r.status == replay::outcome_status::completed && !r.token_times_ns.empty()) {
+      sum += static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
+      ++n;
+    }
+  return n == 0 ? 0 : sum / static_cast<double>(n);
+}
+
+std::string format_handoff(const std::vector<replay::request_result>& results) {
+  double tail_ms = 0, hidden = 0;
+  size_t n = 0;
+  for (const auto& r : results)
+    if (r.status == replay::outcome_status::completed) {
+      tail_ms += static_cast<double>(r.kv_tail_ns) / 1e6;
+      hidden += r.kv_hidden();
+      ++n;
+    }
+  if (n == 0)
+    return {};
+  return fmt::format("KV hand-off   {:.3f} ms mean after compute; {:.1f}% of the transfer hidden "
+                     "behind compute (mean over {} requests)\n",
+                     tail_ms / static_cast<double>(n), 100 * hidden / static_cast<double>(n), n);
+}
+
+// The same requests sent after prefill and streamed, alternating (after, stream, after,
+// stream) so that a machine that slows or warms up weighs on both alike.
+int run_ab(const run_options& opt, cluster_config cfg,
+           const std::vector<replay::synthetic_request>& requests) {
+  double sum[2] = {0, 0};
+  uint32_t failed = 0;
+  for (int round = 0; round < 4; ++round) {
+    const bool stream = round % 2 == 1;
+    set_kv_send(cfg, stream);
+    auto run = replay::replay_in_real_time(cfg, requests, opt.progress ? stderr : nullptr);
+    if (!run)
+      return fail(describe(run.error()));
+    if (opt.progress)
+      fmt::print(stderr, "\n");
+    const auto summary = replay::summarize(run->results);
+    failed += static_cast<uint32_t>(summary.failed);
+    const double ttft = mean_ttft_ms(run->results);
+    sum[stream ? 1 : 0] += ttft;
+    fmt::print("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms; {}", stream ? "stream" : "after",
+               ttft, summary.ttft_ms.p90, format_handoff(run->results));
+  }
+  fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each)\n",
+             sum[0] == 0 ? 0 : sum[1] / sum[0]);
+  return failed == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int run_command(const run_options& opt) {
@@ -90,20 +148,21 @@ int run_command(const run_options& opt) {
     requests.push_back(replay::synthesize((*records)[i], i, w));
   print_header(opt, cfg, w, requests.size());
   std::fflush(stdout); // the header before the progress line on stderr
-
+  if (opt.kv_send == "ab")
+    return run_ab(opt, cfg, requests);
+  if (opt.kv_send != "config")
+    set_kv_send(cfg, opt.kv_send == "stream");
   auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr);
   if (!run)
     return fail(describe(run.error()));
-  const auto* results = &run->results;
-  const auto& moved = run->moved;
-  const double wall_s = run->wall_s;
   if (opt.progress)
     fmt::print(stderr, "\n");
-  auto summary = replay::summarize(*results);
+  auto summary = replay::summarize(run->results);
   fmt::print("{}", replay::format_summary(summary));
-  fmt::print("{}", replay::format_transfer_metrics(moved));
-  fmt::print("wall time     {:.2f} s\n", wall_s);
-  for (const auto& r : *results)
+  fmt::print("{}", format_handoff(run->results));
+  fmt::print("{}", replay::format_transfer_metrics(run->moved));
+  fmt::print("wall time     {:.2f} s\n", run->wall_s);
+  for (const auto& r : run->results)
     if (r.status == replay::outcome_status::failed)
       fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
   return summary.failed == 0 ? 0 : 1;

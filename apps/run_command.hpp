@@ -19,6 +19,10 @@ struct run_options {
   double output_scale = 1.0;
   bool progress = true;
   bool verbose = false;
+  // How prefill sends KV to decode: "config" (the cluster file's prefill.stream_min_tokens),
+  // "stream" (every prompt layer by layer), "after" (every prompt after its prefill), or "ab"
+  // (after, stream, after, stream: four runs of the same requests, and the TTFT ratio).
+  std::string kv_send = "config";
 };
 
 /// Returns the process exit status: 0 if every request completed or was rejected, 1 if any

@@ -144,7 +144,9 @@ void on_step(prefill_ptr self) {
     return;
   }
   const auto id = st.current->request_id;
-  stream_computed(self); // what the last step computed: it may fail the job
+  if (st.current->computed)
+    st.current->computed_ns = clock_ns(self); // the last step's compute has ended
+  stream_computed(self);                      // what the last step computed: it may fail the job
   if (!st.current || st.current->request_id != id)
     return;
   if (st.current->computed)

@@ -11,9 +11,9 @@
 // - Prefill in chunks of 8,192 tokens (the paper chunks prompts above about 1,000 tokens; in
 //   modeled time the chunk size changes only how often a worker serves its mailbox).
 // - KV streamed to decode for prompts of 1,024 tokens or more, 8 of the 80 layers a step: ten
-//   steps a chunk. A layer a step hides the same share of the transfer to within a point on
-//   the synthetic trace (82.5% against 83.3% for prompts of 8k tokens and more) and takes
-//   three times the wall time (docs/benchmarks.md).
+//   steps a chunk. A layer a step hides about the same share of the transfer on the synthetic
+//   trace (84.5% against 83.3% for prompts of 8k tokens and more) in three times the wall
+//   time (docs/benchmarks.md).
 // - The pool as Mooncake Store: one replica, local first, LRU, evicting 5% at 90% full.
 // - Contexts up to 262,144 tokens: the trace's longest prompt has 191,378.
 // `crescent replay --print-cluster` prints it as a cluster file, every field.
