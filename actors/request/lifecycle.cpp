@@ -68,9 +68,14 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
   self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
       .then([](const envelope&) {},
             [=](caf::error& err) {
-              finish(self, request_status::failed, "prefill refused the job: " + describe(err));
+              // A full queue is overload, which is admission's to answer; anything else failed.
+              finish(self,
+                     is(err, errc::no_space) ? request_status::rejected : request_status::failed,
+                     "prefill refused the job: " + describe(err));
             });
 }
+
+bool try_next_decode(request_ptr self);
 
 void reserve(request_ptr self) {
   auto& st = self->state;
@@ -97,9 +102,26 @@ void reserve(request_ptr self) {
               submit_prefill(self, std::move(*pages));
           },
           [=](caf::error& err) {
-            // No KV memory for it anywhere we were sent: that is admission, not failure.
+            if (is(err, errc::no_space) && try_next_decode(self))
+              return;
+            // No KV memory for it on any decode instance: that is admission, not failure.
             finish(self, request_status::rejected, "decode reservation: " + describe(err));
           });
+}
+
+// The placed decode instance has no KV memory for the request: the next one in turn is asked,
+// until each has been; true if one is. The conductor still counts the request on the one it
+// chose until the request ends (its decode load view is off by one request meanwhile).
+bool try_next_decode(request_ptr self) {
+  auto& st = self->state;
+  const auto n = static_cast<uint32_t>(st.dir->decode.size());
+  if (st.done || ++st.decode_tries >= n)
+    return false;
+  self->demonitor(st.dir->decode[st.decode_instance].address());
+  st.decode_instance = (st.decode_instance + 1) % n;
+  self->monitor(st.dir->decode[st.decode_instance]);
+  reserve(self);
+  return true;
 }
 
 struct schedule_reply {

@@ -31,7 +31,8 @@ struct request_state {
   bool reserved = false;
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;
-  bool pull = false;              // the prefill may pull cached blocks from other nodes
+  uint32_t decode_tries = 0; // decode instances that refused the reservation for lack of memory
+  bool pull = false;         // the prefill may pull cached blocks from other nodes
   uint64_t predicted_ttft_ns = 0; // the conductor's, at placement
   uint64_t retry_after_ms = 0;    // rejected by the conductor: its estimate
   int64_t arrival_ns = 0;

@@ -198,5 +198,33 @@ TEST(cluster, rejects_what_no_decode_instance_can_hold) {
   expect_monolithic(h, reqs[1], results[1]);
 }
 
+TEST(cluster, a_decode_instance_short_of_pages_passes_the_request_on) {
+  // Each decode instance has 8 pages of 16 tokens, while the conductor counts tokens: a request
+  // of 2 blocks and 8 output tokens (40 tokens) takes 3 pages. The conductor places the last
+  // request on decode instance 1, which has 2 pages left; instance 0 has room. (The 3-block
+  // request exceeds the per-request budget and is rejected: it shapes the conductor's choices.)
+  auto cfg = small_cluster(1, 2);
+  cfg.decode.kv_bytes = 8 * cfg.model.page_bytes();
+  cfg.decode.request_tokens_max = 48;
+  cfg.conductor.admission = admission_mode::none;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  std::vector<replay::synthetic_request> reqs;
+  const std::vector<int> blocks{1, 2, 1, 2, 3, 2};
+  for (uint64_t i = 0; i < blocks.size(); ++i) {
+    std::vector<uint64_t> ids;
+    for (int b = 0; b < blocks[i]; ++b)
+      ids.push_back(100 * (i + 1) + b);
+    reqs.push_back(replay::synthesize(record(ids, blocks[i] == 1 ? 1 : 8), i, w));
+  }
+  auto results = h.replay(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  EXPECT_EQ(results[4].status, replay::outcome_status::rejected);
+  EXPECT_NE(results[4].reason.find("budget"), std::string::npos) << results[4].reason;
+  for (size_t i : {0, 1, 2, 3, 5})
+    expect_monolithic(h, reqs[i], results[i]);
+  EXPECT_EQ(results[5].decode_instance, 0u) << "instance 1 had no room for it";
+}
+
 } // namespace
 } // namespace crescent::testing
