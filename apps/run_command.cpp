@@ -80,19 +80,22 @@ double mean_ttft_ms(const std::vector<replay::request_result>& results) {
 }
 
 std::string format_handoff(const std::vector<replay::request_result>& results) {
-  double tail_ms = 0, hidden = 0;
+  double tail_ms = 0, hidden = 0, queue_ms = 0;
   size_t n = 0;
   for (const auto& r : results)
     if (r.status == replay::outcome_status::completed) {
       tail_ms += static_cast<double>(r.kv_tail_ns) / 1e6;
       hidden += r.kv_hidden();
+      queue_ms += static_cast<double>(r.prefill_queue_ns) / 1e6;
       ++n;
     }
   if (n == 0)
     return {};
-  return fmt::format("KV hand-off   {:.3f} ms mean after compute; {:.1f}% of the transfer hidden "
+  const auto count = static_cast<double>(n);
+  return fmt::format("prefill queue {:.2f} ms mean wait at the prefill instance\n"
+                     "KV hand-off   {:.3f} ms mean after compute; {:.1f}% of the transfer hidden "
                      "behind compute (mean over {} requests)\n",
-                     tail_ms / static_cast<double>(n), 100 * hidden / static_cast<double>(n), n);
+                     queue_ms / count, tail_ms / count, 100 * hidden / count, n);
 }
 
 // The same requests sent after prefill and streamed, alternating (after, stream, after,
@@ -113,7 +116,7 @@ int run_ab(const run_options& opt, cluster_config cfg,
     failed += static_cast<uint32_t>(summary.failed);
     const double ttft = mean_ttft_ms(run->results);
     sum[stream ? 1 : 0] += ttft;
-    fmt::print("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms; {}", stream ? "stream" : "after",
+    fmt::print("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}", stream ? "stream" : "after",
                ttft, summary.ttft_ms.p90, format_handoff(run->results));
   }
   fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each)\n",

@@ -60,6 +60,9 @@ struct prefill_config {
   // compute; shorter ones send it in one batch after. 0: every prompt streams.
   uint32_t stream_min_tokens = 1024;
   uint32_t stream_layers = 1; // layers computed, then streamed, per step
+  // A job stores its new blocks while the next one loads and computes (false: the next waits
+  // for the store, as before; for A/B runs).
+  bool overlap_store = true;
 };
 
 struct decode_config {

@@ -206,25 +206,28 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
        {"pool", [&](auto& v, auto&) { return read_pool(r, v, c.pool); }},
        {"prefill",
         [&](auto& v, auto&) {
-          return r.visit(v, "prefill",
-                         {{"chunk_tokens",
-                           [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.prefill.chunk_tokens, 1,
-                                                gpu::model_context_tokens_max);
-                           }},
-                          {"queue_jobs_max",
-                           [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.prefill.queue_jobs_max, 1, 65536);
-                           }},
-                          {"stream_min_tokens",
-                           [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.prefill.stream_min_tokens, 0,
-                                                gpu::model_context_tokens_max);
-                           }},
-                          {"stream_layers", [&](auto& x, auto& f) {
-                             return r.read_uint(x, f, c.prefill.stream_layers, 1,
-                                                gpu::model_layers_max);
-                           }}});
+          return r.visit(
+              v, "prefill",
+              {{"chunk_tokens",
+                [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.chunk_tokens, 1,
+                                     gpu::model_context_tokens_max);
+                }},
+               {"queue_jobs_max",
+                [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.queue_jobs_max, 1, 65536);
+                }},
+               {"stream_min_tokens",
+                [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.stream_min_tokens, 0,
+                                     gpu::model_context_tokens_max);
+                }},
+               {"stream_layers",
+                [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.stream_layers, 1, gpu::model_layers_max);
+                }},
+               {"overlap_store",
+                [&](auto& x, auto& f) { return r.read_bool(x, f, c.prefill.overlap_store); }}});
         }},
        {"decode",
         [&](auto& v, auto&) {

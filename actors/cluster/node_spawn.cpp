@@ -111,9 +111,9 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                        std::shared_ptr<const directory> dir,
                        std::shared_ptr<gpu::shared_cores> cores) {
-  // Pages for the longest prompt: jobs run one at a time.
+  // Pages for two of the longest prompts: a job computes while the one before it stores.
   const uint32_t block = cfg.model.block_tokens;
-  auto kit = make_kit(cfg, node, (cfg.model.context_tokens_max + block - 1) / block, transfer,
+  auto kit = make_kit(cfg, node, 2 * ((cfg.model.context_tokens_max + block - 1) / block), transfer,
                       std::move(cores));
   if (!kit)
     return std::move(kit.error());
@@ -126,7 +126,8 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.pool.placement,
                              cfg.pool.copy_pulled,
                              cfg.prefill.stream_min_tokens,
-                             cfg.prefill.stream_layers};
+                             cfg.prefill.stream_layers,
+                             cfg.prefill.overlap_store};
   return spawn_prefill_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
 }
 

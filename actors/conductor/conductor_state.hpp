@@ -90,6 +90,9 @@ bool node_alive(conductor_ptr self, uint32_t node);
 bool node_alive(conductor_ptr self, uint32_t node, caf::actor_clock::time_point now);
 int64_t now_ns(conductor_ptr self);
 /// Ends a job at its prefill instance (reported, or its request ended): the next one starts now.
-void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id);
+/// Ends a prefill job in the queue model; `store_ns`: how long it stored after leaving the
+/// compute slot, which the next job ran beside.
+void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id,
+                     uint64_t store_ns = 0);
 
 } // namespace crescent

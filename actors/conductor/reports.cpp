@@ -15,9 +15,10 @@ namespace {
 
 constexpr size_t report_keys_max = 1u << 16;
 
-void close_prefill(conductor_ptr self, placed_request& r, uint64_t request_id) {
+void close_prefill(conductor_ptr self, placed_request& r, uint64_t request_id,
+                   uint64_t store_ns = 0) {
   if (r.prefill_open)
-    end_prefill_job(self, r.prefill, request_id);
+    end_prefill_job(self, r.prefill, request_id, store_ns);
   r.prefill_open = false;
 }
 
@@ -36,7 +37,8 @@ void learn(conductor_ptr self, uint32_t reused_tokens, uint32_t computed_tokens,
 
 } // namespace
 
-void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id) {
+void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id,
+                     uint64_t store_ns) {
   auto& t = self->state.prefill[instance];
   auto i = std::find_if(t.jobs.begin(), t.jobs.end(),
                         [&](const queued_job& j) { return j.request_id == request_id; });
@@ -44,8 +46,11 @@ void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id)
     return;
   t.queued_tokens -= std::min(t.queued_tokens, i->compute_tokens);
   t.jobs.erase(i);
-  // The jobs left run one after another from now.
-  t.free_at_ns = now_ns(self);
+  // The jobs left run one after another from when this one left the compute slot: now, less the
+  // time it stored its blocks beside the next one (never before the job it ends started).
+  const int64_t now = now_ns(self);
+  t.free_at_ns =
+      std::max(t.running_since_ns, now - static_cast<int64_t>(std::min<uint64_t>(store_ns, now)));
   t.running_since_ns = t.free_at_ns;
   for (const auto& j : t.jobs)
     t.free_at_ns += static_cast<int64_t>(j.occupancy_ns);
@@ -65,6 +70,7 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     uint32_t pulled_blocks;
     uint64_t pull_ns;
     uint32_t pulled_from;
+    uint64_t store_ns;
   };
   auto r = read_as<wire::PrefillReport>(msg, [](wire::PrefillReport::Reader in) {
     auto keys = in.getStoredKeys();
@@ -74,10 +80,10 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     if (on.size() != 0 && on.size() != keys.size())
       return caf::expected<report>{
           make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
-    return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
-                                        in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
-                                        in.getComputeNs(), to_vector(keys), to_vector(on),
-                                        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom()}};
+    return caf::expected<report>{report{
+        in.getRequestId(), in.getInstance(), in.getNode(), in.getOk(), in.getComputedTokens(),
+        in.getReusedTokens(), in.getComputeNs(), to_vector(keys), to_vector(on),
+        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom(), in.getStoreNs()}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
@@ -101,7 +107,7 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
   if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end()) {
     if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)
       learn(self, r->reused_tokens, r->computed_tokens, r->compute_ns);
-    close_prefill(self, i->second, r->request_id);
+    close_prefill(self, i->second, r->request_id, r->store_ns);
   }
   return caf::unit;
 }

@@ -108,13 +108,13 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
 }
 
 // What a placed request is predicted to do: its prefill job holds the instance from its loads
-// to its stores, and its decode holds KV memory until its last token.
+// to its hand-off (its stores run beside the next job), and its decode holds KV memory until its
+// last token.
 void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, const decision& d) {
   auto& st = self->state;
   const auto& m = *st.model;
   const uint32_t reused =
       reused_tokens(v, {a.prompt_tokens, a.max_new_tokens, a.keys}, d.reuse_blocks);
-  const uint32_t blocks = static_cast<uint32_t>(a.keys.size());
   queued_job job;
   job.request_id = a.request_id;
   job.compute_ns = m.prefill_ns(a.prompt_tokens, reused);
@@ -126,9 +126,9 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
     job.pull_bytes = uint64_t{pulled} * m.page_bytes();
     job.pull_ns = m.pull_ns(pulled, d.pull_from, node, 0);
   }
+  // The store of new blocks runs beside the next job: it does not hold the compute slot.
   job.occupancy_ns = m.load_ns(d.local_blocks, false) + job.pull_ns + job.compute_ns +
-                     m.handoff_ns(a.prompt_tokens, job.compute_ns) +
-                     m.store_ns(blocks - std::min(blocks, d.local_blocks));
+                     m.handoff_ns(a.prompt_tokens, job.compute_ns);
   auto& t = st.prefill[d.prefill];
   if (t.jobs.empty())
     t.running_since_ns = v.now_ns; // an idle instance starts it at once

@@ -78,6 +78,7 @@ caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
   self->monitor(job->requester);
   const auto ahead = static_cast<uint32_t>(st.queue.size() + (st.current ? 1 : 0));
   const auto id = job->request_id;
+  job->accepted_ns = clock_ns(self);
   st.queue.push_back(std::move(*job));
   if (!st.current)
     start_next_job(self);

@@ -31,6 +31,9 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setPulledBlocks(job.pulled_blocks);
     out.setPullNs(job.pull_ns);
     out.setPulledFrom(job.pulled_from);
+    out.setStoreNs(job.store_started_ns == 0 || !ok
+                       ? 0
+                       : static_cast<uint64_t>(clock_ns(self) - job.store_started_ns));
     auto keys = out.initStoredKeys(static_cast<unsigned>(stored.keys.size()));
     for (unsigned i = 0; i < stored.keys.size(); ++i)
       keys.set(i, stored.keys[i]);
@@ -53,8 +56,9 @@ void release_pages(prefill_ptr self, prefill_job& job) {
   job.page_ptrs.clear();
 }
 
-// Allocates the local pages of the current job; the pool is sized for the longest prompt and
-// jobs run one at a time, so running out means a broken invariant.
+// Allocates the local pages of the current job; the pool is sized for two of the longest
+// prompts and at most two jobs hold pages (the current one and the storing one), so running
+// out means a broken invariant.
 caf::error allocate_pages(prefill_ptr self, prefill_job& job) {
   auto& pool = *self->state.parts.kv_pages;
   const uint32_t block = self->state.parts.engine->config().block_tokens;
@@ -121,9 +125,10 @@ void compute_chunk(prefill_ptr self) {
 
 void start_next_job(prefill_ptr self) {
   auto& st = self->state;
-  while (!st.current && !st.queue.empty()) {
+  while (!st.current && !st.queue.empty() && (st.options.overlap_store || !st.storing)) {
     st.current = std::move(st.queue.front());
     st.queue.pop_front();
+    st.current->started_ns = clock_ns(self);
     if (auto err = allocate_pages(self, *st.current)) {
       fail_job(self, describe(err));
       continue;
@@ -184,11 +189,32 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   start_next_job(self);
 }
 
-void finish_job(prefill_ptr self, stored_blocks stored) {
+// The current job's KV is with decode: it moves to the store slot, where its new blocks are
+// stored while the next job loads and computes. With the slot taken, it waits there as the
+// current job (so at most two jobs hold pages).
+void begin_store(prefill_ptr self) {
   auto& st = self->state;
-  report_to_conductor(self, *st.current, true, stored);
-  release_pages(self, *st.current);
+  if (st.storing) {
+    st.current->awaiting_store = true;
+    return;
+  }
+  st.storing = std::move(st.current);
   st.current.reset();
+  st.storing->store_started_ns = clock_ns(self);
+  store_new_blocks(self);
+  start_next_job(self); // unless the options say to wait for the store
+}
+
+void finish_store(prefill_ptr self, stored_blocks stored) {
+  auto& st = self->state;
+  report_to_conductor(self, *st.storing, true, stored);
+  release_pages(self, *st.storing);
+  st.storing.reset();
+  if (st.current && st.current->awaiting_store) {
+    st.current->awaiting_store = false;
+    begin_store(self);
+    return;
+  }
   start_next_job(self);
 }
 

@@ -43,6 +43,7 @@ void notify_request(const prefill_job& job) {
                         ? static_cast<uint64_t>(job.last_end_ns - job.computed_ns)
                         : 0);
     out.setKvBusyNs(job.kv_busy_ns);
+    out.setQueueNs(static_cast<uint64_t>(std::max<int64_t>(0, job.started_ns - job.accepted_ns)));
   });
   caf::anon_send(job.requester, prefill_done_atom::value, msg);
 }
@@ -80,7 +81,7 @@ void signal_decode(prefill_ptr self) {
             self->demonitor(decode.address());
             if (self->state.current && self->state.current->request_id == id) {
               self->state.current->signalling = false;
-              store_new_blocks(self);
+              begin_store(self);
             }
           },
           [=](caf::error& err) {

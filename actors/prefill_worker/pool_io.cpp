@@ -1,5 +1,6 @@
-// The prefill worker and the KV pool: loading the cached prefix before computing, storing the
-// prompt's new blocks after the hand-off. Pool trouble never fails a request: a block that
+// The prefill worker and the KV pool: loading the cached prefix before computing (the current
+// job), storing the prompt's new blocks after the hand-off (the storing job, while the next one
+// loads and computes). Pool trouble never fails a request: a block that
 // cannot be read is recomputed, a block that cannot be stored is simply not cached. Blocks read
 // from another node are then copied to this node's pool (end_store), best effort too.
 //
@@ -26,9 +27,18 @@ namespace {
 using pool_protocol::block_location;
 using pool_protocol::put_slot;
 
-std::span<std::byte> page_span(prefill_ptr self, size_t i) {
-  auto& job = *self->state.current;
+std::span<std::byte> page_span(prefill_ptr self, const prefill_job& job, size_t i) {
   return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
+}
+
+// The job a phase works on: the current one loads and computes; the storing one stores.
+using job_slot = std::optional<prefill_job> prefill_state::*;
+constexpr job_slot computing = &prefill_state::current;
+constexpr job_slot storing = &prefill_state::storing;
+
+bool is_job(prefill_ptr self, job_slot slot, uint64_t request_id) {
+  const auto& job = self->state.*slot;
+  return job && job->request_id == request_id;
 }
 
 uint32_t block_tokens(prefill_ptr self) {
@@ -74,15 +84,15 @@ uint64_t remote_end_ns(const std::vector<transport::transfer_op>& ops,
   return end;
 }
 
-// Submits `ops` for the current job; their end comes back to this worker as `Atom`, after the
+// Submits `ops` for job `id`; their end comes back to this worker as `Atom`, after the
 // batch's modeled time in simulated time (a load's with the modeled time of its reads from
 // other nodes, what the conductor learns bandwidth from). A batch that cannot start ends at
 // once, failed.
 template <class Atom>
-void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& ops, Atom atom) {
+void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::transfer_op>& ops,
+                  Atom atom) {
   auto& st = self->state;
   auto me = caf::actor_cast<prefill_worker_actor>(self);
-  const auto id = st.current->request_id;
   // The pages are read or written until the batch ends, which may be after this worker exits:
   // the callback keeps their memory mapped until then (see handoff.cpp).
   auto err = st.parts.transfer->submit(
@@ -103,14 +113,13 @@ void submit_batch(prefill_ptr self, const std::vector<transport::transfer_op>& o
     self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
 }
 
-// Asks the store master; its answer continues the job only while that job is the current one
+// Asks the store master; its answer continues the job only while that job is still in its slot
 // (a job that failed or timed out meanwhile is gone).
 template <class Atom, class OnReply, class OnError>
-void ask_master(prefill_ptr self, Atom atom, envelope msg, OnReply on_reply, OnError on_error) {
-  const auto id = self->state.current->request_id;
-  auto current = [self, id] {
-    return self->state.current && self->state.current->request_id == id;
-  };
+void ask_master(prefill_ptr self, job_slot slot, Atom atom, envelope msg, OnReply on_reply,
+                OnError on_error) {
+  const auto id = (self->state.*slot)->request_id;
+  auto current = [self, slot, id] { return is_job(self, slot, id); };
   self->request(self->state.parts.dir->store_master, control_timeout, atom, std::move(msg))
       .then(
           [=](const envelope& reply) {
@@ -123,15 +132,15 @@ void ask_master(prefill_ptr self, Atom atom, envelope msg, OnReply on_reply, OnE
           });
 }
 
-// Only the engine's callback (an anonymous message) ends a batch, and only the current job's.
-bool is_batch_end(prefill_ptr self, uint64_t request_id, const char* what) {
+// Only the engine's callback (an anonymous message) ends a batch, and only the job's in `slot`.
+bool is_batch_end(prefill_ptr self, job_slot slot, uint64_t request_id, const char* what) {
   auto& st = self->state;
   if (self->current_sender() != nullptr && self->current_sender() != self->ctrl()) {
     st.bad.refuse(st.name, make_error(errc::access_denied,
                                       std::string{"only the transfer engine ends "} + what));
     return false;
   }
-  return st.current && st.current->request_id == request_id;
+  return is_job(self, slot, request_id);
 }
 
 void finish_loading(prefill_ptr self);
@@ -146,7 +155,7 @@ void load_round(prefill_ptr self) {
     auto& b = job.loads[i];
     if (b.verified)
       continue;
-    auto page = page_span(self, i);
+    auto page = page_span(self, job, i);
     while (b.next < b.replicas.size() && b.replicas[b.next].length != page.size()) {
       b.last_error = make_error(errc::invalid_argument, "replica of the wrong size");
       ++b.next;
@@ -160,7 +169,7 @@ void load_round(prefill_ptr self) {
     finish_loading(self);
     return;
   }
-  submit_batch(self, ops, loaded_atom::value);
+  submit_batch(self, job.request_id, ops, loaded_atom::value);
 }
 
 // The verified prefix is reused; a block that failed for another reason than being gone is a
@@ -260,7 +269,7 @@ void lookup_prefix(prefill_ptr self) {
     return;
   }
   ask_master(
-      self, get_atom::value, pool_protocol::make_get(job.keys, true),
+      self, computing, get_atom::value, pool_protocol::make_get(job.keys, true),
       [self](const envelope& reply) {
         auto found = pool_protocol::read_get_reply(reply);
         if (found) {
@@ -278,7 +287,7 @@ void lookup_prefix(prefill_ptr self) {
 
 void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,
                uint64_t remote_ns) {
-  if (!is_batch_end(self, request_id, "a prefix load"))
+  if (!is_batch_end(self, computing, request_id, "a prefix load"))
     return;
   auto& job = *self->state.current;
   job.pull_modeled_ns += remote_ns; // rounds run one after another
@@ -290,7 +299,8 @@ void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
   for (size_t k = 0; k < results.size(); ++k) {
     auto& b = job.loads[job.loading[k]];
     const auto& h = b.replicas[b.next];
-    if (!results[k] && storage::block_checksum(page_span(self, job.loading[k])) == b.checksum) {
+    if (!results[k] &&
+        storage::block_checksum(page_span(self, job, job.loading[k])) == b.checksum) {
       b.verified = true;
       b.remote = h.node != self->state.options.node;
       continue;
@@ -325,7 +335,7 @@ wire::ReplicaPlacement to_wire(placement_policy p) {
 // pulled blocks (`copies`) are one replica each, on this node.
 void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
                   const std::vector<put_slot>& slots, bool copies) {
-  auto& job = *self->state.current;
+  auto& job = *self->state.storing;
   const auto node = self->state.options.node;
   block_store store;
   store.replicate = copies;
@@ -334,7 +344,7 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
     const auto& s = slots[i];
     if (s.replicas.empty())
       continue; // exists already (a copy: this node has it), or no room
-    auto page = page_span(self, blocks[i]);
+    auto page = page_span(self, job, blocks[i]);
     bool fits = s.key == job.keys[blocks[i]];
     for (const auto& h : s.replicas)
       fits = fits && h.length == page.size() && (!copies || h.node == node);
@@ -356,7 +366,7 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
   }
   if (!ops.empty()) {
     job.storing = std::move(store);
-    submit_batch(self, ops, stored_atom::value);
+    submit_batch(self, job.request_id, ops, stored_atom::value);
   } else if (copies) {
     commit_copies(self, {}, {}, std::move(store.revoke));
   } else {
@@ -368,7 +378,7 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
 
 void store_new_blocks(prefill_ptr self) {
   auto& st = self->state;
-  auto& job = *st.current;
+  auto& job = *st.storing;
   const size_t first = job.reused_blocks;
   const size_t last = job.keys.size();
   if (first >= last) {
@@ -383,7 +393,7 @@ void store_new_blocks(prefill_ptr self) {
       {st.options.node, st.options.replicas, to_wire(st.options.placement),
        std::span{job.keys}.subspan(first, last - first), sizes, positions});
   ask_master(
-      self, put_start_atom::value, std::move(msg),
+      self, storing, put_start_atom::value, std::move(msg),
       [=](const envelope& reply) {
         auto slots = pool_protocol::read_put_start_reply(reply);
         if (!slots || slots->size() != last - first) {
@@ -402,9 +412,9 @@ void store_new_blocks(prefill_ptr self) {
 }
 
 void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results) {
-  if (!is_batch_end(self, request_id, "a store of new blocks"))
+  if (!is_batch_end(self, storing, request_id, "a store of new blocks"))
     return;
-  auto& job = *self->state.current;
+  auto& job = *self->state.storing;
   if (!job.storing) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "no store of new blocks is running"));
@@ -424,7 +434,7 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     }
     written.keys.push_back(store.keys[i]);
     written.nodes.push_back(store.nodes[i]);
-    sums.push_back(storage::block_checksum(page_span(self, store.blocks[i])));
+    sums.push_back(storage::block_checksum(page_span(self, job, store.blocks[i])));
   }
   if (store.replicate)
     commit_copies(self, std::move(written), std::move(sums), std::move(store.revoke));
@@ -450,17 +460,17 @@ void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t>
     return;
   }
   auto msg = pool_protocol::make_put_commit(blocks.keys, sums);
-  const auto id = self->state.current->request_id;
+  const auto id = self->state.storing->request_id;
   self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
       .then(
           [=]() {
-            if (self->state.current && self->state.current->request_id == id)
+            if (self->state.storing && self->state.storing->request_id == id)
               end_store(self, blocks);
           },
           [=](caf::error& err) {
             spdlog::warn("prefill_worker: commit failed, revoking: {}", describe(err));
             revoke_blocks(self, blocks.keys);
-            if (self->state.current && self->state.current->request_id == id)
+            if (self->state.storing && self->state.storing->request_id == id)
               end_store(self, {});
           });
 }
@@ -471,10 +481,10 @@ void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t>
 // Copies are best effort: any trouble and the job ends with what it has.
 void end_store(prefill_ptr self, stored_blocks stored) {
   auto& st = self->state;
-  auto& job = *st.current;
+  auto& job = *st.storing;
   auto pulled = std::exchange(job.pulled, {});
   if (pulled.empty()) {
-    finish_job(self, std::move(stored));
+    finish_store(self, std::move(stored));
     return;
   }
   job.stored = std::move(stored);
@@ -488,19 +498,19 @@ void end_store(prefill_ptr self, stored_blocks stored) {
   auto msg = pool_protocol::make_put_start(
       {st.options.node, 1, wire::ReplicaPlacement::LOCAL_FIRST, keys, sizes, positions, true});
   ask_master(
-      self, put_start_atom::value, std::move(msg),
+      self, storing, put_start_atom::value, std::move(msg),
       [=](const envelope& reply) {
         auto slots = pool_protocol::read_put_start_reply(reply);
         if (!slots || slots->size() != pulled.size()) {
           spdlog::warn("prefill_worker: bad replica put reply; no copies made");
-          finish_job(self, std::move(self->state.current->stored));
+          finish_store(self, std::move(self->state.storing->stored));
           return;
         }
         write_blocks(self, pulled, *slots, true);
       },
       [=](caf::error& err) {
         spdlog::warn("prefill_worker: replica put_start failed: {}", describe(err));
-        finish_job(self, std::move(self->state.current->stored));
+        finish_store(self, std::move(self->state.storing->stored));
       });
 }
 
@@ -509,28 +519,28 @@ void commit_copies(prefill_ptr self, stored_blocks copies, std::vector<uint64_t>
                    std::vector<uint64_t> revoke) {
   revoke_blocks(self, revoke);
   if (copies.keys.empty()) {
-    finish_job(self, std::move(self->state.current->stored));
+    finish_store(self, std::move(self->state.storing->stored));
     return;
   }
   auto msg = pool_protocol::make_put_commit(copies.keys, sums, true);
-  const auto id = self->state.current->request_id;
+  const auto id = self->state.storing->request_id;
   self->request(self->state.parts.dir->store_master, control_timeout, put_commit_atom::value, msg)
       .then(
           [=]() {
-            if (!self->state.current || self->state.current->request_id != id)
+            if (!self->state.storing || self->state.storing->request_id != id)
               return;
-            auto stored = std::move(self->state.current->stored);
+            auto stored = std::move(self->state.storing->stored);
             stored.keys.insert(stored.keys.end(), copies.keys.begin(), copies.keys.end());
             stored.nodes.insert(stored.nodes.end(), copies.nodes.begin(), copies.nodes.end());
-            finish_job(self, std::move(stored));
+            finish_store(self, std::move(stored));
           },
           [=](caf::error& err) {
             // Some may have been recorded; a revoke frees the rest. The conductor is not told
             // of any: it may miss a local copy, never expect one that is not there.
             spdlog::warn("prefill_worker: replica commit failed: {}", describe(err));
             revoke_blocks(self, copies.keys);
-            if (self->state.current && self->state.current->request_id == id)
-              finish_job(self, std::move(self->state.current->stored));
+            if (self->state.storing && self->state.storing->request_id == id)
+              finish_store(self, std::move(self->state.storing->stored));
           });
 }
 

@@ -74,9 +74,13 @@ struct prefill_job {
   uint32_t pulled_from = 0;     // the node of the first pulled block
   uint64_t compute_ns = 0;
   uint32_t first_token = 0;
-  bool computed = false;   // every token computed; hand-off is next
-  bool signalling = false; // KV written, kv_ready sent to the decode worker, no answer yet
-  bool signalled = false;  // kv_ready was sent (once)
+  bool computed = false;        // every token computed; hand-off is next
+  bool signalling = false;      // KV written, kv_ready sent to the decode worker, no answer yet
+  bool signalled = false;       // kv_ready was sent (once)
+  bool awaiting_store = false;  // handed off, waiting for the store slot
+  int64_t store_started_ns = 0; // when it left the compute slot for the store slot
+  int64_t accepted_ns = 0;      // queued
+  int64_t started_ns = 0;       // became the current job
   // The hand-off (handoff.cpp): batches of writes into the decode pages. Streamed, a chunk is
   // computed a range of layers a step, and each range's KV goes out while the next computes.
   bool streaming = false;
@@ -98,7 +102,8 @@ struct prefill_state {
   prefill_worker_options options;
   prefill_worker_parts parts;
   std::deque<prefill_job> queue;
-  std::optional<prefill_job> current;
+  std::optional<prefill_job> current; // loading, computing, handing off
+  std::optional<prefill_job> storing; // its KV with decode: storing new blocks, copying pulled
   bad_message_counter bad;
   uint64_t compute_ns_total = 0;
   uint64_t load_misses_total = 0;
@@ -120,7 +125,8 @@ void start_next_job(prefill_ptr self);
 void on_step(prefill_ptr self);
 void begin_compute(prefill_ptr self);
 void fail_job(prefill_ptr self, const std::string& reason);
-void finish_job(prefill_ptr self, stored_blocks stored);
+void begin_store(prefill_ptr self);
+void finish_store(prefill_ptr self, stored_blocks stored);
 // pool_io.cpp
 void lookup_prefix(prefill_ptr self);
 void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,

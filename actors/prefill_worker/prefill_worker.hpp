@@ -1,10 +1,11 @@
 // The prefill worker of one prefill instance.
 //
-// Jobs run one at a time, in arrival order: look up the longest cached prefix at the store
-// master, read those blocks from the pool (verifying each checksum; a mismatch is a miss and the
-// rest is recomputed), compute the remaining tokens in chunks, write the whole prompt's KV into
-// the pages the decode worker reserved, signal the decode worker, report the first token to the
-// request, then store the prompt's new full blocks in the pool.
+// Jobs are computed one at a time, in arrival order: look up the longest cached prefix at the
+// store master, read those blocks from the pool (verifying each checksum; a mismatch is a miss
+// and the rest is recomputed), compute the remaining tokens in chunks, write the prompt's KV
+// into the pages the decode worker reserved (streamed layer by layer, or after), signal the
+// decode worker, report the first token to the request. Then the job stores the prompt's new
+// full blocks in the pool while the next job loads and computes (one job stores at a time).
 #pragma once
 
 #include "actors/cluster/directory.hpp"
@@ -35,9 +36,12 @@ struct prefill_worker_options {
   /// Prompts of at least this many tokens stream their KV layer by layer (handoff.cpp).
   uint32_t stream_min_tokens = 1024;
   uint32_t stream_layers = 1; // per step, at most the model's
+  /// The next job starts while this one stores its new blocks (false: after).
+  bool overlap_store = true;
 };
 
-/// What a prefill worker works with. `kv_pages` must hold the longest prompt the model allows.
+/// What a prefill worker works with. `kv_pages` must hold two of the longest prompt the model
+/// allows: one job computes while the one before it stores its new blocks.
 struct prefill_worker_parts {
   std::shared_ptr<gpu::engine> engine;
   std::shared_ptr<storage::dram_pool> kv_pages;

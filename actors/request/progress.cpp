@@ -47,6 +47,7 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
     out.setPrefillComputeNs(st.prefill_compute_ns);
     out.setKvTailNs(st.kv_tail_ns);
     out.setKvBusyNs(st.kv_busy_ns);
+    out.setPrefillQueueNs(st.prefill_queue_ns);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
@@ -93,12 +94,13 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   struct done {
     uint64_t id;
     uint32_t first, computed, reused, remote, misses;
-    uint64_t compute_ns, kv_tail_ns, kv_busy_ns;
+    uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
   };
   auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) {
     return done{in.getRequestId(),    in.getFirstToken(),         in.getComputedTokens(),
                 in.getReusedTokens(), in.getRemoteReusedTokens(), in.getLoadMisses(),
-                in.getComputeNs(),    in.getKvTailNs(),           in.getKvBusyNs()};
+                in.getComputeNs(),    in.getKvTailNs(),           in.getKvBusyNs(),
+                in.getQueueNs()};
   });
   if (!d)
     return std::move(d.error());
@@ -113,6 +115,7 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   st.prefill_compute_ns = d->compute_ns;
   st.kv_tail_ns = d->kv_tail_ns;
   st.kv_busy_ns = d->kv_busy_ns;
+  st.prefill_queue_ns = d->queue_ns;
   append_tokens(self, {d->first});
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();

@@ -49,6 +49,7 @@ struct request_state {
   uint64_t prefill_compute_ns = 0;
   uint64_t kv_tail_ns = 0; // the KV's arrival at decode after compute ended
   uint64_t kv_busy_ns = 0; // the time some of the KV was in flight
+  uint64_t prefill_queue_ns = 0;
 };
 
 using request_ptr = request_actor::stateful_pointer<request_state>;

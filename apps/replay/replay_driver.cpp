@@ -60,6 +60,7 @@ request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_
     out.prefill_compute_ns = in.getPrefillComputeNs();
     out.kv_tail_ns = in.getKvTailNs();
     out.kv_busy_ns = in.getKvBusyNs();
+    out.prefill_queue_ns = in.getPrefillQueueNs();
     out.predicted_ttft_ns = in.getPredictedTtftNs();
     out.retry_after_ms = in.getRetryAfterMs();
     return out;

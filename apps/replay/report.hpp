@@ -28,6 +28,7 @@ struct request_result {
   uint64_t prefill_compute_ns = 0;
   uint64_t kv_tail_ns = 0; // the KV's arrival at decode after prefill compute ended
   uint64_t kv_busy_ns = 0; // the time some of the KV was in flight to decode
+  uint64_t prefill_queue_ns = 0; // the prefill job's wait in its instance's queue
   /// The share of the KV transfer's time that overlapped compute: 0 when sent after prefill.
   double kv_hidden() const {
     return kv_busy_ns == 0 ? 1.0

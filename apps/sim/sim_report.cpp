@@ -170,6 +170,7 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["prefill_compute_ns"] = x.prefill_compute_ns;
   j["kv_tail_ns"] = x.kv_tail_ns;
   j["kv_busy_ns"] = x.kv_busy_ns;
+  j["prefill_queue_ns"] = x.prefill_queue_ns;
   j["load_misses"] = x.load_misses;
   return j;
 }

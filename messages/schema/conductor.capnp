@@ -48,6 +48,8 @@ struct PrefillReport {
   pulledBlocks @9 :UInt32;        # cached blocks read from another node (0: none)
   pullNs @10 :UInt64;             # the loads' time, from the first read to the last verified
   pulledFrom @11 :UInt32;         # the node the first of them came from
+  storeNs @12 :UInt64;            # how long the store ran after the job left the compute slot
+                                  # (the next job ran meanwhile)
 }
 
 # store master -> conductor: these blocks left this node's DRAM (evicted), so that the prefix

@@ -25,6 +25,7 @@ struct PrefillDone {
   remoteReusedTokens @6 :UInt32;  # of reusedTokens, those read from another node's DRAM
   kvTailNs @7 :UInt64;   # from the end of compute until the last of the KV reached decode
   kvBusyNs @8 :UInt64;   # the time some of the KV was in flight to decode
+  queueNs @9 :UInt64;    # from the job's acceptance until it started
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -65,4 +66,5 @@ struct RequestOutcome {
   retryAfterMs @14 :UInt64;       # rejected by the conductor: when a retry may be admitted
   kvTailNs @15 :UInt64;           # the KV's arrival at decode after prefill compute ended
   kvBusyNs @16 :UInt64;           # the time some of the KV was in flight to decode
+  prefillQueueNs @17 :UInt64;     # the prefill job's wait in its instance's queue
 }

@@ -160,6 +160,42 @@ TEST(sim, a_streamed_prompt_hides_its_kv_transfer_behind_compute) {
       << "at least 90% of the send-after transfer is off the TTFT";
 }
 
+TEST(sim, the_next_job_computes_while_the_last_one_stores_its_blocks) {
+  // Two prompts of 32 new blocks each, 1 ms apart, on the only prefill instance: the second
+  // waits for the first's compute and hand-off, and (overlap off) for its store phase too.
+  std::vector<replay::trace_record> records;
+  for (uint64_t i = 0; i < 2; ++i) {
+    replay::trace_record r;
+    r.line = i + 1;
+    r.timestamp_ms = i;
+    r.input_tokens = 32 * replay::trace_block_tokens;
+    r.output_tokens = 4;
+    for (uint64_t b = 0; b < 32; ++b)
+      r.hash_ids.push_back(100 * i + b);
+    records.push_back(std::move(r));
+  }
+  auto cfg = paper();
+  cfg.conductor.admission = admission_mode::none;
+  for (size_t n = 1; n < cfg.nodes.size(); ++n)
+    cfg.nodes[n].prefill_instances = 0;
+  ASSERT_EQ(cfg.nodes[0].prefill_instances, 1u);
+  cfg.prefill.overlap_store = false;
+  auto serial = run(cfg, records);
+  cfg.prefill.overlap_store = true;
+  auto overlapped = run(cfg, records);
+  ASSERT_EQ(serial.report.summary.completed, 2u);
+  ASSERT_EQ(overlapped.report.summary.completed, 2u);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_EQ(serial.report.results[i].tokens, overlapped.report.results[i].tokens);
+  EXPECT_EQ(serial.report.results[0].prefill_queue_ns, 0u);
+  EXPECT_EQ(overlapped.report.results[0].prefill_queue_ns, 0u);
+  const uint64_t waited = serial.report.results[1].prefill_queue_ns;
+  const uint64_t waited_overlapped = overlapped.report.results[1].prefill_queue_ns;
+  EXPECT_GT(waited_overlapped, 0u) << "it still waits for the first one's compute";
+  // The store phase of 32 blocks (their writes and the commit) is off the second one's wait.
+  EXPECT_LT(waited_overlapped, waited);
+}
+
 TEST(sim, the_replayed_hit_rate_agrees_with_the_sequence_analysis) {
   // One pool node evicting in LRU order exactly at its capacity, and one request at a time:
   // the pool is then the one global LRU cache of crescent analyze hitrate. Requests 1500 to
