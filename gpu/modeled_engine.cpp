@@ -51,7 +51,14 @@ class modeled_engine final : public engine {
 
   const model_config& config() const override { return cfg_; }
   uint64_t page_memory_bytes() const override { return standin_page_bytes(cfg_); }
-  size_t stream_bytes(uint32_t) const override { return stream_standin_bytes; }
+  // The stand-in's header, then zeros standing for the chunk's activations (bf16, d_model a
+  // token) at the modeled links' scale (a page's bytes over its stand-in's): so that a stream
+  // sent between the stages of a prefill group is timed for its true size.
+  size_t stream_bytes(uint32_t tokens) const override {
+    const uint64_t scale = std::max<uint64_t>(1, cfg_.page_bytes() / standin_page_bytes(cfg_));
+    const uint64_t modeled = uint64_t{tokens} * cfg_.d_model * 2;
+    return stream_standin_bytes + ((modeled + scale - 1) / scale + 7) / 8 * 8;
+  }
 
   caf::expected<prefill_result> prefill(const sequence_ref& seq,
                                         std::span<const uint32_t> tokens) override {

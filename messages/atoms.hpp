@@ -22,6 +22,13 @@ using step_atom = caf::atom_constant<caf::atom("step")>;
 using handed_off_atom = caf::atom_constant<caf::atom("handed_off")>;
 using loaded_atom = caf::atom_constant<caf::atom("loaded")>;
 using stored_atom = caf::atom_constant<caf::atom("stored")>;
+// prefill pipeline stages (CPP)
+using stage_atom = caf::atom_constant<caf::atom("stage")>;
+using stage_inbox_atom = caf::atom_constant<caf::atom("st_inbox")>;
+using stage_chunk_atom = caf::atom_constant<caf::atom("st_chunk")>;
+using stage_done_atom = caf::atom_constant<caf::atom("st_done")>;
+using stage_abort_atom = caf::atom_constant<caf::atom("st_abort")>;
+using stage_io_atom = caf::atom_constant<caf::atom("st_io")>; // a stage's transfer ended
 // request
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;

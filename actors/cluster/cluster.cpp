@@ -75,6 +75,7 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   copt.prefill_node = c->dir_->prefill_node;
   copt.decode_node = c->dir_->decode_node;
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
+  copt.prefill_group = cfg.prefill.group_instances;
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
   copt.policy = cfg.conductor.policy;
   copt.admission = cfg.conductor.admission;

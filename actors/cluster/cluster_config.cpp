@@ -166,6 +166,28 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("prefill.queue_jobs_max", "must be in [1, 65536]");
   if (cfg.prefill.stream_layers == 0 || cfg.prefill.stream_layers > cfg.model.layers)
     return field_error("prefill.stream_layers", "must be in [1, model.layers]");
+  if (const auto x = cfg.prefill.group_instances; x != 1) {
+    if (x == 0 || x > cfg.model.layers)
+      return field_error("prefill.group_instances", "must be in [1, model.layers]");
+    if (prefill % x != 0)
+      return field_error("prefill.group_instances",
+                         "the " + std::to_string(prefill) +
+                             " prefill instances do not split into groups of " + std::to_string(x));
+    // Each instance of a group holds an inbox and an outbox slot of a chunk's stream per chunk
+    // of the longest prompt: float32, d_model a token, on the reference engine; the modeled
+    // engine's stand-in is as small as its pages' (gpu/modeled_engine.cpp).
+    const uint64_t chunks =
+        (cfg.model.context_tokens_max + cfg.prefill.chunk_tokens - 1) / cfg.prefill.chunk_tokens;
+    uint64_t slot = uint64_t{cfg.prefill.chunk_tokens} * cfg.model.d_model * 4;
+    if (cfg.engine.kind == gpu::engine_kind::modeled)
+      slot = 16 + slot / 2 / std::max<uint64_t>(1, page / gpu::standin_page_bytes(cfg.model)) + 8;
+    if (slot > (64u << 20) || 2 * chunks * slot > (1ull << 30))
+      return field_error("prefill.group_instances",
+                         "the streams between stages would need " +
+                             std::to_string(2 * chunks * slot) +
+                             " bytes per instance (at most 1 GiB, 64 MiB a chunk): lower "
+                             "prefill.chunk_tokens or model.context_tokens_max");
+  }
   if (cfg.decode.batch_max == 0 || cfg.decode.batch_max > 4096)
     return field_error("decode.batch_max", "must be in [1, 4096]");
   if (cfg.decode.request_tokens_max < 2 ||

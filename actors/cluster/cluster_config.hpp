@@ -63,6 +63,9 @@ struct prefill_config {
   // A job stores its new blocks while the next one loads and computes (false: the next waits
   // for the store, as before; for A/B runs).
   bool overlap_store = true;
+  // Chunked pipeline parallelism: consecutive groups of this many prefill instances share the
+  // model's layers and take jobs as one (docs/prefill.md). 1: none.
+  uint32_t group_instances = 1;
 };
 
 struct decode_config {

@@ -227,7 +227,10 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                   return r.read_uint(x, f, c.prefill.stream_layers, 1, gpu::model_layers_max);
                 }},
                {"overlap_store",
-                [&](auto& x, auto& f) { return r.read_bool(x, f, c.prefill.overlap_store); }}});
+                [&](auto& x, auto& f) { return r.read_bool(x, f, c.prefill.overlap_store); }},
+               {"group_instances", [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.group_instances, 1, gpu::model_layers_max);
+                }}});
         }},
        {"decode",
         [&](auto& v, auto&) {

@@ -59,6 +59,7 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
   if (!m)
     return std::move(m.error());
   m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers);
+  m->set_pipeline(cfg.prefill.group_instances);
   return std::make_shared<const time_model>(std::move(*m));
 }
 

@@ -157,12 +157,13 @@ caf::error cluster::join_hosted_nodes() {
   // Every node has joined: each hosted node learns the rest, before any request can start.
   const auto directory = cluster_directory(peers, dir_->decode.size());
   const auto decode = untyped(dir_->decode);
+  const auto prefill = untyped(dir_->prefill);
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
     if (!cfg_.nodes[n].hosted_elsewhere())
       continue;
     caf::error err;
     self->request(dir_->node_agents[n], std::chrono::milliseconds(cfg_.join_timeout_ms),
-                  directory_atom::value, directory, decode)
+                  directory_atom::value, directory, decode, prefill)
         .receive([] {}, [&](caf::error& e) { err = std::move(e); });
     if (err)
       return make_error(errc::unavailable, where(n, cfg_.nodes[n].address) +

@@ -127,8 +127,21 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.pool.copy_pulled,
                              cfg.prefill.stream_min_tokens,
                              cfg.prefill.stream_layers,
-                             cfg.prefill.overlap_store};
-  return spawn_prefill_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
+                             cfg.prefill.overlap_store,
+                             cfg.prefill.group_instances};
+  std::shared_ptr<storage::dram_pool> streams;
+  if (cfg.prefill.group_instances > 1) {
+    // An inbox and an outbox slot per chunk of the longest prompt (stage.cpp).
+    const uint32_t chunks =
+        (cfg.model.context_tokens_max + cfg.prefill.chunk_tokens - 1) / cfg.prefill.chunk_tokens;
+    auto pool = storage::dram_pool::create(
+        transfer, node, kit->engine->stream_bytes(cfg.prefill.chunk_tokens), 2 * chunks);
+    if (!pool)
+      return std::move(pool.error());
+    streams = std::move(*pool);
+  }
+  return spawn_prefill_worker(
+      sys, opt, {kit->engine, kit->pages, transfer, std::move(dir), std::move(streams)});
 }
 
 } // namespace crescent

@@ -19,6 +19,9 @@ struct conductor_options {
   std::vector<uint32_t> prefill_node; // node of each prefill instance
   std::vector<uint32_t> decode_node;  // node of each decode instance
   uint32_t prefill_queue_max = 256;   // jobs per prefill instance
+  // Prefill groups (CPP): consecutive instances of this many take jobs as one, at the first;
+  // the time model predicts their pipeline (time_model::set_pipeline).
+  uint32_t prefill_group = 1;
   std::chrono::milliseconds heartbeat_timeout{5000};
   size_t requests_in_flight_max = 1u << 20;
   // Placement (docs/scheduling.md): the policy, admission against the SLOs, Algorithm 1's

@@ -79,11 +79,16 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   const auto clock_now = self->clock().now(); // read once: a clock read per node adds up
   const int64_t now =
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock_now.time_since_epoch()).count();
+  const uint32_t group = std::max<uint32_t>(1, st.options.prefill_group);
   for (uint32_t i = 0; i < st.prefill.size(); ++i) {
     const auto& t = st.prefill[i];
     const auto node = st.options.prefill_node[i];
-    prefill.push_back({node, node_alive(self, node, clock_now),
-                       static_cast<uint32_t>(t.jobs.size()), t.queued_tokens,
+    // A group is one instance, its first, alive while all of its nodes are; the others take
+    // no jobs of their own.
+    bool alive = i % group == 0;
+    for (uint32_t k = 0; alive && k < group && i + k < st.prefill.size(); ++k)
+      alive = node_alive(self, st.options.prefill_node[i + k], clock_now);
+    prefill.push_back({node, alive, static_cast<uint32_t>(t.jobs.size()), t.queued_tokens,
                        static_cast<uint64_t>(std::max<int64_t>(0, t.free_at_ns - now))});
   }
   for (uint32_t i = 0; i < st.decode.size(); ++i) {

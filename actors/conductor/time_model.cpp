@@ -108,7 +108,30 @@ uint64_t time_model::prefill_ns(uint32_t prompt_tokens, uint32_t reused_tokens) 
   double t = 0;
   for (size_t j = 0; j < x.size(); ++j)
     t += coefficients_[j] * x[j];
-  return static_cast<uint64_t>(std::llround(std::max(0.0, t * correction_)));
+  t = std::max(0.0, t);
+  if (stages_ > 1 && source_.prefill_call_ns) {
+    // The pipeline: every chunk passes each stage, a stage holding 1/stages of the layers, so
+    // it ends about t/stages after it starts plus the slowest chunk's time through the other
+    // stages: the last, or the last whole one before it (attention over a longer prefix costs
+    // more, so it is one of those two).
+    const uint32_t computed = prompt_tokens - reused_tokens;
+    const uint32_t last = (computed - 1) % chunk_tokens_ + 1;
+    double slowest_ns = static_cast<double>(source_.prefill_call_ns(prompt_tokens - last, last));
+    if (computed > last)
+      slowest_ns = std::max(slowest_ns, static_cast<double>(source_.prefill_call_ns(
+                                            prompt_tokens - last - chunk_tokens_, chunk_tokens_)));
+    t = (t + (stages_ - 1) * std::min(t, slowest_ns)) / stages_;
+    // The other stages first read their layers of the cached prefix from the head, whose NIC
+    // sends the whole prefix to decode at the same time.
+    const double prefix_bytes = static_cast<double>(reused_tokens / block_tokens_ * page_bytes_);
+    t += prefix_bytes * (2.0 * stages_ - 1) / stages_ / source_.nic_bytes_per_s * 1e9;
+  }
+  return static_cast<uint64_t>(std::llround(t * correction_));
+}
+
+void time_model::set_pipeline(uint32_t stages) {
+  assert(stages >= 1);
+  stages_ = stages;
 }
 
 uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {

@@ -73,6 +73,10 @@ class time_model {
   /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step
   /// (the prefill worker's stream_min_tokens and stream_layers). Not called: none stream.
   void set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers);
+  /// Prefill instances work in groups of `stages` (CPP): a prompt's chunks go through the
+  /// stages in a pipeline, so its compute is about 1/stages of the chunks' sum plus the last
+  /// chunk's time through the other stages (prefill_ns). 1: none.
+  void set_pipeline(uint32_t stages);
   /// One decode step of `batch` sequences holding `context_tokens` tokens together.
   uint64_t decode_step_ns(uint32_t batch, uint64_t context_tokens) const;
 
@@ -103,6 +107,7 @@ class time_model {
   std::vector<double> pair_bytes_per_s_; // from * nodes_max + to; 0: not learned (empty: none)
   uint32_t stream_min_tokens_ = UINT32_MAX;
   double stream_step_share_ = 1; // of a chunk's KV, what one step sends
+  uint32_t stages_ = 1;          // of a prefill group
 };
 
 } // namespace crescent

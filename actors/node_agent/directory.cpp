@@ -38,7 +38,8 @@ caf::expected<directory_terms> read_directory(const envelope& msg) {
 } // namespace
 
 caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
-                               const std::vector<caf::actor>& decode) {
+                               const std::vector<caf::actor>& decode,
+                               const std::vector<caf::actor>& prefill) {
   auto& st = self->state;
   if (!st.hosted || !st.joined || st.directed)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
@@ -55,6 +56,15 @@ caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
       std::any_of(decode.begin(), decode.end(), [](const caf::actor& a) { return !a; }))
     return st.bad.refuse(
         st.name, make_error(errc::invalid_argument, "the directory's decode workers are missing"));
+  if (prefill.size() != h.cluster_prefill_instances ||
+      std::any_of(prefill.begin(), prefill.end(), [](const caf::actor& a) { return !a; }))
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "the directory's prefill workers are missing"));
+  for (size_t k = 0; k < h.prefill.size(); ++k)
+    if (prefill[h.first_prefill_instance + k] != caf::actor_cast<caf::actor>(h.prefill[k]))
+      return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                               "the directory misplaces this node's prefill "
+                                               "workers"));
   // This node's own decode workers must be where the directory says they are.
   for (size_t k = 0; k < h.decode.size(); ++k)
     if (decode[h.first_decode_instance + k] != caf::actor_cast<caf::actor>(h.decode[k]))
@@ -72,6 +82,8 @@ caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
   // handling messages that follow from this reply.
   for (const auto& d : decode)
     h.dir->decode.push_back(caf::actor_cast<decode_worker_actor>(d));
+  for (const auto& p : prefill)
+    h.dir->prefill.push_back(caf::actor_cast<prefill_worker_actor>(p));
   st.directed = true;
   return caf::unit;
 }

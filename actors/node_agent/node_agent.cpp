@@ -60,8 +60,9 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
       [=](join_atom, const envelope& msg, caf::actor conductor, caf::actor master) {
         return on_join(self, msg, std::move(conductor), std::move(master));
       },
-      [=](directory_atom, const envelope& msg, const std::vector<caf::actor>& decode) {
-        return on_directory(self, msg, decode);
+      [=](directory_atom, const envelope& msg, const std::vector<caf::actor>& decode,
+          const std::vector<caf::actor>& prefill) {
+        return on_directory(self, msg, decode, prefill);
       },
       [=](tick_atom) { beat(self); },
   };

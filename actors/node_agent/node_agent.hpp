@@ -42,7 +42,8 @@ struct hosted_node {
   uint64_t page_bytes = 0;
   uint32_t first_decode_instance = 0;
   uint32_t first_prefill_instance = 0;
-  uint32_t cluster_decode_instances = 0; // of the whole cluster, from the same cluster file
+  uint32_t cluster_decode_instances = 0;  // of the whole cluster, from the same cluster file
+  uint32_t cluster_prefill_instances = 0; // likewise
   block_owner_actor owner;
   std::vector<decode_worker_actor> decode;   // instance order
   std::vector<prefill_worker_actor> prefill; // instance order

@@ -24,9 +24,11 @@ using node_agent_actor = caf::typed_actor<
     // processes without registration.
     caf::replies_to<join_atom, envelope, caf::actor, caf::actor>::with<
         envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>,
-    // ClusterDirectory, every decode worker of the cluster in instance order -> done; once,
-    // after the join and before start. The node's prefill workers read it from then on.
-    caf::replies_to<directory_atom, envelope, std::vector<caf::actor>>::with<void>,
+    // ClusterDirectory, every decode and every prefill worker of the cluster in instance order
+    // -> done; once, after the join and before start. The node's workers read it from then on
+    // (prefill workers: their decode instances, and the other stages of a prefill group).
+    caf::replies_to<directory_atom, envelope, std::vector<caf::actor>,
+                    std::vector<caf::actor>>::with<void>,
     // internal: one heartbeat interval passed
     caf::reacts_to<tick_atom>>;
 

@@ -34,6 +34,7 @@ caf::result<envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::acto
 on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master);
 // directory.cpp
 caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
-                               const std::vector<caf::actor>& decode);
+                               const std::vector<caf::actor>& decode,
+                               const std::vector<caf::actor>& prefill);
 
 } // namespace crescent

@@ -41,17 +41,8 @@ caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_conf
 
 caf::error check_job(const prefill_job& job, const prefill_state& st) {
   const auto& model = st.parts.engine->config();
-  for (auto t : job.tokens)
-    if (t >= model.vocab)
-      return make_error(errc::invalid_argument,
-                        "token id " + std::to_string(t) + " is outside the vocabulary");
-  if (job.decode_instance >= st.parts.dir->decode.size())
-    return make_error(errc::invalid_argument,
-                      "no decode instance " + std::to_string(job.decode_instance));
-  for (const auto& p : job.decode_pages)
-    if (p.length != st.parts.engine->page_memory_bytes())
-      return make_error(errc::invalid_argument,
-                        "decode page " + transport::to_string(p) + " is not one KV page long");
+  if (auto err = check_prompt(st, job.tokens, job.decode_instance, job.decode_pages))
+    return err;
   // Keys name pool blocks: a wrong key would file this prompt's KV under another prefix.
   auto expected = storage::chain_block_keys(job.tokens, model.block_tokens, model.fingerprint());
   if (expected != job.keys)
@@ -61,8 +52,32 @@ caf::error check_job(const prefill_job& job, const prefill_state& st) {
 
 } // namespace
 
+caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,
+                        uint32_t decode_instance,
+                        const std::vector<transport::region_handle>& pages) {
+  const auto& model = st.parts.engine->config();
+  for (auto t : tokens)
+    if (t >= model.vocab)
+      return make_error(errc::invalid_argument,
+                        "token id " + std::to_string(t) + " is outside the vocabulary");
+  if (decode_instance >= st.parts.dir->decode.size())
+    return make_error(errc::invalid_argument,
+                      "no decode instance " + std::to_string(decode_instance));
+  for (const auto& p : pages)
+    if (p.length != st.parts.engine->page_memory_bytes())
+      return make_error(errc::invalid_argument,
+                        "page " + transport::to_string(p) + " is not one KV page long");
+  return caf::none;
+}
+
 caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
   auto& st = self->state;
+  if (st.options.group_instances > 1 && stage_index(st) != 0)
+    return st.bad.refuse(st.name,
+                         make_error(errc::invalid_argument,
+                                    "prefill instance " + std::to_string(st.options.instance) +
+                                        " is a stage of a group: jobs go to instance " +
+                                        std::to_string(group_head(st))));
   auto job = decode_job(msg, st.parts.engine->config());
   if (!job)
     return st.bad.refuse(st.name, std::move(job.error()));

@@ -66,13 +66,7 @@ caf::error allocate_pages(prefill_ptr self, prefill_job& job) {
   job.pages = pool.allocate(count);
   if (job.pages.size() != count)
     return make_error(errc::internal, "prefill KV pages exhausted");
-  for (const auto& p : job.pages) {
-    auto mem = pool.slot_memory(p);
-    if (!mem)
-      return std::move(mem.error());
-    job.page_ptrs.push_back(mem->data());
-  }
-  return caf::none;
+  return map_slots(pool, job.pages, job.page_ptrs);
 }
 
 // Computes the chunk at job.position: whole, or its next range of layers when the prompt
@@ -86,9 +80,11 @@ void compute_chunk(prefill_ptr self) {
   const uint32_t n = std::min(st.options.chunk_tokens, total - job.position);
   gpu::sequence_ref seq{job.page_ptrs, job.position};
   const auto tokens = std::span{job.tokens}.subspan(job.position, n);
+  // A group job computes stage 0's layers here (stage.cpp); the other stages go on from them.
+  const uint32_t stage_end = job.grouped ? stage_layers(st, 0).end : layers;
   gpu::layer_range range{0, layers};
   if (job.streaming) {
-    range = {job.layer, std::min(layers, job.layer + st.options.stream_layers)};
+    range = {job.layer, std::min(stage_end, job.layer + st.options.stream_layers)};
     if (job.layer == 0)
       job.stream.resize((engine.stream_bytes(n) + sizeof(float) - 1) / sizeof(float));
   }
@@ -109,12 +105,16 @@ void compute_chunk(prefill_ptr self) {
                                                      : (job.position + n) / block;
     job.layer = range.end;
   }
-  if (range.end == layers) {
+  if (range.end == stage_end) {
+    if (job.grouped)
+      job.forward_chunk = job.chunk; // its stream goes to stage 1 at the next step
     job.layer = 0;
     job.position += n;
     job.computed_tokens += n;
+    ++job.chunk;
     if (job.position == total) {
-      job.first_token = r->next_token;
+      if (!job.grouped)
+        job.first_token = r->next_token; // a group's comes from its last stage
       job.computed = true;
     }
   }
@@ -123,9 +123,21 @@ void compute_chunk(prefill_ptr self) {
 
 } // namespace
 
+caf::error map_slots(storage::dram_pool& pool, const std::vector<transport::region_handle>& slots,
+                     std::vector<std::byte*>& out) {
+  for (const auto& p : slots) {
+    auto mem = pool.slot_memory(p);
+    if (!mem)
+      return std::move(mem.error());
+    out.push_back(mem->data());
+  }
+  return caf::none;
+}
+
 void start_next_job(prefill_ptr self) {
   auto& st = self->state;
-  while (!st.current && !st.queue.empty() && (st.options.overlap_store || !st.storing)) {
+  while (!st.current && !st.draining && !st.queue.empty() &&
+         (st.options.overlap_store || !st.storing)) {
     st.current = std::move(st.queue.front());
     st.queue.pop_front();
     st.current->started_ns = clock_ns(self);
@@ -154,6 +166,10 @@ void on_step(prefill_ptr self) {
   stream_computed(self);                      // what the last step computed: it may fail the job
   if (!st.current || st.current->request_id != id)
     return;
+  if (auto& job = *st.current; job.forward_chunk != UINT32_MAX) {
+    forward_stream(self, job.out, id, job.forward_chunk, job.stream);
+    job.forward_chunk = UINT32_MAX;
+  }
   if (st.current->computed)
     end_streaming(self);
   else
@@ -163,12 +179,16 @@ void on_step(prefill_ptr self) {
 /// Called by lookup_prefix once the cached prefix is in the local pages.
 void begin_compute(prefill_ptr self) {
   auto& job = *self->state.current;
-  job.streaming = job.tokens.size() >= self->state.options.stream_min_tokens;
+  // A group's jobs always stream: every stage sends its own layers.
+  const bool grouped = self->state.options.group_instances > 1;
+  job.streaming = grouped || job.tokens.size() >= self->state.options.stream_min_tokens;
   if (job.streaming) {
     const auto id = job.request_id;
     send_cached_prefix(self); // may fail the job
     if (!self->state.current || self->state.current->request_id != id)
       return;
+    if (grouped)
+      start_stages(self);
   }
   schedule_step(self, 0);
 }
@@ -184,6 +204,12 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   });
   caf::anon_send(job.requester, failed_atom::value, msg);
   report_to_conductor(self, job, false, {});
+  if (job.grouped && abort_stages(self)) {
+    // Other stages may still write into its pages: they are freed once each has stopped.
+    st.draining = std::move(st.current);
+    st.current.reset();
+    return;
+  }
   release_pages(self, job);
   st.current.reset();
   start_next_job(self);

@@ -128,8 +128,7 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
 void all_submitted(prefill_ptr self) {
   auto& job = *self->state.current;
   job.all_sent = true;
-  if (job.batches_in_flight == 0)
-    signal_decode(self);
+  signal_decode_when_ready(self);
 }
 
 } // namespace
@@ -155,16 +154,11 @@ void send_cached_prefix(prefill_ptr self) {
 void stream_computed(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  const auto range = job.unsent;
-  if (range.count() == 0)
-    return;
-  job.unsent = {};
-  const auto first = job.pages_sent;
-  const auto end = job.unsent_pages_end;
-  if (range.end == st.parts.engine->config().layers)
-    job.pages_sent = end; // the chunk's pages have every layer now
-  if (end > first)
-    submit_pages(self, first, end, range);
+  const uint32_t stage_end =
+      job.grouped ? stage_layers(st, 0).end : st.parts.engine->config().layers;
+  const auto kv = take_unsent(job, stage_end);
+  if (!kv.empty())
+    submit_pages(self, kv.first, kv.end, kv.range);
 }
 
 void end_streaming(prefill_ptr self) {
@@ -197,8 +191,24 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const 
     fail_job(self, "KV hand-off to decode failed: " + describe(err));
     return;
   }
-  if (job.all_sent && job.batches_in_flight == 0 && !job.signalled)
-    signal_decode(self);
+  signal_decode_when_ready(self);
+}
+
+void signal_decode_when_ready(prefill_ptr self) {
+  auto& job = *self->state.current;
+  if (!job.all_sent || job.batches_in_flight > 0 || job.signalled)
+    return;
+  if (job.grouped) {
+    if (!stages_finished(job))
+      return; // the other stages' KV is still coming
+    // A group's compute is its pipeline's: from its first chunk to the end of its last stage's
+    // compute (its KV's tail after that is the hand-off's, as for one instance).
+    const auto elapsed = static_cast<uint64_t>(clock_ns(self) - job.compute_started_ns);
+    job.compute_ns = elapsed - std::min(elapsed, job.last_stage_tail_ns);
+    job.computed_ns = clock_ns(self) - static_cast<int64_t>(elapsed - job.compute_ns);
+    job.last_end_ns = std::max(job.last_end_ns, clock_ns(self));
+  }
+  signal_decode(self);
 }
 
 } // namespace crescent

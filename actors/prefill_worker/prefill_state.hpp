@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crescent {
@@ -43,6 +45,44 @@ struct block_store {
 struct stored_blocks {
   std::vector<uint64_t> keys;
   std::vector<uint64_t> nodes;
+};
+
+/// Streams going to the next stage of a prefill group (CPP, stage.cpp): chunk c's is copied to
+/// outbox slot c once its last layer here is computed, and written into the next stage's inbox
+/// slot c once that stage has said where its inbox is.
+struct stream_out {
+  std::vector<transport::region_handle> inbox; // the next stage's slots (empty: not known yet)
+  std::vector<uint32_t> waiting;               // chunks in the outbox, not written yet
+  uint32_t in_flight = 0;                      // writes
+};
+
+/// A stage's part of a group job: every stage of a group but the head runs one at a time.
+struct stage_job {
+  uint64_t request_id = 0;
+  std::vector<uint32_t> tokens;
+  uint32_t cached_tokens = 0; // the prefix the head loaded: read from its pages
+  uint32_t decode_instance = 0;
+  std::vector<transport::region_handle> head_pages;
+  std::vector<transport::region_handle> decode_pages;
+  std::vector<transport::region_handle> pages; // local: this stage's layers only
+  std::vector<std::byte*> page_ptrs;
+  std::vector<bool> arrived; // per chunk: its stream is in the inbox
+  uint32_t chunks = 0;
+  uint32_t chunk = 0;    // the next to compute
+  uint32_t position = 0; // its first token
+  uint32_t layer = 0;    // the next layer of it to compute
+  gpu::layer_range unsent{};
+  uint32_t unsent_pages_end = 0;
+  uint32_t pages_sent = 0;
+  std::vector<float> stream;
+  stream_out out;
+  bool loaded = false;    // the prefix's layers are in the local pages
+  bool stepping = false;  // a step is due: what it computed goes out then
+  uint32_t in_flight = 0; // the prefix read and KV batches
+  caf::error failure;     // set: stop, and say so once nothing is in flight
+  uint32_t first_token = 0;
+  uint64_t compute_ns = 0;
+  int64_t computed_ns = 0; // when its last chunk was computed
 };
 
 struct prefill_job {
@@ -95,7 +135,21 @@ struct prefill_job {
   int64_t computed_ns = 0;                 // when the last range of the last chunk was computed
   int64_t last_end_ns = 0;                 // when the latest batch ended
   uint64_t kv_busy_ns = 0;                 // the time some batch was in flight
+  // A group job (CPP, stage.cpp): this worker computes stage 0; the others are asked to.
+  bool grouped = false;
+  uint32_t chunk = 0;                  // the index of the chunk at position
+  std::vector<uint8_t> stage_state;    // per stage: stage_waiting, stage_ok or stage_ended
+  uint32_t forward_chunk = UINT32_MAX; // computed here, its stream not handed on yet
+  stream_out out;
+  int64_t compute_started_ns = 0;
+  uint64_t stages_compute_ns = 0;  // the other stages' busy time
+  uint64_t last_stage_tail_ns = 0; // the last stage's KV tail, not part of the compute
 };
+
+/// A stage of a group job, as its head sees it.
+inline constexpr uint8_t stage_waiting = 0; // asked, not finished
+inline constexpr uint8_t stage_ok = 1;      // finished its part
+inline constexpr uint8_t stage_ended = 2;   // failed, refused, aborted or gone: writes nothing
 
 struct prefill_state {
   static inline const char* name = "prefill_worker";
@@ -104,12 +158,53 @@ struct prefill_state {
   std::deque<prefill_job> queue;
   std::optional<prefill_job> current; // loading, computing, handing off
   std::optional<prefill_job> storing; // its KV with decode: storing new blocks, copying pulled
+  // A group job that failed while other stages may still write into its pages: they are freed,
+  // and the next job starts, once every stage has answered its abort.
+  std::optional<prefill_job> draining;
+  std::optional<stage_job> stage; // a stage other than the head: its part of a group job
+  // A StageInbox that came before its StageJob (the next stage was asked first).
+  std::optional<std::pair<uint64_t, std::vector<transport::region_handle>>> early_inbox;
+  // Stream slots (group_instances > 1): inbox slot c is stream_slots[c], outbox slot c is
+  // stream_slots[chunks_max + c].
+  std::vector<transport::region_handle> stream_slots;
+  std::vector<std::byte*> stream_ptrs;
+  uint32_t chunks_max = 0;
   bad_message_counter bad;
   uint64_t compute_ns_total = 0;
   uint64_t load_misses_total = 0;
 };
 
 using prefill_ptr = prefill_worker_actor::stateful_pointer<prefill_state>;
+
+/// What the last step computed and has not been sent: layers `range` of pages [first, end).
+struct unsent_kv {
+  gpu::layer_range range{};
+  uint32_t first = 0;
+  uint32_t end = 0;
+  bool empty() const { return range.count() == 0 || end <= first; }
+};
+
+/// Takes a job's unsent KV (a prefill_job or a stage_job): once a chunk's pages have every
+/// layer up to `stage_end`, the pages after them are the next to send.
+template <class Job>
+unsent_kv take_unsent(Job& job, uint32_t stage_end) {
+  unsent_kv out{job.unsent, job.pages_sent, job.unsent_pages_end};
+  if (out.range.count() == 0)
+    return out;
+  job.unsent = {};
+  if (out.range.end == stage_end)
+    job.pages_sent = out.end;
+  return out;
+}
+
+/// The memory behind each of `slots` of `pool`, appended to `out`.
+caf::error map_slots(storage::dram_pool& pool, const std::vector<transport::region_handle>& slots,
+                     std::vector<std::byte*>& out);
+/// The checks every job takes, a group stage's too: token ids in the vocabulary, a decode
+/// instance that exists, pages of one KV page each.
+caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,
+                        uint32_t decode_instance,
+                        const std::vector<transport::region_handle>& pages);
 
 /// The actor's clock (CAF's virtual clock in simulated time), in nanoseconds.
 inline int64_t clock_ns(prefill_ptr self) {
@@ -133,7 +228,28 @@ void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
                uint64_t remote_ns);
 void store_new_blocks(prefill_ptr self);
 void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);
+// stage.cpp: chunked pipeline parallelism
+/// The group's geometry: this worker's stage, its head, and the layers a stage holds.
+uint32_t stage_index(const prefill_state& st);
+uint32_t group_head(const prefill_state& st);
+gpu::layer_range stage_layers(const prefill_state& st, uint32_t stage);
+caf::error make_stream_slots(prefill_ptr self);
+void start_stages(prefill_ptr self); // head: asks the other stages (begin_compute)
+void forward_stream(prefill_ptr self, stream_out& out, uint64_t request_id, uint32_t chunk,
+                    std::span<const float> stream);
+bool stages_finished(const prefill_job& job); // every other stage answered ok
+bool abort_stages(prefill_ptr self);          // head, failing: false when none runs
+caf::result<envelope> on_stage_job(prefill_ptr self, const envelope& msg);
+void on_stage_inbox(prefill_ptr self, const envelope& msg);
+void on_stage_chunk(prefill_ptr self, const envelope& msg);
+void on_stage_done(prefill_ptr self, const envelope& msg);
+void on_stage_abort(prefill_ptr self, const envelope& msg);
+void on_stage_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t index,
+                 const caf::error& err);
+void on_stage_step(prefill_ptr self);
+void on_stage_peer_down(prefill_ptr self, const caf::actor_addr& who, const caf::error& reason);
 // handoff.cpp
+void signal_decode_when_ready(prefill_ptr self);
 void hand_off(prefill_ptr self);
 void send_cached_prefix(prefill_ptr self);
 void stream_computed(prefill_ptr self);

@@ -4,6 +4,7 @@
 #include "messages/schema/worker.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -16,7 +17,7 @@ envelope make_stats(prefill_ptr self) {
   return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
     out.setInstance(st.options.instance);
     out.setQueuedJobs(static_cast<uint32_t>(st.queue.size()));
-    out.setActiveRequests(st.current ? 1 : 0);
+    out.setActiveRequests((st.current ? 1 : 0) + (st.stage ? 1 : 0) + (st.draining ? 1 : 0));
     out.setFreePages(st.parts.kv_pages->capacity_slots() - st.parts.kv_pages->used_slots());
     out.setBadMessages(st.bad.count);
     out.setComputeNs(st.compute_ns_total);
@@ -36,7 +37,10 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
   self->state.parts = std::move(parts);
   // Queued jobs of a request that ended (deadline, crash) are dropped unstarted; a running job
   // finishes, and its hand-off fails harmlessly because the decode reservation is revoked.
+  if (auto err = make_stream_slots(self))
+    spdlog::error("prefill_worker {}: {}", options.instance, describe(err)); // checked at config
   self->set_down_handler([=](caf::down_msg& down) {
+    on_stage_peer_down(self, down.source, down.reason);
     // The decode worker being signalled is gone (a proxy of a lost process may never answer
     // kv_ready): the job ends now (its pages are no longer read), not at the timeout.
     auto& cur = self->state.current;
@@ -55,7 +59,19 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
   return {
       [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
       [=](stats_atom) { return make_stats(self); },
-      [=](step_atom) { on_step(self); },
+      [=](step_atom) {
+        if (self->state.stage)
+          on_stage_step(self);
+        else
+          on_step(self);
+      },
+      [=](stage_atom, const envelope& msg) { return on_stage_job(self, msg); },
+      [=](stage_inbox_atom, const envelope& msg) { on_stage_inbox(self, msg); },
+      [=](stage_chunk_atom, const envelope& msg) { on_stage_chunk(self, msg); },
+      [=](stage_done_atom, const envelope& msg) { on_stage_done(self, msg); },
+      [=](stage_abort_atom, const envelope& msg) { on_stage_abort(self, msg); },
+      [=](stage_io_atom, uint64_t request_id, uint32_t kind, uint32_t index,
+          const caf::error& err) { on_stage_io(self, request_id, kind, index, err); },
       [=](handed_off_atom, uint64_t request_id, uint32_t batch, const caf::error& err) {
         on_handed_off(self, request_id, batch, err);
       },

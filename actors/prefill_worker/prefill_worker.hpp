@@ -38,6 +38,9 @@ struct prefill_worker_options {
   uint32_t stream_layers = 1; // per step, at most the model's
   /// The next job starts while this one stores its new blocks (false: after).
   bool overlap_store = true;
+  /// Chunked pipeline parallelism: consecutive groups of this many instances share the model's
+  /// layers (stage.cpp); the first of a group takes its jobs. 1: no groups.
+  uint32_t group_instances = 1;
 };
 
 /// What a prefill worker works with. `kv_pages` must hold two of the longest prompt the model
@@ -47,6 +50,9 @@ struct prefill_worker_parts {
   std::shared_ptr<storage::dram_pool> kv_pages;
   std::shared_ptr<transport::transfer_engine> transfer;
   std::shared_ptr<const directory> dir;
+  /// With group_instances > 1: registered memory for the streams between stages, two slots of
+  /// engine->stream_bytes(chunk_tokens) per chunk of the longest prompt (an inbox and an outbox).
+  std::shared_ptr<storage::dram_pool> streams;
 };
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,

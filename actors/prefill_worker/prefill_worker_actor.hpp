@@ -21,6 +21,15 @@ using prefill_worker_actor = caf::typed_actor<
     caf::replies_to<prefill_atom, envelope>::with<envelope>,
     // -> WorkerStats
     caf::replies_to<stats_atom>::with<envelope>,
+    // StageJob (head of a prefill group -> another of its stages) -> StageAccepted, or an error
+    // (not a stage of a group, busy, bad job)
+    caf::replies_to<stage_atom, envelope>::with<envelope>,
+    // StageInbox (stage k -> k - 1), StageChunk (k - 1 -> k), StageDone (stage -> head),
+    // StageAbort (head -> stage): each taken only from the instance entitled to send it
+    caf::reacts_to<stage_inbox_atom, envelope>, caf::reacts_to<stage_chunk_atom, envelope>,
+    caf::reacts_to<stage_done_atom, envelope>, caf::reacts_to<stage_abort_atom, envelope>,
+    // internal: a stage's transfer ended (kind: prefix read, KV batch, stream write; index)
+    caf::reacts_to<stage_io_atom, uint64_t, uint32_t, uint32_t, caf::error>,
     // internal: run the next step of the current job
     caf::reacts_to<step_atom>,
     // internal: batch n of the KV writes of this request's hand-off ended (none: all written)

@@ -75,6 +75,8 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
   h.first_decode_instance = first_decode_instance(cfg, opt.node);
   h.first_prefill_instance = first_prefill_instance(cfg, opt.node);
   h.cluster_decode_instances = first_decode_instance(cfg, static_cast<uint32_t>(cfg.nodes.size()));
+  h.cluster_prefill_instances =
+      first_prefill_instance(cfg, static_cast<uint32_t>(cfg.nodes.size()));
   h.transfer = engine;
   h.dir = std::make_shared<directory>();
   // The master comes with the join; until then the owner neither reports nor beats.

@@ -58,3 +58,55 @@ struct WorkerStats {
   computeNs @5 :UInt64;
   loadMisses @6 :UInt64;                   # pool blocks rejected by checksum or transport
 }
+
+# Chunked pipeline parallelism (docs/prefill.md): a prefill group of X instances shares the
+# model's layers, stage k holding [k L/X, (k+1) L/X). The group's first instance (its head)
+# takes the group's jobs, loads the cached prefix into its pages and computes stage 0; every
+# message below is checked for its sender (the head, or the stage before or after).
+
+# head -> stage k > 0: compute your layers of this prompt, chunk by chunk as the streams come.
+struct StageJob {
+  requestId @0 :UInt64;
+  tokens @1 :List(UInt32);                   # the whole prompt
+  cachedTokens @2 :UInt32;                   # the prefix whose KV the head's pages hold
+  headPages @3 :List(Common.RegionHandle);   # the head's pages: read the prefix's layers from
+                                             # them, write your layers' KV into them
+  decodeInstance @4 :UInt32;
+  decodePages @5 :List(Common.RegionHandle); # write your layers' KV into them as well
+}
+
+# stage k -> head: the job is taken (its pages are allocated).
+struct StageAccepted {
+  requestId @0 :UInt64;
+  stage @1 :UInt32;
+}
+
+# stage k -> stage k - 1: where each chunk's stream goes (slot c: chunk c's), in registered
+# memory that the transfer engine writes.
+struct StageInbox {
+  requestId @0 :UInt64;
+  slots @1 :List(Common.RegionHandle);
+}
+
+# stage k - 1 -> stage k: chunk c's stream has landed in slot c of the inbox.
+struct StageChunk {
+  requestId @0 :UInt64;
+  chunk @1 :UInt32;
+}
+
+# stage k -> head: every chunk computed and its KV written (ok), or why not; sent once all of
+# the stage's transfers have ended, so the head's pages are no longer written.
+struct StageDone {
+  requestId @0 :UInt64;
+  stage @1 :UInt32;
+  ok @2 :Bool;
+  reason @3 :Text;
+  firstToken @4 :UInt32;  # the last stage's: the greedy token after the prompt
+  computeNs @5 :UInt64;   # the stage's busy time
+  tailNs @6 :UInt64;      # from the end of its last compute to this message (its KV's tail)
+}
+
+# head -> stage k: stop this job (it failed); answered by StageDone once nothing is in flight.
+struct StageAbort {
+  requestId @0 :UInt64;
+}

@@ -175,21 +175,25 @@ TEST_F(node_join, the_directory_comes_once_after_the_join) {
   };
   // The cluster's one decode instance is this node's own.
   std::vector<caf::actor> decode{caf::actor_cast<caf::actor>(hosted.decode[0])};
-  auto err = h.ask_void(agent, directory_atom::value, directory(1), decode);
+  const std::vector<caf::actor> prefill; // the cluster's prefill instances: none of this test's
+  auto err = h.ask_void(agent, directory_atom::value, directory(1), decode, prefill);
   EXPECT_NE(describe(err).find("once, after its join"), std::string::npos) << describe(err);
   ASSERT_FALSE(join(agent, join_msg(good)).err);
-  err = h.ask_void(agent, directory_atom::value, directory(2), decode);
+  err = h.ask_void(agent, directory_atom::value, directory(2), decode, prefill);
   EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
-  err = h.ask_void(agent, directory_atom::value, directory(1), std::vector<caf::actor>(1));
+  err = h.ask_void(agent, directory_atom::value, directory(1), std::vector<caf::actor>(1), prefill);
   EXPECT_NE(describe(err).find("decode workers are missing"), std::string::npos) << describe(err);
+  const std::vector<caf::actor> one_prefill{caf::actor_cast<caf::actor>(h.cl->dir().prefill[0])};
+  err = h.ask_void(agent, directory_atom::value, directory(1), decode, one_prefill);
+  EXPECT_NE(describe(err).find("prefill workers are missing"), std::string::npos) << describe(err);
   std::vector<caf::actor> elsewhere{caf::actor_cast<caf::actor>(h.cl->dir().decode[0])};
-  err = h.ask_void(agent, directory_atom::value, directory(1), elsewhere);
+  err = h.ask_void(agent, directory_atom::value, directory(1), elsewhere, prefill);
   EXPECT_NE(describe(err).find("misplaces this node's decode workers"), std::string::npos)
       << describe(err);
-  EXPECT_FALSE(h.ask_void(agent, directory_atom::value, directory(1), decode));
+  EXPECT_FALSE(h.ask_void(agent, directory_atom::value, directory(1), decode, prefill));
   ASSERT_EQ(hosted.dir->decode.size(), 1u);
   EXPECT_EQ(hosted.dir->decode[0], hosted.decode[0]);
-  err = h.ask_void(agent, directory_atom::value, directory(1), decode);
+  err = h.ask_void(agent, directory_atom::value, directory(1), decode, prefill);
   EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
   EXPECT_EQ(hosted.dir->decode.size(), 1u);
 }

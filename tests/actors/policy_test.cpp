@@ -83,6 +83,20 @@ TEST(time_model, fits_the_engine_and_predicts_loads_and_hand_offs) {
   EXPECT_NEAR(m.correction(), 1 + 1.0 / 32, 1e-9);
 }
 
+TEST(time_model, predicts_a_prefill_groups_pipeline) {
+  auto m = simple_model(); // 1 us a token, chunks of 128
+  m.set_pipeline(4);
+  // Four chunks through four stages: a quarter of their sum, and the slowest (any: all equal)
+  // through the three later stages.
+  EXPECT_EQ(m.prefill_ns(512, 0), (512'000u + 3 * 128'000u) / 4);
+  EXPECT_EQ(m.prefill_ns(64, 0), 64'000u) << "a lone chunk passes every stage in turn";
+  // A cached prefix of 16 pages of 8,192 bytes: the three other stages read their quarters
+  // behind the head's send of all of it to decode, at 0.5 GB/s.
+  EXPECT_EQ(m.prefill_ns(512, 256), (256'000u + 3 * 128'000u) / 4 + 16 * 8192 * 7 / 4 * 2);
+  m.set_pipeline(1);
+  EXPECT_EQ(m.prefill_ns(512, 0), 512'000u);
+}
+
 TEST(time_model, learns_each_links_bandwidth_from_pulls_and_queues_behind_a_backlog) {
   auto m = simple_model();
   EXPECT_EQ(m.pull_ns(3, 2, 0, 0), 3 * remote_block_ns) << "the profile's NIC, not learned yet";

@@ -29,7 +29,8 @@ using envelope_roots = ::testing::Types<
     wire::AllocateReply, wire::FreeBlocks, wire::Promote, wire::PromoteReply, wire::Touch,
     wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply, wire::OwnerReport,
     wire::OwnerReportReply, wire::PoolPeers, wire::OwnerStats, wire::ByteRange, wire::Digest,
-    wire::ObjectRecord>;
+    wire::ObjectRecord, wire::StageJob, wire::StageAccepted, wire::StageInbox, wire::StageChunk,
+    wire::StageDone, wire::StageAbort>;
 
 /// Sets every field of `s` (the first member of each union) to a value other than its default.
 void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);

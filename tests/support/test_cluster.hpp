@@ -4,6 +4,7 @@
 
 #include "actors/cluster/cluster.hpp"
 #include "apps/replay/replay_driver.hpp"
+#include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
 #include "support/deterministic.hpp"
 
@@ -32,6 +33,17 @@ inline cluster_config small_cluster(uint32_t prefill = 2, uint32_t decode = 2) {
   cfg.store.sync_commits = false;
   cfg.access_key_seed = 1234;
   return cfg;
+}
+
+/// A trace record of whole blocks `ids` (of the trace's 512 tokens each).
+inline replay::trace_record record_of(std::vector<uint64_t> ids, uint32_t output_tokens,
+                                      uint64_t timestamp_ms = 0) {
+  replay::trace_record r;
+  r.timestamp_ms = timestamp_ms;
+  r.input_tokens = static_cast<uint32_t>(ids.size() * replay::trace_block_tokens);
+  r.output_tokens = output_tokens;
+  r.hash_ids = std::move(ids);
+  return r;
 }
 
 class cluster_harness : public deterministic_system {

@@ -15,16 +15,6 @@ std::vector<replay::trace_record> trace_head(size_t n) {
   return records ? *records : std::vector<replay::trace_record>{};
 }
 
-replay::trace_record record(std::vector<uint64_t> ids, uint32_t output_tokens,
-                            uint64_t timestamp_ms = 0) {
-  replay::trace_record r;
-  r.timestamp_ms = timestamp_ms;
-  r.input_tokens = static_cast<uint32_t>(ids.size() * replay::trace_block_tokens);
-  r.output_tokens = output_tokens;
-  r.hash_ids = std::move(ids);
-  return r;
-}
-
 void expect_monolithic(const cluster_harness& h, const replay::synthetic_request& req,
                        const replay::request_result& res) {
   ASSERT_EQ(res.status, replay::outcome_status::completed) << res.reason;
@@ -66,8 +56,8 @@ TEST(cluster, kv_streamed_layer_by_layer_equals_monolithic) {
   ASSERT_EQ(records.size(), 20u);
   for (size_t i = 0; i < records.size(); ++i)
     reqs.push_back(replay::synthesize(records[i], i, w));
-  reqs.push_back(replay::synthesize(record({1, 2, 3, 4, 5}, 6, 100'000), 20, w));
-  reqs.push_back(replay::synthesize(record({1, 2, 3, 9}, 6, 110'000), 21, w));
+  reqs.push_back(replay::synthesize(record_of({1, 2, 3, 4, 5}, 6, 100'000), 20, w));
+  reqs.push_back(replay::synthesize(record_of({1, 2, 3, 9}, 6, 110'000), 21, w));
   auto results = h.replay(reqs);
   ASSERT_EQ(results.size(), reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i)
@@ -81,9 +71,9 @@ TEST(cluster, shared_prefixes_are_loaded_from_the_pool) {
   auto w = h.workload();
   // B shares A's first three blocks and arrives after A is done; C shares nothing.
   std::vector<replay::synthetic_request> reqs{
-      replay::synthesize(record({1, 2, 3, 4, 5}, 6, 0), 0, w),
-      replay::synthesize(record({1, 2, 3, 9, 10}, 6, 10'000), 1, w),
-      replay::synthesize(record({20, 21, 22}, 6, 20'000), 2, w)};
+      replay::synthesize(record_of({1, 2, 3, 4, 5}, 6, 0), 0, w),
+      replay::synthesize(record_of({1, 2, 3, 9, 10}, 6, 10'000), 1, w),
+      replay::synthesize(record_of({20, 21, 22}, 6, 20'000), 2, w)};
   auto results = h.replay(reqs);
   for (size_t i = 0; i < reqs.size(); ++i)
     expect_monolithic(h, reqs[i], results[i]);
@@ -104,8 +94,8 @@ TEST(cluster, blocks_read_from_another_node_count_as_remote_hits) {
   cfg.pool.placement = placement_policy::most_free;
   cluster_harness h{cfg};
   auto w = h.workload();
-  auto first = replay::synthesize(record({1, 2, 3, 4}, 2, 0), 0, w);
-  auto again = replay::synthesize(record({1, 2, 3, 9}, 2, 10'000), 1, w);
+  auto first = replay::synthesize(record_of({1, 2, 3, 4}, 2, 0), 0, w);
+  auto again = replay::synthesize(record_of({1, 2, 3, 9}, 2, 10'000), 1, w);
   auto results = h.replay({first, again});
   expect_monolithic(h, first, results[0]);
   expect_monolithic(h, again, results[1]);
@@ -119,7 +109,7 @@ TEST(cluster, a_partial_last_block_is_stored_and_reused) {
   cluster_harness h{small_cluster()};
   auto w = h.workload();
   // 2.5 trace blocks: two full model blocks and a partial one of 8 tokens.
-  auto r = record({1, 2, 3}, 4);
+  auto r = record_of({1, 2, 3}, 4);
   r.input_tokens = 1280;
   auto first = replay::synthesize(r, 0, w);
   const uint32_t block = h.cl->config().model.block_tokens;
@@ -134,7 +124,7 @@ TEST(cluster, a_partial_last_block_is_stored_and_reused) {
   EXPECT_EQ(b.reused_tokens, first.tokens.size() - 1);
   EXPECT_EQ(b.computed_tokens, 1u);
   // A longer prompt over the same first 2.5 blocks has a full third block: only two match.
-  auto longer = replay::synthesize(record({1, 2, 3}, 4), 2, w);
+  auto longer = replay::synthesize(record_of({1, 2, 3}, 4), 2, w);
   auto c = h.replay({longer})[0];
   expect_monolithic(h, longer, c);
   EXPECT_EQ(c.reused_tokens, 2 * block);
@@ -143,7 +133,7 @@ TEST(cluster, a_partial_last_block_is_stored_and_reused) {
 TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   cluster_harness h{small_cluster()};
   auto w = h.workload();
-  auto first = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 0, w);
+  auto first = replay::synthesize(record_of({1, 2, 3, 4, 5}, 5), 0, w);
   ASSERT_EQ(h.replay({first})[0].status, replay::outcome_status::completed);
 
   // Damage the stored bytes of block 2 through its handle, as a failing DIMM would.
@@ -166,7 +156,7 @@ TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   std::vector<std::byte> garbage(64, std::byte{0x5a});
   ASSERT_FALSE(h.cl->transfer().write(*handle, 100, garbage));
 
-  auto again = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 1, w);
+  auto again = replay::synthesize(record_of({1, 2, 3, 4, 5}, 5), 1, w);
   auto result = h.replay({again})[0];
   expect_monolithic(h, again, result);
   EXPECT_EQ(result.load_misses, 1u);
@@ -174,7 +164,7 @@ TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
   EXPECT_EQ(result.computed_tokens, 3 * model.block_tokens);
 
   // The reader reported the block; it was dropped and stored again by the recomputation.
-  auto third = replay::synthesize(record({1, 2, 3, 4, 5}, 5), 2, w);
+  auto third = replay::synthesize(record_of({1, 2, 3, 4, 5}, 5), 2, w);
   auto last = h.replay({third})[0];
   expect_monolithic(h, third, last);
   EXPECT_EQ(last.load_misses, 0u);
@@ -190,8 +180,8 @@ TEST(cluster, rejects_what_no_decode_instance_can_hold) {
   cluster_harness h{cfg};
   auto w = h.workload();
   std::vector<replay::synthetic_request> reqs{
-      replay::synthesize(record({1, 2, 3, 4, 5}, 100), 0, w),
-      replay::synthesize(record({1, 2}, 4), 1, w)};
+      replay::synthesize(record_of({1, 2, 3, 4, 5}, 100), 0, w),
+      replay::synthesize(record_of({1, 2}, 4), 1, w)};
   auto results = h.replay(reqs);
   EXPECT_EQ(results[0].status, replay::outcome_status::rejected);
   EXPECT_NE(results[0].reason.find("budget"), std::string::npos) << results[0].reason;
@@ -215,7 +205,7 @@ TEST(cluster, a_decode_instance_short_of_pages_passes_the_request_on) {
     std::vector<uint64_t> ids;
     for (int b = 0; b < blocks[i]; ++b)
       ids.push_back(100 * (i + 1) + b);
-    reqs.push_back(replay::synthesize(record(ids, blocks[i] == 1 ? 1 : 8), i, w));
+    reqs.push_back(replay::synthesize(record_of(ids, blocks[i] == 1 ? 1 : 8), i, w));
   }
   auto results = h.replay(reqs);
   ASSERT_EQ(results.size(), reqs.size());

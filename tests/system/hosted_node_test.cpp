@@ -203,18 +203,24 @@ TEST_F(hosted_nodes, kv_reaches_decode_processes_over_shared_memory_and_tokens_m
 }
 
 // Worker statistics of a prefill or decode worker, wherever it runs.
-uint64_t compute_ns(caf::actor_system& sys, const caf::actor& worker) {
+// A worker's stats: its compute so far and its free KV pages.
+std::pair<uint64_t, uint32_t> worker_stats(caf::actor_system& sys, const caf::actor& worker) {
   caf::scoped_actor self{sys};
-  uint64_t ns = 0;
+  std::pair<uint64_t, uint32_t> out{0, 0};
   self->request(worker, std::chrono::seconds(10), stats_atom::value)
       .receive(
           [&](const envelope& stats) {
-            auto r = read_as<wire::WorkerStats>(
-                stats, [](wire::WorkerStats::Reader in) { return in.getComputeNs(); });
-            ns = r ? *r : 0;
+            auto r = read_as<wire::WorkerStats>(stats, [](wire::WorkerStats::Reader in) {
+              return std::make_pair(in.getComputeNs(), in.getFreePages());
+            });
+            out = r ? *r : out;
           },
           [](caf::error& e) { ADD_FAILURE() << describe(e); });
-  return ns;
+  return out;
+}
+
+uint64_t compute_ns(caf::actor_system& sys, const caf::actor& worker) {
+  return worker_stats(sys, worker).first;
 }
 
 TEST_F(hosted_nodes, prefill_and_decode_in_node_processes_serve_with_the_right_tokens) {
@@ -248,6 +254,73 @@ TEST_F(hosted_nodes, prefill_and_decode_in_node_processes_serve_with_the_right_t
   EXPECT_NE(report.find("KV moved"), std::string::npos) << report;
   EXPECT_NE(report.find("tcp to node "), std::string::npos) << report;
   EXPECT_EQ(report.find("shm to node "), std::string::npos) << report;
+}
+
+TEST_F(hosted_nodes, a_prefill_group_across_processes_decodes_the_monolithic_tokens) {
+  // A group of two: its head on node 0 here, its second stage on node 1 in a node process, so
+  // that streams, the prefix's layers and the second stage's KV cross processes over TCP.
+  auto yaml = cluster_yaml(false, 4);
+  const std::string plain = "prefill: {chunk_tokens: 64}";
+  yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
+  auto cfg = main_config(yaml, {1, 3});
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  auto reqs = trace_requests(cfg, 12, 0.1);
+  auto results = replay_on(sys, **cl, reqs);
+  expect_all_monolithic(cfg, reqs, results);
+  for (const auto& r : results)
+    EXPECT_EQ(r.prefill_instance, 0u) << "the group's head takes its jobs";
+  const auto& d = (*cl)->dir();
+  EXPECT_GT(compute_ns(sys, caf::actor_cast<caf::actor>(d.prefill[1])), 0u) << "the stage ran";
+  (*cl)->stop();
+  sys.await_all_actors_done();
+}
+
+TEST_F(hosted_nodes, a_prefill_stage_process_killed_mid_run_fails_its_requests_and_leaks_no_page) {
+  auto yaml = cluster_yaml(false, 4);
+  const std::string plain = "prefill: {chunk_tokens: 64}";
+  yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
+  auto cfg = main_config(yaml, {1, 3});
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  const auto head = caf::actor_cast<caf::actor>((*cl)->dir().prefill[0]);
+  const auto decode = caf::actor_cast<caf::actor>((*cl)->dir().decode[0]);
+  const uint32_t head_pages = worker_stats(sys, head).second;
+  const uint32_t decode_pages = worker_stats(sys, decode).second;
+  auto reqs = trace_requests(cfg, 20, 1.0);
+  std::vector<replay::request_result> results;
+  std::thread replay{[&] { results = replay_on(sys, **cl, reqs); }};
+  // The stage's process dies once streams have reached it: a group job is in flight.
+  while (written(**cl, "tcp", 1) == 0)
+    poll(nullptr, 0, 1);
+  nodes[0].process.kill();
+  replay.join();
+  ASSERT_EQ(results.size(), reqs.size());
+  size_t failed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (r.status == replay::outcome_status::completed) {
+      EXPECT_EQ(r.tokens, monolithic_tokens(cfg.model, reqs[i].tokens, reqs[i].max_new_tokens));
+      continue;
+    }
+    if (r.status == replay::outcome_status::failed) {
+      // The head's watch on the stage, or a transfer to its process, tells first.
+      EXPECT_NE(r.reason.find("prefill stage 1"), std::string::npos) << r.reason;
+      ++failed;
+    } // else rejected: the group is gone with its node, so nothing can prefill
+  }
+  EXPECT_GT(failed, 0u);
+  // The head's pages (held until no stage writes them) and this decode instance's come back.
+  for (int i = 0; i < 200 && worker_stats(sys, head).second != head_pages; ++i)
+    poll(nullptr, 0, 10);
+  EXPECT_EQ(worker_stats(sys, head).second, head_pages);
+  EXPECT_EQ(worker_stats(sys, decode).second, decode_pages);
+  (*cl)->stop();
+  sys.await_all_actors_done();
 }
 
 TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {
