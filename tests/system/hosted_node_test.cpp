@@ -49,6 +49,15 @@ std::string cluster_yaml(bool shm, uint32_t layers = 2) {
          std::string{shm ? "true" : "false"} + "}\n";
 }
 
+// The same, with four layers and a prefill group of two: node 0's instance is its head, node
+// 1's its second stage; chunks of 40 tokens end inside pages.
+std::string grouped_yaml() {
+  auto yaml = cluster_yaml(false, 4);
+  const std::string plain = "prefill: {chunk_tokens: 64}";
+  yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
+  return yaml;
+}
+
 // `n` distinct ports nobody listens on (bound together, then released).
 std::vector<uint16_t> unused_ports(size_t n) {
   std::vector<int> fds;
@@ -259,10 +268,7 @@ TEST_F(hosted_nodes, prefill_and_decode_in_node_processes_serve_with_the_right_t
 TEST_F(hosted_nodes, a_prefill_group_across_processes_decodes_the_monolithic_tokens) {
   // A group of two: its head on node 0 here, its second stage on node 1 in a node process, so
   // that streams, the prefix's layers and the second stage's KV cross processes over TCP.
-  auto yaml = cluster_yaml(false, 4);
-  const std::string plain = "prefill: {chunk_tokens: 64}";
-  yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
-  auto cfg = main_config(yaml, {1, 3});
+  auto cfg = main_config(grouped_yaml(), {1, 3});
   ASSERT_EQ(nodes.size(), 2u);
   caf::actor_system sys{networked_config()};
   auto cl = cluster::start(sys, cfg);
@@ -279,10 +285,7 @@ TEST_F(hosted_nodes, a_prefill_group_across_processes_decodes_the_monolithic_tok
 }
 
 TEST_F(hosted_nodes, a_prefill_stage_process_killed_mid_run_fails_its_requests_and_leaks_no_page) {
-  auto yaml = cluster_yaml(false, 4);
-  const std::string plain = "prefill: {chunk_tokens: 64}";
-  yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
-  auto cfg = main_config(yaml, {1, 3});
+  auto cfg = main_config(grouped_yaml(), {1, 3});
   ASSERT_EQ(nodes.size(), 2u);
   caf::actor_system sys{networked_config()};
   auto cl = cluster::start(sys, cfg);
