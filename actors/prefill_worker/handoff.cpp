@@ -44,6 +44,9 @@ void notify_request(const prefill_job& job) {
                         : 0);
     out.setKvBusyNs(job.kv_busy_ns);
     out.setQueueNs(static_cast<uint64_t>(std::max<int64_t>(0, job.started_ns - job.accepted_ns)));
+    auto stages = out.initStageComputeNs(static_cast<unsigned>(job.stage_compute_ns.size()));
+    for (unsigned k = 0; k < job.stage_compute_ns.size(); ++k)
+      stages.set(k, job.stage_compute_ns[k]);
   });
   caf::anon_send(job.requester, prefill_done_atom::value, msg);
 }
@@ -203,6 +206,7 @@ void signal_decode_when_ready(prefill_ptr self) {
       return; // the other stages' KV is still coming
     // A group's compute is its pipeline's: from its first chunk to the end of its last stage's
     // compute (its KV's tail after that is the hand-off's, as for one instance).
+    job.stage_compute_ns[0] = job.compute_ns; // its own, summed chunk by chunk
     const auto elapsed = static_cast<uint64_t>(clock_ns(self) - job.compute_started_ns);
     job.compute_ns = elapsed - std::min(elapsed, job.last_stage_tail_ns);
     job.computed_ns = clock_ns(self) - static_cast<int64_t>(elapsed - job.compute_ns);

@@ -142,8 +142,8 @@ struct prefill_job {
   uint32_t forward_chunk = UINT32_MAX; // computed here, its stream not handed on yet
   stream_out out;
   int64_t compute_started_ns = 0;
-  uint64_t stages_compute_ns = 0;  // the other stages' busy time
-  uint64_t last_stage_tail_ns = 0; // the last stage's KV tail, not part of the compute
+  std::vector<uint64_t> stage_compute_ns; // per stage, its busy time (stage 0: this one's)
+  uint64_t last_stage_tail_ns = 0;        // the last stage's KV tail, not part of the compute
 };
 
 /// A stage of a group job, as its head sees it.

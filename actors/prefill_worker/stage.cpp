@@ -351,6 +351,7 @@ void start_stages(prefill_ptr self) {
   job.grouped = true;
   job.compute_started_ns = clock_ns(self);
   job.stage_state.assign(x, stage_waiting);
+  job.stage_compute_ns.assign(x, 0);
   job.stage_state[0] = stage_ok; // this one: the job itself
   auto msg = make_envelope<wire::StageJob>([&](wire::StageJob::Builder out) {
     out.setRequestId(job.request_id);
@@ -581,7 +582,7 @@ void on_stage_done(prefill_ptr self, const envelope& msg) {
   if (job == nullptr)
     return; // of a job that ended
   if (read->ok) {
-    job->stages_compute_ns += read->compute_ns;
+    job->stage_compute_ns[from] = read->compute_ns;
     if (from + 1 == x) {
       job->first_token = read->first_token;
       job->last_stage_tail_ns = read->tail_ns;

@@ -1,6 +1,7 @@
 // Progress of a request: the first token from prefill, the rest from decode, and its ending.
 #include "actors/common/timeouts.hpp"
 #include "actors/request/request_state.hpp"
+#include "gpu/model_config.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
 #include "messages/schema/request.capnp.h"
@@ -48,6 +49,9 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
     out.setKvTailNs(st.kv_tail_ns);
     out.setKvBusyNs(st.kv_busy_ns);
     out.setPrefillQueueNs(st.prefill_queue_ns);
+    auto stages = out.initStageComputeNs(static_cast<unsigned>(st.stage_compute_ns.size()));
+    for (unsigned k = 0; k < st.stage_compute_ns.size(); ++k)
+      stages.set(k, st.stage_compute_ns[k]);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
@@ -95,12 +99,22 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
     uint64_t id;
     uint32_t first, computed, reused, remote, misses;
     uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
+    std::vector<uint64_t> stages;
   };
-  auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) {
-    return done{in.getRequestId(),    in.getFirstToken(),         in.getComputedTokens(),
-                in.getReusedTokens(), in.getRemoteReusedTokens(), in.getLoadMisses(),
-                in.getComputeNs(),    in.getKvTailNs(),           in.getKvBusyNs(),
-                in.getQueueNs()};
+  auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) -> caf::expected<done> {
+    if (in.getStageComputeNs().size() > gpu::model_layers_max)
+      return make_error(errc::limit_exceeded, "a PrefillDone of more stages than layers");
+    return done{in.getRequestId(),
+                in.getFirstToken(),
+                in.getComputedTokens(),
+                in.getReusedTokens(),
+                in.getRemoteReusedTokens(),
+                in.getLoadMisses(),
+                in.getComputeNs(),
+                in.getKvTailNs(),
+                in.getKvBusyNs(),
+                in.getQueueNs(),
+                to_vector(in.getStageComputeNs())};
   });
   if (!d)
     return std::move(d.error());
@@ -116,6 +130,7 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   st.kv_tail_ns = d->kv_tail_ns;
   st.kv_busy_ns = d->kv_busy_ns;
   st.prefill_queue_ns = d->queue_ns;
+  st.stage_compute_ns = std::move(d->stages);
   append_tokens(self, {d->first});
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();

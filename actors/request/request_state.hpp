@@ -47,8 +47,9 @@ struct request_state {
   uint32_t remote_reused_tokens = 0;
   uint32_t load_misses = 0;
   uint64_t prefill_compute_ns = 0;
-  uint64_t kv_tail_ns = 0; // the KV's arrival at decode after compute ended
-  uint64_t kv_busy_ns = 0; // the time some of the KV was in flight
+  uint64_t kv_tail_ns = 0;                // the KV's arrival at decode after compute ended
+  uint64_t kv_busy_ns = 0;                // the time some of the KV was in flight
+  std::vector<uint64_t> stage_compute_ns; // a prefill group's: each stage's busy time
   uint64_t prefill_queue_ns = 0;
 };
 

@@ -61,6 +61,7 @@ request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_
     out.kv_tail_ns = in.getKvTailNs();
     out.kv_busy_ns = in.getKvBusyNs();
     out.prefill_queue_ns = in.getPrefillQueueNs();
+    out.stage_compute_ns = to_vector(in.getStageComputeNs());
     out.predicted_ttft_ns = in.getPredictedTtftNs();
     out.retry_after_ms = in.getRetryAfterMs();
     return out;

@@ -26,9 +26,10 @@ struct request_result {
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;
   uint64_t prefill_compute_ns = 0;
-  uint64_t kv_tail_ns = 0; // the KV's arrival at decode after prefill compute ended
-  uint64_t kv_busy_ns = 0; // the time some of the KV was in flight to decode
-  uint64_t prefill_queue_ns = 0; // the prefill job's wait in its instance's queue
+  uint64_t kv_tail_ns = 0;                // the KV's arrival at decode after prefill compute ended
+  uint64_t kv_busy_ns = 0;                // the time some of the KV was in flight to decode
+  uint64_t prefill_queue_ns = 0;          // the prefill job's wait in its instance's queue
+  std::vector<uint64_t> stage_compute_ns; // a prefill group's job: each stage's busy time
   /// The share of the KV transfer's time that overlapped compute: 0 when sent after prefill.
   double kv_hidden() const {
     return kv_busy_ns == 0 ? 1.0

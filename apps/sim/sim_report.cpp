@@ -172,6 +172,8 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["kv_busy_ns"] = x.kv_busy_ns;
   j["prefill_queue_ns"] = x.prefill_queue_ns;
   j["load_misses"] = x.load_misses;
+  if (!x.stage_compute_ns.empty())
+    j["stage_compute_ns"] = x.stage_compute_ns; // a prefill group's job, per stage
   return j;
 }
 

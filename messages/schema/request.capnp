@@ -26,6 +26,7 @@ struct PrefillDone {
   kvTailNs @7 :UInt64;   # from the end of compute until the last of the KV reached decode
   kvBusyNs @8 :UInt64;   # the time some of the KV was in flight to decode
   queueNs @9 :UInt64;    # from the job's acceptance until it started
+  stageComputeNs @10 :List(UInt64);  # a prefill group's job: each stage's busy time (else empty)
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -67,4 +68,5 @@ struct RequestOutcome {
   kvTailNs @15 :UInt64;           # the KV's arrival at decode after prefill compute ended
   kvBusyNs @16 :UInt64;           # the time some of the KV was in flight to decode
   prefillQueueNs @17 :UInt64;     # the prefill job's wait in its instance's queue
+  stageComputeNs @18 :List(UInt64); # a prefill group's job: each stage's busy time (else empty)
 }

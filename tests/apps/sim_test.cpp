@@ -218,6 +218,11 @@ TEST(sim, a_128k_prompt_on_a_prefill_group_of_four_reaches_its_first_token_soone
   const double ttft_alone = static_cast<double>(a.token_times_ns.at(0) - a.arrival_ns);
   const double ttft_grouped = static_cast<double>(g.token_times_ns.at(0) - g.arrival_ns);
   EXPECT_GE(ttft_alone / ttft_grouped, 2.5) << ttft_alone / 1e6 << " ms vs " << ttft_grouped / 1e6;
+  // Each stage's busy time is reported: about a quarter of the instance's compute each.
+  ASSERT_EQ(g.stage_compute_ns.size(), 4u);
+  for (auto ns : g.stage_compute_ns)
+    EXPECT_NEAR(static_cast<double>(ns), a.prefill_compute_ns / 4.0, 0.1 * a.prefill_compute_ns);
+  EXPECT_TRUE(a.stage_compute_ns.empty());
   // The conductor predicts the pipeline: within 5%.
   EXPECT_NEAR(static_cast<double>(g.predicted_ttft_ns), ttft_grouped, 0.05 * ttft_grouped);
 }
