@@ -128,7 +128,10 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
         if (!std::exchange(self->state.beating, true))
           heartbeat(self);
       },
-      [=](tick_atom) { heartbeat(self); },
+      [=](tick_atom) {
+        if (!refuse_unless_self_sent(self, "tick"))
+          heartbeat(self);
+      },
       [=](join_atom, store_master_actor master) {
         // A restarted master: it learns this owner and what it holds from the report.
         self->state.parts.master = std::move(master);

@@ -38,7 +38,10 @@ decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_
       [=](release_atom, const envelope& msg) { return on_release(self, msg); },
       [=](kv_ready_atom, const envelope& msg) { return on_kv_ready(self, msg); },
       [=](stats_atom) { return make_stats(self); },
-      [=](step_atom) { on_step(self); },
+      [=](step_atom) {
+        if (!refuse_unless_self_sent(self, "step"))
+          on_step(self);
+      },
   };
 }
 

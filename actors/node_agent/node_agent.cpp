@@ -64,7 +64,10 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
           const std::vector<caf::actor>& prefill) {
         return on_directory(self, msg, decode, prefill);
       },
-      [=](tick_atom) { beat(self); },
+      [=](tick_atom) {
+        if (!refuse_unless_self_sent(self, "tick"))
+          beat(self);
+      },
   };
 }
 

@@ -60,6 +60,8 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) {
+        if (refuse_unless_self_sent(self, "step"))
+          return;
         if (self->state.stage)
           on_stage_step(self);
         else

@@ -34,6 +34,8 @@ request_actor::behavior_type request(request_ptr self, request_options options,
       [=](tokens_atom, const envelope& msg) { return on_tokens(self, msg); },
       [=](failed_atom, const envelope& msg) { return on_failed(self, msg); },
       [=](deadline_atom) {
+        if (refuse_unless_self_sent(self, "deadline"))
+          return;
         auto& st = self->state;
         finish(self, request_status::failed,
                "deadline passed after " + std::to_string((now_ns(self) - st.arrival_ns) / 1000000) +

@@ -2,6 +2,7 @@
 // (progress.cpp).
 #pragma once
 
+#include "actors/common/handler_guard.hpp"
 #include "actors/request/request.hpp"
 
 #include <caf/typed_response_promise.hpp>
@@ -16,6 +17,7 @@ enum class request_status { completed, rejected, failed };
 
 struct request_state {
   static inline const char* name = "request";
+  bad_message_counter bad;
   request_options options;
   std::shared_ptr<const directory> dir;
   caf::typed_response_promise<envelope> client;

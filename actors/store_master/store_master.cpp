@@ -97,6 +97,8 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
       [=](peers_atom) { return on_peers(self); },
       [=](start_atom) { start(self); },
       [=](tick_atom) {
+        if (refuse_unless_self_sent(self, "tick"))
+          return;
         sweep(self);
         self->delayed_send(self, self->state.options.sweep, tick_atom::value);
       },

@@ -6,6 +6,8 @@
 #include "apps/replay/workload.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/request.capnp.h"
+#include "messages/schema/store.capnp.h"
+#include "messages/schema/worker.capnp.h"
 #include "support/test_cluster.hpp"
 
 #include <cstring>
@@ -106,6 +108,58 @@ TEST(bad_input, damaged_envelopes_get_error_replies_from_every_actor) {
     EXPECT_FALSE(t.send(sample_envelope<wire::Ack>())) << "another schema";
   }
   expect_all_serving(h);
+}
+
+uint64_t bad_messages(cluster_harness& h, const auto& worker) {
+  auto stats = h.ask(worker, stats_atom::value);
+  EXPECT_TRUE(stats) << describe(stats.error());
+  if (!stats)
+    return 0;
+  auto n = read_as<wire::WorkerStats>(*stats, [](wire::WorkerStats::Reader in) {
+    return caf::expected<uint64_t>{in.getBadMessages()};
+  });
+  return n ? *n : 0;
+}
+
+TEST(bad_input, internal_timers_and_steps_from_outside_are_refused) {
+  // A tick from outside would start another permanent timer chain; a step would run a job's
+  // next step out of turn. From anyone but the actor itself, both are refused and counted.
+  cluster_harness h{small_cluster(1, 1)};
+  const auto& d = h.cl->dir();
+  auto master_bad = [&] {
+    auto r = h.ask(d.store_master, stats_atom::value);
+    auto n = r ? read_as<wire::StoreStats>(*r,
+                                           [](wire::StoreStats::Reader in) {
+                                             return caf::expected<uint64_t>{in.getBadMessages()};
+                                           })
+               : caf::expected<uint64_t>{r.error()};
+    return n ? *n : UINT64_MAX;
+  };
+  auto owner_bad = [&] {
+    auto r = h.ask(d.block_owners[0], stats_atom::value);
+    auto n = r ? read_as<wire::OwnerStats>(*r,
+                                           [](wire::OwnerStats::Reader in) {
+                                             return caf::expected<uint64_t>{in.getBadMessages()};
+                                           })
+               : caf::expected<uint64_t>{r.error()};
+    return n ? *n : UINT64_MAX;
+  };
+  const uint64_t before[] = {bad_messages(h, d.prefill[0]), bad_messages(h, d.decode[0]),
+                             master_bad(), owner_bad()};
+  caf::anon_send(d.prefill[0], step_atom::value);
+  caf::anon_send(d.decode[0], step_atom::value);
+  caf::anon_send(d.store_master, tick_atom::value);
+  caf::anon_send(d.block_owners[0], tick_atom::value);
+  caf::anon_send(d.node_agents[0], tick_atom::value);
+  h.sched.run();
+  EXPECT_EQ(bad_messages(h, d.prefill[0]), before[0] + 1);
+  EXPECT_EQ(bad_messages(h, d.decode[0]), before[1] + 1);
+  EXPECT_EQ(master_bad(), before[2] + 1);
+  EXPECT_EQ(owner_bad(), before[3] + 1);
+  // And the cluster still serves.
+  auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, replay::outcome_status::completed) << results[0].reason;
 }
 
 TEST(bad_input, resealed_bit_flips_are_answered_and_survived) {
