@@ -7,6 +7,8 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+
 namespace crescent {
 
 namespace {
@@ -69,6 +71,14 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
+  // Only a prefill worker of the cluster says a request's KV is in (it then decodes from it).
+  const auto& prefill = st.parts.dir->prefill;
+  if (!self->current_sender() ||
+      std::none_of(prefill.begin(), prefill.end(), [&](const prefill_worker_actor& p) {
+        return p && p.address() == self->current_sender()->address();
+      }))
+    return st.bad.refuse(
+        st.name, make_error(errc::access_denied, "kv_ready comes only from a prefill worker"));
   auto i = st.reservations.find(a->request_id);
   if (i == st.reservations.end())
     return make_error(errc::not_found,

@@ -121,7 +121,7 @@ uint64_t bad_messages(cluster_harness& h, const auto& worker) {
   return n ? *n : 0;
 }
 
-TEST(bad_input, internal_timers_and_steps_from_outside_are_refused) {
+TEST(bad_input, internal_messages_from_outside_are_refused) {
   // A tick from outside would start another permanent timer chain; a step would run a job's
   // next step out of turn. From anyone but the actor itself, both are refused and counted.
   cluster_harness h{small_cluster(1, 1)};
@@ -156,6 +156,13 @@ TEST(bad_input, internal_timers_and_steps_from_outside_are_refused) {
   EXPECT_EQ(bad_messages(h, d.decode[0]), before[1] + 1);
   EXPECT_EQ(master_bad(), before[2] + 1);
   EXPECT_EQ(owner_bad(), before[3] + 1);
+  // kv_ready from anyone but a prefill worker is refused, even when it names a request.
+  auto ready = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
+    out.setRequestId(1);
+    out.setPromptTokens(16);
+  });
+  auto refused = h.ask_void(d.decode[0], kv_ready_atom::value, ready);
+  EXPECT_TRUE(is(refused, errc::access_denied)) << describe(refused);
   // And the cluster still serves.
   auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
   ASSERT_EQ(results.size(), 1u);
