@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
                    "Cluster file (YAML, as crescent run --config); default: the built-in "
                    "paper cluster")
       ->check(CLI::ExistingFile);
+  replay_cmd->add_option("--coupled", replay.coupled,
+                         "The built-in baseline instead: a coupled (vLLM-style) instance on each "
+                         "of the paper cluster's 16 nodes (docs/coupled.md): prefill-first, "
+                         "chunked-prefill, prefix-caching or chunked-prefix-caching");
   replay_cmd->add_option("--requests", replay.requests, "Requests from the head (0: all)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 1u << 24));

@@ -63,7 +63,10 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
       c->dir_->prefill_node.push_back(n);
     for (uint32_t i = 0; i < cfg.nodes[n].decode_instances; ++i)
       c->dir_->decode_node.push_back(n);
+    for (uint32_t i = 0; i < cfg.nodes[n].coupled_instances; ++i)
+      c->dir_->coupled_node.push_back(n);
   }
+  c->dir_->coupled.resize(c->dir_->coupled_node.size());
   c->dir_->block_owners.resize(nodes);
   c->dir_->node_agents.resize(nodes);
   c->dir_->decode.resize(c->dir_->decode_node.size());
@@ -72,8 +75,11 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
     return err;
   conductor_options copt;
   copt.nodes = nodes;
-  copt.prefill_node = c->dir_->prefill_node;
-  copt.decode_node = c->dir_->decode_node;
+  // A coupled instance is a prefill and a decode instance in one, to the conductor.
+  const bool coupled = is_coupled(cfg);
+  copt.coupled = coupled;
+  copt.prefill_node = coupled ? c->dir_->coupled_node : c->dir_->prefill_node;
+  copt.decode_node = coupled ? c->dir_->coupled_node : c->dir_->decode_node;
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
   copt.prefill_group = cfg.prefill.group_instances;
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
@@ -84,8 +90,8 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   copt.slo.tbt_ns = uint64_t{cfg.conductor.slo_tbt_ms} * 1'000'000;
   copt.seed = cfg.conductor.seed;
   copt.block_tokens = cfg.model.block_tokens;
-  copt.decode_capacity_tokens =
-      decode_kv_bytes_of(cfg) / cfg.model.page_bytes() * cfg.model.block_tokens;
+  copt.decode_capacity_tokens = (coupled ? coupled_kv_bytes_of(cfg) : decode_kv_bytes_of(cfg)) /
+                                cfg.model.page_bytes() * cfg.model.block_tokens;
   auto model = conductor_time_model(cfg);
   if (!model)
     return std::move(model.error());
@@ -201,6 +207,8 @@ caf::error cluster::spawn_workers() {
   };
   if (auto err = spawn_local(dir_->prefill_node, dir_->prefill, spawn_prefill_instance))
     return err;
+  if (auto err = spawn_local(dir_->coupled_node, dir_->coupled, spawn_coupled_instance))
+    return err;
   return spawn_local(dir_->decode_node, dir_->decode, spawn_decode_instance);
 }
 
@@ -215,6 +223,9 @@ void cluster::spawn_node_agents() {
     for (uint32_t i = 0; i < dir_->decode.size(); ++i)
       if (dir_->decode_node[i] == n)
         watched.push_back(ptr(dir_->decode[i]));
+    for (uint32_t i = 0; i < dir_->coupled.size(); ++i)
+      if (dir_->coupled_node[i] == n)
+        watched.push_back(ptr(dir_->coupled[i]));
     dir_->node_agents[n] = spawn_node_agent(
         sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_);
     all_.push_back(ptr(dir_->node_agents[n]));

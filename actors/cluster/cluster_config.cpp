@@ -97,6 +97,25 @@ uint64_t decode_kv_bytes_of(const cluster_config& cfg) {
                                    : tokens_to_bytes(cfg, cfg.decode.kv_tokens);
 }
 
+uint64_t coupled_kv_bytes_of(const cluster_config& cfg) {
+  return cfg.coupled.kv_tokens == 0 ? decode_kv_bytes_of(cfg)
+                                    : tokens_to_bytes(cfg, cfg.coupled.kv_tokens);
+}
+
+uint32_t coupled_token_budget(const cluster_config& cfg) {
+  if (cfg.coupled.token_budget != 0)
+    return cfg.coupled.token_budget;
+  return cfg.coupled.chunked_prefill ? std::min<uint32_t>(512, cfg.model.context_tokens_max)
+                                     : cfg.model.context_tokens_max;
+}
+
+bool is_coupled(const cluster_config& cfg) {
+  for (const auto& n : cfg.nodes)
+    if (n.coupled_instances > 0)
+      return true;
+  return false;
+}
+
 namespace {
 
 // The engine section: a modeled engine needs its profile, computes nothing to measure, and its
@@ -131,6 +150,48 @@ caf::error validate_engine(const cluster_config& cfg) {
   return gpu::check_model(*e.profile, cfg.model);
 }
 
+// A coupled cluster: coupled instances only, in this process, routed by a policy that needs no
+// pool, without admission (vLLM had none).
+caf::error validate_coupled(const cluster_config& cfg) {
+  const auto& c = cfg.coupled;
+  for (size_t i = 0; i < cfg.nodes.size(); ++i) {
+    const auto& n = cfg.nodes[i];
+    const std::string name = "nodes[" + std::to_string(i) + "]";
+    if (n.prefill_instances > 0 || n.decode_instances > 0)
+      return field_error(name, "a cluster's instances are all coupled or none are: this node has "
+                               "prefill or decode instances beside coupled ones elsewhere");
+    if (n.coupled_instances > 0 && n.hosted_elsewhere())
+      return field_error(name + ".address", "coupled instances run in the cluster's main process "
+                                            "only (not across processes yet)");
+  }
+  if (cfg.conductor.policy == policy_kind::global_cache_aware)
+    return field_error("conductor.policy", "global_cache_aware pulls blocks from other nodes' "
+                                           "pools, which coupled instances do not have: take "
+                                           "least_loaded or local_cache_aware");
+  if (cfg.conductor.admission != admission_mode::none)
+    return field_error("conductor.admission", "coupled instances (the vLLM baseline) take no "
+                                              "admission control: none");
+  if (c.batch_max == 0 || c.batch_max > 4096)
+    return field_error("coupled.batch_max", "must be in [1, 4096]");
+  if (c.queue_jobs_max == 0 || c.queue_jobs_max > 65536)
+    return field_error("coupled.queue_jobs_max", "must be in [1, 65536]");
+  const uint32_t budget = coupled_token_budget(cfg);
+  if (budget > cfg.model.context_tokens_max || (c.chunked_prefill && budget <= c.batch_max))
+    return field_error("coupled.token_budget",
+                       "is " + std::to_string(budget) +
+                           ": must be at most model.context_tokens_max and, with chunked prefill, "
+                           "above coupled.batch_max (a step decodes up to that many tokens and "
+                           "prefills with the rest)");
+  // A request larger than an instance's memory is refused when it comes (rejected, the reason
+  // named), as a reservation too large for a decode instance is.
+  const uint64_t page = cfg.model.page_bytes();
+  const uint64_t kv = coupled_kv_bytes_of(cfg);
+  if (kv / page < 1 || kv / page > (1u << 24))
+    return field_error(c.kv_tokens != 0 ? "coupled.kv_tokens" : "decode.kv_mib",
+                       "a coupled instance holds 1 to 2^24 pages");
+  return caf::none;
+}
+
 } // namespace
 
 caf::error validate(const cluster_config& cfg) {
@@ -146,8 +207,9 @@ caf::error validate(const cluster_config& cfg) {
   for (size_t i = 0; i < cfg.nodes.size(); ++i) {
     const auto& n = cfg.nodes[i];
     const std::string name = "nodes[" + std::to_string(i) + "]";
-    if (n.prefill_instances > instances_per_node_max || n.decode_instances > instances_per_node_max)
-      return field_error(name, "at most 16 prefill and 16 decode instances per node");
+    if (n.prefill_instances > instances_per_node_max ||
+        n.decode_instances > instances_per_node_max || n.coupled_instances > instances_per_node_max)
+      return field_error(name, "at most 16 prefill, 16 decode and 16 coupled instances per node");
     const uint64_t pool = pool_bytes_of(cfg, static_cast<uint32_t>(i));
     if (pool < page || pool / page > (1u << 24))
       return field_error(name + (n.pool_tokens != 0 ? ".pool_tokens" : ".pool_mib"),
@@ -158,8 +220,13 @@ caf::error validate(const cluster_config& cfg) {
     prefill += n.prefill_instances;
     decode += n.decode_instances;
   }
-  if (prefill == 0 || decode == 0)
-    return field_error("nodes", "the cluster needs at least one prefill and one decode instance");
+  if (is_coupled(cfg)) {
+    if (auto err = validate_coupled(cfg))
+      return err;
+  } else if (prefill == 0 || decode == 0) {
+    return field_error("nodes", "the cluster needs at least one prefill and one decode instance, "
+                                "or coupled instances");
+  }
   if (cfg.prefill.chunk_tokens == 0 || cfg.prefill.chunk_tokens > cfg.model.context_tokens_max)
     return field_error("prefill.chunk_tokens", "must be in [1, model.context_tokens_max]");
   if (cfg.prefill.queue_jobs_max == 0 || cfg.prefill.queue_jobs_max > 65536)

@@ -32,6 +32,9 @@ struct node_config {
   // When set, the DRAM tier holds this many tokens of KV instead of pool_bytes (whole blocks,
   // rounded down; see pool_bytes_of).
   uint64_t pool_tokens = 0;
+  // Coupled instances (prefill and decode on one engine, the vLLM-style baseline; coupled_config
+  // below). A cluster with any has no prefill or decode instances.
+  uint32_t coupled_instances = 0;
 
   bool hosted_elsewhere() const { return !address.empty(); }
 };
@@ -75,6 +78,23 @@ struct decode_config {
   uint32_t request_tokens_max = 8192; // prompt + output of one request, at most
 };
 
+/// Coupled instances (docs/coupled.md): one engine prefills and decodes in one continuous batch
+/// in its own KV memory, as vLLM 0.5 did, the baseline of the paper's end-to-end figures.
+struct coupled_config {
+  uint64_t kv_tokens = 0;  // KV memory of one instance, in tokens; 0: decode's (decode_kv_bytes_of)
+  uint32_t batch_max = 64; // requests in its batch
+  uint32_t queue_jobs_max = 256; // requests waiting for memory, at most
+  // false: a step prefills whole prompts while any waits, and decodes pause (vLLM's default
+  // then); true: every step decodes all running requests and fills token_budget with chunks.
+  bool chunked_prefill = false;
+  // Tokens a step computes at most (vLLM's max_num_batched_tokens); 0: vLLM 0.5's default, 512
+  // with chunked prefill and model.context_tokens_max without (coupled_token_budget).
+  uint32_t token_budget = 0;
+  // Whole prompt blocks stay in the instance's KV memory for later prompts (LRU), as vLLM's
+  // automatic prefix caching; never in a pool.
+  bool prefix_caching = false;
+};
+
 struct conductor_config {
   uint32_t heartbeat_timeout_ms = 5000; // a node silent this long takes no new requests
   // Placement (docs/scheduling.md): the policy, admission against the SLOs (the paper's TTFT
@@ -113,6 +133,7 @@ struct cluster_config {
   std::vector<node_config> nodes{{1, 0}, {1, 0}, {0, 1}, {0, 1}};
   prefill_config prefill;
   decode_config decode;
+  coupled_config coupled;
   conductor_config conductor;
   store_config store;
   pool_config pool;
@@ -149,6 +170,9 @@ bool spans_processes(const cluster_config& cfg);
 uint32_t first_decode_instance(const cluster_config& cfg, uint32_t node);
 uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
 
+/// Whether the cluster's instances are coupled (coupled_config) rather than disaggregated.
+bool is_coupled(const cluster_config& cfg);
+
 /// The modeled links of a cluster whose engine is modeled: the profile's NIC, host-to-device
 /// bandwidth and latency, bytes scaled from stand-ins to the model's pages.
 transport::link_profile link_profile_of(const cluster_config& cfg);
@@ -166,6 +190,10 @@ transport::transfer_options transfer_options_for(const cluster_config& cfg,
 /// true page size (pool_tokens and kv_tokens, where set, decide).
 uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node);
 uint64_t decode_kv_bytes_of(const cluster_config& cfg);
+/// The KV memory of one coupled instance, in the model's true page size.
+uint64_t coupled_kv_bytes_of(const cluster_config& cfg);
+/// coupled.token_budget, with 0 resolved to vLLM 0.5's default.
+uint32_t coupled_token_budget(const cluster_config& cfg);
 
 /// Checks every field; the error names the field ("nodes[2].pool_mib: ...").
 caf::error validate(const cluster_config& cfg);

@@ -58,8 +58,8 @@ void print_model(std::string& out, const cluster_config& c) {
 void print_nodes(std::string& out, const cluster_config& c) {
   out += "nodes:\n";
   for (const auto& n : c.nodes) {
-    fmt::format_to(std::back_inserter(out), "  - {{prefill: {}, decode: {}, ", n.prefill_instances,
-                   n.decode_instances);
+    fmt::format_to(std::back_inserter(out), "  - {{prefill: {}, decode: {}, coupled: {}, ",
+                   n.prefill_instances, n.decode_instances, n.coupled_instances);
     if (n.pool_tokens != 0)
       fmt::format_to(std::back_inserter(out), "pool_tokens: {}", n.pool_tokens);
     else
@@ -95,6 +95,15 @@ void print_workers(std::string& out, const cluster_config& c) {
     fmt::format_to(std::back_inserter(out), "  kv_mib: {}\n", c.decode.kv_bytes >> 20);
   fmt::format_to(std::back_inserter(out), "  batch_max: {}\n  request_tokens_max: {}\n",
                  c.decode.batch_max, c.decode.request_tokens_max);
+  const auto& p = c.coupled;
+  out += "coupled:\n";
+  if (p.kv_tokens != 0)
+    fmt::format_to(std::back_inserter(out), "  kv_tokens: {}\n", p.kv_tokens);
+  fmt::format_to(std::back_inserter(out),
+                 "  batch_max: {}\n  queue_jobs_max: {}\n  chunked_prefill: {}\n"
+                 "  token_budget: {}\n  prefix_caching: {}\n",
+                 p.batch_max, p.queue_jobs_max, to_text(p.chunked_prefill), p.token_budget,
+                 to_text(p.prefix_caching));
   const auto& k = c.conductor;
   fmt::format_to(std::back_inserter(out),
                  "conductor:\n  heartbeat_timeout_ms: {}\n  policy: {}\n  admission: {}\n"

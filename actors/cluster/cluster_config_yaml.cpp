@@ -101,6 +101,8 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.prefill_instances, 0, 16); }},
          {"decode",
           [&](auto& v, auto& f) { return r.read_uint(v, f, node.decode_instances, 0, 16); }},
+         {"coupled",
+          [&](auto& v, auto& f) { return r.read_uint(v, f, node.coupled_instances, 0, 16); }},
          {"pool_mib",
           [&](auto& v, auto& f) { return r.read_size(v, f, node.pool_bytes, 20, 1, 1u << 20); }},
          {"pool_tokens",
@@ -193,6 +195,22 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
        {"copy_pulled", [&](auto& v, auto& f) { return r.read_bool(v, f, p.copy_pulled); }}});
 }
 
+caf::error read_coupled(yaml_reader& r, const YAML::Node& n, coupled_config& c) {
+  return r.visit(
+      n, "coupled",
+      {{"kv_tokens",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.kv_tokens, 1, uint64_t{1} << 40); }},
+       {"batch_max", [&](auto& v, auto& f) { return r.read_uint(v, f, c.batch_max, 1, 4096); }},
+       {"queue_jobs_max",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, c.queue_jobs_max, 1, 65536); }},
+       {"chunked_prefill", [&](auto& v, auto& f) { return r.read_bool(v, f, c.chunked_prefill); }},
+       {"token_budget",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.token_budget, 0, gpu::model_context_tokens_max);
+        }},
+       {"prefix_caching", [&](auto& v, auto& f) { return r.read_bool(v, f, c.prefix_caching); }}});
+}
+
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c,
                          given_keys& model_keys, engine_keys& engine) {
   auto mib = [&](uint64_t& out) {
@@ -248,6 +266,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                                      gpu::model_context_tokens_max);
                 }}});
         }},
+       {"coupled", [&](auto& v, auto&) { return read_coupled(r, v, c.coupled); }},
        {"conductor", [&](auto& v, auto&) { return read_conductor(r, v, c.conductor); }},
        {"store",
         [&](auto& v, auto&) {

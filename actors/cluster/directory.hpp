@@ -5,6 +5,7 @@
 
 #include "actors/block_owner/block_owner_actor.hpp"
 #include "actors/conductor/conductor_actor.hpp"
+#include "actors/coupled_worker/coupled_worker_actor.hpp"
 #include "actors/decode_worker/decode_worker_actor.hpp"
 #include "actors/node_agent/node_agent_actor.hpp"
 #include "actors/prefill_worker/prefill_worker_actor.hpp"
@@ -27,6 +28,10 @@ struct directory {
   std::vector<decode_worker_actor> decode;     // index: decode instance id
   std::vector<uint32_t> prefill_node;          // node of each prefill instance
   std::vector<uint32_t> decode_node;           // node of each decode instance
+  // A coupled cluster's instances (no prefill or decode ones then): the conductor numbers them
+  // as prefill and decode instances alike, index i being coupled instance i.
+  std::vector<coupled_worker_actor> coupled;
+  std::vector<uint32_t> coupled_node;
 };
 
 /// Handles as they travel between processes (caf::actor needs no type registration), and back.

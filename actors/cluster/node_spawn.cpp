@@ -1,6 +1,7 @@
 #include "actors/cluster/node_spawn.hpp"
 
 #include "actors/block_owner/block_owner.hpp"
+#include "actors/coupled_worker/coupled_worker.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "gpu/modeled_engine.hpp"
@@ -142,6 +143,27 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
   }
   return spawn_prefill_worker(
       sys, opt, {kit->engine, kit->pages, transfer, std::move(dir), std::move(streams)});
+}
+
+caf::expected<coupled_worker_actor>
+spawn_coupled_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
+                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
+                       std::shared_ptr<const directory> dir,
+                       std::shared_ptr<gpu::shared_cores> cores) {
+  const auto pages = static_cast<uint32_t>(coupled_kv_bytes_of(cfg) / cfg.model.page_bytes());
+  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
+  if (!kit)
+    return std::move(kit.error());
+  coupled_worker_options opt;
+  opt.instance = instance;
+  opt.node = node;
+  opt.batch_max = cfg.coupled.batch_max;
+  opt.queue_jobs_max = cfg.coupled.queue_jobs_max;
+  opt.chunked_prefill = cfg.coupled.chunked_prefill;
+  opt.token_budget = coupled_token_budget(cfg);
+  opt.prefix_caching = cfg.coupled.prefix_caching;
+  opt.simulated_time = cfg.simulated_time;
+  return spawn_coupled_worker(sys, opt, {kit->engine, kit->pages, std::move(dir)});
 }
 
 } // namespace crescent

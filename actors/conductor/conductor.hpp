@@ -22,6 +22,9 @@ struct conductor_options {
   // Prefill groups (CPP): consecutive instances of this many take jobs as one, at the first;
   // the time model predicts their pipeline (time_model::set_pipeline).
   uint32_t prefill_group = 1;
+  // Coupled instances (docs/coupled.md): prefill instance i and decode instance i are one
+  // coupled instance, so a request decodes where it prefills.
+  bool coupled = false;
   std::chrono::milliseconds heartbeat_timeout{5000};
   size_t requests_in_flight_max = 1u << 20;
   // Placement (docs/scheduling.md): the policy, admission against the SLOs, Algorithm 1's

@@ -66,6 +66,10 @@ bool has_room(const schedule_view& v, uint32_t instance) {
   return p.alive && p.queued_jobs < v.prefill_queue_max;
 }
 
+bool lighter(const schedule_view& v, uint32_t a, uint32_t b) {
+  return v.coupled && v.decode[a].requests.size() < v.decode[b].requests.size();
+}
+
 uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks) {
   if (r.prompt_tokens == 0)
     return 0;
@@ -116,11 +120,24 @@ std::optional<decode_choice> choose_decode(const schedule_view& v, const request
   return best;
 }
 
+namespace {
+
+// A coupled instance decodes what it prefills: its batch then, whatever its memory holds now (a
+// request it cannot hold yet waits in its queue).
+decode_choice coupled_decode(const schedule_view& v, const request_view& r, uint32_t instance,
+                             uint64_t ttft_ns) {
+  const auto b = batch_at(v, v.decode[instance], r, v.now_ns + static_cast<int64_t>(ttft_ns));
+  return {instance, v.model->decode_step_ns(b.batch, b.context_tokens)};
+}
+
+} // namespace
+
 decision complete(const schedule_view& v, const request_view& r,
                   std::optional<prefill_choice> prefill) {
   if (!prefill)
     return rejected("no live prefill instance has room in its queue", 1000);
-  auto dec = choose_decode(v, r, prefill->ttft_ns);
+  auto dec = v.coupled ? std::optional{coupled_decode(v, r, prefill->instance, prefill->ttft_ns)}
+                       : choose_decode(v, r, prefill->ttft_ns);
   if (!dec)
     return rejected("no live decode instance has KV memory for " +
                         std::to_string(uint64_t{r.prompt_tokens} + r.max_new_tokens) + " tokens",

@@ -21,6 +21,11 @@ struct prefill_choice {
 /// Whether the instance takes new jobs: alive, queue not full.
 bool has_room(const schedule_view& v, uint32_t instance);
 
+/// Between two coupled instances that a policy finds equal, whether `a` holds fewer requests in
+/// its batch than `b` (a coupled instance's decodes slow its prefills). False when not coupled:
+/// ties then go to the lowest index.
+bool lighter(const schedule_view& v, uint32_t a, uint32_t b);
+
 /// Tokens a prefill reuses from `blocks` leading blocks: never its last token.
 uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks);
 

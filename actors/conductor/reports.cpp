@@ -71,25 +71,32 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     uint64_t pull_ns;
     uint32_t pulled_from;
     uint64_t store_ns;
+    std::vector<uint64_t> dropped; // a coupled instance's evictions from its own cache
   };
   auto r = read_as<wire::PrefillReport>(msg, [](wire::PrefillReport::Reader in) {
     auto keys = in.getStoredKeys();
     if (keys.size() > report_keys_max)
       return caf::expected<report>{make_error(errc::limit_exceeded, "report of too many keys")};
+    if (in.getDroppedKeys().size() > report_keys_max)
+      return caf::expected<report>{make_error(errc::limit_exceeded, "report of too many keys")};
     auto on = in.getStoredOn();
     if (on.size() != 0 && on.size() != keys.size())
       return caf::expected<report>{
           make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
-    return caf::expected<report>{report{
-        in.getRequestId(), in.getInstance(), in.getNode(), in.getOk(), in.getComputedTokens(),
-        in.getReusedTokens(), in.getComputeNs(), to_vector(keys), to_vector(on),
-        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom(), in.getStoreNs()}};
+    return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
+                                        in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
+                                        in.getComputeNs(), to_vector(keys), to_vector(on),
+                                        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom(),
+                                        in.getStoreNs(), to_vector(in.getDroppedKeys())}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
   if (r->node >= st.node_last_seen.size())
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node " +
                                                                          std::to_string(r->node)));
+  // A coupled instance's evictions came before what it stored now (a block may be both).
+  for (auto key : r->dropped)
+    st.index.remove(key, r->node);
   // Where the replicas went (the store master placed them), else the reporting node.
   for (size_t k = 0; k < r->stored.size(); ++k) {
     const uint64_t mask = k < r->stored_on.size() ? r->stored_on[k] : uint64_t{1} << r->node;

@@ -109,6 +109,7 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   v.kvcache_balancing_threshold = st.options.kvcache_balancing_threshold;
   v.prefill_queue_max = st.options.prefill_queue_max;
   v.block_tokens = st.options.block_tokens;
+  v.coupled = st.options.coupled;
   return v;
 }
 

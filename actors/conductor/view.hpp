@@ -74,6 +74,9 @@ struct schedule_view {
   double kvcache_balancing_threshold = 1.5;
   uint32_t prefill_queue_max = 256;
   uint32_t block_tokens = 16;
+  // Coupled instances: prefill instance i is decode instance i, and a request decodes where it
+  // prefills; an instance short of KV memory queues the request rather than refusing it.
+  bool coupled = false;
 };
 
 struct request_view {

@@ -1,4 +1,5 @@
 // The continuous batch: requests join when their KV arrives and leave after their last token.
+#include "actors/common/continuous_batch.hpp"
 #include "actors/common/next_step.hpp"
 #include "actors/decode_worker/decode_state.hpp"
 #include "messages/checked_read.hpp"
@@ -18,17 +19,6 @@ void schedule_step(decode_ptr self, uint64_t compute_ns) {
   send_next_step(self, self->state.options.simulated_time, compute_ns);
 }
 
-void send_tokens(const reservation& r, std::vector<uint32_t> tokens, bool final) {
-  auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
-    out.setRequestId(r.request_id);
-    auto list = out.initTokens(static_cast<unsigned>(tokens.size()));
-    for (unsigned i = 0; i < tokens.size(); ++i)
-      list.set(i, tokens[i]);
-    out.setFinal(final);
-  });
-  caf::anon_send(r.requester, tokens_atom::value, msg);
-}
-
 void emit_pending(decode_ptr self) {
   auto& st = self->state;
   auto pending = std::move(st.pending);
@@ -37,24 +27,10 @@ void emit_pending(decode_ptr self) {
     auto i = st.reservations.find(e.request_id);
     if (i == st.reservations.end())
       continue; // released while its token was computed
-    send_tokens(i->second, {e.token}, e.final);
+    send_token_batch(i->second.requester, e.request_id, std::span{&e.token, 1}, e.final);
     if (e.final)
       drop_reservation(self, e.request_id);
   }
-}
-
-// Up to batch_max active requests, rotating the start so none starves when there are more.
-std::vector<uint64_t> next_batch(decode_state& st) {
-  std::vector<uint64_t> batch;
-  const size_t n = st.active.size();
-  const size_t take = std::min<size_t>(n, st.options.batch_max);
-  if (n == 0)
-    return batch;
-  st.rotation %= n;
-  for (size_t k = 0; k < take; ++k)
-    batch.push_back(st.active[(st.rotation + k) % n]);
-  st.rotation += take;
-  return batch;
 }
 
 } // namespace
@@ -95,7 +71,7 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
   r.next_input = a->first_token;
   r.generated = 1;
   if (r.generated >= r.max_new_tokens) {
-    send_tokens(r, {}, true);
+    send_token_batch(r.requester, r.request_id, {}, true);
     drop_reservation(self, a->request_id);
     return caf::unit;
   }
@@ -109,7 +85,7 @@ void on_step(decode_ptr self) {
   auto& st = self->state;
   st.stepping = false;
   emit_pending(self);
-  auto batch = next_batch(st);
+  auto batch = rotating_batch(st.active, st.rotation, st.options.batch_max);
   if (batch.empty())
     return;
   std::vector<gpu::sequence_ref> seqs;

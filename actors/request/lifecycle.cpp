@@ -42,6 +42,17 @@ caf::expected<spec> read_spec(const envelope& msg, const request_options& opt) {
   });
 }
 
+// The prompt and its block keys, as a job to a prefill or coupled instance carries them.
+template <class Builder>
+void write_prompt(const request_state& st, Builder out) {
+  auto tokens = out.initTokens(static_cast<unsigned>(st.tokens.size()));
+  for (unsigned i = 0; i < st.tokens.size(); ++i)
+    tokens.set(i, st.tokens[i]);
+  auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
+  for (unsigned i = 0; i < st.keys.size(); ++i)
+    keys.set(i, st.keys[i]);
+}
+
 void submit_prefill(request_ptr self, std::vector<transport::region_handle> pages) {
   auto& st = self->state;
   const size_t prompt_pages =
@@ -52,12 +63,7 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
   }
   auto msg = make_envelope<wire::PrefillJob>([&](wire::PrefillJob::Builder out) {
     out.setRequestId(st.id);
-    auto tokens = out.initTokens(static_cast<unsigned>(st.tokens.size()));
-    for (unsigned i = 0; i < st.tokens.size(); ++i)
-      tokens.set(i, st.tokens[i]);
-    auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
-    for (unsigned i = 0; i < st.keys.size(); ++i)
-      keys.set(i, st.keys[i]);
+    write_prompt(st, out);
     out.setDecodeInstance(st.decode_instance);
     out.setPull(st.pull);
     auto list = out.initDecodePages(static_cast<unsigned>(prompt_pages));
@@ -72,6 +78,24 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
               finish(self,
                      is(err, errc::no_space) ? request_status::rejected : request_status::failed,
                      "prefill refused the job: " + describe(err));
+            });
+}
+
+// A coupled instance prefills and decodes the request itself: one job, no reservation.
+void submit_coupled(request_ptr self) {
+  auto& st = self->state;
+  auto msg = make_envelope<wire::CoupledJob>([&](wire::CoupledJob::Builder out) {
+    out.setRequestId(st.id);
+    write_prompt(st, out);
+    out.setMaxNewTokens(st.max_new_tokens);
+  });
+  self->request(st.dir->coupled[st.prefill_instance], control_timeout, prefill_atom::value, msg)
+      .then([=](const envelope&) { self->state.reserved = true; },
+            [=](caf::error& err) {
+              // A full queue, or a request larger than the instance's memory, is admission's.
+              const bool load = is(err, errc::no_space) || is(err, errc::limit_exceeded);
+              finish(self, load ? request_status::rejected : request_status::failed,
+                     "coupled instance refused the job: " + describe(err));
             });
 }
 
@@ -160,7 +184,9 @@ void on_schedule_reply(request_ptr self, const envelope& reply) {
     finish(self, request_status::rejected, r->reason);
     return;
   }
-  if (r->prefill >= st.dir->prefill.size() || r->decode >= st.dir->decode.size()) {
+  const bool coupled = !st.dir->coupled.empty();
+  if (coupled ? r->prefill >= st.dir->coupled.size() || r->decode != r->prefill
+              : r->prefill >= st.dir->prefill.size() || r->decode >= st.dir->decode.size()) {
     finish(self, request_status::failed, "placement names an unknown instance");
     return;
   }
@@ -169,6 +195,12 @@ void on_schedule_reply(request_ptr self, const envelope& reply) {
   st.decode_instance = r->decode;
   st.pull = r->pull;
   st.predicted_ttft_ns = r->predicted_ttft_ns;
+  if (coupled) {
+    st.coupled = true;
+    self->monitor(st.dir->coupled[st.prefill_instance]);
+    submit_coupled(self);
+    return;
+  }
   // Watched from here: a message to a worker that is gone may get no answer at all (a proxy of
   // a lost process drops it), but monitoring one that is gone reports it at once.
   self->monitor(st.dir->decode[st.decode_instance]);

@@ -77,7 +77,7 @@ void maybe_complete(request_ptr self) {
 
 void stop_watching_prefill(request_ptr self) {
   auto& st = self->state;
-  if (!prefill_owes(st))
+  if (!st.coupled && !prefill_owes(st)) // a coupled instance is watched to the end
     self->demonitor(st.dir->prefill[st.prefill_instance].address());
 }
 
@@ -192,8 +192,11 @@ void finish(request_ptr self, request_status status, const std::string& reason) 
   if (st.reserved && status != request_status::completed) {
     auto msg = make_envelope<wire::ReleaseRequest>(
         [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
-    // Sent with this actor as sender: the decode worker checks that the requester releases.
-    self->send(st.dir->decode[st.decode_instance], release_atom::value, msg);
+    // Sent with this actor as sender: the worker checks that the requester releases.
+    if (st.coupled)
+      self->send(st.dir->coupled[st.decode_instance], release_atom::value, msg);
+    else
+      self->send(st.dir->decode[st.decode_instance], release_atom::value, msg);
   }
   if (st.placed) {
     auto msg = make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {

@@ -19,6 +19,12 @@ request_actor::behavior_type request(request_ptr self, request_options options,
     auto& st = self->state;
     if (st.done)
       return;
+    if (st.coupled) {
+      finish(self, request_status::failed,
+             "coupled instance " + std::to_string(st.decode_instance) +
+                 " stopped: " + caf::to_string(down.reason));
+      return;
+    }
     const bool decode =
         down.source == caf::actor_cast<caf::actor_addr>(st.dir->decode[st.decode_instance]);
     if (!decode && !prefill_owes(st))

@@ -30,7 +30,8 @@ struct request_state {
   uint32_t max_new_tokens = 0;
   // Its life.
   bool placed = false;
-  bool reserved = false;
+  bool reserved = false; // decode memory reserved, or a coupled instance took the job
+  bool coupled = false;  // placed on a coupled instance: prefill_instance = decode_instance
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;
   uint32_t decode_tries = 0; // decode instances that refused the reservation for lack of memory

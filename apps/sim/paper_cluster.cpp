@@ -2,7 +2,9 @@
 
 #include "actors/cluster/profile_yaml.hpp"
 
+#include <array>
 #include <cmath>
+#include <string_view>
 
 namespace crescent::sim {
 
@@ -36,6 +38,46 @@ caf::expected<cluster_config> paper_cluster() {
   if (auto err = validate(c))
     return err;
   return c;
+}
+
+caf::expected<cluster_config> paper_coupled_cluster(bool chunked_prefill, bool prefix_caching,
+                                                    policy_kind routing) {
+  auto c = paper_cluster();
+  if (!c)
+    return c;
+  for (auto& n : c->nodes) {
+    n = node_config{};
+    n.coupled_instances = 1;
+    n.pool_tokens = c->model.block_tokens;
+  }
+  c->coupled.kv_tokens = c->decode.kv_tokens;
+  c->coupled.batch_max = c->decode.batch_max;
+  c->coupled.queue_jobs_max = c->prefill.queue_jobs_max;
+  c->coupled.chunked_prefill = chunked_prefill;
+  c->coupled.prefix_caching = prefix_caching;
+  c->conductor.policy = routing;
+  c->conductor.admission = admission_mode::none;
+  if (auto err = validate(*c))
+    return err;
+  return c;
+}
+
+bool parse_coupled_mode(std::string_view name, bool& chunked_prefill, bool& prefix_caching) {
+  struct mode {
+    std::string_view name;
+    bool chunked, caching;
+  };
+  constexpr std::array<mode, 4> modes{{{"prefill-first", false, false},
+                                       {"chunked-prefill", true, false},
+                                       {"prefix-caching", false, true},
+                                       {"chunked-prefix-caching", true, true}}};
+  for (const auto& m : modes)
+    if (m.name == name) {
+      chunked_prefill = m.chunked;
+      prefix_caching = m.caching;
+      return true;
+    }
+  return false;
 }
 
 caf::expected<cluster_config> one_pool_node_cluster(uint64_t capacity_tokens) {

@@ -29,6 +29,19 @@ inline constexpr const char* paper_profile = "llama3-70b-8xa800";
 
 caf::expected<cluster_config> paper_cluster();
 
+/// The baseline of the paper's end-to-end figures on the same 16 nodes: a coupled instance on each
+/// (vLLM-style, docs/coupled.md), its KV memory and batch a decode instance's, routed by
+/// `routing` (least_loaded: a load balancer that knows nothing of caches; or local_cache_aware),
+/// no admission; with chunked prefill (vLLM 0.5's 512-token budget) and prefix caching (in each
+/// instance's own KV memory) as asked. Pools of one block: coupled instances use none.
+caf::expected<cluster_config>
+paper_coupled_cluster(bool chunked_prefill, bool prefix_caching,
+                      policy_kind routing = policy_kind::least_loaded);
+
+/// The names of `crescent replay --coupled`: prefill-first, chunked-prefill, prefix-caching,
+/// chunked-prefix-caching; false for another name.
+bool parse_coupled_mode(std::string_view name, bool& chunked_prefill, bool& prefix_caching);
+
 /// The cluster of the hit-rate agreement check: the paper cluster's model and profile on one
 /// node, with a prefill and a decode instance, whose pool evicts exactly down to
 /// `capacity_tokens` (0: no limit) in LRU order: its arena holds twice that, evicts past half

@@ -35,7 +35,26 @@ int fail(const std::string& what) {
   return 2;
 }
 
+// How the report names the cluster it ran.
+std::string cluster_name(const replay_options& opt) {
+  if (!opt.coupled.empty())
+    return "built-in coupled paper cluster (" + opt.coupled + ")";
+  return opt.cluster_path.empty() ? "built-in paper cluster" : opt.cluster_path;
+}
+
 caf::expected<cluster_config> load_cluster(const replay_options& opt) {
+  if (!opt.coupled.empty()) {
+    bool chunked = false, caching = false;
+    if (!opt.cluster_path.empty())
+      return make_error(errc::invalid_argument,
+                        "--coupled chooses a built-in cluster: it cannot go with --cluster");
+    if (!parse_coupled_mode(opt.coupled, chunked, caching))
+      return make_error(errc::invalid_argument,
+                        "--coupled: expected prefill-first, chunked-prefill, prefix-caching or "
+                        "chunked-prefix-caching, got '" +
+                            opt.coupled + "'");
+    return paper_coupled_cluster(chunked, caching);
+  }
   if (opt.cluster_path.empty())
     return paper_cluster();
   return load_cluster_config(opt.cluster_path);
@@ -258,6 +277,7 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
     std::sort(tbt.begin(), tbt.end());
   }
   out.report.speedup = opt.speedup;
+  out.report.coupled = is_coupled(cfg);
   out.report.shuffle_seed = opt.shuffle_seed;
   out.report.messages = run->messages;
   out.report.message_hash = run->hash;
@@ -274,12 +294,12 @@ int replay_command(const replay_options& opt) {
   if (!cfg)
     return fail(describe(cfg.error()));
   if (opt.print_cluster) {
-    fmt::print(
-        "# {}\n{}",
-        opt.cluster_path.empty()
-            ? "The built-in paper cluster of crescent replay --sim (apps/sim/paper_cluster.hpp)"
-            : "From " + opt.cluster_path,
-        format_cluster_config(*cfg));
+    fmt::print("# {}\n{}",
+               opt.cluster_path.empty()
+                   ? "The " + cluster_name(opt) +
+                         " of crescent replay --sim (apps/sim/paper_cluster.hpp)"
+                   : "From " + opt.cluster_path,
+               format_cluster_config(*cfg));
     return 0;
   }
   if (!opt.sim)
@@ -292,11 +312,9 @@ int replay_command(const replay_options& opt) {
   if (!records)
     return fail(describe(records.error()));
   const auto w = workload_for(*cfg, opt.speedup);
-  const std::string cluster_name =
-      opt.cluster_path.empty() ? "built-in paper cluster" : opt.cluster_path;
   fmt::print("crescent replay --sim: {} requests from {} on the {} ({} nodes); arrivals over "
              "{:.1f} s\n",
-             records->size(), opt.trace_path, cluster_name, cfg->nodes.size(),
+             records->size(), opt.trace_path, cluster_name(opt), cfg->nodes.size(),
              span_of(*records, w));
   std::fflush(stdout);
   simulate_options sopt;
@@ -310,7 +328,7 @@ int replay_command(const replay_options& opt) {
     return fail(describe(sim.error()));
   auto& report = sim->report;
   report.trace = opt.trace_path;
-  report.cluster = cluster_name;
+  report.cluster = cluster_name(opt);
   report.seed = opt.seed;
   fmt::print("{}", format_text(report, sim->wall));
   std::string report_path = opt.report_path;

@@ -20,6 +20,7 @@ struct replay_options {
   std::string trace_path;
   bool sim = false;
   std::string cluster_path; // empty: the built-in paper cluster
+  std::string coupled;      // the built-in coupled baseline instead (parse_coupled_mode)
   uint32_t requests = 0;    // from the head of the trace; 0: all
   double speedup = 1.0;     // arrivals this many times faster than the trace's
   // One request at a time, timestamps ignored (replay_driver.hpp): for checks that need

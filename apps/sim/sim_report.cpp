@@ -109,15 +109,25 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
   auto of_prompt = [&](uint64_t tokens) {
     return s.prompt_tokens == 0 ? 0.0 : static_cast<double>(tokens) / s.prompt_tokens;
   };
-  out += fmt::format("hit rate      {:.4f} of prompt tokens: local DRAM {:.4f}, remote DRAM "
-                     "{:.4f}, SSD: not modeled\n",
-                     s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
-  out += fmt::format("prefill GPU   {:.3f} s per completed request (modeled compute)\n",
-                     r.prefill_gpu_s_mean);
-  out += fmt::format("KV hand-off   {:.2f} ms mean after compute; of prompts >= {} tokens ({}), "
-                     "{:.1f}% of the transfer hidden behind compute (least {:.1f}%)\n",
-                     r.kv_tail_ms_mean, sim_report::long_prompt_tokens, r.long_prompts,
-                     100 * r.long_hidden_mean, 100 * (r.long_prompts == 0 ? 0 : r.long_hidden_min));
+  if (r.coupled)
+    out += fmt::format("hit rate      {:.4f} of prompt tokens, from the coupled instances' own KV "
+                       "memory (no pool)\n",
+                       s.hit_rate());
+  else
+    out += fmt::format("hit rate      {:.4f} of prompt tokens: local DRAM {:.4f}, remote DRAM "
+                       "{:.4f}, SSD: not modeled\n",
+                       s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
+  out += fmt::format("prefill GPU   {:.3f} s per completed request ({})\n", r.prefill_gpu_s_mean,
+                     r.coupled ? "its share of the steps that computed its prompt"
+                               : "modeled compute");
+  if (r.coupled)
+    out += "KV hand-off   none: coupled instances decode where they prefill\n";
+  else
+    out +=
+        fmt::format("KV hand-off   {:.2f} ms mean after compute; of prompts >= {} tokens ({}), "
+                    "{:.1f}% of the transfer hidden behind compute (least {:.1f}%)\n",
+                    r.kv_tail_ms_mean, sim_report::long_prompt_tokens, r.long_prompts,
+                    100 * r.long_hidden_mean, 100 * (r.long_prompts == 0 ? 0 : r.long_hidden_min));
   out += fmt::format("pulls         {} requests read cached blocks from another node; {} "
                      "blocks copied to the nodes that pulled them\n",
                      r.pulls, r.replicas_added);
@@ -190,6 +200,7 @@ std::string format_json(const sim_report& r) {
   j["trace"] = r.trace;
   j["cluster"] = r.cluster;
   j["seed"] = r.seed;
+  j["coupled"] = r.coupled;
   j["delivery"] = r.shuffle_seed ? "shuffled" : "fifo";
   if (r.shuffle_seed)
     j["shuffle_seed"] = *r.shuffle_seed;

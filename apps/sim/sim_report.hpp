@@ -37,6 +37,9 @@ struct sim_report {
   uint64_t seed = 0;
   std::optional<uint64_t> shuffle_seed; // none: FIFO delivery
   double speedup = 1;
+  // The cluster's instances are coupled (docs/coupled.md): no KV hand-off, and what is reused
+  // comes from each instance's own KV memory, not from a pool.
+  bool coupled = false;
   replay::replay_summary summary;
   slo_thresholds slo;
   size_t requests = 0;

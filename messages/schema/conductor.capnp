@@ -33,7 +33,7 @@ struct ScheduleReply {
   retryAfterMs @3 :UInt64;        # rejected: when a retry may be admitted (0: unknown)
 }
 
-# prefill worker -> conductor, when a prefill job ends (either way).
+# prefill worker (or coupled instance) -> conductor, when a prefill job ends (either way).
 struct PrefillReport {
   requestId @0 :UInt64;
   instance @1 :UInt32;
@@ -50,6 +50,8 @@ struct PrefillReport {
   pulledFrom @11 :UInt32;         # the node the first of them came from
   storeNs @12 :UInt64;            # how long the store ran after the job left the compute slot
                                   # (the next job ran meanwhile)
+  droppedKeys @13 :List(UInt64);  # a coupled instance's: blocks its own cache evicted since its
+                                  # last report (its node no longer holds them)
 }
 
 # store master -> conductor: these blocks left this node's DRAM (evicted), so that the prefix

@@ -36,7 +36,16 @@ struct PrefillJob {
                   # own (the conductor's Algorithm 1); false: only its own node's are loaded
 }
 
-# prefill worker -> request, on admission to its queue.
+# request -> coupled instance (a prefill and decode engine in one, docs/coupled.md): prefill this
+# prompt and decode it in the instance's own continuous batch.
+struct CoupledJob {
+  requestId @0 :UInt64;
+  tokens @1 :List(UInt32);                 # the whole prompt
+  blockKeys @2 :List(UInt64);              # keys of its blocks, in order (the last may be partial)
+  maxNewTokens @3 :UInt32;
+}
+
+# prefill worker (or coupled instance) -> request, on admission to its queue.
 struct PrefillAccepted {
   requestId @0 :UInt64;
   queuedJobs @1 :UInt32;                   # jobs ahead of this one

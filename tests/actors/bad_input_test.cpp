@@ -85,10 +85,10 @@ void expect_all_serving(cluster_harness& h) {
   EXPECT_TRUE(h.ask(d.decode[0], stats_atom::value));
 }
 
-TEST(bad_input, damaged_envelopes_get_error_replies_from_every_actor) {
-  cluster_harness h{small_cluster(1, 1)};
-  for (auto& t : all_targets(h)) {
-    SCOPED_TRACE(t.name);
+// Truncated, resealed, bit-flipped, empty and wrong-schema forms of the target's sample.
+void expect_damage_refused(target& t) {
+  SCOPED_TRACE(t.name);
+  {
     const auto& env = t.sample;
     for (size_t n = 0; n < env.size_words(); ++n) {
       auto cut = t.send(env.with_words(prefix_words(env, n)));
@@ -107,6 +107,12 @@ TEST(bad_input, damaged_envelopes_get_error_replies_from_every_actor) {
     EXPECT_FALSE(t.send(envelope{})) << "empty envelope";
     EXPECT_FALSE(t.send(sample_envelope<wire::Ack>())) << "another schema";
   }
+}
+
+TEST(bad_input, damaged_envelopes_get_error_replies_from_every_actor) {
+  cluster_harness h{small_cluster(1, 1)};
+  for (auto& t : all_targets(h))
+    expect_damage_refused(t);
   expect_all_serving(h);
 }
 
@@ -222,6 +228,39 @@ TEST(bad_input, request_actor_refuses_bad_specs_and_then_serves) {
   ASSERT_TRUE(status);
   EXPECT_EQ(status->first, wire::Status::COMPLETED);
   EXPECT_EQ(status->second, 3u);
+}
+
+TEST(bad_input, a_coupled_instance_refuses_damage_bad_jobs_and_outside_steps) {
+  auto cfg = small_cluster(1, 1);
+  cfg.nodes.assign(1, node_config{0, 0, 1ull << 20});
+  cfg.nodes[0].coupled_instances = 1;
+  cfg.conductor.policy = policy_kind::least_loaded;
+  cfg.conductor.admission = admission_mode::none;
+  cluster_harness h{cfg};
+  const auto& worker = h.cl->dir().coupled[0];
+  std::vector<target> targets{
+      make_target<wire::CoupledJob, false>(h, "coupled/prefill", worker, prefill_atom{}),
+      make_target<wire::ReleaseRequest, true>(h, "coupled/release", worker, release_atom{})};
+  for (auto& t : targets)
+    expect_damage_refused(t);
+  const auto before = bad_messages(h, worker);
+  // A well-formed job whose keys do not match its prompt, and a step from outside.
+  auto job = make_envelope<wire::CoupledJob>([](wire::CoupledJob::Builder out) {
+    out.setRequestId(5);
+    out.initTokens(20).set(0, 1);
+    out.initBlockKeys(1);
+    out.setMaxNewTokens(2);
+  });
+  auto refused = h.ask(worker, prefill_atom::value, job);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+  caf::anon_send(worker, step_atom::value);
+  h.sched.run();
+  EXPECT_EQ(bad_messages(h, worker), before + 2);
+  // And it still serves.
+  auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, replay::outcome_status::completed) << results[0].reason;
 }
 
 } // namespace

@@ -83,6 +83,54 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
 }
 
+TEST(cluster_config, coupled_instances_and_their_errors) {
+  auto cfg = parse_cluster_config("nodes: [{coupled: 2}, {coupled: 1}]\n"
+                                  "coupled: {kv_tokens: 4096, batch_max: 8, queue_jobs_max: 9,\n"
+                                  "          chunked_prefill: true, prefix_caching: true}\n"
+                                  "conductor: {policy: local_cache_aware, admission: none}\n",
+                                  "c.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_TRUE(is_coupled(*cfg));
+  EXPECT_EQ(cfg->nodes[0].coupled_instances, 2u);
+  EXPECT_EQ(cfg->coupled.kv_tokens, 4096u);
+  EXPECT_EQ(cfg->coupled.batch_max, 8u);
+  EXPECT_EQ(cfg->coupled.queue_jobs_max, 9u);
+  EXPECT_TRUE(cfg->coupled.chunked_prefill);
+  EXPECT_TRUE(cfg->coupled.prefix_caching);
+  EXPECT_EQ(coupled_token_budget(*cfg), 512u) << "vLLM 0.5's default with chunked prefill";
+  cfg->coupled.chunked_prefill = false;
+  EXPECT_EQ(coupled_token_budget(*cfg), cfg->model.context_tokens_max);
+  // Printed, it reads back the same.
+  auto back = parse_cluster_config(format_cluster_config(*cfg), "printed.yaml");
+  ASSERT_TRUE(back) << describe(back.error());
+  EXPECT_EQ(back->nodes[1].coupled_instances, 1u);
+  EXPECT_EQ(back->coupled.kv_tokens, 4096u);
+  EXPECT_TRUE(back->coupled.prefix_caching);
+
+  const std::string coupled = "nodes: [{coupled: 1}]\nconductor: {policy: least_loaded, "
+                              "admission: none}\n";
+  auto e = error_of("nodes: [{coupled: 1}, {prefill: 1}, {decode: 1}]\n"
+                    "conductor: {policy: least_loaded, admission: none}\n");
+  EXPECT_NE(e.find("all coupled or none"), std::string::npos) << e;
+  e = error_of("nodes: [{coupled: 1}]\nconductor: {admission: none}\n");
+  EXPECT_NE(e.find("conductor.policy: global_cache_aware"), std::string::npos) << e;
+  e = error_of("nodes: [{coupled: 1}]\nconductor: {policy: least_loaded}\n");
+  EXPECT_NE(e.find("conductor.admission"), std::string::npos) << e;
+  e = error_of("nodes: [{coupled: 1, address: \"127.0.0.1:7301\"}]\n"
+               "conductor: {policy: least_loaded, admission: none}\n");
+  EXPECT_NE(e.find("nodes[0].address: coupled instances run in the cluster's main process"),
+            std::string::npos)
+      << e;
+  e = error_of(coupled + "coupled: {chunked_prefill: true, batch_max: 600}\n");
+  EXPECT_NE(e.find("coupled.token_budget: is 512"), std::string::npos) << e;
+  e = error_of(coupled + "coupled: {prefix_caching: maybe}\n");
+  EXPECT_NE(e.find("coupled.prefix_caching"), std::string::npos) << e;
+  e = error_of(coupled + "coupled: {batch_max: 0}\n");
+  EXPECT_NE(e.find("coupled.batch_max"), std::string::npos) << e;
+  e = error_of("nodes: [{coupled: 17}]\n");
+  EXPECT_NE(e.find("nodes[0].coupled"), std::string::npos) << e;
+}
+
 TEST(cluster_config, nodes_hosted_by_other_processes) {
   auto cfg = parse_cluster_config(R"(
 nodes:
@@ -221,6 +269,11 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
   EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
   EXPECT_EQ(cfg->pool.copy_pulled, defaults.pool.copy_pulled);
+  EXPECT_EQ(cfg->coupled.batch_max, defaults.coupled.batch_max);
+  EXPECT_EQ(cfg->coupled.queue_jobs_max, defaults.coupled.queue_jobs_max);
+  EXPECT_EQ(cfg->coupled.chunked_prefill, defaults.coupled.chunked_prefill);
+  EXPECT_EQ(cfg->coupled.token_budget, defaults.coupled.token_budget);
+  EXPECT_EQ(cfg->coupled.prefix_caching, defaults.coupled.prefix_caching);
   const auto &file = cfg->transfer.engine, &engine = defaults.transfer.engine;
   EXPECT_EQ(file.enable_rdma, engine.enable_rdma);
   EXPECT_EQ(file.rdma_gid_index, engine.rdma_gid_index);

@@ -258,6 +258,44 @@ TEST(decode_choice, takes_the_lowest_predicted_tbt_within_kv_memory) {
   EXPECT_NE(d.reason.find("KV memory"), std::string::npos) << d.reason;
 }
 
+TEST(coupled, a_request_decodes_where_it_prefills_and_ties_go_to_the_lighter_batch) {
+  // Two coupled instances, each prefill instance i being decode instance i, on nodes 0 and 1.
+  cluster_state s;
+  s.decode[0].node = 0;
+  s.decode[1].node = 1;
+  s.loads[0] = {{1000, 1'000'000'000}, {1000, 1'000'000'000}};
+  s.loads[1] = {{1000, 1'000'000'000}};
+  auto v = s.view();
+  v.coupled = true;
+  scheduling_policy ll{policy_kind::least_loaded};
+  auto d = ll.place(v, four_blocks());
+  ASSERT_TRUE(d.placed) << d.reason;
+  EXPECT_EQ(d.prefill, 1u) << "equal queues: the instance holding fewer requests";
+  EXPECT_EQ(d.decode, 1u);
+  EXPECT_EQ(d.predicted_tbt_ns, 2'000'000u);
+  // Memory full is no refusal: the instance queues the request.
+  s.decode[1].capacity_tokens = 10;
+  v = s.view();
+  v.coupled = true;
+  d = ll.place(v, four_blocks());
+  ASSERT_TRUE(d.placed) << d.reason;
+  EXPECT_EQ(d.decode, d.prefill);
+  // A cached prefix outweighs the lighter batch under local_cache_aware.
+  hold(s.index, 0, 4);
+  v = s.view();
+  v.coupled = true;
+  scheduling_policy lc{policy_kind::local_cache_aware};
+  d = lc.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.decode, 0u);
+  // Not coupled, the same tie goes to the lowest index and decode is chosen apart.
+  v.coupled = false;
+  s.index = prefix_index{};
+  v = s.view();
+  d = ll.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+}
+
 TEST(admission, rejects_what_would_miss_an_slo_with_the_reason_and_a_retry_time) {
   cluster_state s;
   s.prefill[0].queue_ns = s.prefill[1].queue_ns = 40'000'000'000; // 40 s queues

@@ -255,6 +255,30 @@ TEST(cli, replay_prints_the_paper_cluster_as_a_cluster_file) {
   EXPECT_EQ(r.output.substr(r.output.find('\n')), again.output.substr(again.output.find('\n')));
 }
 
+TEST(cli, replay_runs_the_coupled_baseline_and_prints_it) {
+  auto r = run("replay " + trace + " --sim --requests 12 --no-progress --coupled chunked-prefill");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line :
+       {"built-in coupled paper cluster (chunked-prefill)", "requests      completed 12",
+        "KV hand-off   none: coupled", "its share of the steps"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  // Printed, it is a cluster file that reads back the same.
+  r = run("replay --print-cluster --coupled prefix-caching");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("coupled: 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prefix_caching: true"), std::string::npos) << r.output;
+  auto path = write_file("cli_coupled.yaml", r.output);
+  auto again = run("replay --print-cluster --cluster " + path);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_EQ(r.output.substr(r.output.find('\n')), again.output.substr(again.output.find('\n')));
+  r = run("replay " + trace + " --sim --coupled vllm");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--coupled: expected prefill-first"), std::string::npos) << r.output;
+  r = run("replay " + trace + " --sim --coupled prefill-first --cluster " + path);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("cannot go with --cluster"), std::string::npos) << r.output;
+}
+
 TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
   auto sim = write_file("cli_simulated.yaml", "simulated_time: true\n");
   auto r = run("run --no-progress --requests 1 --trace " + trace + " --config " + sim);

@@ -1,0 +1,46 @@
+// What the two continuous batches share (the decode worker's and the coupled worker's): which
+// requests step next, and how their tokens reach their request actors.
+#pragma once
+
+#include "actors/request/request_actor.hpp"
+#include "messages/schema/request.capnp.h"
+
+#include <caf/send.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace crescent {
+
+/// Up to `count` of `ids`, from `rotation` on and round again, moving `rotation` past them: when
+/// more requests run than a step takes, none starves.
+inline std::vector<uint64_t> rotating_batch(const std::vector<uint64_t>& ids, size_t& rotation,
+                                            size_t count) {
+  std::vector<uint64_t> batch;
+  const size_t n = ids.size();
+  const size_t take = std::min(n, count);
+  if (take == 0)
+    return batch;
+  rotation %= n;
+  for (size_t k = 0; k < take; ++k)
+    batch.push_back(ids[(rotation + k) % n]);
+  rotation += take;
+  return batch;
+}
+
+/// Sends request `request_id`'s `tokens` to its actor; `final`: the last of them.
+inline void send_token_batch(const request_actor& to, uint64_t request_id,
+                             std::span<const uint32_t> tokens, bool final) {
+  auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
+    out.setRequestId(request_id);
+    auto list = out.initTokens(static_cast<unsigned>(tokens.size()));
+    for (unsigned i = 0; i < tokens.size(); ++i)
+      list.set(i, tokens[i]);
+    out.setFinal(final);
+  });
+  caf::anon_send(to, tokens_atom::value, msg);
+}
+
+} // namespace crescent

@@ -1,0 +1,28 @@
+// Interface of a coupled worker: one per coupled instance, the baseline that Crescent's
+// disaggregation is measured against (vLLM 0.5 as the Mooncake paper ran it). One engine
+// prefills and decodes in a single continuous batch, in the instance's own KV memory, with no
+// pool and no transfers (docs/coupled.md).
+#pragma once
+
+#include "messages/atoms.hpp"
+#include "messages/envelope.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace crescent {
+
+using coupled_worker_actor = caf::typed_actor<
+    // CoupledJob (from its request actor) -> PrefillAccepted (queued), or an error (queue full:
+    // no_space; a prompt the instance can never hold: limit_exceeded; a bad job). The request
+    // then hears PrefillDone (the first token), TokenBatch and, if it fails, RequestFailed.
+    caf::replies_to<prefill_atom, envelope>::with<envelope>,
+    // ReleaseRequest, from the request actor that sent the job only: drop it and its pages
+    caf::replies_to<release_atom, envelope>::with<void>,
+    // -> WorkerStats
+    caf::replies_to<stats_atom>::with<envelope>,
+    // internal: emit the last step's tokens and compute the next step
+    caf::reacts_to<step_atom>>;
+
+} // namespace crescent

@@ -1,0 +1,187 @@
+// Jobs in and out of a coupled instance: intake into the waiting queue, release by the request,
+// and drops and failures from any stage.
+#include "actors/common/next_step.hpp"
+#include "actors/coupled_worker/coupled_state.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/request.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/actor_cast.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <algorithm>
+
+namespace crescent {
+
+namespace {
+
+constexpr size_t job_keys_max = 1u << 16;
+
+struct job_args {
+  uint64_t request_id = 0;
+  std::vector<uint32_t> tokens;
+  std::vector<uint64_t> keys;
+  uint32_t max_new_tokens = 0;
+};
+
+caf::expected<job_args> read_job(const envelope& msg) {
+  return read_as<wire::CoupledJob>(msg, [](wire::CoupledJob::Reader in) {
+    if (in.getBlockKeys().size() > job_keys_max)
+      return caf::expected<job_args>{
+          make_error(errc::limit_exceeded, "a coupled job with over 65536 block keys")};
+    return caf::expected<job_args>{job_args{in.getRequestId(), to_vector(in.getTokens()),
+                                            to_vector(in.getBlockKeys()), in.getMaxNewTokens()}};
+  });
+}
+
+uint32_t pages_for(const coupled_state& st, uint64_t prompt_tokens, uint32_t max_new_tokens) {
+  // The last output token is never fed back, so its KV needs no room.
+  const uint64_t positions = prompt_tokens + max_new_tokens - 1;
+  const uint32_t block = st.parts.engine->config().block_tokens;
+  return static_cast<uint32_t>((positions + block - 1) / block);
+}
+
+// The checks a job takes before it may wait: a prompt of known tokens with one key per block,
+// some output, and a size the instance could ever hold.
+caf::error check_job(const coupled_state& st, const job_args& a) {
+  const auto& cfg = st.parts.engine->config();
+  if (a.tokens.empty() || a.max_new_tokens == 0)
+    return make_error(errc::invalid_argument, "a request needs a prompt and at least one output");
+  if (a.tokens.size() + a.max_new_tokens > cfg.context_tokens_max)
+    return make_error(errc::limit_exceeded, "prompt + output of " +
+                                                std::to_string(a.tokens.size() + a.max_new_tokens) +
+                                                " tokens exceeds the context limit of " +
+                                                std::to_string(cfg.context_tokens_max));
+  if (std::any_of(a.tokens.begin(), a.tokens.end(), [&](uint32_t t) { return t >= cfg.vocab; }))
+    return make_error(errc::invalid_argument, "a token id is outside the vocabulary");
+  if (a.keys.size() != (a.tokens.size() + cfg.block_tokens - 1) / cfg.block_tokens)
+    return make_error(errc::invalid_argument, "a coupled job needs one key per prompt block");
+  if (pages_for(st, a.tokens.size(), a.max_new_tokens) > st.cache->capacity())
+    return make_error(errc::limit_exceeded,
+                      "coupled instance " + std::to_string(st.options.instance) + " has " +
+                          std::to_string(st.cache->capacity()) + " KV pages in all, fewer than " +
+                          "the request needs");
+  return caf::none;
+}
+
+bool known(const coupled_state& st, uint64_t id) {
+  return st.running.count(id) != 0 ||
+         std::any_of(st.waiting.begin(), st.waiting.end(),
+                     [&](const coupled_seq& s) { return s.request_id == id; });
+}
+
+} // namespace
+
+caf::result<envelope> on_coupled_job(coupled_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto a = read_job(msg);
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  if (auto err = check_job(st, *a))
+    return st.bad.refuse(st.name, std::move(err));
+  if (known(st, a->request_id))
+    return st.bad.refuse(
+        st.name, make_error(errc::already_exists, "request " + std::to_string(a->request_id) +
+                                                      " is already at this instance"));
+  auto requester = caf::actor_cast<request_actor>(self->current_sender());
+  if (!requester)
+    return st.bad.refuse(st.name,
+                         make_error(errc::invalid_argument, "a coupled job needs its requester"));
+  if (st.waiting.size() >= st.options.queue_jobs_max)
+    return make_error(errc::no_space, "coupled instance " + std::to_string(st.options.instance) +
+                                          " has " + std::to_string(st.waiting.size()) +
+                                          " requests waiting, its limit");
+  // A request that ends without releasing (it crashed, its process died) must not hold pages.
+  self->monitor(requester);
+  coupled_seq s;
+  s.request_id = a->request_id;
+  s.requester = std::move(requester);
+  s.tokens = std::move(a->tokens);
+  s.keys = std::move(a->keys);
+  s.max_new_tokens = a->max_new_tokens;
+  s.accepted_ns = clock_ns(self);
+  const auto ahead = static_cast<uint32_t>(st.waiting.size());
+  st.waiting.push_back(std::move(s));
+  wake(self);
+  return make_envelope<wire::PrefillAccepted>([&](wire::PrefillAccepted::Builder out) {
+    out.setRequestId(a->request_id);
+    out.setQueuedJobs(ahead);
+  });
+}
+
+caf::result<void> on_release(coupled_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto id = read_as<wire::ReleaseRequest>(
+      msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
+  if (!id)
+    return st.bad.refuse(st.name, std::move(id.error()));
+  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  request_actor owner;
+  if (auto i = st.running.find(*id); i != st.running.end())
+    owner = i->second.requester;
+  for (const auto& s : st.waiting)
+    if (s.request_id == *id)
+      owner = s.requester;
+  if (!owner)
+    return caf::unit; // releasing twice, or after the end, is harmless
+  // Only the request that sent the job may take it back.
+  if (owner.address() != sender)
+    return st.bad.refuse(st.name,
+                         make_error(errc::access_denied, "only its requester may release request " +
+                                                             std::to_string(*id)));
+  drop_request(self, *id);
+  wake(self); // its pages may let a waiting request in
+  return caf::unit;
+}
+
+void drop_request(coupled_ptr self, uint64_t request_id) {
+  auto& st = self->state;
+  std::erase_if(st.waiting, [&](const coupled_seq& s) { return s.request_id == request_id; });
+  auto i = st.running.find(request_id);
+  if (i == st.running.end())
+    return;
+  st.cache->release(i->second.pages);
+  st.running.erase(i);
+  std::erase(st.prefilling, request_id);
+  std::erase(st.decoding, request_id);
+}
+
+void fail_request(coupled_ptr self, uint64_t request_id, const std::string& reason) {
+  auto& st = self->state;
+  request_actor to;
+  if (auto i = st.running.find(request_id); i != st.running.end())
+    to = i->second.requester;
+  for (const auto& s : st.waiting)
+    if (s.request_id == request_id)
+      to = s.requester;
+  if (to) {
+    auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder f) {
+      f.setRequestId(request_id);
+      f.setReason(reason);
+    });
+    caf::anon_send(to, failed_atom::value, msg);
+  }
+  drop_request(self, request_id);
+}
+
+void wake(coupled_ptr self, uint64_t after_ns) {
+  auto& st = self->state;
+  if (st.stepping)
+    return;
+  st.stepping = true;
+  send_next_step(self, st.options.simulated_time, after_ns);
+}
+
+envelope make_stats(coupled_ptr self) {
+  auto& st = self->state;
+  return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
+    out.setInstance(st.options.instance);
+    out.setQueuedJobs(static_cast<uint32_t>(st.waiting.size()));
+    out.setActiveRequests(static_cast<uint32_t>(st.running.size()));
+    out.setFreePages(st.cache->available());
+    out.setBadMessages(st.bad.count);
+    out.setComputeNs(st.compute_ns_total);
+  });
+}
+
+} // namespace crescent
