@@ -46,10 +46,11 @@ std::optional<std::string> missing_default_trace(const std::string& trace_path) 
 
 void print_header(const run_options& opt, const cluster_config& cfg,
                   const replay::workload_options& w, size_t requests) {
-  uint32_t prefill = 0, decode = 0, hosted = 0;
+  uint32_t prefill = 0, decode = 0, coupled = 0, hosted = 0;
   for (const auto& n : cfg.nodes) {
     prefill += n.prefill_instances;
     decode += n.decode_instances;
+    coupled += n.coupled_instances;
     hosted += n.hosted_elsewhere() ? 1 : 0;
   }
   fmt::print("crescent run: {} requests from {}\n", requests, opt.trace_path);
@@ -58,10 +59,15 @@ void print_header(const run_options& opt, const cluster_config& cfg,
              w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
   const std::string where =
       hosted == 0 ? "one process" : fmt::format("{} of them in `crescent node` processes", hosted);
-  fmt::print("  cluster     {} nodes ({}), {} prefill, {} decode, a block owner per node; model {} "
-             "layers, d_model {}, vocab {}, reference engine on the CPU\n",
-             cfg.nodes.size(), where, prefill, decode, cfg.model.layers, cfg.model.d_model,
-             cfg.model.vocab);
+  const std::string instances =
+      coupled == 0 ? fmt::format("{} prefill, {} decode", prefill, decode)
+                   : fmt::format("{} coupled ({}{})", coupled,
+                                 cfg.coupled.chunked_prefill ? "chunked prefill" : "prefill first",
+                                 cfg.coupled.prefix_caching ? ", prefix caching" : "");
+  fmt::print(
+      "  cluster     {} nodes ({}), {}, a block owner per node; model {} layers, d_model {}, "
+      "vocab {}, reference engine on the CPU\n",
+      cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab);
 }
 
 void set_kv_send(cluster_config& cfg, bool stream) {
@@ -79,7 +85,7 @@ double mean_ttft_ms(const std::vector<replay::request_result>& results) {
   return n == 0 ? 0 : sum / static_cast<double>(n);
 }
 
-std::string format_handoff(const std::vector<replay::request_result>& results) {
+std::string format_handoff(const std::vector<replay::request_result>& results, bool coupled) {
   double tail_ms = 0, hidden = 0, queue_ms = 0;
   size_t n = 0;
   for (const auto& r : results)
@@ -92,6 +98,10 @@ std::string format_handoff(const std::vector<replay::request_result>& results) {
   if (n == 0)
     return {};
   const auto count = static_cast<double>(n);
+  if (coupled)
+    return fmt::format("prefill queue {:.2f} ms mean wait at the coupled instance\n"
+                       "KV hand-off   none: coupled instances decode where they prefill\n",
+                       queue_ms / count);
   return fmt::format("prefill queue {:.2f} ms mean wait at the prefill instance\n"
                      "KV hand-off   {:.3f} ms mean after compute; {:.1f}% of the transfer hidden "
                      "behind compute (mean over {} requests)\n",
@@ -117,7 +127,7 @@ int run_ab(const run_options& opt, cluster_config cfg,
     const double ttft = mean_ttft_ms(run->results);
     sum[stream ? 1 : 0] += ttft;
     fmt::print("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}", stream ? "stream" : "after",
-               ttft, summary.ttft_ms.p90, format_handoff(run->results));
+               ttft, summary.ttft_ms.p90, format_handoff(run->results, false));
   }
   fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each)\n",
              sum[0] == 0 ? 0 : sum[1] / sum[0]);
@@ -151,6 +161,9 @@ int run_command(const run_options& opt) {
     requests.push_back(replay::synthesize((*records)[i], i, w));
   print_header(opt, cfg, w, requests.size());
   std::fflush(stdout); // the header before the progress line on stderr
+  if (opt.kv_send != "config" && is_coupled(cfg))
+    return fail("--kv-send chooses how prefill instances send KV to decode; coupled instances "
+                "decode where they prefill");
   if (opt.kv_send == "ab")
     return run_ab(opt, cfg, requests);
   if (opt.kv_send != "config")
@@ -162,7 +175,7 @@ int run_command(const run_options& opt) {
     fmt::print(stderr, "\n");
   auto summary = replay::summarize(run->results);
   fmt::print("{}", replay::format_summary(summary));
-  fmt::print("{}", format_handoff(run->results));
+  fmt::print("{}", format_handoff(run->results, is_coupled(cfg)));
   fmt::print("{}", replay::format_transfer_metrics(run->moved));
   fmt::print("wall time     {:.2f} s\n", run->wall_s);
   for (const auto& r : run->results)

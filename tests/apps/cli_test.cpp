@@ -279,6 +279,23 @@ TEST(cli, replay_runs_the_coupled_baseline_and_prints_it) {
   EXPECT_NE(r.output.find("cannot go with --cluster"), std::string::npos) << r.output;
 }
 
+TEST(cli, run_serves_on_coupled_instances_in_real_time) {
+  auto cluster = write_file("cli_coupled_real.yaml",
+                            "nodes: [{coupled: 1}, {coupled: 1}]\n"
+                            "coupled: {chunked_prefill: true, token_budget: 128, "
+                            "prefix_caching: true}\n"
+                            "conductor: {policy: local_cache_aware, admission: none}\n");
+  auto r = run("run --no-progress --requests 6 --trace " + trace + " --config " + cluster);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"2 coupled (chunked prefill, prefix caching)",
+                           "requests      completed 6", "KV hand-off   none: coupled"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  r = run("run --no-progress --requests 6 --kv-send ab --trace " + trace + " --config " + cluster);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("coupled instances decode where they prefill"), std::string::npos)
+      << r.output;
+}
+
 TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
   auto sim = write_file("cli_simulated.yaml", "simulated_time: true\n");
   auto r = run("run --no-progress --requests 1 --trace " + trace + " --config " + sim);
