@@ -1,6 +1,7 @@
 #include "actors/block_owner/block_owner.hpp"
 
 #include "actors/block_owner/owner_state.hpp"
+#include "actors/common/spawn_placement.hpp"
 #include "actors/common/timeouts.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
@@ -149,7 +150,7 @@ block_owner_actor spawn_block_owner(caf::actor_system& sys, block_owner_options 
   // Programmer errors: configurations are checked where they are read (cluster_config).
   assert(options.high_watermark > 0 && options.high_watermark <= 1);
   assert(options.promotion_reserve >= 0 && options.promotion_reserve < 0.5);
-  return sys.spawn(block_owner, options, std::move(parts));
+  return spawn_placed(sys, options.own_thread, block_owner, options, std::move(parts));
 }
 
 } // namespace crescent

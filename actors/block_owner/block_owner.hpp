@@ -35,6 +35,8 @@ struct block_owner_options {
   // watermark lies below it (else puts could never start an eviction).
   double promotion_reserve = 0.05;
   std::chrono::milliseconds heartbeat_interval{1000};
+  /// A thread of its own, for its SSD I/O (actors/common/spawn_placement.hpp): real time only.
+  bool own_thread = false;
 };
 
 struct block_owner_parts {

@@ -175,6 +175,7 @@ caf::error cluster::spawn_storage() {
   // One seed for the cluster's randomness (access keys, random placement): a replay's --seed.
   if (cfg_.access_key_seed != 0)
     mopt.placement_seed = cfg_.access_key_seed;
+  mopt.own_thread = own_threads(cfg_);
   dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
   all_.push_back(ptr(dir_->store_master));
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {

@@ -149,6 +149,11 @@ struct cluster_config {
   /// simulated time (`crescent replay --sim`, and tests on the deterministic scheduler), off in
   /// real time, where `crescent run` and `crescent node` refuse it.
   bool simulated_time = false;
+  /// In real time, the workers (compute), the block owners (SSD I/O) and the store master
+  /// (RocksDB syncs) each run on a thread of their own, never on the scheduler threads that
+  /// serve the conductor and the request actors (actors/common/spawn_placement.hpp); false: all
+  /// share the scheduler. Simulated time ignores it: everything runs on the virtual clock.
+  bool own_threads = true;
   uint64_t access_key_seed = 0; // 0: random access keys
 };
 
@@ -172,6 +177,12 @@ uint32_t first_prefill_instance(const cluster_config& cfg, uint32_t node);
 
 /// Whether the cluster's instances are coupled (coupled_config) rather than disaggregated.
 bool is_coupled(const cluster_config& cfg);
+
+/// Whether the actors that compute or block on I/O get threads of their own (own_threads, in
+/// real time only).
+inline bool own_threads(const cluster_config& cfg) {
+  return cfg.own_threads && !cfg.simulated_time;
+}
 
 /// The modeled links of a cluster whose engine is modeled: the profile's NIC, host-to-device
 /// bandwidth and latency, bytes scaled from stand-ins to the model's pages.

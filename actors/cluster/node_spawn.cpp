@@ -54,6 +54,7 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   bopt.evict_fraction = cfg.pool.evict_fraction;
   bopt.promotion_reserve = cfg.pool.promotion_reserve;
   bopt.heartbeat_interval = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
+  bopt.own_thread = own_threads(cfg);
   return spawn_block_owner(sys, bopt,
                            {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
 }
@@ -102,8 +103,12 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
   auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
   if (!kit)
     return std::move(kit.error());
-  decode_worker_options opt{instance, node, cfg.decode.batch_max, cfg.decode.request_tokens_max,
-                            cfg.simulated_time};
+  decode_worker_options opt{instance,
+                            node,
+                            cfg.decode.batch_max,
+                            cfg.decode.request_tokens_max,
+                            cfg.simulated_time,
+                            own_threads(cfg)};
   return spawn_decode_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
 }
 
@@ -129,7 +134,8 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.prefill.stream_min_tokens,
                              cfg.prefill.stream_layers,
                              cfg.prefill.overlap_store,
-                             cfg.prefill.group_instances};
+                             cfg.prefill.group_instances,
+                             own_threads(cfg)};
   std::shared_ptr<storage::dram_pool> streams;
   if (cfg.prefill.group_instances > 1) {
     // An inbox and an outbox slot per chunk of the longest prompt (stage.cpp).
@@ -163,6 +169,7 @@ spawn_coupled_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
   opt.token_budget = coupled_token_budget(cfg);
   opt.prefix_caching = cfg.coupled.prefix_caching;
   opt.simulated_time = cfg.simulated_time;
+  opt.own_thread = own_threads(cfg);
   return spawn_coupled_worker(sys, opt, {kit->engine, kit->pages, std::move(dir)});
 }
 

@@ -1,5 +1,6 @@
 #include "actors/coupled_worker/coupled_worker.hpp"
 
+#include "actors/common/spawn_placement.hpp"
 #include "actors/coupled_worker/coupled_state.hpp"
 
 #include <caf/stateful_actor.hpp>
@@ -70,7 +71,8 @@ caf::expected<coupled_worker_actor> spawn_coupled_worker(caf::actor_system& sys,
   auto pages = map_pages(*parts.kv_pages);
   if (!pages)
     return std::move(pages.error());
-  return sys.spawn(coupled_worker, options, std::move(parts), std::move(*pages));
+  return spawn_placed(sys, options.own_thread, coupled_worker, options, std::move(parts),
+                      std::move(*pages));
 }
 
 } // namespace crescent

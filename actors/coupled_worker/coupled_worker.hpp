@@ -40,6 +40,8 @@ struct coupled_worker_options {
   uint32_t token_budget = 512;   // tokens per step (vLLM's max_num_batched_tokens)
   bool prefix_caching = false;   // keep whole prompt blocks in the instance's memory
   bool simulated_time = false;
+  /// A thread of its own (actors/common/spawn_placement.hpp): real time only.
+  bool own_thread = false;
 };
 
 /// What a coupled worker works with: its engine, its KV pages, and the directory (for the

@@ -1,5 +1,6 @@
 #include "actors/decode_worker/decode_worker.hpp"
 
+#include "actors/common/spawn_placement.hpp"
 #include "actors/decode_worker/decode_state.hpp"
 #include "messages/schema/worker.capnp.h"
 
@@ -49,7 +50,7 @@ decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys, decode_worker_options options,
                                         decode_worker_parts parts) {
-  return sys.spawn(decode_worker, options, std::move(parts));
+  return spawn_placed(sys, options.own_thread, decode_worker, options, std::move(parts));
 }
 
 } // namespace crescent

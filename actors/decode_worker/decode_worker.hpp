@@ -28,6 +28,8 @@ struct decode_worker_options {
   uint32_t batch_max = 64;
   uint32_t request_tokens_max = 8192; // prompt + output of one request
   bool simulated_time = false;
+  /// A thread of its own (actors/common/spawn_placement.hpp): real time only.
+  bool own_thread = false;
 };
 
 struct decode_worker_parts {

@@ -1,5 +1,6 @@
 #include "actors/prefill_worker/prefill_worker.hpp"
 
+#include "actors/common/spawn_placement.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/worker.capnp.h"
 
@@ -89,7 +90,7 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,
                                           prefill_worker_parts parts) {
-  return sys.spawn(prefill_worker, options, std::move(parts));
+  return spawn_placed(sys, options.own_thread, prefill_worker, options, std::move(parts));
 }
 
 } // namespace crescent

@@ -41,6 +41,8 @@ struct prefill_worker_options {
   /// Chunked pipeline parallelism: consecutive groups of this many instances share the model's
   /// layers (stage.cpp); the first of a group takes its jobs. 1: no groups.
   uint32_t group_instances = 1;
+  /// A thread of its own (actors/common/spawn_placement.hpp): real time only.
+  bool own_thread = false;
 };
 
 /// What a prefill worker works with. `kv_pages` must hold two of the longest prompt the model

@@ -1,5 +1,6 @@
 #include "actors/store_master/store_master.hpp"
 
+#include "actors/common/spawn_placement.hpp"
 #include "actors/store_master/master_state.hpp"
 #include "messages/schema/store.capnp.h"
 
@@ -110,7 +111,8 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
 store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,
                                       std::shared_ptr<storage::object_store> objects,
                                       std::shared_ptr<const directory> dir) {
-  return sys.spawn(store_master, options, std::move(objects), std::move(dir));
+  return spawn_placed(sys, options.own_thread, store_master, options, std::move(objects),
+                      std::move(dir));
 }
 
 } // namespace crescent

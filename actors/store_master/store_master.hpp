@@ -30,6 +30,9 @@ struct store_master_options {
   // come back with its files; 0: they leave with the node.
   std::chrono::milliseconds ssd_grace{600000};
   uint64_t placement_seed = 1; // random placement is reproducible
+  /// A thread of its own, for its RocksDB syncs (actors/common/spawn_placement.hpp): real time
+  /// only.
+  bool own_thread = false;
 };
 
 store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,

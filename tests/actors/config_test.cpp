@@ -269,6 +269,7 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
   EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
   EXPECT_EQ(cfg->pool.copy_pulled, defaults.pool.copy_pulled);
+  EXPECT_EQ(cfg->own_threads, defaults.own_threads);
   EXPECT_EQ(cfg->coupled.batch_max, defaults.coupled.batch_max);
   EXPECT_EQ(cfg->coupled.queue_jobs_max, defaults.coupled.queue_jobs_max);
   EXPECT_EQ(cfg->coupled.chunked_prefill, defaults.coupled.chunked_prefill);

@@ -360,6 +360,27 @@ std::vector<std::string> behaviours(const cluster& cl) {
   return out;
 }
 
+// Whether each directory slot (in behaviours' order) runs on a thread of its own.
+std::vector<bool> own_threads_of(const cluster& cl) {
+  std::vector<bool> out;
+  auto add = [&](const auto& handle) {
+    auto* a = caf::actor_cast<caf::abstract_actor*>(handle);
+    out.push_back(a != nullptr && a->getf(caf::abstract_actor::is_detached_flag));
+  };
+  const auto& d = cl.dir();
+  add(d.conductor);
+  add(d.store_master);
+  for (const auto& x : d.block_owners)
+    add(x);
+  for (const auto& x : d.node_agents)
+    add(x);
+  for (const auto& x : d.prefill)
+    add(x);
+  for (const auto& x : d.decode)
+    add(x);
+  return out;
+}
+
 TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
   // The same four nodes, once on the modeled engine in simulated time and once on the reference
   // engine in real time: what differs is the engine, memory and clock, never the actors.
@@ -380,6 +401,12 @@ TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
   ASSERT_TRUE(real_cluster) << describe(real_cluster.error());
   EXPECT_EQ(behaviours(**simulated), behaviours(**real_cluster));
   EXPECT_EQ(behaviours(**simulated).size(), 2u + 4 + 4 + 2 + 2);
+  // Only the place they run differs: in real time the actors that compute or block on I/O have
+  // threads of their own (own_threads), off the conductor's; in simulated time none has.
+  const std::vector<bool> real_threads{false, true,  true,  true, true, true, false,
+                                       false, false, false, true, true, true, true};
+  EXPECT_EQ(own_threads_of(**real_cluster), real_threads);
+  EXPECT_EQ(own_threads_of(**simulated), std::vector<bool>(real_threads.size(), false));
   (*real_cluster)->stop();
   sys.await_all_actors_done();
   (*simulated)->stop();
