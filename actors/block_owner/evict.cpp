@@ -163,12 +163,9 @@ void on_touch(owner_ptr self, const envelope& msg) {
   auto& st = self->state;
   // Only the master knows which blocks were read; anyone else could keep blocks of its choice
   // in DRAM by touching them.
-  if (!st.parts.master ||
-      self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(st.parts.master)) {
-    st.bad.refuse(st.name,
-                  make_error(errc::access_denied, "a touch must come from the store master"));
+  if (refuse_unless_sent_by(self, caf::actor_cast<caf::actor_addr>(st.parts.master), "a touch",
+                            "the store master"))
     return;
-  }
   auto keys =
       read_as<wire::Touch>(msg, [](wire::Touch::Reader in) { return to_vector(in.getKeys()); });
   if (!keys) {

@@ -97,6 +97,7 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
     return std::move(model.error());
   copt.model = std::move(*model);
   copt.store_master = caf::actor_cast<caf::actor_addr>(c->dir_->store_master);
+  copt.dir = c->dir_;
   c->dir_->conductor = spawn_conductor(sys, std::move(copt));
   c->all_.push_back(ptr(c->dir_->conductor));
   if (auto err = c->spawn_workers())

@@ -4,6 +4,7 @@
 
 #include "messages/errors.hpp"
 
+#include <caf/actor_addr.hpp>
 #include <caf/error.hpp>
 
 #include <cstdint>
@@ -26,6 +27,25 @@ struct bad_message_counter {
 template <class Self>
 bool self_sent(Self* self) {
   return self->current_sender() == self->ctrl();
+}
+
+/// Whether the message in hand came from the actor at `who` (none: from nobody entitled).
+template <class Self>
+bool sent_by(Self* self, const caf::actor_addr& who) {
+  return who && self->current_sender() && self->current_sender()->address() == who;
+}
+
+/// The one check of a message that only one actor is entitled to send (a node's heartbeat from
+/// its agent, a put's commit from its writer, a report from the instance it names): from anyone
+/// else it is refused and counted, and the error (access_denied, naming `what` and `who`) is
+/// what the handler answers with. None when `who` sent it.
+template <class Self>
+caf::error refuse_unless_sent_by(Self* self, const caf::actor_addr& who, const std::string& what,
+                                 const std::string& entitled) {
+  if (sent_by(self, who))
+    return caf::none;
+  return self->state.bad.refuse(
+      self->state.name, make_error(errc::access_denied, what + " comes only from " + entitled));
 }
 
 /// Refuses an internal message that did not come from the actor itself (see self_sent).

@@ -1,6 +1,7 @@
 // The conductor: places requests and keeps the load and cache view that placement needs.
 #pragma once
 
+#include "actors/cluster/directory.hpp"
 #include "actors/conductor/conductor_actor.hpp"
 #include "actors/conductor/time_model.hpp"
 #include "actors/conductor/view.hpp"
@@ -39,6 +40,10 @@ struct conductor_options {
   std::shared_ptr<const time_model> model; // required
   // Whose BlocksGone to believe: the store master's (none: the index only grows).
   caf::actor_addr store_master;
+  // Who may report for each prefill instance (PrefillReport): the instance's worker (or, in a
+  // coupled cluster, the coupled worker of that index). The directory is complete before the
+  // first message, as every actor's; without it no report is taken.
+  std::shared_ptr<const directory> dir;
 };
 
 conductor_actor spawn_conductor(caf::actor_system& sys, conductor_options options);

@@ -18,7 +18,8 @@ namespace crescent {
 struct placed_request {
   uint32_t prefill = 0;
   uint32_t decode = 0;
-  bool prefill_open = true; // counted in the prefill instance's queue
+  bool prefill_open = true;  // counted in the prefill instance's queue
+  caf::actor_addr requester; // who asked: only it may say the request ended
 };
 
 /// A job placed on a prefill instance and not ended, as predicted.

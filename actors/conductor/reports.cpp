@@ -15,6 +15,16 @@ namespace {
 
 constexpr size_t report_keys_max = 1u << 16;
 
+// Whose reports for prefill `instance` count (none without a directory).
+caf::actor_addr reporter(conductor_ptr self, uint32_t instance) {
+  const auto& dir = self->state.options.dir;
+  if (!dir)
+    return {};
+  if (self->state.options.coupled)
+    return instance < dir->coupled.size() ? dir->coupled[instance].address() : caf::actor_addr{};
+  return instance < dir->prefill.size() ? dir->prefill[instance].address() : caf::actor_addr{};
+}
+
 void close_prefill(conductor_ptr self, placed_request& r, uint64_t request_id,
                    uint64_t store_ns = 0) {
   if (r.prefill_open)
@@ -91,9 +101,16 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
-  if (r->node >= st.node_last_seen.size())
-    return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node " +
-                                                                         std::to_string(r->node)));
+  if (r->node >= st.node_last_seen.size() || r->instance >= st.prefill.size() ||
+      st.options.prefill_node[r->instance] != r->node)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "a report for prefill instance " +
+                                                 std::to_string(r->instance) + " on node " +
+                                                 std::to_string(r->node) + ", which there is not"));
+  if (auto err = refuse_unless_sent_by(
+          self, reporter(self, r->instance),
+          "a report for prefill instance " + std::to_string(r->instance), "that instance's worker"))
+    return err;
   // A coupled instance's evictions came before what it stored now (a block may be both).
   for (auto key : r->dropped)
     st.index.remove(key, r->node);
@@ -128,6 +145,10 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
   auto i = st.in_flight.find(*id);
   if (i == st.in_flight.end())
     return caf::unit; // rejected at placement, or reported twice
+  if (auto err = refuse_unless_sent_by(self, i->second.requester,
+                                       "the end of request " + std::to_string(*id),
+                                       "the request actor it was placed for"))
+    return err;
   close_prefill(self, i->second, *id);
   st.decode[i->second.decode].remove(*id);
   st.in_flight.erase(i);
@@ -146,11 +167,10 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
         make_error(errc::invalid_argument, "heartbeat from unknown node " + std::to_string(*node)));
   // Only the node's own agent speaks for it: another actor's heartbeat must neither keep a node
   // alive nor bind it to an actor whose end would take the node out.
-  if (!st.watching || !self->current_sender() ||
-      self->current_sender()->address() != st.node_agent[*node])
-    return st.bad.refuse(
-        st.name, make_error(errc::access_denied, "heartbeat for node " + std::to_string(*node) +
-                                                     " from an actor that is not its agent"));
+  if (auto err =
+          refuse_unless_sent_by(self, st.watching ? st.node_agent[*node] : caf::actor_addr{},
+                                "a heartbeat for node " + std::to_string(*node), "its node agent"))
+    return err;
   st.node_last_seen[*node] = self->clock().now();
   return caf::unit;
 }
@@ -158,12 +178,8 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
 void on_blocks_gone(conductor_ptr self, const envelope& msg) {
   auto& st = self->state;
   // Only the store master knows what left a node; anyone else could make blocks look absent.
-  if (!st.options.store_master || !self->current_sender() ||
-      self->current_sender()->address() != st.options.store_master) {
-    st.bad.refuse(st.name,
-                  make_error(errc::access_denied, "blocks gone must come from the store master"));
+  if (refuse_unless_sent_by(self, st.options.store_master, "BlocksGone", "the store master"))
     return;
-  }
   struct gone {
     uint32_t node;
     std::vector<uint64_t> keys;

@@ -115,7 +115,6 @@ caf::result<void> on_release(coupled_ptr self, const envelope& msg) {
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
   if (!id)
     return st.bad.refuse(st.name, std::move(id.error()));
-  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   request_actor owner;
   if (auto i = st.running.find(*id); i != st.running.end())
     owner = i->second.requester;
@@ -125,10 +124,9 @@ caf::result<void> on_release(coupled_ptr self, const envelope& msg) {
   if (!owner)
     return caf::unit; // releasing twice, or after the end, is harmless
   // Only the request that sent the job may take it back.
-  if (owner.address() != sender)
-    return st.bad.refuse(st.name,
-                         make_error(errc::access_denied, "only its requester may release request " +
-                                                             std::to_string(*id)));
+  if (auto err = refuse_unless_sent_by(
+          self, owner.address(), "the release of request " + std::to_string(*id), "its requester"))
+    return err;
   drop_request(self, *id);
   wake(self); // its pages may let a waiting request in
   return caf::unit;

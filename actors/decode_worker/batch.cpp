@@ -60,6 +60,12 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
     return make_error(errc::not_found,
                       "no reservation for request " + std::to_string(a->request_id));
   auto& r = i->second;
+  // ... and, of them, only the one the request was placed on.
+  if (auto err = refuse_unless_sent_by(self, st.parts.dir->prefill[r.prefill_instance].address(),
+                                       "kv_ready of request " + std::to_string(a->request_id),
+                                       "prefill instance " + std::to_string(r.prefill_instance) +
+                                           ", where it was placed"))
+    return err;
   if (r.active || a->prompt_tokens != r.prompt_tokens ||
       a->first_token >= st.parts.engine->config().vocab)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,

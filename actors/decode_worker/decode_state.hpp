@@ -17,6 +17,7 @@ struct reservation {
   request_actor requester;
   uint32_t prompt_tokens = 0;
   uint32_t max_new_tokens = 0;
+  uint32_t prefill_instance = 0;                    // the one placed, whose kv_ready alone counts
   std::vector<transport::region_handle> pool_pages; // slots of the local pool
   std::vector<transport::region_handle> grants;     // per-page handles given out, until revoked
   std::vector<std::byte*> page_ptrs;

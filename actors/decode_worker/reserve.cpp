@@ -17,6 +17,7 @@ struct reserve_args {
   uint64_t request_id;
   uint32_t prompt_tokens;
   uint32_t max_new_tokens;
+  uint32_t prefill_instance;
 };
 
 // Registers each page under its own key: these handles are what the prefill side may write.
@@ -39,6 +40,7 @@ caf::expected<reservation> make_reservation(decode_ptr self, const reserve_args&
   r.request_id = a.request_id;
   r.prompt_tokens = a.prompt_tokens;
   r.max_new_tokens = a.max_new_tokens;
+  r.prefill_instance = a.prefill_instance;
   // The last output token is never fed back, so its KV needs no room.
   const uint32_t positions = a.prompt_tokens + a.max_new_tokens - 1;
   const uint32_t count = (positions + block - 1) / block;
@@ -76,13 +78,19 @@ void revoke_grants(decode_ptr self, reservation& r) {
 caf::result<envelope> on_reserve(decode_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::ReserveRequest>(msg, [](wire::ReserveRequest::Reader in) {
-    return reserve_args{in.getRequestId(), in.getPromptTokens(), in.getMaxNewTokens()};
+    return reserve_args{in.getRequestId(), in.getPromptTokens(), in.getMaxNewTokens(),
+                        in.getPrefillInstance()};
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
   if (a->prompt_tokens == 0 || a->max_new_tokens == 0)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
                                              "a request needs a prompt and at least one output"));
+  if (a->prefill_instance >= st.parts.dir->prefill.size())
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "a reservation names prefill instance " +
+                                                        std::to_string(a->prefill_instance) +
+                                                        ", which the cluster does not have"));
   if (uint64_t{a->prompt_tokens} + a->max_new_tokens > st.options.request_tokens_max)
     return st.bad.refuse(
         st.name, make_error(errc::limit_exceeded,
@@ -139,10 +147,10 @@ caf::result<void> on_release(decode_ptr self, const envelope& msg) {
   if (i == st.reservations.end())
     return caf::unit; // releasing twice, or after the end, is harmless
   // Only the request that made a reservation may give it back.
-  if (i->second.requester.address() != caf::actor_cast<caf::actor_addr>(self->current_sender()))
-    return st.bad.refuse(st.name,
-                         make_error(errc::access_denied, "only its requester may release request " +
-                                                             std::to_string(*id)));
+  if (auto err =
+          refuse_unless_sent_by(self, i->second.requester.address(),
+                                "the release of request " + std::to_string(*id), "its requester"))
+    return err;
   drop_reservation(self, *id);
   return caf::unit;
 }

@@ -107,6 +107,7 @@ void reserve(request_ptr self) {
     out.setRequestId(st.id);
     out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
     out.setMaxNewTokens(st.max_new_tokens);
+    out.setPrefillInstance(st.prefill_instance);
   });
   self->request(st.dir->decode[st.decode_instance], control_timeout, reserve_atom::value, msg)
       .then(

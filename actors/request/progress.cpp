@@ -203,7 +203,8 @@ void finish(request_ptr self, request_status status, const std::string& reason) 
       out.setRequestId(st.id);
       out.setCompleted(status == request_status::completed);
     });
-    caf::anon_send(st.dir->conductor, finished_atom::value, msg);
+    // Sent with this actor as sender: the conductor takes it only from the request it placed.
+    self->send(st.dir->conductor, finished_atom::value, msg);
   }
   st.client.deliver(make_outcome(self, status, reason));
   self->quit();

@@ -51,6 +51,7 @@ struct pending_replica {
   uint32_t node = 0;
   transport::region_handle handle;
   int64_t deadline_ns = 0; // reclaimed after
+  caf::actor_addr writer;  // whose put_start granted it: only it commits or revokes it
 };
 
 struct master_state {
@@ -71,6 +72,10 @@ struct master_state {
   bool commit_flush_sent = false;     // a flush message is in the mailbox
   std::unordered_map<uint64_t, pending_allocation> allocations;
   std::unordered_map<uint64_t, pending_replica> replica_puts; // by key: one at a time
+  // Pending blocks: whose put_start recorded them. Only that actor commits or revokes them, so
+  // that nobody else can make readable, or take back, blocks it did not write. Entries of blocks
+  // no longer pending go at the next sweep.
+  std::unordered_map<uint64_t, caf::actor_addr> writers;
   uint64_t replicas_added = 0;
   uint64_t next_allocation = 0;
 };
@@ -90,6 +95,8 @@ void reclaim_replica_puts(master_ptr self);
 void flush_commits(master_ptr self);
 /// Answers the allocations still owed by `node`'s owner with nothing (it is lost).
 void abandon_allocations(master_ptr self, uint32_t node);
+/// Forgets the writers of blocks that are no longer pending (the sweep).
+void forget_writers(master_ptr self);
 // read.cpp
 caf::result<envelope> on_get(master_ptr self, const envelope& msg);
 caf::result<envelope> on_exists(master_ptr self, const envelope& msg);

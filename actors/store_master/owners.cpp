@@ -121,6 +121,7 @@ void sweep(master_ptr self) {
       ++st.reclaimed;
   free_replicas(self, done);
   reclaim_replica_puts(self);
+  forget_writers(self);
   const auto now = self->clock().now();
   for (uint32_t n = 0; n < st.nodes.size(); ++n) {
     auto& v = st.nodes[n];
@@ -156,6 +157,11 @@ caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
   if (!n.alive)
     return make_error(errc::unavailable, "node " + std::to_string(b->node) +
                                              " left the pool; it must report before rejoining");
+  // Only the node's owner keeps the node alive and says what it holds.
+  if (auto err = refuse_unless_sent_by(self, n.owner.address(),
+                                       "a heartbeat of node " + std::to_string(b->node),
+                                       "its block owner"))
+    return err;
   n.last_seen = self->clock().now();
   n.dram_capacity_bytes = b->capacity;
   n.dram_used_bytes = b->used;
@@ -201,6 +207,11 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
   if (r->node >= st.nodes.size() || r->keys.size() != r->offloaded.size() ||
       r->keys.size() > storage::object_store::batch_max)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "malformed evict request"));
+  // Only the node's owner evicts its replicas: anyone else could drop blocks from the pool.
+  if (auto err = refuse_unless_sent_by(self, st.nodes[r->node].owner.address(),
+                                       "an eviction on node " + std::to_string(r->node),
+                                       "its block owner"))
+    return err;
   const int64_t now = now_ns(self);
   std::vector<bool> approved;
   std::vector<uint64_t> gone; // left the node's DRAM

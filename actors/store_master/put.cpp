@@ -93,6 +93,7 @@ struct put_round {
   std::vector<std::vector<transport::region_handle>> got; // per fresh key, per replica
   size_t outstanding = 0;
   caf::typed_response_promise<envelope> promise;
+  caf::actor_addr writer; // who asked: only it commits or revokes what is granted
 };
 
 envelope make_reply(master_ptr self, const put_round& round,
@@ -132,7 +133,7 @@ void finish_replicas(master_ptr self, std::shared_ptr<put_round> round) {
       continue;
     const auto* r = st.objects->find(key);
     if (replica_wanted(st, r, round->args.node) && st.replica_puts.count(key) == 0) {
-      st.replica_puts.emplace(key, pending_replica{round->args.node, h, deadline});
+      st.replica_puts.emplace(key, pending_replica{round->args.node, h, deadline, round->writer});
       granted.emplace(key, k);
       continue;
     }
@@ -187,6 +188,8 @@ void finish(master_ptr self, std::shared_ptr<put_round> round) {
     round->promise.deliver(std::move(err));
     return;
   }
+  for (const auto& r : records)
+    st.writers[r.key] = round->writer;
   free_replicas(self, give_back);
   round->promise.deliver(make_reply(self, *round, granted));
 }
@@ -274,6 +277,7 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, std::move(err));
   auto round = std::make_shared<put_round>();
   round->args = std::move(*a);
+  round->writer = caf::actor_cast<caf::actor_addr>(self->current_sender());
   std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> again; // exist already: produced again, a use as much as a read is
@@ -333,6 +337,18 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
 // fdatasync (about 650 us on this machine's disk) acknowledges them all.
 namespace {
 
+// Pending blocks among `keys` that another actor than their writer names: the first refused.
+caf::error check_writer(master_ptr self, const std::vector<uint64_t>& keys, const char* what) {
+  auto& st = self->state;
+  for (auto key : keys)
+    if (auto w = st.writers.find(key); w != st.writers.end())
+      if (auto err = refuse_unless_sent_by(self, w->second,
+                                           std::string{what} + " of block " + std::to_string(key),
+                                           "the actor whose put started it"))
+        return err;
+  return caf::none;
+}
+
 // Commits granted replicas of existing blocks: each must be one this master granted, on its
 // node, with the block's own checksum; then the block has one more replica (written unsynced,
 // as replica changes are: a crash may forget it, never claim a copy that is not there).
@@ -341,6 +357,12 @@ caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
   auto& st = self->state;
   if (keys.size() != sums.size())
     return make_error(errc::invalid_argument, "a commit needs a checksum per key");
+  for (auto key : keys)
+    if (auto p = st.replica_puts.find(key); p != st.replica_puts.end())
+      if (auto err = refuse_unless_sent_by(
+              self, p->second.writer, "the commit of a replica of block " + std::to_string(key),
+              "the actor it was granted to"))
+        return err;
   caf::error first;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto p = st.replica_puts.find(keys[i]);
@@ -376,6 +398,14 @@ caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
 }
 
 } // namespace
+
+void forget_writers(master_ptr self) {
+  auto& st = self->state;
+  std::erase_if(st.writers, [&](const auto& w) {
+    const auto* r = st.objects->find(w.first);
+    return r == nullptr || r->state != storage::object_state::pending;
+  });
+}
 
 void reclaim_replica_puts(master_ptr self) {
   auto& st = self->state;
@@ -414,6 +444,8 @@ caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
       return err;
     return caf::unit;
   }
+  if (auto err = check_writer(self, c->keys, "the commit"))
+    return err;
   auto a = std::make_optional(std::make_pair(std::move(c->keys), std::move(c->sums)));
   if (auto err = st.objects->check_commit(a->first, a->second))
     return st.bad.refuse(st.name, std::move(err));
@@ -460,6 +492,9 @@ void flush_commits(master_ptr self) {
   if (group.empty())
     return;
   auto err = st.objects->commit(keys, sums);
+  if (!err)
+    for (auto key : keys)
+      st.writers.erase(key);
   for (auto& c : group)
     if (err)
       c.promise.deliver(err);
@@ -475,6 +510,16 @@ caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (keys->size() > storage::object_store::batch_max)
     return st.bad.refuse(st.name, make_error(errc::limit_exceeded, "revoke of over 4096 keys"));
+  if (auto err = check_writer(self, *keys, "the revoke"))
+    return err;
+  for (auto key : *keys)
+    if (auto p = st.replica_puts.find(key); p != st.replica_puts.end())
+      if (auto err = refuse_unless_sent_by(
+              self, p->second.writer, "the revoke of a replica of block " + std::to_string(key),
+              "the actor it was granted to"))
+        return err;
+  for (auto key : *keys)
+    st.writers.erase(key);
   auto back = st.objects->revoke(*keys);
   for (auto key : *keys)
     if (auto p = st.replica_puts.find(key); p != st.replica_puts.end()) {

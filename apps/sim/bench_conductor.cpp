@@ -304,8 +304,13 @@ std::shared_ptr<actor_phase> make_phase(const conductor_bench_state& s, uint64_t
   return p;
 }
 
-conductor_options conductor_for(const conductor_bench_state& s, uint32_t instances) {
+// `reporter` stands for every prefill instance: the conductor takes reports only from them.
+conductor_options conductor_for(const conductor_bench_state& s, uint32_t instances,
+                                const caf::actor& reporter) {
   conductor_options o;
+  auto dir = std::make_shared<directory>();
+  dir->prefill.assign(instances, caf::actor_cast<prefill_worker_actor>(reporter));
+  o.dir = std::move(dir);
   o.nodes = instances;
   for (uint32_t i = 0; i < instances; ++i) {
     o.prefill_node.push_back(i);
@@ -319,13 +324,13 @@ conductor_options conductor_for(const conductor_bench_state& s, uint32_t instanc
   return o;
 }
 
-// The conductor learns the index as a running one does: from prefill reports, per node.
-caf::error teach_index(caf::actor_system& sys, const conductor_actor& c,
+// The conductor learns the index as a running one does: from prefill reports, per node, sent by
+// `self` (the reporter it was given).
+caf::error teach_index(caf::scoped_actor& self, const conductor_actor& c,
                        const conductor_bench_state& s) {
   std::vector<std::vector<uint64_t>> per_node(s.prefill.size());
   for (const auto& [key, node] : s.holders)
     per_node[node].push_back(key);
-  caf::scoped_actor self{sys};
   caf::error failed;
   for (uint32_t node = 0; node < per_node.size(); ++node)
     for (size_t at = 0; at < per_node[node].size(); at += report_keys) {
@@ -392,8 +397,10 @@ int bench_conductor(const bench_conductor_options& opt) {
   setup_actor_system(cfg, false);
   cfg.set("scheduler.max-threads", size_t{2}); // the driver's thread and the conductor's
   caf::actor_system sys{cfg};
-  auto conductor = spawn_conductor(sys, conductor_for(state, opt.instances));
-  if (auto err = teach_index(sys, conductor, state))
+  caf::scoped_actor reporter{sys};
+  auto conductor = spawn_conductor(
+      sys, conductor_for(state, opt.instances, caf::actor_cast<caf::actor>(reporter)));
+  if (auto err = teach_index(reporter, conductor, state))
     return fail("teaching the conductor its index: " + describe(err));
   auto reply = make_envelope<wire::ScheduleReply>([](wire::ScheduleReply::Builder out) {
     out.setRequestId(1);

@@ -10,6 +10,7 @@ struct ReserveRequest {
   requestId @0 :UInt64;
   promptTokens @1 :UInt32;
   maxNewTokens @2 :UInt32;
+  prefillInstance @3 :UInt32;  # the one placed: only it may say the KV is in (KvReady)
 }
 
 # decode worker -> request: one handle per KV page, in token order. Page i holds tokens

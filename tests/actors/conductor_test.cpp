@@ -17,10 +17,39 @@ std::shared_ptr<const time_model> simple_model() {
   return std::make_shared<const time_model>(simple_time_model()); // support/simple_time_model.hpp
 }
 
+// Stands in for both a request actor and prefill instance 0: it passes on what the test sends it
+// with itself as the sender, as a request asks for its placement and reports its end, and as a
+// worker reports its job.
+caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<conductor_actor> to) {
+  auto void_reply = [=](auto atom, const envelope& m) {
+    auto rp = self->make_response_promise();
+    self->request(*to, caf::infinite, atom, m)
+        .then([=]() mutable { rp.deliver(caf::unit); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return rp;
+  };
+  return {
+      [=](schedule_atom a, const envelope& m) {
+        auto rp = self->make_response_promise();
+        self->request(*to, caf::infinite, a, m)
+            .then([=](envelope& reply) mutable { rp.deliver(std::move(reply)); },
+                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
+      [=](report_atom a, const envelope& m) { return void_reply(a, m); },
+      [=](finished_atom a, const envelope& m) { return void_reply(a, m); },
+  };
+}
+
 class conductor_harness : public deterministic_system {
  public:
   conductor_harness() {
+    auto target = std::make_shared<conductor_actor>();
+    client = sys.spawn(relay, target);
+    auto dir = std::make_shared<directory>();
+    dir->prefill = {caf::actor_cast<prefill_worker_actor>(client)};
     conductor_options o;
+    o.dir = dir;
     o.nodes = 2;
     o.prefill_node = {0};
     o.decode_node = {1};
@@ -29,6 +58,7 @@ class conductor_harness : public deterministic_system {
     o.decode_capacity_tokens = 1'000'000;
     o.model = simple_model();
     conductor = spawn_conductor(sys, o);
+    *target = conductor;
   }
 
   // A 64-token prompt of 4 uncached blocks; its predicted TTFT (0: not placed).
@@ -41,7 +71,7 @@ class conductor_harness : public deterministic_system {
       for (unsigned i = 0; i < 4; ++i)
         keys.set(i, 100 * id + i);
     });
-    auto reply = ask(conductor, schedule_atom::value, msg);
+    auto reply = ask(client, schedule_atom::value, msg);
     EXPECT_TRUE(reply);
     if (!reply)
       return 0;
@@ -62,15 +92,16 @@ class conductor_harness : public deterministic_system {
       out.setReusedTokens(reused);
       out.setComputeNs(compute_ns);
     });
-    EXPECT_FALSE(ask_void(conductor, report_atom::value, msg));
+    EXPECT_FALSE(ask_void(client, report_atom::value, msg));
     auto ended = make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {
       out.setRequestId(id);
       out.setCompleted(true);
     });
-    EXPECT_FALSE(ask_void(conductor, finished_atom::value, ended));
+    EXPECT_FALSE(ask_void(client, finished_atom::value, ended));
   }
 
   conductor_actor conductor;
+  caf::actor client; // the relay
 };
 
 TEST(conductor, corrects_its_model_by_what_a_job_computed_not_by_what_was_cached_at_placement) {
@@ -84,6 +115,42 @@ TEST(conductor, corrects_its_model_by_what_a_job_computed_not_by_what_was_cached
   // This one computed all 64 tokens in twice the predicted time: a step of 1/32 towards it.
   h.report(2, 0, 128'000);
   EXPECT_EQ(h.schedule(3), first + 64'000 / 32);
+}
+
+TEST(conductor, takes_reports_and_ends_only_from_the_actors_entitled_to_send_them) {
+  conductor_harness h;
+  ASSERT_GT(h.schedule(1), 0u);
+  // Another actor than prefill instance 0's worker reports its job; another than the request
+  // that asked says the request ended.
+  auto report = make_envelope<wire::PrefillReport>([](wire::PrefillReport::Builder out) {
+    out.setRequestId(1);
+    out.setInstance(0);
+    out.setNode(0);
+    out.setOk(true);
+    out.setComputedTokens(64);
+    out.setComputeNs(1);
+  });
+  auto err = h.ask_void(h.conductor, report_atom::value, report);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  auto ended = make_envelope<wire::RequestReport>([](wire::RequestReport::Builder out) {
+    out.setRequestId(1);
+    out.setCompleted(true);
+  });
+  err = h.ask_void(h.conductor, finished_atom::value, ended);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  // A report for an instance the conductor does not have, or on another node, is refused too.
+  auto elsewhere = make_envelope<wire::PrefillReport>([](wire::PrefillReport::Builder out) {
+    out.setRequestId(1);
+    out.setInstance(0);
+    out.setNode(1);
+  });
+  err = h.ask_void(h.client, report_atom::value, elsewhere);
+  EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
+  // Neither forgery moved anything: the real report, with the model's own time, corrects
+  // nothing, and the placement's prediction is as before.
+  const uint64_t before = h.schedule(2);
+  h.report(1, 0, 64'000);
+  EXPECT_EQ(h.schedule(3), before);
 }
 
 } // namespace

@@ -1,5 +1,6 @@
 // Decode reservations belong to the request that made them: nobody else may release them, and
 // they are freed when that request's actor ends without releasing (crash, lost process).
+#include "actors/decode_worker/decode_worker.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/worker.capnp.h"
 #include "support/test_cluster.hpp"
@@ -58,6 +59,72 @@ TEST(decode_reservation, over_budget_reservations_are_refused) {
   auto too_big = h.ask(h.cl->dir().decode[0], reserve_atom::value, reserve_msg(1));
   ASSERT_FALSE(too_big);
   EXPECT_TRUE(is(too_big.error(), errc::limit_exceeded)) << describe(too_big.error());
+}
+
+// Stands in for a prefill worker: passes a KvReady on to the decode worker as its own.
+caf::behavior kv_ready_relay(caf::event_based_actor* self,
+                             std::shared_ptr<decode_worker_actor> decode) {
+  return {[=](kv_ready_atom a, const envelope& m) {
+    auto rp = self->make_response_promise();
+    self->request(*decode, caf::infinite, a, m)
+        .then([=]() mutable { rp.deliver(caf::unit); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return rp;
+  }};
+}
+
+TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_request_names) {
+  deterministic_system h;
+  gpu::model_config model;
+  auto engine = gpu::make_reference_engine(model, {});
+  auto transfer = transport::transfer_engine::create_local(7);
+  ASSERT_TRUE(engine && transfer);
+  auto pages = storage::dram_pool::create(*transfer, 0, model.page_bytes(), 16);
+  ASSERT_TRUE(pages);
+  auto decode = std::make_shared<decode_worker_actor>();
+  auto dir = std::make_shared<directory>();
+  const auto first = h.sys.spawn(kv_ready_relay, decode);
+  const auto second = h.sys.spawn(kv_ready_relay, decode);
+  dir->prefill = {caf::actor_cast<prefill_worker_actor>(first),
+                  caf::actor_cast<prefill_worker_actor>(second)};
+  *decode = spawn_decode_worker(h.sys, {0, 0, 8, 1024, true, false},
+                                {std::move(*engine), std::move(*pages), *transfer, dir});
+  // Request 5 reserves, placed on prefill instance 1.
+  auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
+    out.setRequestId(5);
+    out.setPromptTokens(100);
+    out.setMaxNewTokens(4);
+    out.setPrefillInstance(1);
+  });
+  auto reserved = std::make_shared<bool>(false);
+  auto holder = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->request(*decode, caf::infinite, reserve_atom::value, msg).then([=](const envelope&) {
+      *reserved = true;
+    });
+    return {[](const caf::message&) {}};
+  });
+  ASSERT_TRUE(h.run_until([&] { return *reserved; }));
+  auto ready = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
+    out.setRequestId(5);
+    out.setPromptTokens(100);
+    out.setFirstToken(3);
+  });
+  auto err = h.ask_void(first, kv_ready_atom::value, ready);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready));
+  // A reservation naming an instance the cluster does not have is refused.
+  auto nowhere = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
+    out.setRequestId(6);
+    out.setPromptTokens(10);
+    out.setMaxNewTokens(1);
+    out.setPrefillInstance(2);
+  });
+  auto refused = h.ask(*decode, reserve_atom::value, nowhere);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
+  caf::anon_send_exit(holder, caf::exit_reason::kill);
+  caf::anon_send_exit(*decode, caf::exit_reason::kill);
+  h.sched.run();
 }
 
 } // namespace

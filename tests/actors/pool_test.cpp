@@ -33,9 +33,40 @@ cluster_config pool_cluster(uint32_t nodes, uint64_t pool_bytes, uint32_t replic
   return cfg;
 }
 
+// A writer of the pool, as a prefill worker is one: it passes on puts, commits and revokes with
+// itself as the sender, since the store master takes a put's commit or revoke only from the
+// actor whose put_start it granted.
+caf::behavior writer_relay(caf::event_based_actor* self, store_master_actor master) {
+  auto void_reply = [=](auto atom, const envelope& m) {
+    auto rp = self->make_response_promise();
+    self->request(master, caf::infinite, atom, m)
+        .then([=]() mutable { rp.deliver(caf::unit); },
+              [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+    return rp;
+  };
+  return {
+      [=](put_start_atom a, const envelope& m) {
+        auto rp = self->make_response_promise();
+        self->request(master, caf::infinite, a, m)
+            .then([=](envelope& reply) mutable { rp.deliver(std::move(reply)); },
+                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+        return rp;
+      },
+      [=](put_commit_atom a, const envelope& m) { return void_reply(a, m); },
+      [=](put_revoke_atom a, const envelope& m) { return void_reply(a, m); },
+  };
+}
+
 class pool : public cluster_harness {
  public:
-  using cluster_harness::cluster_harness;
+  explicit pool(const cluster_config& cfg) : cluster_harness(cfg) {
+    if (cl)
+      writer = sys.spawn(writer_relay, cl->dir().store_master);
+  }
+
+  ~pool() { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); }
+
+  caf::actor writer; // every put of the tests goes through it
 
   // put_start + write every replica + commit, 5 blocks at a time as a prompt's blocks would
   // come; returns the keys that were stored.
@@ -66,7 +97,7 @@ class pool : public cluster_harness {
         p.set(i, i);
       }
     });
-    auto reply = ask(cl->dir().store_master, put_start_atom::value, msg);
+    auto reply = ask(writer, put_start_atom::value, msg);
     EXPECT_TRUE(reply) << describe(reply.error());
     std::vector<uint64_t> stored, sums;
     read_as<wire::PutStartReply>(*reply, [&](wire::PutStartReply::Reader in) {
@@ -86,8 +117,7 @@ class pool : public cluster_harness {
       return 0;
     });
     if (commit && !stored.empty()) {
-      EXPECT_FALSE(
-          ask_void(cl->dir().store_master, put_commit_atom::value, commit_message(stored, sums)));
+      EXPECT_FALSE(ask_void(writer, put_commit_atom::value, commit_message(stored, sums)));
     }
     return stored;
   }
@@ -180,13 +210,14 @@ TEST(kv_pool, concurrent_commits_share_one_synced_write) {
     return p.master_stat([](wire::StoreStats::Reader in) { return in.getCommitWrites(); });
   };
   const auto before = writes();
-  // Six writers commit at once; the last names block 5 again, which only one put may commit.
+  // Six commits at once; the last names block 5 again, which only one put may commit.
   auto answers = std::make_shared<std::vector<std::pair<uint64_t, caf::error>>>();
-  const auto master = p.cl->dir().store_master;
+  // All through the writer whose puts started them: it passes each on at once.
+  const auto writer = p.writer;
   for (uint64_t key : {1, 2, 3, 4, 5, 5}) {
     auto msg = pool::commit_message({key}, {storage::block_checksum(bytes_of(key))});
     p.sys.spawn([=](caf::event_based_actor* self) {
-      self->request(master, caf::infinite, put_commit_atom::value, msg)
+      self->request(writer, caf::infinite, put_commit_atom::value, msg)
           .then([=] { answers->emplace_back(key, caf::error{}); },
                 [=](caf::error& err) { answers->emplace_back(key, std::move(err)); });
     });
@@ -485,7 +516,7 @@ replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
       c.set(i, i);
     }
   });
-  auto reply = p.ask(p.cl->dir().store_master, put_start_atom::value, msg);
+  auto reply = p.ask(p.writer, put_start_atom::value, msg);
   EXPECT_TRUE(reply) << describe(reply.error());
   std::vector<std::pair<uint64_t, transport::region_handle>> out;
   if (!reply)
@@ -522,7 +553,7 @@ TEST(kv_pool, a_pulled_block_becomes_one_more_replica_on_the_node_that_read_it) 
   }
   // A second copy to the same node while one is being written is not granted.
   EXPECT_TRUE(replicate_start(p, 1, {1}).empty());
-  EXPECT_FALSE(p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+  EXPECT_FALSE(p.ask_void(p.writer, put_commit_atom::value,
                           replica_commit({1, 2}, {storage::block_checksum(bytes_of(1)),
                                                   storage::block_checksum(bytes_of(2))})));
   auto found = p.get({1, 2});
@@ -547,7 +578,7 @@ TEST(kv_pool, a_copy_of_other_bytes_is_refused_and_its_space_freed) {
   auto granted = replicate_start(p, 2, {1});
   ASSERT_EQ(granted.size(), 1u);
   EXPECT_EQ(used(), 2 * block_bytes);
-  auto err = p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+  auto err = p.ask_void(p.writer, put_commit_atom::value,
                         replica_commit({1}, {storage::block_checksum(bytes_of(9))}));
   EXPECT_TRUE(err);
   EXPECT_TRUE(p.run_until([&] { return used() == block_bytes; })) << "the copy's space is back";
@@ -557,9 +588,43 @@ TEST(kv_pool, a_copy_of_other_bytes_is_refused_and_its_space_freed) {
   EXPECT_TRUE(p.run_until([&] { return used() == block_bytes; }));
   EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getReplicasAdded(); }), 0u);
   // A commit of a copy never granted is an error, and changes nothing.
-  EXPECT_TRUE(p.ask_void(p.cl->dir().store_master, put_commit_atom::value,
+  EXPECT_TRUE(p.ask_void(p.writer, put_commit_atom::value,
                          replica_commit({1}, {storage::block_checksum(bytes_of(1))})));
   EXPECT_EQ(p.get({1})[0].size(), 1u);
+}
+
+TEST(kv_pool, only_a_puts_writer_commits_or_revokes_it_and_only_a_nodes_owner_speaks_for_it) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  ASSERT_EQ(p.put({1, 2}, 1, false).size(), 2u); // started by p.writer, not committed
+  const auto master = p.cl->dir().store_master;
+  const std::vector<uint64_t> sums{storage::block_checksum(bytes_of(1)),
+                                   storage::block_checksum(bytes_of(2))};
+  // From another actor than the writer: a commit and a revoke.
+  auto err = p.ask_void(master, put_commit_atom::value, pool::commit_message({1}, {sums[0]}));
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  auto revoke = make_envelope<wire::PutRevoke>(
+      [](wire::PutRevoke::Builder out) { out.initKeys(1).set(0, 2); });
+  err = p.ask_void(master, put_revoke_atom::value, revoke);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  // From another actor than node 0's owner: an eviction and a heartbeat.
+  auto evict = make_envelope<wire::EvictRequest>([](wire::EvictRequest::Builder out) {
+    out.setNode(0);
+    out.initKeys(1).set(0, 1);
+    out.initOffloaded(1).set(0, false);
+  });
+  auto evicted = p.ask(master, evict_atom::value, evict);
+  ASSERT_FALSE(evicted);
+  EXPECT_TRUE(is(evicted.error(), errc::access_denied)) << describe(evicted.error());
+  auto beat = make_envelope<wire::OwnerHeartbeat>([](wire::OwnerHeartbeat::Builder out) {
+    out.setNode(0);
+    out.setDramCapacityBytes(1);
+  });
+  err = p.ask_void(master, owner_atom::value, heartbeat_atom::value, beat);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  // None of it changed anything: the writer commits both, and both read back.
+  EXPECT_FALSE(p.ask_void(p.writer, put_commit_atom::value, pool::commit_message({1, 2}, sums)));
+  for (const auto& replicas : p.get({1, 2}))
+    EXPECT_EQ(replicas.size(), 1u);
 }
 
 } // namespace
