@@ -14,6 +14,7 @@
 #include "apps/sim/bench_fidelity.hpp"
 #include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
+#include "apps/up/up_command.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -45,6 +46,32 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"config", "stream", "after", "ab"}));
   run_cmd->add_flag("--no-progress{false}", run.progress, "Do not print the progress line");
   run_cmd->add_flag("--verbose", run.verbose, "Log actor warnings");
+
+  crescent::cli::up_options up;
+  auto* up_cmd = app.add_subcommand(
+      "up", "Bring up a cluster that spans processes from one file: start a `crescent node` for "
+            "every node with an address, replay the head of a trace, carry out a fault plan, "
+            "check the invariants, tear everything down (docs/faults.md)");
+  up_cmd->add_option("cluster", up.cluster_path, "Cluster file (YAML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  up_cmd->add_option("--faults", up.faults_path, "Fault plan (YAML): kill and pause node processes")
+      ->check(CLI::ExistingFile);
+  up_cmd->add_option("--run-dir", up.run_dir,
+                     "Where the report, the fault log and each node's log go (new or empty; "
+                     "default: crescent-up-<seconds since the epoch>)");
+  up_cmd->add_option("--trace", up.run.trace_path, "Mooncake trace (JSONL)")->capture_default_str();
+  up_cmd->add_option("--requests", up.run.requests, "Requests to replay from the head of the trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  up_cmd->add_option("--speedup", up.run.speedup, "Replay arrivals this many times faster")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  up_cmd->add_option("--output-scale", up.run.output_scale, "Multiply output lengths by this")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e3));
+  up_cmd->add_flag("--no-progress{false}", up.run.progress, "Do not print the progress line");
+  up_cmd->add_flag("--verbose", up.run.verbose, "Log actor warnings");
 
   crescent::sim::replay_options replay;
   auto* replay_cmd = app.add_subcommand(
@@ -386,6 +413,8 @@ int main(int argc, char** argv) {
     return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
+  if (app.got_subcommand("up"))
+    return crescent::cli::up_command(up);
   if (app.got_subcommand("profile"))
     return crescent::cli::profile_command(profile);
   if (app.got_subcommand("replay"))

@@ -44,32 +44,6 @@ std::optional<std::string> missing_default_trace(const std::string& trace_path) 
                      trace_path, ec ? trace_path : tried.string());
 }
 
-void print_header(const run_options& opt, const cluster_config& cfg,
-                  const replay::workload_options& w, size_t requests) {
-  uint32_t prefill = 0, decode = 0, coupled = 0, hosted = 0;
-  for (const auto& n : cfg.nodes) {
-    prefill += n.prefill_instances;
-    decode += n.decode_instances;
-    coupled += n.coupled_instances;
-    hosted += n.hosted_elsewhere() ? 1 : 0;
-  }
-  fmt::print("crescent run: {} requests from {}\n", requests, opt.trace_path);
-  fmt::print("  scale       one trace block (512 tokens) = {} model tokens (input x{:.5f}); "
-             "outputs x{}; arrivals {}x faster than the trace\n",
-             w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
-  const std::string where =
-      hosted == 0 ? "one process" : fmt::format("{} of them in `crescent node` processes", hosted);
-  const std::string instances =
-      coupled == 0 ? fmt::format("{} prefill, {} decode", prefill, decode)
-                   : fmt::format("{} coupled ({}{})", coupled,
-                                 cfg.coupled.chunked_prefill ? "chunked prefill" : "prefill first",
-                                 cfg.coupled.prefix_caching ? ", prefix caching" : "");
-  fmt::print(
-      "  cluster     {} nodes ({}), {}, a block owner per node; model {} layers, d_model {}, "
-      "vocab {}, reference engine on the CPU\n",
-      cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab);
-}
-
 void set_kv_send(cluster_config& cfg, bool stream) {
   cfg.prefill.stream_min_tokens = stream ? 0 : std::numeric_limits<uint32_t>::max();
 }
@@ -149,21 +123,15 @@ int run_command(const run_options& opt) {
   }
   if (auto err = check_real_time(cfg))
     return fail(opt.config_path + ": " + describe(err));
-  if (auto missing = missing_default_trace(opt.trace_path))
-    return fail(*missing);
-  auto records = replay::read_trace(opt.trace_path, opt.requests);
-  if (!records)
-    return fail(describe(records.error()));
-  replay::workload_options w{tokens_per_trace_block(cfg), cfg.model.vocab, opt.output_scale,
-                             opt.speedup};
-  std::vector<replay::synthetic_request> requests;
-  for (size_t i = 0; i < records->size(); ++i)
-    requests.push_back(replay::synthesize((*records)[i], i, w));
-  print_header(opt, cfg, w, requests.size());
-  std::fflush(stdout); // the header before the progress line on stderr
   if (opt.kv_send != "config" && is_coupled(cfg))
     return fail("--kv-send chooses how prefill instances send KV to decode; coupled instances "
                 "decode where they prefill");
+  auto loaded = requests_for(opt, cfg);
+  if (!loaded)
+    return fail(describe(loaded.error()));
+  auto requests = std::move(*loaded);
+  fmt::print("{}", format_header(opt, cfg, requests.size()));
+  std::fflush(stdout); // the header before the progress line on stderr
   if (opt.kv_send == "ab")
     return run_ab(opt, cfg, requests);
   if (opt.kv_send != "config")
@@ -174,14 +142,62 @@ int run_command(const run_options& opt) {
   if (opt.progress)
     fmt::print(stderr, "\n");
   auto summary = replay::summarize(run->results);
-  fmt::print("{}", replay::format_summary(summary));
-  fmt::print("{}", format_handoff(run->results, is_coupled(cfg)));
-  fmt::print("{}", replay::format_transfer_metrics(run->moved));
-  fmt::print("wall time     {:.2f} s\n", run->wall_s);
+  fmt::print("{}", format_report(*run, cfg));
   for (const auto& r : run->results)
     if (r.status == replay::outcome_status::failed)
       fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
   return summary.failed == 0 ? 0 : 1;
+}
+
+caf::expected<std::vector<replay::synthetic_request>> requests_for(const run_options& opt,
+                                                                   const cluster_config& cfg) {
+  if (auto missing = missing_default_trace(opt.trace_path))
+    return make_error(errc::bad_config, *missing);
+  auto records = replay::read_trace(opt.trace_path, opt.requests);
+  if (!records)
+    return std::move(records.error());
+  replay::workload_options w{tokens_per_trace_block(cfg), cfg.model.vocab, opt.output_scale,
+                             opt.speedup};
+  std::vector<replay::synthetic_request> requests;
+  for (size_t i = 0; i < records->size(); ++i)
+    requests.push_back(replay::synthesize((*records)[i], i, w));
+  return requests;
+}
+
+std::string format_header(const run_options& opt, const cluster_config& cfg, size_t requests) {
+  const replay::workload_options w{tokens_per_trace_block(cfg), cfg.model.vocab, opt.output_scale,
+                                   opt.speedup};
+  uint32_t prefill = 0, decode = 0, coupled = 0, hosted = 0;
+  for (const auto& n : cfg.nodes) {
+    prefill += n.prefill_instances;
+    decode += n.decode_instances;
+    coupled += n.coupled_instances;
+    hosted += n.hosted_elsewhere() ? 1 : 0;
+  }
+  std::string out = fmt::format("crescent run: {} requests from {}\n", requests, opt.trace_path);
+  out += fmt::format("  scale       one trace block (512 tokens) = {} model tokens (input "
+                     "x{:.5f}); outputs x{}; arrivals {}x faster than the trace\n",
+                     w.block_tokens, replay::input_scale(w), w.output_scale, w.speedup);
+  const std::string where =
+      hosted == 0 ? "one process" : fmt::format("{} of them in `crescent node` processes", hosted);
+  const std::string instances =
+      coupled == 0 ? fmt::format("{} prefill, {} decode", prefill, decode)
+                   : fmt::format("{} coupled ({}{})", coupled,
+                                 cfg.coupled.chunked_prefill ? "chunked prefill" : "prefill first",
+                                 cfg.coupled.prefix_caching ? ", prefix caching" : "");
+  out += fmt::format(
+      "  cluster     {} nodes ({}), {}, a block owner per node; model {} layers, d_model {}, "
+      "vocab {}, reference engine on the CPU\n",
+      cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab);
+  return out;
+}
+
+std::string format_report(const replay::real_time_run& run, const cluster_config& cfg) {
+  std::string out = replay::format_summary(replay::summarize(run.results));
+  out += format_handoff(run.results, is_coupled(cfg));
+  out += replay::format_transfer_metrics(run.moved);
+  out += fmt::format("wall time     {:.2f} s\n", run.wall_s);
+  return out;
 }
 
 } // namespace crescent::cli

@@ -1,8 +1,15 @@
 // `crescent run`: bring up the embedded cluster, replay the head of a trace, print the report.
 #pragma once
 
+#include "actors/cluster/cluster_config.hpp"
+#include "apps/replay/real_time.hpp"
+#include "apps/replay/workload.hpp"
+
+#include <caf/expected.hpp>
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace crescent::cli {
 
@@ -28,5 +35,18 @@ struct run_options {
 /// Returns the process exit status: 0 if every request completed or was rejected, 1 if any
 /// failed, 2 if the run could not start (bad config, bad trace, bring-up error).
 int run_command(const run_options& opt);
+
+// What `crescent up` shares with `crescent run`.
+
+/// The requests of a run: the head of opt's trace, scaled to the cluster. Errors: a missing
+/// default trace (said so), an unreadable trace or a bad line.
+caf::expected<std::vector<replay::synthetic_request>> requests_for(const run_options& opt,
+                                                                   const cluster_config& cfg);
+
+/// What the run is (the trace, its scale, the cluster), printed before it starts.
+std::string format_header(const run_options& opt, const cluster_config& cfg, size_t requests);
+
+/// The report after a run: outcomes, TTFT and TBT, prefix hits, the hand-off, the KV moved.
+std::string format_report(const replay::real_time_run& run, const cluster_config& cfg);
 
 } // namespace crescent::cli

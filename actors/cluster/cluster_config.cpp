@@ -192,6 +192,21 @@ caf::error validate_coupled(const cluster_config& cfg) {
   return caf::none;
 }
 
+// A launcher names only the placeholders `crescent up` fills in, and is of a sane length.
+caf::error check_launcher(const std::string& launcher) {
+  if (launcher.size() > 4096)
+    return field_error("launcher", "at most 4096 characters");
+  for (size_t at = launcher.find('{'); at != std::string::npos; at = launcher.find('{', at + 1)) {
+    const auto end = launcher.find('}', at);
+    const auto name = launcher.substr(at + 1, end == std::string::npos ? 0 : end - at - 1);
+    if (end == std::string::npos || (name != "crescent" && name != "config" && name != "node" &&
+                                     name != "host" && name != "port"))
+      return field_error("launcher", "'{" + name + (end == std::string::npos ? "" : "}") +
+                                         "' is not {crescent}, {config}, {node}, {host} or {port}");
+  }
+  return caf::none;
+}
+
 } // namespace
 
 caf::error validate(const cluster_config& cfg) {
@@ -294,6 +309,8 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("conductor.slo", "ttft_ms and tbt_ms must be positive");
   if (cfg.trace_block_tokens > 4096)
     return field_error("trace_block_tokens", "must be in [0, 4096]");
+  if (auto err = check_launcher(cfg.launcher))
+    return err;
   if (auto err = validate_hosting(cfg))
     return err;
   // Checked for one-process clusters too, which use none of it: a file fails the same way

@@ -281,6 +281,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
        {"transfer", [&](auto& v, auto&) { return read_transfer(r, v, c.transfer); }},
        {"trace_block_tokens",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.trace_block_tokens, 0, 4096); }},
+       {"launcher", [&](auto& v, auto& f) { return r.read_string(v, f, c.launcher); }},
        {"join_timeout_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
        {"heartbeat_interval_ms",
@@ -343,13 +344,10 @@ caf::error resolve_engine(cluster_config& c, const given_keys& model_keys,
 caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
                                                    const std::string& source_name,
                                                    const std::string& base_dir) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& ex) {
-    return make_error(errc::bad_config, source_name + ":" + std::to_string(ex.mark.line + 1) +
-                                            ": not valid YAML: " + ex.msg);
-  }
+  auto parsed = load_yaml(yaml_text, source_name);
+  if (!parsed)
+    return std::move(parsed.error());
+  const YAML::Node root = std::move(*parsed);
   cluster_config cfg;
   if (root.IsNull())
     return cfg;

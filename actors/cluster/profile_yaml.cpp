@@ -125,13 +125,10 @@ caf::expected<std::string> read_file(const std::string& path) {
 
 caf::expected<std::shared_ptr<const modeled_profile>> parse_profile(const std::string& yaml_text,
                                                                     const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& ex) {
-    return make_error(errc::bad_config, source + ":" + std::to_string(ex.mark.line + 1) +
-                                            ": not valid YAML: " + ex.msg);
-  }
+  auto parsed = load_yaml(yaml_text, source);
+  if (!parsed)
+    return std::move(parsed.error());
+  const YAML::Node root = std::move(*parsed);
   auto p = std::make_shared<modeled_profile>();
   yaml_reader reader{source};
   try {

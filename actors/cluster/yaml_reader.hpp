@@ -144,4 +144,14 @@ class yaml_reader {
 
 inline constexpr uint64_t u32_max = std::numeric_limits<uint32_t>::max();
 
+/// Parses YAML text; an error names the source and the line ("f.yaml:3: not valid YAML: ...").
+inline caf::expected<YAML::Node> load_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& ex) {
+    return make_error(errc::bad_config, source + ":" + std::to_string(ex.mark.line + 1) +
+                                            ": not valid YAML: " + ex.msg);
+  }
+}
+
 } // namespace crescent

@@ -25,7 +25,8 @@ std::string self_executable() {
 }
 
 caf::expected<child_process> child_process::spawn(const std::string& program,
-                                                  const std::vector<std::string>& args) {
+                                                  const std::vector<std::string>& args,
+                                                  const std::string& stderr_path) {
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
     return make_error(errc::io_error, std::string{"pipe: "} + std::strerror(errno));
@@ -33,13 +34,25 @@ caf::expected<child_process> child_process::spawn(const std::string& program,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  if (!stderr_path.empty())
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, stderr_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_APPEND, 0644);
+  // The child starts with no signal blocked, whatever this process blocks (crescent up keeps
+  // SIGINT and SIGTERM for a watcher thread; its nodes must still exit on them).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   std::vector<char*> argv{const_cast<char*>(program.c_str())};
   for (const auto& a : args)
     argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   child_process c;
-  int rc = posix_spawn(&c.pid_, program.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&c.pid_, program.c_str(), &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   close(in[0]);
   close(out[1]);
   c.stdin_fd_ = in[1];
@@ -98,6 +111,33 @@ void child_process::kill() {
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+}
+
+bool child_process::signal(int sig) {
+  return pid_ > 0 && ::kill(pid_, sig) == 0;
+}
+
+caf::expected<int> child_process::wait_exit(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid_ > 0) {
+    int status = 0;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (done < 0 || std::chrono::steady_clock::now() >= deadline)
+      break;
+    poll(nullptr, 0, 10);
+  }
+  return make_error(errc::timeout,
+                    pid_ > 0 ? "the child is still running" : "no child to wait for");
+}
+
+bool child_process::running() {
+  if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == pid_)
+    pid_ = -1;
+  return pid_ > 0;
 }
 
 caf::expected<std::string> child_process::read_line(std::chrono::milliseconds timeout) {

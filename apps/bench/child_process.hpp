@@ -14,8 +14,10 @@ namespace crescent::bench {
 
 class child_process {
  public:
+  /// `stderr_path`: the child's standard error is appended to that file (empty: this process's).
   static caf::expected<child_process> spawn(const std::string& program,
-                                            const std::vector<std::string>& args);
+                                            const std::vector<std::string>& args,
+                                            const std::string& stderr_path = {});
 
   child_process(child_process&& other) noexcept;
   /// Ends the child this held (as the destructor does) and takes over `other`'s.
@@ -31,6 +33,17 @@ class child_process {
 
   /// SIGKILL, now.
   void kill();
+
+  /// Sends `sig` (SIGSTOP, SIGCONT, SIGKILL, ...) without waiting for its effect. False when the
+  /// child is gone already (reaped) or the signal could not be sent.
+  bool signal(int sig);
+
+  /// Whether the child has not ended yet (one that has is reaped here).
+  bool running();
+
+  /// Waits at most `timeout` for the child to end, reaps it and returns its exit status (128 +
+  /// the signal that ended it, as a shell says). Errors: still running, or reaped already.
+  caf::expected<int> wait_exit(std::chrono::milliseconds timeout);
 
   pid_t pid() const { return pid_; }
 

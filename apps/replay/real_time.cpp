@@ -15,7 +15,8 @@ namespace crescent::replay {
 
 caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
                                                  std::vector<synthetic_request> requests,
-                                                 std::FILE* progress) {
+                                                 std::FILE* progress,
+                                                 const std::function<void()>& started) {
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, spans_processes(cfg));
   caf::actor_system sys{sys_cfg};
@@ -23,7 +24,9 @@ caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
   if (!cl)
     return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));
   auto results = std::make_shared<std::vector<request_result>>();
-  const auto started = std::chrono::steady_clock::now();
+  if (started)
+    started();
+  const auto start_time = std::chrono::steady_clock::now();
   caf::error err;
   {
     auto driver = spawn_replay_driver(sys, **cl, std::move(requests), results, {progress});
@@ -32,7 +35,7 @@ caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
         .receive([] {}, [&](caf::error& e) { err = std::move(e); });
   }
   real_time_run out;
-  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   out.moved = (*cl)->transfer().metrics();
   (*cl)->stop();
   sys.await_all_actors_done();

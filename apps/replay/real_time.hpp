@@ -11,6 +11,7 @@
 #include <caf/expected.hpp>
 
 #include <cstdio>
+#include <functional>
 #include <vector>
 
 namespace crescent::replay {
@@ -22,9 +23,11 @@ struct real_time_run {
 };
 
 /// Errors: bring-up (with the reason), or the replay driver's. `progress`: a progress line every
-/// second there (null: none).
+/// second there (null: none). `started`, if given, is called once the cluster is up, just before
+/// the first request is submitted.
 caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
                                                  std::vector<synthetic_request> requests,
-                                                 std::FILE* progress);
+                                                 std::FILE* progress,
+                                                 const std::function<void()>& started = {});
 
 } // namespace crescent::replay

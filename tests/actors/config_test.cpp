@@ -81,6 +81,11 @@ TEST(cluster_config, errors_name_the_field_and_line) {
 
   e = error_of("- just\n- a list\n");
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
+
+  e = error_of("launcher: \"ssh {hots} exec crescent node --node {node}\"\n");
+  EXPECT_NE(e.find("launcher: '{hots}' is not {crescent}, {config}, {node}, {host} or {port}"),
+            std::string::npos)
+      << e;
 }
 
 TEST(cluster_config, coupled_instances_and_their_errors) {

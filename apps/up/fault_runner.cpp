@@ -1,0 +1,85 @@
+#include "apps/up/fault_runner.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <algorithm>
+
+namespace crescent::up {
+
+fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
+                           const std::string& log_path)
+    : nodes_(nodes), log_(log_path, std::ios::app) {
+  for (const auto& f : plan.faults) {
+    if (f.kind == fault_kind::kill) {
+      actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f)});
+      continue;
+    }
+    actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f)});
+    actions_.push_back(
+        {f.at_ms + f.for_ms, SIGCONT, f.node, "resume node " + std::to_string(f.node)});
+  }
+  std::stable_sort(actions_.begin(), actions_.end(),
+                   [](const action& a, const action& b) { return a.at_ms < b.at_ms; });
+}
+
+fault_runner::~fault_runner() {
+  stop();
+}
+
+void fault_runner::start() {
+  const auto now = std::chrono::steady_clock::now();
+  thread_ = std::thread([this, now] { run(now); });
+}
+
+void fault_runner::stop() {
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable())
+    thread_.join();
+}
+
+size_t fault_runner::injected() const {
+  std::lock_guard<std::mutex> guard{mutex_};
+  return injected_;
+}
+
+void fault_runner::run(std::chrono::steady_clock::time_point start) {
+  for (const auto& a : actions_) {
+    std::unique_lock<std::mutex> lock{mutex_};
+    if (wake_.wait_until(lock, start + std::chrono::milliseconds(a.at_ms),
+                         [this] { return stopping_; }))
+      return;
+    lock.unlock();
+    apply(a, start);
+  }
+}
+
+void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
+  auto x = std::find_if(nodes_.begin(), nodes_.end(),
+                        [&](const node_process& p) { return p.node == a.node; });
+  const double at_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (x == nodes_.end() || x->killed) {
+    log_ << fmt::format("{:.1f} ms: {}: skipped, the node's process is gone\n", at_ms, a.what);
+    return;
+  }
+  const auto pid = x->process.pid();
+  const bool sent = x->process.signal(a.signal);
+  if (sent && a.signal == SIGKILL)
+    x->killed = true;
+  if (sent && (a.signal == SIGSTOP || a.signal == SIGCONT))
+    x->paused = a.signal == SIGSTOP;
+  log_ << fmt::format("{:.1f} ms: {} (pid {}){}\n", at_ms, a.what, pid,
+                      sent ? "" : ": the signal could not be sent")
+       << std::flush;
+  if (sent && a.signal != SIGCONT) {
+    std::lock_guard<std::mutex> guard{mutex_};
+    ++injected_;
+  }
+}
+
+} // namespace crescent::up

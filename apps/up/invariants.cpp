@@ -1,0 +1,87 @@
+#include "apps/up/invariants.hpp"
+
+#include "gpu/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace crescent::up {
+
+std::vector<uint32_t> reference_tokens(const gpu::model_config& model,
+                                       const std::vector<uint32_t>& prompt,
+                                       uint32_t max_new_tokens) {
+  gpu::engine_options options;
+  options.timing = gpu::timing_mode::modeled; // nothing here is timed
+  auto engine = gpu::make_reference_engine(model, options);
+  if (!engine || prompt.empty() || max_new_tokens == 0)
+    return {};
+  const size_t pages =
+      (prompt.size() + max_new_tokens + model.block_tokens - 1) / model.block_tokens;
+  std::vector<std::byte> memory(pages * model.page_bytes());
+  std::vector<std::byte*> ptrs;
+  for (size_t i = 0; i < pages; ++i)
+    ptrs.push_back(memory.data() + i * model.page_bytes());
+  auto first = (*engine)->prefill({ptrs, 0}, prompt);
+  if (!first)
+    return {};
+  std::vector<uint32_t> out{first->next_token};
+  auto length = static_cast<uint32_t>(prompt.size());
+  while (out.size() < max_new_tokens) {
+    gpu::sequence_ref seq{ptrs, length};
+    uint32_t input = out.back();
+    auto step = (*engine)->decode(std::span{&seq, 1}, std::span{&input, 1});
+    if (!step)
+      return {};
+    out.push_back(step->next_tokens.at(0));
+    ++length;
+  }
+  return out;
+}
+
+invariant_report check_invariants(const cluster_config& cfg,
+                                  const std::vector<replay::synthetic_request>& requests,
+                                  const std::vector<replay::request_result>& results) {
+  invariant_report r;
+  r.requests = requests.size();
+  auto violate = [&](std::string what) {
+    if (r.violations.size() < violations_listed_max)
+      r.violations.push_back(std::move(what));
+    else if (r.violations.size() == violations_listed_max)
+      r.violations.push_back("and more");
+  };
+  std::map<uint64_t, const replay::request_result*> outcome;
+  for (const auto& x : results)
+    if (!outcome.emplace(x.id, &x).second)
+      violate(fmt::format("request {} ended twice", x.id));
+  for (const auto& q : requests) {
+    auto i = outcome.find(q.id);
+    if (i == outcome.end()) {
+      violate(fmt::format("request {} never ended", q.id));
+      continue;
+    }
+    ++r.ended;
+    const auto& x = *i->second;
+    if (x.status == replay::outcome_status::failed && x.reason.empty())
+      violate(fmt::format("request {} failed without a reason", q.id));
+    if (x.status != replay::outcome_status::completed)
+      continue;
+    ++r.tokens_checked;
+    if (x.tokens != reference_tokens(cfg.model, q.tokens, q.max_new_tokens) && ++r.tokens_wrong)
+      violate(
+          fmt::format("request {} completed with other tokens than the reference engine's", q.id));
+  }
+  return r;
+}
+
+std::string format_invariants(const invariant_report& r) {
+  std::string out = fmt::format(
+      "invariants    {}: {} of {} requests ended with one outcome; {} completed ones decoded the "
+      "reference engine's tokens\n",
+      r.held() ? "held" : "VIOLATED", r.ended, r.requests, r.tokens_checked - r.tokens_wrong);
+  for (const auto& v : r.violations)
+    out += "  violation   " + v + "\n";
+  return out;
+}
+
+} // namespace crescent::up

@@ -1,0 +1,48 @@
+// The node processes of a `crescent up` run: one `crescent node` per node of the cluster file
+// that has an address, started through the file's launcher, each ready once it printed its
+// ready line, each with its standard error (its log) in the run directory.
+#pragma once
+
+#include "actors/cluster/cluster_config.hpp"
+#include "apps/bench/child_process.hpp"
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace crescent::up {
+
+struct node_process {
+  uint32_t node = 0;
+  bench::child_process process;
+  std::string log_path;
+  bool killed = false;
+  bool paused = false;
+  // Copies what the node prints after its ready line into its log as it comes, so that a node
+  // that logs much never blocks on a full pipe.
+  std::unique_ptr<std::thread> output;
+};
+
+/// The command that starts node `node` (cluster_config::launcher): a program and its arguments.
+std::vector<std::string> launch_command(const cluster_config& cfg, const std::string& config_path,
+                                        uint32_t node);
+
+/// Starts every hosted node's process and waits for each to be ready (at most `timeout` each).
+/// On an error the processes already started are stopped, and the error names the node and
+/// its log.
+caf::expected<std::vector<node_process>> launch_nodes(const cluster_config& cfg,
+                                                      const std::string& config_path,
+                                                      const std::string& run_dir,
+                                                      std::chrono::milliseconds timeout);
+
+/// Ends them: resumes paused ones, closes their input (they exit), waits for what they print as
+/// they go (their transfer counters) to reach their logs, kills any still running after a
+/// grace period, and reaps them all.
+void stop_nodes(std::vector<node_process>& nodes);
+
+} // namespace crescent::up

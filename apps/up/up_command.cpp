@@ -1,0 +1,177 @@
+#include "apps/up/up_command.hpp"
+
+#include "apps/up/fault_plan.hpp"
+#include "apps/up/fault_runner.hpp"
+#include "apps/up/invariants.hpp"
+#include "apps/up/node_launch.hpp"
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace crescent::cli {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent up: {}\n", what);
+  return 2;
+}
+
+// The node processes' ids, for the signal watcher: on SIGINT or SIGTERM they are killed before
+// this process exits, so that none is left behind.
+struct process_registry {
+  std::mutex mutex;
+  std::vector<pid_t> pids;
+};
+
+process_registry& registry() {
+  static process_registry r;
+  return r;
+}
+
+// Waits for SIGINT or SIGTERM on a thread of its own (every other thread has them blocked):
+// kills the node processes, reaps them and exits with 128 + the signal.
+void watch_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread([set] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0)
+      return;
+    std::lock_guard<std::mutex> guard{registry().mutex};
+    for (auto pid : registry().pids) {
+      kill(pid, SIGCONT);
+      kill(pid, SIGKILL);
+    }
+    for (auto pid : registry().pids)
+      waitpid(pid, nullptr, 0);
+    fmt::print(stderr, "\ncrescent up: interrupted (signal {}); every node process is gone\n", sig);
+    std::_Exit(128 + sig);
+  }).detach();
+}
+
+caf::expected<std::string> make_run_dir(const std::string& asked) {
+  namespace fs = std::filesystem;
+  const std::string dir =
+      asked.empty()
+          ? "crescent-up-" + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                std::chrono::system_clock::now().time_since_epoch())
+                                                .count())
+          : asked;
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_empty(dir, ec))
+    return make_error(errc::bad_config, "--run-dir " + dir + " exists and is not empty");
+  if (!fs::create_directories(dir, ec) && ec)
+    return make_error(errc::io_error, "--run-dir " + dir + ": " + ec.message());
+  return fs::absolute(dir, ec).string();
+}
+
+// The cluster file, the plan, the run directory: everything checked before a process starts.
+struct prepared {
+  cluster_config cfg;
+  up::fault_plan plan;
+  std::string run_dir;
+  std::vector<replay::synthetic_request> requests;
+};
+
+caf::expected<prepared> prepare(const up_options& opt) {
+  prepared p;
+  auto cfg = load_cluster_config(opt.cluster_path);
+  if (!cfg)
+    return std::move(cfg.error());
+  if (auto err = check_real_time(*cfg))
+    return make_error(errc::bad_config, opt.cluster_path + ": " + describe(err));
+  p.cfg = std::move(*cfg);
+  if (!opt.faults_path.empty()) {
+    auto plan = up::load_fault_plan(opt.faults_path);
+    if (!plan)
+      return std::move(plan.error());
+    if (auto err = up::check_fault_plan(*plan, p.cfg, opt.faults_path))
+      return err;
+    p.plan = std::move(*plan);
+  }
+  auto requests = requests_for(opt.run, p.cfg);
+  if (!requests)
+    return std::move(requests.error());
+  p.requests = std::move(*requests);
+  auto dir = make_run_dir(opt.run_dir);
+  if (!dir)
+    return std::move(dir.error());
+  p.run_dir = std::move(*dir);
+  // The block metadata lives in the run directory: nothing is left in /tmp, even on SIGINT.
+  if (p.cfg.store.db_path.empty())
+    p.cfg.store.db_path = p.run_dir + "/metadata";
+  return p;
+}
+
+void write_processes(const std::string& run_dir, const std::vector<up::node_process>& nodes) {
+  std::ofstream out{run_dir + "/processes.txt"};
+  out << "main " << getpid() << "\n";
+  for (const auto& x : nodes)
+    out << "node " << x.node << " " << x.process.pid() << "\n";
+}
+
+} // namespace
+
+int up_command(const up_options& opt) {
+  spdlog::set_level(opt.run.verbose ? spdlog::level::info : spdlog::level::err);
+  if (opt.run.requests == 0 || opt.run.speedup <= 0 || opt.run.output_scale <= 0)
+    return fail("--requests, --speedup and --output-scale must be positive");
+  auto p = prepare(opt);
+  if (!p)
+    return fail(describe(p.error()));
+  watch_signals();
+  const auto config_path = std::filesystem::absolute(opt.cluster_path).string();
+  auto nodes = up::launch_nodes(p->cfg, config_path, p->run_dir,
+                                std::chrono::milliseconds(p->cfg.join_timeout_ms));
+  if (!nodes)
+    return fail(describe(nodes.error()));
+  {
+    std::lock_guard<std::mutex> guard{registry().mutex};
+    for (const auto& x : *nodes)
+      registry().pids.push_back(x.process.pid());
+  }
+  write_processes(p->run_dir, *nodes);
+  auto header = format_header(opt.run, p->cfg, p->requests.size());
+  fmt::print("{}  run         {} ({} node processes, {} faults planned)\n", header, p->run_dir,
+             nodes->size(), p->plan.faults.size());
+  std::fflush(stdout);
+  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log"};
+  auto run = replay::replay_in_real_time(p->cfg, p->requests, opt.run.progress ? stderr : nullptr,
+                                         [&] { faults.start(); });
+  faults.stop();
+  up::stop_nodes(*nodes);
+  {
+    std::lock_guard<std::mutex> guard{registry().mutex};
+    registry().pids.clear();
+  }
+  if (!run)
+    return fail(describe(run.error()) + " (node logs in " + p->run_dir + ")");
+  if (opt.run.progress)
+    fmt::print(stderr, "\n");
+  const auto invariants = up::check_invariants(p->cfg, p->requests, run->results);
+  const auto report = header + format_report(*run, p->cfg) +
+                      fmt::format("faults        {} of {} carried out (faults.log)\n",
+                                  faults.injected(), p->plan.faults.size()) +
+                      up::format_invariants(invariants);
+  fmt::print("{}", report.substr(header.size()));
+  std::ofstream{p->run_dir + "/report.txt"} << report;
+  const auto summary = replay::summarize(run->results);
+  return summary.failed == 0 && invariants.held() ? 0 : 1;
+}
+
+} // namespace crescent::cli

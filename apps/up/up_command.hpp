@@ -1,0 +1,28 @@
+// `crescent up CLUSTER.yaml`: a whole cluster that spans processes from one file. It starts a
+// `crescent node` process for every node with an address (through the file's launcher), brings
+// the cluster up in this process once they are ready, replays the workload, carries out a fault
+// plan meanwhile (--faults), checks the invariants, and tears every process down, also on SIGINT
+// or SIGTERM and when a start fails. Everything lands in the run directory: report.txt,
+// faults.log, node-N.log (each node's log and transfer counters), processes.txt, the metadata.
+// docs/faults.md.
+#pragma once
+
+#include "apps/run_command.hpp"
+
+#include <string>
+
+namespace crescent::cli {
+
+struct up_options {
+  std::string cluster_path;
+  std::string faults_path; // empty: no faults
+  std::string run_dir;     // empty: crescent-up-<seconds since the epoch> here
+  run_options run;         // the workload, as crescent run's (its config_path is cluster_path)
+};
+
+/// Exit status as crescent run: 0 when every request completed or was rejected and the
+/// invariants held, 1 when a request failed or an invariant did not hold, 2 when the run could
+/// not start (a bad flag, file or plan, a node that did not start or join), 130 on SIGINT.
+int up_command(const up_options& opt);
+
+} // namespace crescent::cli
