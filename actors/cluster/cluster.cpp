@@ -83,6 +83,7 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
   copt.prefill_group = cfg.prefill.group_instances;
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
+  copt.liveness_check = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
   copt.policy = cfg.conductor.policy;
   copt.admission = cfg.conductor.admission;
   copt.kvcache_balancing_threshold = cfg.conductor.kvcache_balancing_threshold;

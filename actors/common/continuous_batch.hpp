@@ -30,9 +30,11 @@ inline std::vector<uint64_t> rotating_batch(const std::vector<uint64_t>& ids, si
   return batch;
 }
 
-/// Sends request `request_id`'s `tokens` to its actor; `final`: the last of them.
-inline void send_token_batch(const request_actor& to, uint64_t request_id,
-                             std::span<const uint32_t> tokens, bool final) {
+/// Sends request `request_id`'s `tokens` to its actor from `self` (the request takes tokens only
+/// from its decode instance); `final`: the last of them.
+template <class Self>
+void send_token_batch(Self* self, const request_actor& to, uint64_t request_id,
+                      std::span<const uint32_t> tokens, bool final) {
   auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
     out.setRequestId(request_id);
     auto list = out.initTokens(static_cast<unsigned>(tokens.size()));
@@ -40,7 +42,7 @@ inline void send_token_batch(const request_actor& to, uint64_t request_id,
       list.set(i, tokens[i]);
     out.setFinal(final);
   });
-  caf::anon_send(to, tokens_atom::value, msg);
+  self->send(to, tokens_atom::value, msg);
 }
 
 } // namespace crescent

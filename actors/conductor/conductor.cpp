@@ -90,6 +90,12 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
       [=](evicted_atom, const envelope& msg) { on_blocks_gone(self, msg); },
       [=](watch_atom, const std::vector<caf::actor>& agents) { on_watch(self, agents); },
       [=](stats_atom) { return make_stats(self); },
+      [=](tick_atom) {
+        if (refuse_unless_self_sent(self, "tick"))
+          return;
+        check_liveness(self);
+        self->delayed_send(self, self->state.options.liveness_check, tick_atom::value);
+      },
   };
 }
 

@@ -27,6 +27,9 @@ struct conductor_options {
   // coupled instance, so a request decodes where it prefills.
   bool coupled = false;
   std::chrono::milliseconds heartbeat_timeout{5000};
+  // How often it looks for nodes that went silent (no heartbeat within heartbeat_timeout) or
+  // gone: the requests placed on them fail then, with the reason.
+  std::chrono::milliseconds liveness_check{1000};
   size_t requests_in_flight_max = 1u << 20;
   // Placement (docs/scheduling.md): the policy, admission against the SLOs, Algorithm 1's
   // threshold, and the predictions they rest on.

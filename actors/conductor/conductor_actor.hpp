@@ -31,6 +31,9 @@ using conductor_actor = caf::typed_actor<
     // watches them; a node whose agent is gone takes no new requests from then on.
     caf::reacts_to<watch_atom, std::vector<caf::actor>>,
     // -> ConductorStats
-    caf::replies_to<stats_atom>::with<envelope>>;
+    caf::replies_to<stats_atom>::with<envelope>,
+    // internal, once bring-up told it the agents: look for nodes gone silent, every
+    // liveness_check (their requests fail then, not at their deadlines)
+    caf::reacts_to<tick_atom>>;
 
 } // namespace crescent

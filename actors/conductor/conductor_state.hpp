@@ -5,6 +5,7 @@
 #include "actors/conductor/conductor.hpp"
 #include "actors/conductor/policy.hpp"
 #include "actors/conductor/prefix_index.hpp"
+#include "actors/request/request_actor.hpp"
 
 #include <caf/actor_clock.hpp>
 
@@ -18,8 +19,8 @@ namespace crescent {
 struct placed_request {
   uint32_t prefill = 0;
   uint32_t decode = 0;
-  bool prefill_open = true;  // counted in the prefill instance's queue
-  caf::actor_addr requester; // who asked: only it may say the request ended
+  bool prefill_open = true; // counted in the prefill instance's queue
+  request_actor requester;  // who asked: only it may say the request ended
 };
 
 /// A job placed on a prefill instance and not ended, as predicted.
@@ -72,6 +73,7 @@ struct conductor_state {
   // Heartbeats count only from a node's own agent.
   std::vector<caf::actor_addr> node_agent;
   std::vector<bool> node_gone;
+  std::vector<bool> node_was_live; // as the last liveness check found them
   bool watching = false;
   std::unordered_map<uint64_t, placed_request> in_flight;
   uint64_t placed = 0;
@@ -87,6 +89,8 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg);
 caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg);
 void on_blocks_gone(conductor_ptr self, const envelope& msg);
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents);
+/// Fails the requests placed on nodes that went silent or gone since the last check.
+void check_liveness(conductor_ptr self);
 bool node_alive(conductor_ptr self, uint32_t node);
 bool node_alive(conductor_ptr self, uint32_t node, caf::actor_clock::time_point now);
 int64_t now_ns(conductor_ptr self);

@@ -3,6 +3,7 @@
 #include "actors/conductor/conductor_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
+#include "messages/schema/request.capnp.h"
 
 #include <caf/stateful_actor.hpp>
 
@@ -145,7 +146,7 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
   auto i = st.in_flight.find(*id);
   if (i == st.in_flight.end())
     return caf::unit; // rejected at placement, or reported twice
-  if (auto err = refuse_unless_sent_by(self, i->second.requester,
+  if (auto err = refuse_unless_sent_by(self, i->second.requester.address(),
                                        "the end of request " + std::to_string(*id),
                                        "the request actor it was placed for"))
     return err;
@@ -210,6 +211,8 @@ void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
     return;
   }
   st.watching = true;
+  st.node_was_live.assign(agents.size(), true);
+  self->delayed_send(self, st.options.liveness_check, tick_atom::value);
   // Bring-up may have waited long for node processes: every node's time starts now.
   const auto now = self->clock().now();
   for (uint32_t n = 0; n < agents.size(); ++n) {
@@ -219,6 +222,40 @@ void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
       self->monitor(agents[n]);
     else
       st.node_gone[n] = true;
+  }
+}
+
+void check_liveness(conductor_ptr self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  std::vector<uint32_t> lost;
+  for (uint32_t n = 0; n < st.node_was_live.size(); ++n) {
+    const bool live = node_alive(self, n, now);
+    if (st.node_was_live[n] && !live)
+      lost.push_back(n);
+    st.node_was_live[n] = live; // a silent node that heartbeats again is placed on again
+  }
+  if (lost.empty())
+    return;
+  // A request waits for its prefill node until its first token, and for its decode node to
+  // the end: on a silent node it would wait for its deadline. It fails now, with the reason.
+  for (const auto& [id, r] : st.in_flight) {
+    const uint32_t prefill_node = st.options.prefill_node[r.prefill];
+    const uint32_t decode_node = st.options.decode_node[r.decode];
+    for (const uint32_t n : lost) {
+      if (!(r.prefill_open && prefill_node == n) && decode_node != n)
+        continue;
+      const std::string reason =
+          st.node_gone[n] ? "node " + std::to_string(n) + " is gone (its agent stopped)"
+                          : "node " + std::to_string(n) + " went silent: no heartbeat for " +
+                                std::to_string(st.options.heartbeat_timeout.count()) + " ms";
+      auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder out) {
+        out.setRequestId(id);
+        out.setReason(reason);
+      });
+      self->send(r.requester, failed_atom::value, msg);
+      break;
+    }
   }
 }
 

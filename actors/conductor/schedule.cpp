@@ -147,7 +147,7 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
                           decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end});
   st.in_flight.emplace(a.request_id,
                        placed_request{d.prefill, d.decode, true,
-                                      caf::actor_cast<caf::actor_addr>(self->current_sender())});
+                                      caf::actor_cast<request_actor>(self->current_sender())});
   st.pulls += d.pull && d.reuse_blocks > d.local_blocks ? 1 : 0;
 }
 

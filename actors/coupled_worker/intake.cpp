@@ -157,7 +157,7 @@ void fail_request(coupled_ptr self, uint64_t request_id, const std::string& reas
       f.setRequestId(request_id);
       f.setReason(reason);
     });
-    caf::anon_send(to, failed_atom::value, msg);
+    self->send(to, failed_atom::value, msg);
   }
   drop_request(self, request_id);
 }

@@ -22,7 +22,7 @@ struct prompt_chunk {
   uint32_t tokens = 0;
 };
 
-void send_first_token(const coupled_seq& s, uint32_t token) {
+void send_first_token(coupled_ptr self, const coupled_seq& s, uint32_t token) {
   auto msg = make_envelope<wire::PrefillDone>([&](wire::PrefillDone::Builder out) {
     out.setRequestId(s.request_id);
     out.setFirstToken(token);
@@ -31,7 +31,7 @@ void send_first_token(const coupled_seq& s, uint32_t token) {
     out.setComputeNs(s.prefill_ns);
     out.setQueueNs(static_cast<uint64_t>(std::max<int64_t>(0, s.prefill_start_ns - s.accepted_ns)));
   });
-  caf::anon_send(s.requester, prefill_done_atom::value, msg);
+  self->send(s.requester, prefill_done_atom::value, msg);
 }
 
 // Tells the conductor, as a prefill instance would, that the prompt is computed: what it cost,
@@ -71,11 +71,11 @@ void emit_pending(coupled_ptr self) {
       continue; // released while its token was computed
     const auto& to = i->second.requester;
     if (e.first)
-      send_first_token(i->second, e.token);
+      send_first_token(self, i->second, e.token);
     else
-      send_token_batch(to, e.request_id, std::span{&e.token, 1}, e.final);
+      send_token_batch(self, to, e.request_id, std::span{&e.token, 1}, e.final);
     if (e.first && e.final)
-      send_token_batch(to, e.request_id, {}, true);
+      send_token_batch(self, to, e.request_id, {}, true);
     if (e.final)
       drop_request(self, e.request_id);
   }

@@ -27,7 +27,7 @@ void emit_pending(decode_ptr self) {
     auto i = st.reservations.find(e.request_id);
     if (i == st.reservations.end())
       continue; // released while its token was computed
-    send_token_batch(i->second.requester, e.request_id, std::span{&e.token, 1}, e.final);
+    send_token_batch(self, i->second.requester, e.request_id, std::span{&e.token, 1}, e.final);
     if (e.final)
       drop_reservation(self, e.request_id);
   }
@@ -77,7 +77,7 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
   r.next_input = a->first_token;
   r.generated = 1;
   if (r.generated >= r.max_new_tokens) {
-    send_token_batch(r.requester, r.request_id, {}, true);
+    send_token_batch(self, r.requester, r.request_id, {}, true);
     drop_reservation(self, a->request_id);
     return caf::unit;
   }
@@ -111,7 +111,7 @@ void on_step(decode_ptr self) {
         f.setRequestId(id);
         f.setReason(reason);
       });
-      caf::anon_send(st.reservations.at(id).requester, failed_atom::value, msg);
+      self->send(st.reservations.at(id).requester, failed_atom::value, msg);
       drop_reservation(self, id);
     }
     schedule_step(self, 0);

@@ -202,7 +202,7 @@ void fail_job(prefill_ptr self, const std::string& reason) {
     out.setRequestId(job.request_id);
     out.setReason(reason);
   });
-  caf::anon_send(job.requester, failed_atom::value, msg);
+  self->send(job.requester, failed_atom::value, msg); // as itself: the request checks who
   report_to_conductor(self, job, false, {});
   if (job.grouped && abort_stages(self)) {
     // Other stages may still write into its pages: they are freed once each has stopped.

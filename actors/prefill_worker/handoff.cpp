@@ -30,7 +30,7 @@ namespace crescent {
 
 namespace {
 
-void notify_request(const prefill_job& job) {
+void notify_request(prefill_ptr self, const prefill_job& job) {
   auto msg = make_envelope<wire::PrefillDone>([&](wire::PrefillDone::Builder out) {
     out.setRequestId(job.request_id);
     out.setFirstToken(job.first_token);
@@ -48,7 +48,7 @@ void notify_request(const prefill_job& job) {
     for (unsigned k = 0; k < job.stage_compute_ns.size(); ++k)
       stages.set(k, job.stage_compute_ns[k]);
   });
-  caf::anon_send(job.requester, prefill_done_atom::value, msg);
+  self->send(job.requester, prefill_done_atom::value, msg); // as itself: the request checks who
 }
 
 // The first failed write's reason, or none.
@@ -66,7 +66,7 @@ void signal_decode(prefill_ptr self) {
   auto& job = *st.current;
   // The request hears of its first token before the decode worker can produce the second, so
   // in one process the request's mailbox sees them in order.
-  notify_request(job);
+  notify_request(self, job);
   auto msg = make_envelope<wire::KvReady>([&](wire::KvReady::Builder out) {
     out.setRequestId(job.request_id);
     out.setPromptTokens(static_cast<uint32_t>(job.tokens.size()));

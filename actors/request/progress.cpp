@@ -81,6 +81,23 @@ void stop_watching_prefill(request_ptr self) {
     self->demonitor(st.dir->prefill[st.prefill_instance].address());
 }
 
+// Whose word the request takes: its prefill instance's for the first token, its decode
+// instance's for the rest (one coupled instance for both), either's or the conductor's for its
+// failure. Nobody's before it is placed.
+caf::actor_addr prefill_worker_of(const request_state& st) {
+  if (!st.placed)
+    return {};
+  return st.coupled ? st.dir->coupled[st.prefill_instance].address()
+                    : st.dir->prefill[st.prefill_instance].address();
+}
+
+caf::actor_addr decode_worker_of(const request_state& st) {
+  if (!st.placed)
+    return {};
+  return st.coupled ? st.dir->coupled[st.decode_instance].address()
+                    : st.dir->decode[st.decode_instance].address();
+}
+
 } // namespace
 
 bool prefill_owes(const request_state& st) {
@@ -118,6 +135,9 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   });
   if (!d)
     return std::move(d.error());
+  if (auto err = refuse_unless_sent_by(self, prefill_worker_of(st), "the first token",
+                                       "the request's prefill instance"))
+    return err;
   if (!st.running || st.done || d->id != st.id || st.first_token_seen)
     return make_error(errc::invalid_argument, "unexpected PrefillDone");
   st.first_token_seen = true;
@@ -151,6 +171,9 @@ caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
   });
   if (!b)
     return std::move(b.error());
+  if (auto err = refuse_unless_sent_by(self, decode_worker_of(st), "tokens",
+                                       "the request's decode instance"))
+    return err;
   const size_t first_pending = st.first_token_seen ? 0 : 1;
   if (!st.running || st.done || b->id != st.id || st.final_seen ||
       st.output.size() + st.early_tokens.size() + b->tokens.size() + first_pending >
@@ -178,6 +201,10 @@ caf::result<void> on_failed(request_ptr self, const envelope& msg) {
   });
   if (!f)
     return std::move(f.error());
+  if (!sent_by(self, st.dir->conductor.address()) && !sent_by(self, decode_worker_of(st)))
+    if (auto err = refuse_unless_sent_by(self, prefill_worker_of(st), "a failure",
+                                         "the request's conductor, prefill or decode instance"))
+      return err;
   if (!st.running || f->id != st.id)
     return make_error(errc::invalid_argument, "RequestFailed for another request");
   finish(self, request_status::failed, f->reason);

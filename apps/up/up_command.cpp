@@ -7,6 +7,7 @@
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -118,6 +120,45 @@ caf::expected<prepared> prepare(const up_options& opt) {
   return p;
 }
 
+// Failed requests counted by reason, most frequent first.
+std::string format_failures(const std::vector<replay::request_result>& results) {
+  std::map<std::string, size_t> by_reason;
+  for (const auto& r : results)
+    if (r.status == replay::outcome_status::failed)
+      ++by_reason[r.reason];
+  std::vector<std::pair<size_t, std::string>> rows;
+  for (auto& [reason, n] : by_reason)
+    rows.emplace_back(n, reason);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (const auto& [n, reason] : rows)
+    out += fmt::format("failed        {} x {}\n", n, reason);
+  return out;
+}
+
+// One line of JSON per request: what ended it, where it ran, when.
+void write_requests(const std::string& run_dir,
+                    const std::vector<replay::request_result>& results) {
+  std::ofstream out{run_dir + "/requests.jsonl"};
+  int64_t first_ns = INT64_MAX;
+  for (const auto& r : results)
+    first_ns = std::min(first_ns, r.arrival_ns);
+  for (const auto& r : results) {
+    nlohmann::json j;
+    j["id"] = r.id;
+    j["status"] = r.status == replay::outcome_status::completed  ? "completed"
+                  : r.status == replay::outcome_status::rejected ? "rejected"
+                                                                 : "failed";
+    j["reason"] = r.reason;
+    j["arrival_ms"] = static_cast<double>(r.arrival_ns - first_ns) / 1e6;
+    j["prefill_instance"] = r.prefill_instance;
+    j["decode_instance"] = r.decode_instance;
+    j["tokens"] = r.tokens.size();
+    out << j.dump() << "\n";
+  }
+}
+
 void write_processes(const std::string& run_dir, const std::vector<up::node_process>& nodes) {
   std::ofstream out{run_dir + "/processes.txt"};
   out << "main " << getpid() << "\n";
@@ -164,12 +205,13 @@ int up_command(const up_options& opt) {
   if (opt.run.progress)
     fmt::print(stderr, "\n");
   const auto invariants = up::check_invariants(p->cfg, p->requests, run->results);
-  const auto report = header + format_report(*run, p->cfg) +
+  const auto report = header + format_report(*run, p->cfg) + format_failures(run->results) +
                       fmt::format("faults        {} of {} carried out (faults.log)\n",
                                   faults.injected(), p->plan.faults.size()) +
                       up::format_invariants(invariants);
   fmt::print("{}", report.substr(header.size()));
   std::ofstream{p->run_dir + "/report.txt"} << report;
+  write_requests(p->run_dir, run->results);
   const auto summary = replay::summarize(run->results);
   return summary.failed == 0 && invariants.held() ? 0 : 1;
 }

@@ -134,6 +134,37 @@ TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
+TEST_F(up, requests_on_a_silent_node_fail_within_the_heartbeat_timeout_and_it_serves_again) {
+  run_dir = dir / "run";
+  // Heartbeats every 100 ms, silence after 600 ms: a decode node paused for 3 s goes silent,
+  // its requests fail then (not at their deadline of 300 s), and it takes requests again once
+  // it resumes.
+  std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
+                                           "conductor: {heartbeat_timeout_ms: 600}\n";
+  std::ofstream{dir / "plan.yaml"} << "faults:\n  - {at_ms: 200, pause: 2, for_ms: 3000}\n";
+  auto p = start({"--requests", "160", "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
+  ASSERT_TRUE(p) << describe(p.error());
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_NE(report.find("x node 2 went silent: no heartbeat for 600 ms"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
+  // Decode instance 0 is node 2: requests that came after it resumed completed there.
+  std::ifstream lines{run_dir / "requests.jsonl"};
+  size_t served_after = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"decode_instance\":0") != std::string::npos &&
+        line.find("\"status\":\"completed\"") != std::string::npos) {
+      const auto at = line.find("\"arrival_ms\":");
+      if (at != std::string::npos && std::stod(line.substr(at + 13)) > 3300)
+        ++served_after;
+    }
+  EXPECT_GT(served_after, 0u) << "node 2 took requests again once it resumed";
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
 TEST_F(up, sigint_tears_every_process_down) {
   run_dir = dir / "run";
   auto p = start({"--requests", "3000"});
