@@ -6,6 +6,7 @@
 #include "apps/analyze/hitrate.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
+#include "apps/sim/bench_admission.hpp"
 #include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/replay_command.hpp"
@@ -78,6 +79,31 @@ TEST(sim, a_watch_reads_every_message_and_changes_nothing) {
   EXPECT_EQ(messages, seen.report.messages);
   EXPECT_EQ(seen.report.message_hash, plain.report.message_hash);
   EXPECT_EQ(format_json(seen.report), format_json(plain.report));
+}
+
+// The search doubles, then halves the interval on the grid of quarter steps: the largest
+// speedup at which 99% of requests meet the SLOs, in few runs.
+TEST(sim, the_sustained_speedup_search_finds_the_last_step_that_holds) {
+  for (double limit : {0.25, 1.25, 3.75, 16.0}) {
+    std::vector<double> tried;
+    auto found = find_sustained_speedup([&](double x) -> caf::expected<double> {
+      tried.push_back(x);
+      return x <= limit ? 0.995 : 0.9;
+    });
+    ASSERT_TRUE(found) << describe(found.error());
+    EXPECT_EQ(*found, limit);
+    EXPECT_LE(tried.size(), 10u) << limit;
+  }
+  std::vector<double> tried;
+  auto none = find_sustained_speedup([&](double x) -> caf::expected<double> {
+    tried.push_back(x);
+    return 0.5;
+  });
+  EXPECT_FALSE(none);
+  EXPECT_EQ(tried, std::vector<double>{0.25});
+  auto failing = find_sustained_speedup(
+      [](double) -> caf::expected<double> { return make_error(errc::internal, "run failed"); });
+  EXPECT_FALSE(failing);
 }
 
 TEST(sim, a_shuffled_delivery_explores_another_interleaving_deterministically) {
