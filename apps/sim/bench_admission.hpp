@@ -30,8 +30,9 @@ int bench_admission(const bench_admission_options& opt);
 
 /// The load a cluster sustains: the largest speedup on the grid of quarter steps up to 16 at
 /// which `met_share` (the share of requests meeting both SLOs, admission none, at that speedup)
-/// is at least 99%, taking the share to fall as the speedup rises: 0.25, 0.5, 1, 2, ... until
-/// one falls short, then halving the interval. Errors: met_share's, or none at or above 99%.
+/// is at least 99%, taking the share to fall as the speedup rises: from 1, doubling while it
+/// holds or halving while it does not, then halving the bracket. Errors: met_share's, or none at
+/// or above 99%.
 caf::expected<double>
 find_sustained_speedup(const std::function<caf::expected<double>(double speedup)>& met_share);
 
