@@ -139,7 +139,7 @@ def plot_pd_ratio(r, wall, path):
 
 
 def plot_overload(r, wall, path):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.6))
     pts = r["points"]
     modes = []
     for p in pts:
@@ -165,7 +165,7 @@ def plot_overload(r, wall, path):
         if p["load_multiple"] == top:
             load = p["decode_load"]
             b.plot(load["time_s"], [t / 1e6 for t in load["kv_tokens"]], label=p["admission"],
-                   linewidth=0.9)
+                   linewidth=0.7)
     b.set_xlabel("virtual time (s)")
     b.set_ylabel("KV in decode (M tokens)")
     b.set_title(f"decode load at {top:g}x", fontsize=9)

@@ -166,17 +166,17 @@ class replicas_experiment final : public experiment {
     std::vector<int64_t> times_ns;
     for (size_t i = 0; i <= samples; ++i)
       times_ns.push_back(static_cast<int64_t>(end_s * 1e9 * static_cast<double>(i) / samples));
-    return describe(tracker, times_ns, s->report);
+    return describe(tracker, times_ns, s->report, ctx.paper_cluster());
   }
 
  private:
   static result describe(const replica_tracker& tracker, const std::vector<int64_t>& times_ns,
-                         const sim::sim_report& report) {
+                         const sim::sim_report& report, const cluster_config& cfg) {
     const auto order = by_use(tracker.blocks());
     result out;
     auto& d = out.data;
-    d["policy"] = to_string(policy_kind::global_cache_aware);
-    d["copy_pulled"] = true;
+    d["policy"] = to_string(cfg.conductor.policy);
+    d["copy_pulled"] = cfg.pool.copy_pulled;
     d["blocks_used"] = order.size();
     d["replicas_added"] = report.replicas_added;
     json time_s = json::array();
@@ -211,20 +211,23 @@ class replicas_experiment final : public experiment {
     }
     d["blocks"] = curves;
     out.tables.push_back(std::move(t));
-    out.notes = notes(order.size(), report.replicas_added);
+    uint32_t prefill_nodes = 0;
+    for (const auto& n : cfg.nodes)
+      prefill_nodes += n.prefill_instances > 0 ? 1 : 0;
+    out.notes = notes(order.size(), report.replicas_added, prefill_nodes);
     return out;
   }
 
-  static std::vector<std::string> notes(size_t used, uint64_t copies) {
+  static std::vector<std::string> notes(size_t used, uint64_t copies, uint32_t prefill_nodes) {
     return {
         fmt::format(
             "{} distinct full blocks were named by requests; {} replicas were added by copying "
             "pulled blocks to the node that pulled them. A block's replicas are counted as the "
             "conductor's prefix index learns them: from the prefill reports (where the store "
-            "master put each new block or copy) and the store master's evictions. Only the 8 "
-            "prefill nodes ever hold blocks (new blocks go to the writer's node), so 8 is the "
-            "most a block can have.",
-            used, copies),
+            "master put each new block or copy) and the store master's evictions. Only the {} "
+            "prefill nodes ever hold blocks (new blocks and copies go to the writer's node), so "
+            "{} is the most a block can have.",
+            used, copies, prefill_nodes, prefill_nodes),
         "Fig. 11 of the paper plots replica counts of hot and cold keys over time without a "
         "table; REFERENCE.md records no values for it, so only its shape compares: the most used "
         "blocks gain replicas on several nodes while the paper's cold blocks keep one. The paper "
