@@ -21,7 +21,7 @@ constexpr std::array<double, 3> load_multiples = {1, 1.5, 2};
 constexpr std::array<admission_mode, 3> modes = {admission_mode::none, admission_mode::current_load,
                                                  admission_mode::predicted_load};
 constexpr size_t load_samples = 100;      // points of each decode-load curve
-constexpr size_t search_runs_planned = 6; // the paper cluster on the synthetic trace: 0.25..1.5
+constexpr size_t search_runs_planned = 4; // the paper cluster, synthetic trace: 1, 2, 1.5, 1.25
 
 struct decode_load {
   std::vector<double> time_s;
