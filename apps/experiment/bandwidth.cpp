@@ -67,7 +67,7 @@ class bandwidth_experiment final : public experiment {
                       {"summary", points[i].summary}});
     d["points"] = list;
     out.tables.push_back(table_of(points));
-    out.notes = notes(points, *base.engine.profile);
+    out.notes = notes(points, demand_of(ctx.trace(), base), *base.engine.profile);
     return out;
   }
 
@@ -101,25 +101,71 @@ class bandwidth_experiment final : public experiment {
     return bytes_per_s * 8 / 1e9;
   }
 
-  static std::vector<std::string> notes(const std::vector<point>& points,
+  // What the trace asks of the NICs: a mean prompt's KV, and the mean rate each prefill node
+  // sends KV to decode at.
+  struct kv_demand {
+    double mean_prompt_tokens = 0, mean_prompt_bytes = 0, per_prefill_node_gbps = 0;
+  };
+  static kv_demand demand_of(const std::vector<replay::trace_record>& trace,
+                             const cluster_config& cfg) {
+    kv_demand d;
+    if (trace.empty())
+      return d;
+    for (const auto& r : trace)
+      d.mean_prompt_tokens += r.input_tokens;
+    d.mean_prompt_tokens /= static_cast<double>(trace.size());
+    d.mean_prompt_bytes =
+        d.mean_prompt_tokens * static_cast<double>(cfg.model.kv_bytes_per_token());
+    uint32_t prefill_nodes = 0;
+    for (const auto& n : cfg.nodes)
+      prefill_nodes += n.prefill_instances > 0 ? 1 : 0;
+    const double span_s =
+        static_cast<double>(trace.back().timestamp_ms - trace.front().timestamp_ms) / 1e3;
+    if (span_s > 0 && prefill_nodes > 0)
+      d.per_prefill_node_gbps = static_cast<double>(trace.size()) / span_s * d.mean_prompt_bytes *
+                                8 / 1e9 / prefill_nodes;
+    return d;
+  }
+
+  // The slowest NIC from which on every faster one serves within 1% of the fastest's effective
+  // requests.
+  static double enough_gbps(const std::vector<point>& points) {
+    const double best = static_cast<double>(points.back().effective);
+    double enough = nic_gbps.back();
+    for (size_t i = points.size(); i-- > 0;) {
+      if (static_cast<double>(points[i].effective) < 0.99 * best)
+        break;
+      enough = nic_gbps[i];
+    }
+    return enough;
+  }
+
+  static std::vector<std::string> notes(const std::vector<point>& points, const kv_demand& kv,
                                         const gpu::modeled_profile& profile) {
     const auto& slow = points.front();
     const auto& fast = points.back();
+    auto seconds_at = [&](double gbps) { return kv.mean_prompt_bytes * 8 / (gbps * 1e9); };
     return {
         fmt::format(
-            "From {:.0f} to {:.0f} Gbps the mean TTFT goes from {:.3f} s to {:.3f} s ({}) and "
-            "the effective requests from {} to {}. A request's KV crosses the NIC once to reach "
-            "decode (320 KB a token: a 15k-token prompt is 4.9 GB, 1.6 s at 24 Gbps, 0.1 s at "
-            "400 Gbps), streamed layer by layer while prefill runs; pulls of cached prefixes "
-            "between prefill nodes cross it too.",
+            "From {:.0f} to {:.0f} Gbps the mean TTFT goes from {:.3f} s to {:.3f} s ({:.1f}x) "
+            "and the effective requests from {} to {}. Every request's KV crosses a NIC to "
+            "reach decode: {:.0f} tokens on average, {:.2f} GB, {:.2f} s at {:.0f} Gbps and "
+            "{:.2f} s at {:.0f} Gbps. It streams layer by layer while prefill computes, but a "
+            "mostly cached prompt computes little, and a prefill job holds its instance until "
+            "decode has the KV; at this trace's rate each prefill node sends {:.1f} Gbps on "
+            "average (before pulls of cached prefixes, which cross the NICs too). From {:.0f} "
+            "Gbps up the effective requests are within 1% of {:.0f} Gbps's.",
             nic_gbps.front(), nic_gbps.back(), slow.ttft_mean_ms / 1000, fast.ttft_mean_ms / 1000,
-            relative(slow.ttft_mean_ms, fast.ttft_mean_ms), slow.effective, fast.effective),
+            fast.ttft_mean_ms > 0 ? slow.ttft_mean_ms / fast.ttft_mean_ms : 0, slow.effective,
+            fast.effective, kv.mean_prompt_tokens, kv.mean_prompt_bytes / 1e9,
+            seconds_at(nic_gbps.front()), nic_gbps.front(), seconds_at(nic_gbps.back()),
+            nic_gbps.back(), kv.per_prefill_node_gbps, enough_gbps(points), nic_gbps.back()),
         fmt::format(
             "REFERENCE.md records no values of the paper's bandwidth sweep, so only the shape "
-            "compares. Its condition for reuse to pay off, B / G > 2 d s / (gqa (a p d + b d^2)), "
-            "puts the break-even link of this machine (8 x A800) at {:.0f} Gbps for a cached "
-            "prefix of 1k tokens and {:.0f} Gbps for 8k: below that, moving KV costs more time "
-            "than computing it.",
+            "compares. The paper's condition for reuse to pay off, B / G > 2 d s / (gqa (a p d + "
+            "b d^2)), puts the break-even link of this machine (8 x A800) at {:.0f} Gbps for a "
+            "cached prefix of 1k tokens and {:.0f} Gbps for 8k: below that, loading a cached "
+            "prefix over the link takes longer than computing it again.",
             break_even_gbps(profile, 1024), break_even_gbps(profile, 8192))};
   }
 };

@@ -208,12 +208,13 @@ class capacity_experiment final : public experiment {
     if (!apart.empty())
       n.push_back(
           "Where the curves part: " + apart +
-          ". A cache smaller than a prompt's new blocks cannot do what the analysis assumes: the "
-          "analysis inserts all of a prompt's blocks and then evicts the least recently used, "
-          "keeping the prompt's last blocks; the pool's arena (twice the capacity, evicting "
-          "past half) has room for only a capacity's worth of new blocks at once, so it keeps "
-          "the prompt's first blocks and skips the rest, and a later prompt with the same "
-          "prefix finds them: the replay hits more.");
+          ". These caches hold fewer blocks than many prompts have (30 on average), and we "
+          "think the replay cannot do there what the analysis assumes: the analysis inserts "
+          "all of a prompt's blocks and then evicts the least recently used, keeping the "
+          "prompt's last blocks; the pool's arena (twice the capacity, evicting past half) "
+          "has room for about a capacity's worth of new blocks at once, so it keeps a prompt's "
+          "first blocks and skips the rest, and a later prompt with the same prefix finds "
+          "them: the replay hits more.");
     n.push_back(fmt::format(
         "The paper plots one curve per workload and gives no table; its marked maxima are 75%, "
         "48%, 46% and 41%, without saying which is which. This trace's maximum is {}, {} points "

@@ -207,6 +207,13 @@ class overload_experiment final : public experiment {
     return out.empty() ? "none" : out;
   }
 
+  static bool only_ttft(const point& p) {
+    for (const auto& [reason, n] : p.summary["rejected_by_reason"].items())
+      if (reason != "predicted TTFT")
+        return false;
+    return true;
+  }
+
   static std::vector<std::string> notes(double sustained, const std::vector<point>& points) {
     const auto& none = points[points.size() - 3];
     const auto& current = points[points.size() - 2];
@@ -217,12 +224,16 @@ class overload_experiment final : public experiment {
                 "The sustained rate is the largest quarter step of speedup at which admission none "
                 "meets both SLOs for 99% of requests (as `crescent bench admission` finds it): "
                 "arrivals x{:g}. At 2x that, none serves {} requests within the SLOs, current_load "
-                "{} and predicted_load {} (predicted_load against current_load: {}). \"Placed\" "
-                "counts the requests the conductor placed; some are rejected after (under none at "
-                "2x: {}).",
+                "{} and predicted_load {} (predicted_load against current_load: {}).",
                 sustained, none.effective, current.effective, predicted.effective,
                 relative(static_cast<double>(predicted.effective),
-                         static_cast<double>(current.effective)),
+                         static_cast<double>(current.effective))),
+            fmt::format(
+                "\"Placed\" counts the requests the conductor placed. Under none some are refused "
+                "after: a placed request reserves its decode memory at once and holds it while it "
+                "waits in its prefill queue, so decode memory fills with the reservations of "
+                "requests not decoding yet (the decode load counts a request from its first token) "
+                "and later ones find none (at 2x: {}).",
                 reasons_of(none)),
             fmt::format(
                 "The arXiv paper reports that judging decode by its predicted load, at the time a "
@@ -230,12 +241,16 @@ class overload_experiment final : public experiment {
                 "keeps the decode instances' load steadier than judging by the load of now; "
                 "REFERENCE.md records no values of it. Here at 2x the decode KV swings with a "
                 "standard deviation of {:.3f}M tokens under predicted_load against {:.3f}M under "
-                "current_load ({}). On the paper cluster the TBT SLO of 100 ms never binds (a "
-                "decode step stays far below it, docs/benchmarks.md): every rejection is for TTFT, "
-                "and the two modes differ only in which decode instance they choose and in when "
-                "they expect it to be free.",
+                "current_load ({}). {}",
                 kv_predicted.stddev / 1e6, kv_current.stddev / 1e6,
-                relative(kv_predicted.stddev, kv_current.stddev))};
+                relative(kv_predicted.stddev, kv_current.stddev),
+                only_ttft(current) && only_ttft(predicted)
+                    ? "Both reject only for predicted TTFT here: on the paper cluster the TBT "
+                      "SLO of 100 ms never binds (a decode step stays far below it, "
+                      "docs/benchmarks.md), so the two modes differ only in which decode "
+                      "instance they choose and in when they expect it to be free."
+                    : fmt::format("Rejections at 2x: current_load {}; predicted_load {}.",
+                                  reasons_of(current), reasons_of(predicted)))};
   }
 };
 

@@ -214,11 +214,13 @@ class replicas_experiment final : public experiment {
     uint32_t prefill_nodes = 0;
     for (const auto& n : cfg.nodes)
       prefill_nodes += n.prefill_instances > 0 ? 1 : 0;
-    out.notes = notes(order.size(), report.replicas_added, prefill_nodes);
+    out.notes = notes(order.size(), report.replicas_added, prefill_nodes,
+                      cfg.conductor.kvcache_balancing_threshold);
     return out;
   }
 
-  static std::vector<std::string> notes(size_t used, uint64_t copies, uint32_t prefill_nodes) {
+  static std::vector<std::string> notes(size_t used, uint64_t copies, uint32_t prefill_nodes,
+                                        double threshold) {
     return {
         fmt::format(
             "{} distinct full blocks were named by requests; {} replicas were added by copying "
@@ -228,11 +230,14 @@ class replicas_experiment final : public experiment {
             "prefill nodes ever hold blocks (new blocks and copies go to the writer's node), so "
             "{} is the most a block can have.",
             used, copies, prefill_nodes, prefill_nodes),
-        "Fig. 11 of the paper plots replica counts of hot and cold keys over time without a "
-        "table; REFERENCE.md records no values for it, so only its shape compares: the most used "
-        "blocks gain replicas on several nodes while the paper's cold blocks keep one. The paper "
-        "ran its conversation trace; this is the given trace, whose hottest blocks are the first "
-        "blocks of shared prompts."};
+        fmt::format(
+            "A block gains a replica only when a request pulls it: Algorithm 1 reads a prefix "
+            "from another node when it is more than kvcache_balancing_threshold ({:g}) times "
+            "the prefix held locally, and the copy is then evicted like any other block. "
+            "REFERENCE.md records no values of the paper's Fig. 11 (replica counts of keys over "
+            "time), so only the shape compares: whether blocks used more often hold more "
+            "replicas, and for how long.",
+            threshold)};
   }
 };
 
