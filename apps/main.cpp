@@ -4,6 +4,7 @@
 #include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
+#include "apps/experiment/experiment_command.hpp"
 #include "apps/info_command.hpp"
 #include "apps/node/node_command.hpp"
 #include "apps/pool/pool_processes.hpp"
@@ -116,6 +117,29 @@ int main(int argc, char** argv) {
   replay_cmd->add_flag("--print-cluster", replay.print_cluster,
                        "Print the cluster (the built-in one, or --cluster's) as a cluster file, "
                        "every field, and exit");
+
+  crescent::experiment::experiment_options experiment;
+  auto* experiment_cmd = app.add_subcommand(
+      "experiment", "Re-run one of the paper's figures (or all) in simulated time on the "
+                    "built-in paper cluster: writes NAME.json, NAME.md and NAME.png into the out "
+                    "dir (docs/experiments.md)");
+  experiment_cmd->add_option("name", experiment.name, "An experiment below, or all")->required();
+  experiment_cmd->add_option("--trace", experiment.trace_path, "Mooncake trace (JSONL)")
+      ->capture_default_str();
+  experiment_cmd->add_option("--out", experiment.out_dir, "Directory of the outputs")
+      ->capture_default_str();
+  experiment_cmd
+      ->add_option("--seed", experiment.seed,
+                   "Seed of access keys, random placement and the random policy (1 to 2^64 - 1)")
+      ->capture_default_str();
+  experiment_cmd->add_option("--requests", experiment.requests, "Requests from the head (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 24));
+  experiment_cmd->add_flag("--no-progress{false}", experiment.progress,
+                           "No progress lines on stderr");
+  experiment_cmd->add_flag("--no-plots{false}", experiment.plots,
+                           "Write no PNG (no python3 with matplotlib here)");
+  experiment_cmd->footer(crescent::experiment::experiment_list());
 
   crescent::cli::profile_options profile;
   auto* profile_cmd = app.add_subcommand(
@@ -417,6 +441,8 @@ int main(int argc, char** argv) {
     return crescent::cli::up_command(up);
   if (app.got_subcommand("profile"))
     return crescent::cli::profile_command(profile);
+  if (app.got_subcommand("experiment"))
+    return crescent::experiment::experiment_command(experiment);
   if (app.got_subcommand("replay"))
     return crescent::sim::replay_command(replay);
   if (analyze_cmd->got_subcommand("hitrate"))

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace crescent::sim {
 
@@ -18,6 +19,7 @@ namespace {
 constexpr double sustained_share = 0.99; // of requests meeting both SLOs
 constexpr double speedup_step = 0.25;
 constexpr double speedup_max = 16;
+constexpr double speedup_start = 1; // the trace's own rate
 
 int fail(const std::string& what) {
   fmt::print(stderr, "crescent bench admission: {}\n", what);
@@ -58,27 +60,56 @@ caf::expected<outcome> run_once(cluster_config cfg, admission_mode mode, double 
 // The largest speedup on the grid at which `none` meets both SLOs for 99% of requests.
 caf::expected<double> sustained(const cluster_config& cfg,
                                 const std::vector<replay::trace_record>& records) {
-  double last_ok = 0;
-  for (double x = speedup_step; x <= speedup_max; x += speedup_step) {
+  return find_sustained_speedup([&](double x) -> caf::expected<double> {
     auto o = run_once(cfg, admission_mode::none, x, records);
     if (!o)
       return std::move(o.error());
     const double met = static_cast<double>(o->effective) / static_cast<double>(o->requests);
     fmt::print("  speedup {:.2f}: {:.1f}% of requests meet both SLOs ({:.1f} s wall)\n", x,
                100 * met, o->wall_s);
-    if (met < sustained_share)
+    return met;
+  });
+}
+
+} // namespace
+
+caf::expected<double>
+find_sustained_speedup(const std::function<caf::expected<double>(double speedup)>& met_share) {
+  // From the trace's own rate, doubling while the SLOs hold (or halving while they break) to
+  // bracket the answer, then halving the bracket on the grid of steps: the speedup a linear walk
+  // up the grid finds when fewer requests meet the SLOs the faster they arrive, in a
+  // logarithmic number of runs, and without the slowest ones (a quarter of the rate takes four
+  // times the virtual time) where the cluster keeps up at its own rate.
+  auto sustains = [&](double x) -> caf::expected<bool> {
+    auto met = met_share(x);
+    if (!met)
+      return std::move(met.error());
+    return *met >= sustained_share;
+  };
+  double ok = 0, broken = 0;
+  for (double x = speedup_start; x >= speedup_step && x <= speedup_max;) {
+    auto good = sustains(x);
+    if (!good)
+      return std::move(good.error());
+    (*good ? ok : broken) = x;
+    if (ok > 0 && broken > 0)
       break;
-    last_ok = x;
+    x = *good ? 2 * x : x / 2;
   }
-  if (last_ok == 0)
+  if (ok == 0)
     return make_error(errc::invalid_argument,
                       fmt::format("the cluster meets the SLOs for under {:.0f}% of requests even "
                                   "at a speedup of {}",
                                   100 * sustained_share, speedup_step));
-  return last_ok;
+  while (broken > 0 && broken - ok > speedup_step) {
+    const double mid = ok + std::floor((broken - ok) / speedup_step / 2) * speedup_step;
+    auto good = sustains(mid);
+    if (!good)
+      return std::move(good.error());
+    (*good ? ok : broken) = mid;
+  }
+  return ok;
 }
-
-} // namespace
 
 int bench_admission(const bench_admission_options& opt) {
   spdlog::set_level(spdlog::level::err);

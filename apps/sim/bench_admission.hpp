@@ -10,7 +10,10 @@
 // higher attainment of admitted requests than none.
 #pragma once
 
+#include <caf/expected.hpp>
+
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -24,5 +27,13 @@ struct bench_admission_options {
 };
 
 int bench_admission(const bench_admission_options& opt);
+
+/// The load a cluster sustains: the largest speedup on the grid of quarter steps up to 16 at
+/// which `met_share` (the share of requests meeting both SLOs, admission none, at that speedup)
+/// is at least 99%, taking the share to fall as the speedup rises: from 1, doubling while it
+/// holds or halving while it does not, then halving the bracket. Errors: met_share's, or none at
+/// or above 99%.
+caf::expected<double>
+find_sustained_speedup(const std::function<caf::expected<double>(double speedup)>& met_share);
 
 } // namespace crescent::sim

@@ -204,6 +204,9 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
     log = std::move(*opened);
     sim.set_tap([&](const delivered_message& m) { log->write(m, sim); });
   }
+  if (opt.watch)
+    sim.set_payload_tap(
+        [&](const delivered_message& m, const envelope* payload) { opt.watch(sim, m, payload); });
   const auto w = workload_for(cfg, opt.speedup);
   std::vector<uint64_t> arrivals;
   for (const auto& r : records)
@@ -229,6 +232,7 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   out.hash = sim.stream_hash();
   out.links = link_usage(**cl);
   sim.set_tap(nullptr); // the stream (and its hash) ends with the replay, not the shutdown
+  sim.set_payload_tap(nullptr);
   out.replicas_added = replicas_added(sim, **cl);
   (*cl)->stop();
   sim.run_ready();

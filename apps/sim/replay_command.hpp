@@ -10,11 +10,19 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+namespace crescent {
+class envelope;
+} // namespace crescent
+
 namespace crescent::sim {
+
+class sim_system;
+struct delivered_message;
 
 struct replay_options {
   std::string trace_path;
@@ -42,6 +50,10 @@ struct simulate_options {
   std::string messages_path;            // empty: no message log (the hash is kept anyway)
   bool sequential = false;              // one request at a time (replay_driver.hpp)
   bool progress = false;                // the progress bar on stderr
+  // Sees every message of the replay as it is delivered, and its payload (null: none), with the
+  // system that names senders, receivers and types (sim_system::payload_tap); empty: none.
+  // For measures the report does not hold (crescent experiment replicas, scale).
+  std::function<void(const sim_system&, const delivered_message&, const envelope*)> watch;
 };
 
 struct simulation {

@@ -104,14 +104,29 @@ std::string type_of(const caf::mailbox_element& e, uint64_t& bytes) {
   return type;
 }
 
+// The first Cap'n Proto envelope a message carries (null: none).
+const envelope* payload_of(const caf::mailbox_element* e) {
+  if (e == nullptr)
+    return nullptr;
+  const auto& content = e->content();
+  for (size_t i = 0; i < content.size(); ++i)
+    if (content.match_element<envelope>(i))
+      return &content.get_as<envelope>(i);
+  return nullptr;
+}
+
 } // namespace
+
+const caf::mailbox_element* sim_system::front_element() const {
+  auto* actor = dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front());
+  return actor != nullptr ? actor->mailbox().peek() : nullptr;
+}
 
 delivered_message sim_system::describe_front() {
   delivered_message m;
   m.time_ns = elapsed().count();
-  auto* actor = dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front());
-  m.receiver = label_of(actor);
-  const caf::mailbox_element* e = actor != nullptr ? actor->mailbox().peek() : nullptr;
+  m.receiver = label_of(dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front()));
+  const caf::mailbox_element* e = front_element();
   if (e == nullptr) {
     m.type = type_index("none");
     return m;
@@ -148,6 +163,8 @@ void sim_system::deliver_one() {
   XXH3_64bits_update(hash_->state, record, sizeof(record));
   if (tap_)
     tap_(m);
+  if (payload_tap_)
+    payload_tap_(m, payload_of(front_element()));
   sched_.try_run_once();
   ++delivered_;
   if (progress_ && progress_every_ != 0 && delivered_ % progress_every_ == 0)

@@ -9,7 +9,8 @@
 //
 // Every delivered message can be watched (message_tap): its virtual time, sender, receiver,
 // type and payload bytes. The run keeps an xxh3 of that stream, so two runs can be compared by
-// one number, and can write it to a file (message_log.hpp).
+// one number, and can write it to a file (message_log.hpp). An observer that needs what the
+// actors tell each other (a message's Cap'n Proto payload) sets a payload tap.
 #pragma once
 
 #include "apps/sim/delivery_policy.hpp"
@@ -25,6 +26,10 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+namespace crescent {
+class envelope;
+} // namespace crescent
 
 namespace crescent::sim {
 
@@ -62,6 +67,12 @@ class sim_system {
   using message_tap = std::function<void(const delivered_message&)>;
   void set_tap(message_tap tap) { tap_ = std::move(tap); }
 
+  /// Called with every delivered message and its Cap'n Proto payload (null: it carries none),
+  /// before it is handled (null tap: none). It reads; what it does must not reach the actors,
+  /// or the run would no longer be the one the stream hash names.
+  using payload_tap = std::function<void(const delivered_message&, const envelope*)>;
+  void set_payload_tap(payload_tap tap) { payload_tap_ = std::move(tap); }
+
   /// Called about every `every_messages` deliveries, for progress lines.
   void set_progress(std::function<void()> progress, uint64_t every_messages) {
     progress_ = std::move(progress);
@@ -87,6 +98,7 @@ class sim_system {
   void deliver_one();
   void choose_next();
   delivered_message describe_front();
+  const caf::mailbox_element* front_element() const;
   uint32_t label_of(const caf::abstract_actor* actor);
   uint32_t type_index(const std::string& type);
 
@@ -95,6 +107,7 @@ class sim_system {
   caf::scheduler::test_coordinator& sched_;
   delivery_policy* policy_;
   message_tap tap_;
+  payload_tap payload_tap_;
   std::function<void()> progress_;
   uint64_t progress_every_ = 0;
   uint64_t delivered_ = 0;

@@ -421,3 +421,80 @@ TEST(cli, bench_transfer_refuses_a_bad_cpus) {
             std::string::npos)
       << peer.output;
 }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in{path, std::ios::binary};
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(cli, experiment_help_lists_the_experiments_and_those_not_available_yet) {
+  auto r = run("experiment --help");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* name : {"capacity", "local-vs-global", "policies", "replicas", "bandwidth",
+                           "pd-ratio", "overload", "scale", "Fig. 9", "Fig. 10", "Fig. 5",
+                           "Fig. 11", "Not available yet:", "effective-capacity", "prefill-time"})
+    EXPECT_NE(r.output.find(name), std::string::npos) << name << "\n" << r.output;
+}
+
+TEST(cli, experiment_refuses_bad_names_seeds_traces_and_out_dirs) {
+  const auto out = ::testing::TempDir() + "cli_experiment_refused";
+  const std::pair<std::string, std::string> cases[] = {
+      {"experiment nope --out " + out,
+       "unknown experiment 'nope'; the experiments: capacity, local-vs-global, policies"},
+      {"experiment effective-capacity --out " + out,
+       "experiment 'effective-capacity' (Figs. 1, 6, 7) is not available yet: it needs the "
+       "coupled"},
+      {"experiment capacity --seed 0 --out " + out, "--seed 0: expected a positive integer"},
+      {"experiment capacity --seed 12x --out " + out, "--seed 12x: expected a positive integer"},
+      {"experiment capacity --trace /nonexistent/t.jsonl --out " + out,
+       "cannot read trace file /nonexistent/t.jsonl"},
+      {"experiment capacity --trace " + write_file("cli_experiment_empty.jsonl", "\n") + " --out " +
+           out,
+       "cli_experiment_empty.jsonl: no trace records"},
+  };
+  for (const auto& [args, why] : cases) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find("crescent experiment: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(why), std::string::npos) << args << "\n" << r.output;
+  }
+  // An out dir below a file cannot be made: refused before any simulation runs.
+  const auto file = write_file("cli_experiment_file", "x");
+  auto r = run("experiment capacity --trace " + trace + " --out " + file + "/sub");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--out " + file + "/sub: cannot create the directory"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("[experiment"), std::string::npos) << r.output;
+}
+
+// The cheapest experiment (one-node replays) twice into two dirs: the same JSON byte for byte,
+// the markdown with its command, and the plot where matplotlib is.
+TEST(cli, experiment_writes_the_same_json_twice_a_table_and_a_plot) {
+  const bool plots = run_shell("/usr/bin/python3 -c 'import matplotlib' 2>&1").status == 0;
+  const auto a = ::testing::TempDir() + "cli_experiment_a";
+  const auto b = ::testing::TempDir() + "cli_experiment_b";
+  const std::string args = "experiment capacity --no-progress --trace " + trace +
+                           (plots ? "" : " --no-plots") + " --out ";
+  auto first = run(args + a);
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto second = run(args + b);
+  ASSERT_EQ(second.status, 0) << second.output;
+  const auto json = read_all(a + "/capacity.json");
+  EXPECT_EQ(json, read_all(b + "/capacity.json"));
+  for (const auto& field : std::vector<std::string>{
+           "\"experiment\": \"capacity\"", "\"figure\": \"Fig. 9\"",
+           "\"command\": \"crescent experiment capacity --trace " + trace + " --seed 1\"",
+           "\"commit\": \"", "\"sequence_only\": [", "\"replayed\": ["})
+    EXPECT_NE(json.find(field), std::string::npos) << field << "\n" << json;
+  const auto md = read_all(a + "/capacity.md");
+  EXPECT_NE(md.find("| capacity (tokens) | sequence-only | replayed |"), std::string::npos) << md;
+  EXPECT_NE(md.find("`crescent experiment capacity --trace " + trace + " --seed 1`"),
+            std::string::npos)
+      << md;
+  if (plots) {
+    EXPECT_EQ(read_all(a + "/capacity.png").substr(1, 3), "PNG");
+  }
+  EXPECT_NE(first.output.find("| 1000000000 |"), std::string::npos) << first.output;
+}

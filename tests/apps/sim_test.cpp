@@ -6,12 +6,15 @@
 #include "apps/analyze/hitrate.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
+#include "apps/sim/bench_admission.hpp"
 #include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "apps/sim/sim_system.hpp"
 #include "gpu/modeled_engine.hpp"
+#include "messages/envelope.hpp"
 #include "messages/errors.hpp"
+#include "messages/schema/conductor.capnp.h"
 
 #include <caf/actor_system.hpp>
 #include <caf/local_actor.hpp>
@@ -51,6 +54,59 @@ TEST(sim, the_same_inputs_give_the_same_report_and_message_stream) {
   EXPECT_GT(a.report.messages, 80u * 20);
   EXPECT_EQ(a.report.message_hash, b.report.message_hash);
   EXPECT_EQ(format_json(a.report), format_json(b.report)) << "byte-identical JSON";
+}
+
+// A watch sees every delivered message with its payload, before it is handled, and changes
+// nothing in the run.
+TEST(sim, a_watch_reads_every_message_and_changes_nothing) {
+  auto cfg = one_pool_node_cluster(1'000'000); // one node: small and quick
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  size_t messages = 0, schedules = 0;
+  simulate_options watched;
+  watched.watch = [&](const sim_system& sim, const delivered_message& m, const envelope* payload) {
+    ++messages;
+    const bool schedule = sim.types()[m.type] == "schedule/ScheduleRequest";
+    EXPECT_EQ(payload != nullptr && payload->schema_id() == capnp::typeId<wire::ScheduleRequest>(),
+              schedule);
+    if (schedule) {
+      EXPECT_EQ(sim.labels()[m.receiver], "conductor");
+      ++schedules;
+    }
+  };
+  auto plain = run(*cfg, trace_head(12));
+  auto seen = run(*cfg, trace_head(12), watched);
+  EXPECT_EQ(schedules, 12u);
+  EXPECT_EQ(messages, seen.report.messages);
+  EXPECT_EQ(seen.report.message_hash, plain.report.message_hash);
+  EXPECT_EQ(format_json(seen.report), format_json(plain.report));
+}
+
+// The search brackets from the trace's rate, then halves the bracket on the grid of quarter
+// steps: the largest speedup at which 99% of requests meet the SLOs, in few runs.
+TEST(sim, the_sustained_speedup_search_finds_the_last_step_that_holds) {
+  for (double limit : {0.25, 1.25, 3.75, 16.0}) {
+    std::vector<double> tried;
+    auto found = find_sustained_speedup([&](double x) -> caf::expected<double> {
+      tried.push_back(x);
+      return x <= limit ? 0.995 : 0.9;
+    });
+    ASSERT_TRUE(found) << describe(found.error());
+    EXPECT_EQ(*found, limit);
+    EXPECT_LE(tried.size(), 6u) << limit;
+    if (limit == 1.25) {
+      EXPECT_EQ(tried, (std::vector<double>{1, 2, 1.5, 1.25})) << "the paper cluster's case";
+    }
+  }
+  std::vector<double> tried;
+  auto none = find_sustained_speedup([&](double x) -> caf::expected<double> {
+    tried.push_back(x);
+    return 0.5;
+  });
+  EXPECT_FALSE(none);
+  EXPECT_EQ(tried, (std::vector<double>{1, 0.5, 0.25}));
+  auto failing = find_sustained_speedup(
+      [](double) -> caf::expected<double> { return make_error(errc::internal, "run failed"); });
+  EXPECT_FALSE(failing);
 }
 
 TEST(sim, a_shuffled_delivery_explores_another_interleaving_deterministically) {

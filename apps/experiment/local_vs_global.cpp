@@ -1,0 +1,166 @@
+// local-vs-global (Fig. 10): 10 prefill nodes of 3M tokens of DRAM cache each, every output cut
+// to 1 token (prefill alone decides), local caches against the global pool. Local: each prefill
+// instance reuses only its own node's blocks, and the conductor places a request where its
+// predicted TTFT is lowest with that reuse (local_cache_aware). Global: Algorithm 1
+// (global_cache_aware), a prefill instance reading a longer prefix from any node's pool and
+// keeping a copy. Both admit every request, so that both means are over the same requests.
+#include "apps/analyze/hitrate.hpp"
+#include "apps/experiment/measures.hpp"
+#include "apps/experiment/registry.hpp"
+
+#include <fmt/format.h>
+
+namespace crescent::experiment {
+
+namespace {
+
+constexpr uint32_t prefill_nodes = 10;
+constexpr uint32_t decode_nodes = 6; // the paper cluster's 16 nodes in all
+
+// The paper cluster's nodes (3M tokens of DRAM cache each), split 10 : 6.
+cluster_config cluster_of(const cluster_config& paper, policy_kind policy) {
+  auto cfg = with_split(paper, prefill_nodes + decode_nodes, prefill_nodes);
+  cfg.conductor.policy = policy;
+  cfg.conductor.admission = admission_mode::none;
+  return cfg;
+}
+
+struct side {
+  double hit_rate = 0, hit_rate_remote = 0, prefill_gpu_s = 0, ttft_mean_ms = 0;
+  size_t pulls = 0;
+  uint64_t replicas_added = 0;
+  json summary;
+};
+
+caf::expected<side> run_side(context& ctx, policy_kind policy, const std::string& label) {
+  auto s =
+      ctx.simulate(label, cluster_of(ctx.paper_cluster(), policy), with_outputs(ctx.trace(), 1));
+  if (!s)
+    return std::move(s.error());
+  const auto& r = s->report;
+  side out;
+  out.summary = run_summary(r);
+  out.hit_rate = r.summary.hit_rate();
+  out.hit_rate_remote = r.summary.prompt_tokens == 0
+                            ? 0
+                            : static_cast<double>(r.reused_remote_tokens) /
+                                  static_cast<double>(r.summary.prompt_tokens);
+  out.prefill_gpu_s = r.prefill_gpu_s_mean;
+  out.ttft_mean_ms = mean_ttft_ms(r);
+  out.pulls = r.pulls;
+  out.replicas_added = r.replicas_added;
+  return out;
+}
+
+double ratio(double a, double b) {
+  return b == 0 ? 0 : a / b;
+}
+
+class local_vs_global_experiment final : public experiment {
+ public:
+  std::string_view name() const override { return "local-vs-global"; }
+  std::string_view description() const override {
+    return "10 prefill nodes, 3M tokens each, outputs of 1 token: local caches vs the global "
+           "pool, hit rate and prefill GPU time";
+  }
+  std::string_view figure() const override { return "Fig. 10"; }
+  size_t planned_runs(const std::vector<replay::trace_record>&) const override { return 2; }
+
+  caf::expected<result> run(context& ctx) const override {
+    auto local = run_side(ctx, policy_kind::local_cache_aware,
+                          "local caches (local_cache_aware, 10 prefill nodes)");
+    if (!local)
+      return std::move(local.error());
+    auto global = run_side(ctx, policy_kind::global_cache_aware,
+                           "global pool (global_cache_aware, 10 prefill nodes)");
+    if (!global)
+      return std::move(global.error());
+    result out;
+    auto& d = out.data;
+    d["prefill_nodes"] = prefill_nodes;
+    d["decode_nodes"] = decode_nodes;
+    d["cache_tokens_per_node"] = ctx.paper_cluster().nodes.front().pool_tokens;
+    d["output_tokens"] = 1;
+    d["local"] = side_json(*local, "local_cache_aware");
+    d["global"] = side_json(*global, "global_cache_aware");
+    d["hit_rate_ratio"] = rounded(ratio(global->hit_rate, local->hit_rate), 4);
+    d["prefill_gpu_time_ratio"] = rounded(ratio(global->prefill_gpu_s, local->prefill_gpu_s), 4);
+    out.tables.push_back(paper_table(*local, *global));
+    const std::vector<uint64_t> unbounded{analyze::unbounded_capacity_tokens};
+    auto max = analyze::prefix_hit_rates(ctx.trace(), unbounded, replay::trace_block_tokens);
+    if (!max)
+      return std::move(max.error());
+    d["max_hit_rate_sequence_only"] = rounded(max->front().hit_rate(), 6);
+    out.notes = notes(*local, *global, max->front().hit_rate());
+    return out;
+  }
+
+ private:
+  static json side_json(const side& s, const char* policy) {
+    json j;
+    j["policy"] = policy;
+    j["hit_rate"] = rounded(s.hit_rate, 6);
+    j["hit_rate_remote"] = rounded(s.hit_rate_remote, 6);
+    j["prefill_gpu_s_mean"] = rounded(s.prefill_gpu_s, 6);
+    j["ttft_ms_mean"] = rounded(s.ttft_mean_ms, 3);
+    j["pulls"] = s.pulls;
+    j["replicas_added"] = s.replicas_added;
+    j["summary"] = s.summary;
+    return j;
+  }
+
+  static table paper_table(const side& local, const side& global) {
+    table t;
+    t.caption = "Local caches against the global pool (10 prefill nodes, 3M tokens each, "
+                "outputs of 1 token)";
+    t.header = {"measure", "local caches", "global pool", "global vs local", "paper (Fig. 10)"};
+    t.rows = {{"hit rate of prompt tokens", percent(local.hit_rate), percent(global.hit_rate),
+               fmt::format("{:.2f}x", ratio(global.hit_rate, local.hit_rate)), "up to 2.36x"},
+              {"of it read from another node", percent(local.hit_rate_remote),
+               percent(global.hit_rate_remote), "", ""},
+              {"prefill GPU time per request", fmt::format("{:.3f} s", local.prefill_gpu_s),
+               fmt::format("{:.3f} s", global.prefill_gpu_s),
+               relative(global.prefill_gpu_s, local.prefill_gpu_s), "up to -48%"},
+              {"mean TTFT", fmt::format("{:.3f} s", local.ttft_mean_ms / 1000),
+               fmt::format("{:.3f} s", global.ttft_mean_ms / 1000),
+               relative(global.ttft_mean_ms, local.ttft_mean_ms), ""},
+              {"requests that read another node's blocks", fmt::format("{}", local.pulls),
+               fmt::format("{}", global.pulls), "", ""}};
+    return t;
+  }
+
+  static std::vector<std::string> notes(const side& local, const side& global,
+                                        double max_hit_rate) {
+    const double hit_ratio = ratio(global.hit_rate, local.hit_rate);
+    const double time_change = global.prefill_gpu_s / std::max(1e-12, local.prefill_gpu_s) - 1;
+    return {
+        "Both runs: the paper cluster's model and machine, 10 prefill and 6 decode nodes, 3M "
+        "tokens of DRAM cache on every node (the decode nodes' are never written: new blocks go "
+        "to the writer's node), admission none, every output cut to 1 token. Local caches are "
+        "`local_cache_aware` (a request goes where its predicted TTFT is lowest reusing that "
+        "node's own prefix); the global pool is `global_cache_aware` (Algorithm 1: a longer "
+        "prefix on another node is read over the network and copied), with the same 30M tokens "
+        "of DRAM in all.",
+        fmt::format(
+            "Crescent's global pool reaches {:.2f}x the local caches' hit rate and {} prefill GPU "
+            "time per request; the paper reports up to 2.36x and up to 48% less (its best "
+            "workload). The local caches here already reach {} of prompt tokens, {} of the {} "
+            "that any cache reaches on this trace (its sequence-only maximum, see `capacity`), "
+            "so at most {:.2f}x was left to gain: the local baseline is cache-aware (a request "
+            "goes where its prefix is) and this trace's prefixes fit in 3M-token caches. The "
+            "paper does not say how its local-cache runs placed requests; placed without regard "
+            "to their prefixes, requests hit far less often (`policies`: random and "
+            "least_loaded).",
+            hit_ratio, fmt::format("{:+.1f}%", 100 * time_change), percent(local.hit_rate),
+            percent(ratio(local.hit_rate, max_hit_rate)), percent(max_hit_rate),
+            ratio(max_hit_rate, local.hit_rate))};
+  }
+};
+
+} // namespace
+
+std::unique_ptr<experiment> make_local_vs_global_experiment() {
+  return std::make_unique<local_vs_global_experiment>();
+}
+
+} // namespace crescent::experiment
