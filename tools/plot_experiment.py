@@ -198,6 +198,49 @@ def plot_scale(r, wall, path):
     finish(fig, "Scaling the cluster and the arrival rate together", path)
 
 
+def plot_effective_capacity(r, wall, path):
+    rates = r["rates"]
+    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 4.0), sharey=True)
+    xs = r["thresholds_ms"]
+    for ax, rate in zip(axes, rates):
+        for s in rate["systems"]:
+            ax.plot(xs, [100 * v for v in s["shares"]], marker="o", markersize=3,
+                    label=s["label"])
+        for x in (100, 200, 300):
+            ax.axvline(x, color="grey", linewidth=0.4, linestyle=":")
+        ax.set_xscale("log")
+        ax.set_xticks(xs)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%d"))
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("TBT threshold (ms, log scale)")
+        ax.set_title(f"arrivals at {rate['speedup']}x the trace's", fontsize=9)
+        ax.set_ylim(0, 100)
+        ax.grid(True, linewidth=0.3)
+    axes[0].set_ylabel("requests meeting TTFT 30 s and TBT (%)")
+    axes[0].legend(fontsize=7)
+    finish(fig, "Effective requests vs TBT threshold (Figs. 1, 6, 7)", path)
+
+
+def plot_prefill_time(r, wall, path):
+    fig, ax = plt.subplots(figsize=(7.0, 4.0))
+    ss = r["systems"]
+    xs = range(len(ss))
+    bars = ax.bar(list(xs), [s["prefill_gpu_s_mean"] for s in ss])
+    bar_labels(ax, bars, lambda v: f"{v:.2f} s")
+    base = ss[0]["prefill_gpu_s_mean"]
+    for x, s in zip(xs, ss):
+        ax.annotate(f"paper {s['paper_ratio_to_mooncake']:.2f}x", (x, 0), xytext=(0, 3),
+                    textcoords="offset points", ha="center", fontsize=7, color="white")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([s["label"] for s in ss], fontsize=8)
+    ax.set_ylabel("prefill GPU time per request (s)")
+    ax.grid(True, axis="y", linewidth=0.3)
+    if base > 0:
+        ax.set_title("vs Crescent: " + ", ".join(f"{s['prefill_gpu_s_mean'] / base:.2f}x" for s in ss),
+                     fontsize=8)
+    finish(fig, "Prefill GPU time per request (Fig. 8)", path)
+
+
 PLOTS = {
     "capacity": plot_capacity,
     "local-vs-global": plot_local_vs_global,
@@ -206,6 +249,8 @@ PLOTS = {
     "bandwidth": plot_bandwidth,
     "pd-ratio": plot_pd_ratio,
     "overload": plot_overload,
+    "effective-capacity": plot_effective_capacity,
+    "prefill-time": plot_prefill_time,
     "scale": plot_scale,
 }
 

@@ -45,10 +45,6 @@ caf::expected<std::vector<const experiment*>> select(const std::string& name) {
     out.push_back(e);
     return out;
   }
-  if (const auto* u = find_unavailable(name))
-    return make_error(
-        errc::unavailable,
-        fmt::format("experiment '{}' ({}) is not available yet: it {}", name, u->figure, u->why));
   return make_error(
       errc::invalid_argument,
       fmt::format("unknown experiment '{}'; the experiments: {}, or all", name, available_names()));
@@ -167,12 +163,9 @@ int experiment_command(const experiment_options& opt) {
 }
 
 std::string experiment_list() {
-  std::string out = "Experiments (NAME, or all to run every available one in this order):\n";
+  std::string out = "Experiments (NAME, or all to run every one in this order):\n";
   for (const auto& e : experiments())
     out += fmt::format("  {:<20} {}: {}\n", e->name(), e->figure(), e->description());
-  out += "Not available yet:\n";
-  for (const auto& u : unavailable_experiments())
-    out += fmt::format("  {:<20} {}: {} ({})\n", u.name, u.figure, u.description, u.why);
   return out;
 }
 

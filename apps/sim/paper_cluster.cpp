@@ -45,19 +45,26 @@ caf::expected<cluster_config> paper_coupled_cluster(bool chunked_prefill, bool p
   auto c = paper_cluster();
   if (!c)
     return c;
-  for (auto& n : c->nodes) {
+  return as_coupled(std::move(*c), chunked_prefill, prefix_caching, routing);
+}
+
+caf::expected<cluster_config> as_coupled(cluster_config c, bool chunked_prefill,
+                                         bool prefix_caching, policy_kind routing) {
+  c.coupled.kv_tokens = decode_kv_bytes_of(c) / c.model.page_bytes() * c.model.block_tokens;
+  for (auto& n : c.nodes) {
+    const auto address = n.address;
     n = node_config{};
     n.coupled_instances = 1;
-    n.pool_tokens = c->model.block_tokens;
+    n.pool_tokens = c.model.block_tokens; // a pool coupled instances never use
+    n.address = address;
   }
-  c->coupled.kv_tokens = c->decode.kv_tokens;
-  c->coupled.batch_max = c->decode.batch_max;
-  c->coupled.queue_jobs_max = c->prefill.queue_jobs_max;
-  c->coupled.chunked_prefill = chunked_prefill;
-  c->coupled.prefix_caching = prefix_caching;
-  c->conductor.policy = routing;
-  c->conductor.admission = admission_mode::none;
-  if (auto err = validate(*c))
+  c.coupled.batch_max = c.decode.batch_max;
+  c.coupled.queue_jobs_max = c.prefill.queue_jobs_max;
+  c.coupled.chunked_prefill = chunked_prefill;
+  c.coupled.prefix_caching = prefix_caching;
+  c.conductor.policy = routing;
+  c.conductor.admission = admission_mode::none;
+  if (auto err = validate(c))
     return err;
   return c;
 }

@@ -38,6 +38,12 @@ caf::expected<cluster_config>
 paper_coupled_cluster(bool chunked_prefill, bool prefix_caching,
                       policy_kind routing = policy_kind::least_loaded);
 
+/// The same from any disaggregated cluster `c`: its nodes, each with one coupled instance with a
+/// decode instance's KV memory and batch, and its model, engine and limits.
+caf::expected<cluster_config> as_coupled(cluster_config c, bool chunked_prefill,
+                                         bool prefix_caching,
+                                         policy_kind routing = policy_kind::least_loaded);
+
 /// The names of `crescent replay --coupled`: prefill-first, chunked-prefill, prefix-caching,
 /// chunked-prefix-caching; false for another name.
 bool parse_coupled_mode(std::string_view name, bool& chunked_prefill, bool& prefix_caching);

@@ -429,12 +429,13 @@ std::string read_all(const std::string& path) {
   return text.str();
 }
 
-TEST(cli, experiment_help_lists_the_experiments_and_those_not_available_yet) {
+TEST(cli, experiment_help_lists_the_experiments) {
   auto r = run("experiment --help");
   ASSERT_EQ(r.status, 0) << r.output;
-  for (const char* name : {"capacity", "local-vs-global", "policies", "replicas", "bandwidth",
-                           "pd-ratio", "overload", "scale", "Fig. 9", "Fig. 10", "Fig. 5",
-                           "Fig. 11", "Not available yet:", "effective-capacity", "prefill-time"})
+  for (const char* name :
+       {"capacity", "local-vs-global", "policies", "replicas", "bandwidth", "pd-ratio", "overload",
+        "scale", "Fig. 9", "Fig. 10", "Fig. 5", "Fig. 11", "effective-capacity", "Figs. 1, 6, 7",
+        "prefill-time", "Fig. 8"})
     EXPECT_NE(r.output.find(name), std::string::npos) << name << "\n" << r.output;
 }
 
@@ -443,9 +444,6 @@ TEST(cli, experiment_refuses_bad_names_seeds_traces_and_out_dirs) {
   const std::pair<std::string, std::string> cases[] = {
       {"experiment nope --out " + out,
        "unknown experiment 'nope'; the experiments: capacity, local-vs-global, policies"},
-      {"experiment effective-capacity --out " + out,
-       "experiment 'effective-capacity' (Figs. 1, 6, 7) is not available yet: it needs the "
-       "coupled"},
       {"experiment capacity --seed 0 --out " + out, "--seed 0: expected a positive integer"},
       {"experiment capacity --seed 12x --out " + out, "--seed 12x: expected a positive integer"},
       {"experiment capacity --trace /nonexistent/t.jsonl --out " + out,

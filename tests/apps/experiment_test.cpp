@@ -270,6 +270,45 @@ TEST(experiment, scale_multiplies_nodes_and_requests_alike) {
   EXPECT_EQ(r["not_run"][0]["nodes"].get<uint32_t>(), 256u);
 }
 
+TEST(experiment, effective_shares_rise_with_the_tbt_threshold_for_all_four_systems) {
+  const auto& r = results_of("effective-capacity");
+  ASSERT_EQ(r["thresholds_ms"].size(), 9u);
+  EXPECT_EQ(r["thresholds_ms"][0].get<double>(), 50);
+  EXPECT_EQ(r["thresholds_ms"][8].get<double>(), 1000);
+  ASSERT_EQ(r["rates"].size(), 2u);
+  EXPECT_EQ(r["rates"][1]["speedup"].get<double>(), 1.5);
+  for (const auto& rate : r["rates"]) {
+    ASSERT_EQ(rate["systems"].size(), 4u);
+    std::set<std::string> names;
+    for (const auto& s : rate["systems"]) {
+      names.insert(s["system"].get<std::string>());
+      double before = 0;
+      for (const auto& x : s["shares"]) {
+        expect_share(x.get<double>(), s["system"].get<std::string>());
+        EXPECT_GE(x.get<double>(), before) << s["system"];
+        before = x.get<double>();
+      }
+      expect_summary(s["summary"], trace().size());
+    }
+    EXPECT_EQ(names, (std::set<std::string>{"crescent", "coupled", "coupled_prefix_caching",
+                                            "coupled_chunked_prefill"}));
+  }
+}
+
+TEST(experiment, prefill_time_covers_all_four_systems) {
+  const auto& r = results_of("prefill-time");
+  ASSERT_EQ(r["systems"].size(), 4u);
+  for (const auto& s : r["systems"]) {
+    EXPECT_GT(s["prefill_gpu_s_mean"].get<double>(), 0) << s["system"];
+    EXPECT_GT(s["paper_ratio_to_mooncake"].get<double>(), 0) << s["system"];
+    expect_summary(s["summary"], trace().size());
+  }
+  EXPECT_EQ(r["systems"][0]["system"], "crescent");
+  // The small trace's groups share a prefix: prefix caching computes less than plain coupled.
+  EXPECT_LT(r["systems"][2]["prefill_gpu_s_mean"].get<double>(),
+            r["systems"][1]["prefill_gpu_s_mean"].get<double>());
+}
+
 TEST(experiment, the_same_seed_gives_the_same_json_byte_for_byte) {
   const auto& first = json_of("local-vs-global");
   EXPECT_EQ(run_json("local-vs-global", 1), first);
@@ -286,12 +325,8 @@ TEST(experiment, the_registry_names_each_experiment_once) {
     EXPECT_FALSE(e->figure().empty());
   }
   EXPECT_EQ(names, (std::set<std::string>{"capacity", "local-vs-global", "policies", "replicas",
-                                          "bandwidth", "pd-ratio", "overload", "scale"}));
-  for (const auto& u : unavailable_experiments()) {
-    EXPECT_EQ(find_experiment(u.name), nullptr) << u.name;
-    EXPECT_EQ(find_unavailable(u.name), &u);
-    EXPECT_EQ(names.count(std::string{u.name}), 0u);
-  }
+                                          "bandwidth", "pd-ratio", "overload", "effective-capacity",
+                                          "prefill-time", "scale"}));
   EXPECT_EQ(find_experiment("all"), nullptr);
 }
 
