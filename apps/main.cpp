@@ -10,6 +10,7 @@
 #include "apps/pool/pool_processes.hpp"
 #include "apps/profile/profile_command.hpp"
 #include "apps/run_command.hpp"
+#include "apps/serve/serve_command.hpp"
 #include "apps/sim/bench_admission.hpp"
 #include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/bench_fidelity.hpp"
@@ -73,6 +74,33 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-3, 1e3));
   up_cmd->add_flag("--no-progress{false}", up.run.progress, "Do not print the progress line");
   up_cmd->add_flag("--verbose", up.run.verbose, "Log actor warnings");
+
+  crescent::cli::serve_options serve;
+  auto* serve_cmd = app.add_subcommand(
+      "serve", "Bring up the cluster behind an OpenAI-compatible HTTP API: /v1/completions, "
+               "/v1/chat/completions (streaming too), /v1/models, /metrics (docs/serve.md)");
+  serve_cmd->add_option("--config", serve.config_path, "Cluster config (YAML); default: built in")
+      ->check(CLI::ExistingFile);
+  serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (port 0: any free one)")
+      ->capture_default_str();
+  serve_cmd->add_option("--model", serve.door.model, "The model name clients ask for")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--max-tokens-default", serve.door.max_tokens_default,
+                   "max_tokens of a body that has none")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  serve_cmd
+      ->add_option("--body-bytes-max", serve.door.body_bytes_max,
+                   "Bodies over this many bytes are answered 413")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{64}, size_t{1} << 30));
+  serve_cmd
+      ->add_option("--connections-max", serve.connections_max,
+                   "HTTP connections served at once (a thread each); more wait to be accepted")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 16384u));
+  serve_cmd->add_flag("--verbose", serve.verbose, "Log actor warnings");
 
   crescent::sim::replay_options replay;
   auto* replay_cmd = app.add_subcommand(
@@ -437,6 +465,8 @@ int main(int argc, char** argv) {
     return crescent::pool::run_node_process(pool_node);
   if (app.got_subcommand("run"))
     return crescent::cli::run_command(run);
+  if (app.got_subcommand("serve"))
+    return crescent::cli::serve_command(serve);
   if (app.got_subcommand("up"))
     return crescent::cli::up_command(up);
   if (app.got_subcommand("profile"))

@@ -10,6 +10,8 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG QUIET)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
+# `crescent serve`'s HTTP server (Debian's libcpp-httplib-dev, 0.11).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # Client libraries of the store benchmark's baselines (memcached, Redis); optional: without them
 # `crescent bench store` measures the pool alone and says why.
 pkg_check_modules(LIBMEMCACHED IMPORTED_TARGET libmemcached)

@@ -35,6 +35,8 @@ using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;
 using tokens_atom = caf::atom_constant<caf::atom("tokens")>;
 using failed_atom = caf::atom_constant<caf::atom("failed")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using stream_atom = caf::atom_constant<caf::atom("stream")>; // run, each token to a listener
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>; // the client gave up
 // store master and block owners
 using put_start_atom = caf::atom_constant<caf::atom("put_start")>;
 using put_commit_atom = caf::atom_constant<caf::atom("put_commit")>;

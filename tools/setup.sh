@@ -10,9 +10,10 @@ packages=(
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libxxhash-dev liburing-dev
+  libxxhash-dev liburing-dev libcpp-httplib-dev
   memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
+  prometheus
   python3 python3-matplotlib
 )
 

@@ -30,10 +30,11 @@ inline std::vector<uint64_t> rotating_batch(const std::vector<uint64_t>& ids, si
   return batch;
 }
 
-/// Sends request `request_id`'s `tokens` to its actor from `self` (the request takes tokens only
-/// from its decode instance); `final`: the last of them.
-template <class Self>
-void send_token_batch(Self* self, const request_actor& to, uint64_t request_id,
+/// Sends request `request_id`'s `tokens` to `to` (its request actor, or a streamed request's
+/// listener) from `self` (the request takes tokens only from its decode instance); `final`: the
+/// last of them.
+template <class Self, class Handle>
+void send_token_batch(Self* self, const Handle& to, uint64_t request_id,
                       std::span<const uint32_t> tokens, bool final) {
   auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
     out.setRequestId(request_id);

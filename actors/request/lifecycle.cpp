@@ -235,6 +235,7 @@ caf::result<envelope> on_run(request_ptr self, const envelope& msg) {
   if (!s)
     return std::move(s.error());
   st.running = true;
+  st.client_addr = caf::actor_cast<caf::actor_addr>(self->current_sender());
   st.id = s->id;
   st.tokens = std::move(s->tokens);
   st.max_new_tokens = s->max_new_tokens;
@@ -245,6 +246,27 @@ caf::result<envelope> on_run(request_ptr self, const envelope& msg) {
   st.client = self->make_response_promise<envelope>();
   schedule(self);
   return st.client;
+}
+
+caf::result<envelope> on_stream(request_ptr self, const envelope& msg, caf::actor listener) {
+  if (!listener)
+    return self->state.bad.refuse(self->state.name,
+                                  make_error(errc::invalid_argument, "a stream needs a listener"));
+  auto& st = self->state;
+  if (st.running)
+    return on_run(self, msg); // refused: it runs already, for its first client and listener
+  st.listener = caf::actor_cast<token_listener>(std::move(listener));
+  auto result = on_run(self, msg);
+  if (!st.running) // a bad spec: the listener must not hear a later run's tokens
+    st.listener = token_listener{};
+  return result;
+}
+
+void on_cancel(request_ptr self) {
+  auto& st = self->state;
+  if (refuse_unless_sent_by(self, st.client_addr, "a cancel", "the client that ran the request"))
+    return;
+  finish(self, request_status::failed, "cancelled by the client");
 }
 
 } // namespace crescent

@@ -1,4 +1,5 @@
 // Progress of a request: the first token from prefill, the rest from decode, and its ending.
+#include "actors/common/continuous_batch.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/request/request_state.hpp"
 #include "gpu/model_config.hpp"
@@ -61,12 +62,16 @@ envelope make_outcome(request_ptr self, request_status status, const std::string
 void append_tokens(request_ptr self, const std::vector<uint32_t>& tokens) {
   auto& st = self->state;
   const auto t = now_ns(self);
+  const size_t before = st.output.size();
   for (auto tok : tokens) {
     if (st.output.size() >= st.max_new_tokens)
       break; // a worker sent more than asked for: keep what was asked
     st.output.push_back(tok);
     st.token_times_ns.push_back(t);
   }
+  if (st.listener && st.output.size() > before)
+    send_token_batch(self, st.listener, st.id, std::span{st.output}.subspan(before),
+                     st.output.size() >= st.max_new_tokens);
 }
 
 void maybe_complete(request_ptr self) {

@@ -36,6 +36,10 @@ request_actor::behavior_type request(request_ptr self, request_options options,
   });
   return {
       [=](run_atom, const envelope& msg) { return on_run(self, msg); },
+      [=](stream_atom, const envelope& msg, caf::actor listener) {
+        return on_stream(self, msg, std::move(listener));
+      },
+      [=](cancel_atom) { on_cancel(self); },
       [=](prefill_done_atom, const envelope& msg) { return on_prefill_done(self, msg); },
       [=](tokens_atom, const envelope& msg) { return on_tokens(self, msg); },
       [=](failed_atom, const envelope& msg) { return on_failed(self, msg); },

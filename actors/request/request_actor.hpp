@@ -11,9 +11,19 @@
 
 namespace crescent {
 
+/// Hears a streamed request's tokens as they come (TokenBatch; the last with final set).
+using token_listener = caf::typed_actor<caf::reacts_to<tokens_atom, envelope>>;
+
 using request_actor = caf::typed_actor<
     // RequestSpec -> RequestOutcome, delivered when the request ends, whichever way
     caf::replies_to<run_atom, envelope>::with<envelope>,
+    // As run, and each token goes to the listener as it comes: TokenBatch messages (tokens_atom),
+    // the prefill's first token included, the last with final set
+    // (a token_listener travels as caf::actor, which every process knows how to serialize)
+    caf::replies_to<stream_atom, envelope, caf::actor>::with<envelope>,
+    // From the client that ran it only: it gave up (an HTTP client went away). The request fails
+    // at once ("cancelled by the client") and what it holds is released.
+    caf::reacts_to<cancel_atom>,
     // PrefillDone from the prefill worker: the first token
     caf::replies_to<prefill_done_atom, envelope>::with<void>,
     // TokenBatch from the decode worker

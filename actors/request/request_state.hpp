@@ -21,6 +21,8 @@ struct request_state {
   request_options options;
   std::shared_ptr<const directory> dir;
   caf::typed_response_promise<envelope> client;
+  caf::actor_addr client_addr; // who ran it: only it may cancel
+  token_listener listener;     // streamed: hears each token as it comes (none: not streamed)
   bool running = false;
   bool done = false;
   // The request.
@@ -60,6 +62,8 @@ using request_ptr = request_actor::stateful_pointer<request_state>;
 
 // lifecycle.cpp
 caf::result<envelope> on_run(request_ptr self, const envelope& msg);
+caf::result<envelope> on_stream(request_ptr self, const envelope& msg, caf::actor listener);
+void on_cancel(request_ptr self);
 void finish(request_ptr self, request_status status, const std::string& reason);
 // progress.cpp
 caf::result<void> on_prefill_done(request_ptr self, const envelope& msg);

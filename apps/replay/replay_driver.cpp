@@ -32,51 +32,6 @@ struct driver_state {
 
 using self_ptr = replay_driver_actor::stateful_pointer<driver_state>;
 
-request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_tokens) {
-  auto r = read_as<wire::RequestOutcome>(msg, [&](wire::RequestOutcome::Reader in) {
-    request_result out;
-    out.id = in.getRequestId();
-    switch (in.getStatus()) {
-    case wire::Status::COMPLETED:
-      out.status = outcome_status::completed;
-      break;
-    case wire::Status::REJECTED:
-      out.status = outcome_status::rejected;
-      break;
-    default:
-      out.status = outcome_status::failed;
-      break;
-    }
-    out.reason = in.getReason();
-    out.arrival_ns = in.getArrivalNs();
-    out.token_times_ns = to_vector(in.getTokenTimesNs());
-    out.tokens = to_vector(in.getTokens());
-    out.computed_tokens = in.getComputedTokens();
-    out.reused_tokens = in.getReusedTokens();
-    out.remote_reused_tokens = in.getRemoteReusedTokens();
-    out.load_misses = in.getLoadMisses();
-    out.prefill_instance = in.getPrefillInstance();
-    out.decode_instance = in.getDecodeInstance();
-    out.prefill_compute_ns = in.getPrefillComputeNs();
-    out.kv_tail_ns = in.getKvTailNs();
-    out.kv_busy_ns = in.getKvBusyNs();
-    out.prefill_queue_ns = in.getPrefillQueueNs();
-    out.stage_compute_ns = to_vector(in.getStageComputeNs());
-    out.predicted_ttft_ns = in.getPredictedTtftNs();
-    out.retry_after_ms = in.getRetryAfterMs();
-    return out;
-  });
-  if (!r) {
-    request_result bad;
-    bad.id = id;
-    bad.prompt_tokens = prompt_tokens;
-    bad.reason = "unreadable outcome: " + describe(r.error());
-    return bad;
-  }
-  r->prompt_tokens = prompt_tokens;
-  return std::move(*r);
-}
-
 void record(self_ptr self, request_result result) {
   auto& st = self->state;
   ++st.ended;

@@ -1,6 +1,8 @@
 // The summary of a replay: what people read after `crescent run`.
 #pragma once
 
+#include "messages/envelope.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -68,6 +70,10 @@ percentiles percentiles_of(std::vector<double>& values);
 /// TBT of one request as the Mooncake paper defines it: the mean of its longest 10% of token
 /// intervals (at least one interval); nullopt-like -1 for fewer than two tokens.
 double request_tbt_ms(const std::vector<int64_t>& token_times_ns);
+
+/// A request actor's RequestOutcome as a result; one that does not decode is a failed result
+/// naming why (with `id` and `prompt_tokens`, which the caller knows).
+request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_tokens);
 
 replay_summary summarize(const std::vector<request_result>& results);
 

@@ -203,6 +203,14 @@ TEST(bad_input, request_actor_refuses_bad_specs_and_then_serves) {
   EXPECT_TRUE(is(bad.error(), errc::invalid_argument)) << describe(bad.error());
   for (size_t n = 0; n < sample.size_words(); ++n)
     EXPECT_FALSE(h.ask(req, run_atom::value, reseal(sample.schema_id(), prefix_words(sample, n))));
+  // Streamed alike, and with no listener at all; a cancel before it runs is refused.
+  auto listener = h.sys.spawn([]() -> caf::behavior { return {[](tokens_atom, envelope) {}}; });
+  for (size_t n = 0; n < sample.size_words(); ++n)
+    EXPECT_FALSE(h.ask(req, stream_atom::value, reseal(sample.schema_id(), prefix_words(sample, n)),
+                       listener));
+  EXPECT_FALSE(h.ask(req, stream_atom::value, sample, caf::actor{}));
+  h.sys.spawn([req](caf::event_based_actor* other) { other->send(req, cancel_atom::value); });
+  h.sched.run();
   for (auto atom_sample :
        {sample_envelope<wire::PrefillDone>(), sample_envelope<wire::TokenBatch>(),
         sample_envelope<wire::RequestFailed>()}) {

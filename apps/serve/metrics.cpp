@@ -1,0 +1,441 @@
+#include "apps/serve/metrics.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/store.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <optional>
+
+namespace crescent::serve {
+
+namespace {
+
+std::string escape_label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+std::string number(double v) {
+  if (std::isinf(v))
+    return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v))
+    return "NaN";
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    return fmt::format("{}", static_cast<int64_t>(v));
+  return fmt::format("{}", v);
+}
+
+} // namespace
+
+void prom_writer::family(std::string_view name, std::string_view type, std::string_view help) {
+  out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void prom_writer::sample(std::string_view name, const labels& l, double value) {
+  out_ += name;
+  if (!l.empty()) {
+    out_ += '{';
+    for (size_t i = 0; i < l.size(); ++i)
+      out_ += fmt::format("{}{}=\"{}\"", i == 0 ? "" : ",", l[i].first, escape_label(l[i].second));
+    out_ += '}';
+  }
+  out_ += ' ';
+  out_ += number(value);
+  out_ += '\n';
+}
+
+histogram::histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void histogram::observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i])
+    ++i;
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void histogram::write(prom_writer& w, std::string_view name, std::string_view help) const {
+  w.family(name, "histogram", help);
+  const auto bucket = fmt::format("{}_bucket", name);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    cumulative += counts_[i];
+    const double le = i < bounds_.size() ? bounds_[i] : INFINITY;
+    w.sample(bucket, {{"le", number(le)}}, static_cast<double>(cumulative));
+  }
+  w.sample(fmt::format("{}_sum", name), {}, sum_);
+  w.sample(fmt::format("{}_count", name), {}, static_cast<double>(count_));
+}
+
+const char* to_string(door_outcome o) {
+  switch (o) {
+  case door_outcome::completed:
+    return "completed";
+  case door_outcome::rejected:
+    return "rejected";
+  case door_outcome::failed:
+    return "failed";
+  case door_outcome::cancelled:
+    return "cancelled";
+  case door_outcome::bad_request:
+    return "bad_request";
+  case door_outcome::count:
+    break;
+  }
+  return "?";
+}
+
+namespace {
+
+// From 1 ms to 60 s: TTFT spans queueing behind long prompts; TBT is milliseconds.
+std::vector<double> ttft_bounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+}
+std::vector<double> tbt_bounds() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5};
+}
+
+} // namespace
+
+door_metrics::door_metrics() : ttft_(ttft_bounds()), tbt_(tbt_bounds()) {}
+
+void door_metrics::http_answer(std::string_view path, int status) {
+  std::lock_guard guard{mu_};
+  for (auto& [key, count] : http_)
+    if (key.first == path && key.second == status) {
+      ++count;
+      return;
+    }
+  http_.push_back({{std::string{path}, status}, 1});
+}
+
+void door_metrics::outcome(door_outcome o) {
+  std::lock_guard guard{mu_};
+  ++outcomes_[static_cast<size_t>(o)];
+}
+
+void door_metrics::observe(const replay::request_result& r) {
+  std::lock_guard guard{mu_};
+  prompt_tokens_ += r.prompt_tokens;
+  completion_tokens_ += r.tokens.size();
+  computed_tokens_ += r.computed_tokens;
+  remote_hit_tokens_ += r.remote_reused_tokens;
+  local_hit_tokens_ += r.reused_tokens - std::min(r.reused_tokens, r.remote_reused_tokens);
+  if (r.token_times_ns.empty())
+    return;
+  ttft_.observe(static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e9);
+  for (size_t i = 1; i < r.token_times_ns.size(); ++i)
+    tbt_.observe(static_cast<double>(r.token_times_ns[i] - r.token_times_ns[i - 1]) / 1e9);
+}
+
+void door_metrics::in_flight(int delta) {
+  std::lock_guard guard{mu_};
+  in_flight_ += delta;
+}
+
+int64_t door_metrics::in_flight() const {
+  std::lock_guard guard{mu_};
+  return in_flight_;
+}
+
+void door_metrics::write(prom_writer& w) const {
+  std::lock_guard guard{mu_};
+  w.family("crescent_requests_total", "counter",
+           "Completion requests by how they ended (bad_request: refused before running)");
+  for (size_t i = 0; i < outcomes_.size(); ++i)
+    w.sample("crescent_requests_total", {{"outcome", to_string(static_cast<door_outcome>(i))}},
+             static_cast<double>(outcomes_[i]));
+  w.family("crescent_requests_in_flight", "gauge", "Completion requests running now");
+  w.sample("crescent_requests_in_flight", {}, static_cast<double>(in_flight_));
+  w.family("crescent_http_responses_total", "counter", "HTTP answers by path and status code");
+  for (const auto& [key, count] : http_)
+    w.sample("crescent_http_responses_total",
+             {{"path", key.first}, {"code", std::to_string(key.second)}},
+             static_cast<double>(count));
+  ttft_.write(w, "crescent_ttft_seconds", "Time to first token of completed requests");
+  tbt_.write(w, "crescent_tbt_seconds", "Time between tokens of completed requests");
+  w.family("crescent_prompt_tokens_total", "counter", "Prompt tokens of completed requests");
+  w.sample("crescent_prompt_tokens_total", {}, static_cast<double>(prompt_tokens_));
+  w.family("crescent_completion_tokens_total", "counter",
+           "Tokens generated for completed requests");
+  w.sample("crescent_completion_tokens_total", {}, static_cast<double>(completion_tokens_));
+  w.family("crescent_prefill_computed_tokens_total", "counter",
+           "Prompt tokens whose KV prefill computed (the rest was reused)");
+  w.sample("crescent_prefill_computed_tokens_total", {}, static_cast<double>(computed_tokens_));
+  w.family("crescent_prefix_hit_tokens_total", "counter",
+           "Prompt tokens whose KV was reused, by where it came from (local: the prefill "
+           "node's own pool memory; remote: another node's, pulled)");
+  w.sample("crescent_prefix_hit_tokens_total", {{"tier", "local"}},
+           static_cast<double>(local_hit_tokens_));
+  w.sample("crescent_prefix_hit_tokens_total", {{"tier", "remote"}},
+           static_cast<double>(remote_hit_tokens_));
+}
+
+namespace {
+
+// Asks every handle for its stats at once; each answer (or nullopt) in order.
+template <class Handle>
+std::vector<std::optional<envelope>> ask_stats(caf::scoped_actor& self,
+                                               const std::vector<Handle>& handles,
+                                               std::chrono::milliseconds timeout) {
+  std::vector<std::optional<envelope>> out(handles.size());
+  std::vector<decltype(self->request(handles[0], timeout, stats_atom::value))> pending;
+  for (const auto& h : handles)
+    pending.push_back(self->request(h, timeout, stats_atom::value));
+  for (size_t i = 0; i < pending.size(); ++i)
+    pending[i].receive([&](envelope& e) { out[i] = std::move(e); }, [](caf::error&) {});
+  return out;
+}
+
+struct worker_row {
+  uint32_t instance = 0;
+  uint32_t queued = 0, active = 0, free_pages = 0;
+  uint64_t bad = 0, compute_ns = 0, load_misses = 0;
+};
+
+std::optional<worker_row> read_worker(const std::optional<envelope>& e) {
+  if (!e)
+    return std::nullopt;
+  auto r = read_as<wire::WorkerStats>(*e, [](wire::WorkerStats::Reader in) {
+    return worker_row{in.getInstance(),  in.getQueuedJobs(),  in.getActiveRequests(),
+                      in.getFreePages(), in.getBadMessages(), in.getComputeNs(),
+                      in.getLoadMisses()};
+  });
+  return r ? std::optional{*r} : std::nullopt;
+}
+
+// Rows of one role's workers, under the role label; counts unanswered ones into `errors`.
+void collect_workers(const char* role, const std::vector<std::optional<envelope>>& answers,
+                     std::vector<std::pair<std::string, worker_row>>& rows, uint64_t& errors) {
+  for (const auto& a : answers) {
+    auto row = read_worker(a);
+    if (row)
+      rows.emplace_back(role, *row);
+    else
+      ++errors;
+  }
+}
+
+void write_workers(prom_writer& w, const std::vector<std::pair<std::string, worker_row>>& rows) {
+  struct column {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*get)(const worker_row&);
+  };
+  static const column columns[] = {
+      {"crescent_instance_queued_jobs", "gauge", "Jobs waiting in an instance's queue",
+       [](const worker_row& r) { return double(r.queued); }},
+      {"crescent_instance_active_requests", "gauge", "Requests an instance is running",
+       [](const worker_row& r) { return double(r.active); }},
+      {"crescent_instance_free_kv_pages", "gauge", "KV pages an instance has free",
+       [](const worker_row& r) { return double(r.free_pages); }},
+      {"crescent_instance_compute_seconds_total", "counter", "Engine time an instance spent",
+       [](const worker_row& r) { return double(r.compute_ns) / 1e9; }},
+      {"crescent_instance_load_misses_total", "counter",
+       "Pool blocks an instance refused on loading (checksum or transport)",
+       [](const worker_row& r) { return double(r.load_misses); }},
+  };
+  for (const auto& c : columns) {
+    w.family(c.name, c.type, c.help);
+    for (const auto& [role, row] : rows)
+      w.sample(c.name, {{"role", role}, {"instance", std::to_string(row.instance)}}, c.get(row));
+  }
+}
+
+struct owner_row {
+  uint32_t node = 0;
+  uint64_t dram_cap = 0, dram_used = 0, ssd_cap = 0, ssd_used = 0, blocks = 0;
+  uint64_t evictions = 0, offloads = 0, promotions = 0, bad = 0, ssd_write_errors = 0,
+           ssd_read_errors = 0;
+};
+
+void write_owners(prom_writer& w, const std::vector<owner_row>& rows) {
+  w.family("crescent_pool_capacity_bytes", "gauge", "KV pool capacity by node and tier");
+  for (const auto& r : rows) {
+    w.sample("crescent_pool_capacity_bytes", {{"node", std::to_string(r.node)}, {"tier", "dram"}},
+             double(r.dram_cap));
+    w.sample("crescent_pool_capacity_bytes", {{"node", std::to_string(r.node)}, {"tier", "ssd"}},
+             double(r.ssd_cap));
+  }
+  w.family("crescent_pool_used_bytes", "gauge", "KV pool bytes in use by node and tier");
+  for (const auto& r : rows) {
+    w.sample("crescent_pool_used_bytes", {{"node", std::to_string(r.node)}, {"tier", "dram"}},
+             double(r.dram_used));
+    w.sample("crescent_pool_used_bytes", {{"node", std::to_string(r.node)}, {"tier", "ssd"}},
+             double(r.ssd_used));
+  }
+  struct column {
+    const char* name;
+    const char* type;
+    const char* help;
+    uint64_t owner_row::*field;
+  };
+  static const column columns[] = {
+      {"crescent_pool_blocks", "gauge", "Blocks a node's owner holds", &owner_row::blocks},
+      {"crescent_pool_evictions_total", "counter", "Blocks a node evicted", &owner_row::evictions},
+      {"crescent_pool_offloads_total", "counter", "Blocks a node moved from DRAM to SSD",
+       &owner_row::offloads},
+      {"crescent_pool_promotions_total", "counter", "Blocks a node moved from SSD to DRAM",
+       &owner_row::promotions},
+      {"crescent_pool_ssd_write_errors_total", "counter", "Offloads that failed",
+       &owner_row::ssd_write_errors},
+      {"crescent_pool_ssd_read_errors_total", "counter", "Promotions that failed",
+       &owner_row::ssd_read_errors},
+  };
+  for (const auto& c : columns) {
+    w.family(c.name, c.type, c.help);
+    for (const auto& r : rows)
+      w.sample(c.name, {{"node", std::to_string(r.node)}}, double(r.*c.field));
+  }
+}
+
+} // namespace
+
+void write_cluster_metrics(prom_writer& w, caf::actor_system& sys, cluster& cl,
+                           std::chrono::milliseconds timeout) {
+  const auto& dir = cl.dir();
+  caf::scoped_actor self{sys};
+  // Every question is asked before any answer is awaited: a scrape waits `timeout` at most.
+  auto conductor = ask_stats(self, std::vector{dir.conductor}, timeout);
+  auto master = ask_stats(self, std::vector{dir.store_master}, timeout);
+  auto owners = ask_stats(self, dir.block_owners, timeout);
+  auto prefill = ask_stats(self, dir.prefill, timeout);
+  auto decode = ask_stats(self, dir.decode, timeout);
+  auto coupled = ask_stats(self, dir.coupled, timeout);
+  uint64_t errors = 0;
+  // bad messages per actor: (actor, id) -> count
+  std::vector<std::tuple<std::string, uint32_t, uint64_t>> bad;
+
+  bool ok =
+      conductor[0] &&
+      read_as<wire::ConductorStats>(*conductor[0], [&](wire::ConductorStats::Reader in) {
+        w.family("crescent_conductor_placed_total", "counter", "Requests the conductor placed");
+        w.sample("crescent_conductor_placed_total", {}, in.getPlaced());
+        w.family("crescent_conductor_rejected_total", "counter",
+                 "Requests the conductor rejected (admission)");
+        w.sample("crescent_conductor_rejected_total", {}, in.getRejected());
+        w.family("crescent_live_nodes", "gauge", "Nodes the conductor hears from");
+        w.sample("crescent_live_nodes", {}, in.getLiveNodes());
+        w.family("crescent_conductor_prefill_queue_jobs", "gauge",
+                 "Jobs the conductor counts queued per prefill instance");
+        auto q = in.getPrefillQueueJobs();
+        for (unsigned i = 0; i < q.size(); ++i)
+          w.sample("crescent_conductor_prefill_queue_jobs", {{"instance", std::to_string(i)}},
+                   q[i]);
+        w.family("crescent_conductor_decode_active", "gauge",
+                 "Requests the conductor counts per decode instance");
+        auto d = in.getDecodeActive();
+        for (unsigned i = 0; i < d.size(); ++i)
+          w.sample("crescent_conductor_decode_active", {{"instance", std::to_string(i)}}, d[i]);
+        bad.emplace_back("conductor", 0, in.getBadMessages());
+        return true;
+      }).engaged();
+  errors += ok ? 0 : 1;
+
+  ok = master[0] &&
+       read_as<wire::StoreStats>(*master[0], [&](wire::StoreStats::Reader in) {
+         w.family("crescent_store_blocks", "gauge", "Blocks the store master knows, by state");
+         w.sample("crescent_store_blocks", {{"state", "complete"}}, in.getCompleteBlocks());
+         w.sample("crescent_store_blocks", {{"state", "pending"}}, in.getPendingBlocks());
+         w.family("crescent_store_lost_blocks_total", "counter", "Blocks left without any replica");
+         w.sample("crescent_store_lost_blocks_total", {}, in.getLostBlocks());
+         w.family("crescent_store_evictions_total", "counter",
+                  "Eviction requests by the master's answer");
+         w.sample("crescent_store_evictions_total", {{"answer", "approved"}},
+                  in.getEvictionsApproved());
+         w.sample("crescent_store_evictions_total", {{"answer", "refused"}},
+                  in.getEvictionsRefused());
+         w.family("crescent_store_replicas_added_total", "counter",
+                  "Replicas of existing blocks committed");
+         w.sample("crescent_store_replicas_added_total", {}, in.getReplicasAdded());
+         bad.emplace_back("store_master", 0, in.getBadMessages());
+         return true;
+       }).engaged();
+  errors += ok ? 0 : 1;
+
+  std::vector<owner_row> owner_rows;
+  for (const auto& a : owners) {
+    if (!a) {
+      ++errors;
+      continue;
+    }
+    auto r = read_as<wire::OwnerStats>(*a, [](wire::OwnerStats::Reader in) {
+      return owner_row{in.getNode(),           in.getDramCapacityBytes(),
+                       in.getDramUsedBytes(),  in.getSsdCapacityBytes(),
+                       in.getSsdUsedBytes(),   in.getBlocks(),
+                       in.getEvictions(),      in.getOffloads(),
+                       in.getPromotions(),     in.getBadMessages(),
+                       in.getSsdWriteErrors(), in.getSsdReadErrors()};
+    });
+    if (r) {
+      owner_rows.push_back(*r);
+      bad.emplace_back("block_owner", r->node, r->bad);
+    } else {
+      ++errors;
+    }
+  }
+  write_owners(w, owner_rows);
+
+  std::vector<std::pair<std::string, worker_row>> rows;
+  collect_workers("prefill", prefill, rows, errors);
+  collect_workers("decode", decode, rows, errors);
+  collect_workers("coupled", coupled, rows, errors);
+  write_workers(w, rows);
+  for (const auto& [role, row] : rows)
+    bad.emplace_back(role + "_worker", row.instance, row.bad);
+
+  w.family("crescent_bad_messages_total", "counter",
+           "Messages an actor refused (malformed, wrong sender, out of range)");
+  for (const auto& [actor, id, count] : bad)
+    w.sample("crescent_bad_messages_total", {{"actor", actor}, {"id", std::to_string(id)}},
+             double(count));
+  w.family("crescent_scrape_unanswered_actors", "gauge",
+           "Actors that did not answer this scrape in time (their numbers are missing)");
+  w.sample("crescent_scrape_unanswered_actors", {}, double(errors));
+  write_transfer_metrics(w, cl.transfer().metrics());
+}
+
+void write_transfer_metrics(prom_writer& w, const std::vector<transport::path_metrics>& paths) {
+  struct column {
+    const char* name;
+    const char* help;
+    uint64_t transport::path_metrics::*field;
+  };
+  static const column columns[] = {
+      {"crescent_transfer_read_bytes_total", "Bytes read by path and peer node",
+       &transport::path_metrics::bytes_read},
+      {"crescent_transfer_written_bytes_total", "Bytes written by path and peer node",
+       &transport::path_metrics::bytes_written},
+      {"crescent_transfer_operations_total", "Transfer operations by path and peer node",
+       &transport::path_metrics::operations},
+      {"crescent_transfer_retries_total", "Slices retried by path and peer node",
+       &transport::path_metrics::retries},
+      {"crescent_transfer_failures_total", "Operations failed by path and peer node",
+       &transport::path_metrics::failures},
+  };
+  for (const auto& c : columns) {
+    w.family(c.name, "counter", c.help);
+    for (const auto& p : paths)
+      w.sample(c.name, {{"path", p.backend}, {"peer", std::to_string(p.node)}}, double(p.*c.field));
+  }
+}
+
+} // namespace crescent::serve

@@ -1,0 +1,119 @@
+#include "apps/serve/serve_command.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "actors/common/actor_system_setup.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <fmt/format.h>
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <pthread.h>
+#include <thread>
+
+namespace crescent::cli {
+
+namespace {
+
+int fail(const std::string& what) {
+  fmt::print(stderr, "crescent serve: {}\n", what);
+  return 2;
+}
+
+struct host_port {
+  std::string host;
+  int port = 0;
+};
+
+caf::expected<host_port> parse_listen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    return make_error(errc::invalid_argument,
+                      fmt::format("--listen {}: expected HOST:PORT, as 127.0.0.1:8000", text));
+  host_port out{text.substr(0, colon), 0};
+  if (out.host.size() > 2 && out.host.front() == '[' && out.host.back() == ']')
+    out.host = out.host.substr(1, out.host.size() - 2); // [::1]:8000
+  const auto port = text.substr(colon + 1);
+  char* end = nullptr;
+  const long p = std::strtol(port.c_str(), &end, 10);
+  if (*end != '\0' || p < 0 || p > 65535)
+    return make_error(errc::invalid_argument,
+                      fmt::format("--listen {}: the port must be a number in [0, 65535]", text));
+  out.port = static_cast<int>(p);
+  return out;
+}
+
+// SIGINT and SIGTERM are taken by sigwait in the main thread: blocked here, before any other
+// thread starts, so that every thread inherits the mask and none is interrupted.
+sigset_t block_stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+} // namespace
+
+int serve_command(const serve_options& opt) {
+  spdlog::set_level(opt.verbose ? spdlog::level::info : spdlog::level::err);
+  auto where = parse_listen(opt.listen);
+  if (!where)
+    return fail(describe(where.error()));
+  if (opt.connections_max == 0 || opt.door.body_bytes_max == 0)
+    return fail("--connections-max and --body-bytes-max must be positive");
+  cluster_config cfg;
+  if (!opt.config_path.empty()) {
+    auto loaded = load_cluster_config(opt.config_path);
+    if (!loaded)
+      return fail(describe(loaded.error()));
+    cfg = std::move(*loaded);
+  }
+  if (auto err = check_real_time(cfg))
+    return fail(opt.config_path + ": " + describe(err));
+  const auto stop_signals = block_stop_signals();
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, spans_processes(cfg));
+  caf::actor_system sys{sys_cfg};
+  auto cl = cluster::start(sys, cfg);
+  if (!cl)
+    return fail("cluster bring-up: " + describe(cl.error()));
+  int status = 0;
+  {
+    serve::front_door door{sys, **cl, opt.door};
+    httplib::Server server;
+    const auto threads = opt.connections_max;
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server.set_tcp_nodelay(true);
+    door.install(server);
+    int port = where->port;
+    const bool bound = port == 0 ? (port = server.bind_to_any_port(where->host)) > 0
+                                 : server.bind_to_port(where->host, port);
+    if (!bound) {
+      status = fail(
+          fmt::format("cannot listen on {}: the address is taken or not this host's", opt.listen));
+    } else {
+      std::thread http{[&] { server.listen_after_bind(); }};
+      const bool v6 = where->host.find(':') != std::string::npos;
+      fmt::print("crescent serve: listening on http://{}{}{}:{} (model {}, {} nodes)\n",
+                 v6 ? "[" : "", where->host, v6 ? "]" : "", port, opt.door.model, cfg.nodes.size());
+      std::fflush(stdout);
+      int sig = 0;
+      sigwait(&stop_signals, &sig);
+      fmt::print(stderr, "crescent serve: stopping (signal {})\n", sig);
+      server.stop();
+      http.join();
+    }
+  }
+  (*cl)->stop();
+  sys.await_all_actors_done();
+  cl->reset();
+  return status;
+}
+
+} // namespace crescent::cli

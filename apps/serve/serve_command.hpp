@@ -1,0 +1,24 @@
+// `crescent serve`: a cluster (embedded, or with nodes in `crescent node` processes started
+// beforehand, as `crescent run` has them) behind an OpenAI-compatible HTTP API (docs/serve.md).
+#pragma once
+
+#include "apps/serve/front_door.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace crescent::cli {
+
+struct serve_options {
+  std::string config_path;               // empty: built-in defaults
+  std::string listen = "127.0.0.1:8000"; // HOST:PORT; port 0: any free port
+  serve::door_options door;
+  uint32_t connections_max = 1024; // HTTP connections served at once (one thread each)
+  bool verbose = false;
+};
+
+/// Serves until SIGINT or SIGTERM; returns 0 then. 2: it could not start (bad config or
+/// address, bring-up error, the port taken). Prints "listening on http://HOST:PORT" once ready.
+int serve_command(const serve_options& opt);
+
+} // namespace crescent::cli

@@ -1,0 +1,289 @@
+// `crescent serve` for real: the binary listening on loopback, asked over HTTP. Every endpoint,
+// streaming, the 400/404/413/429 answers, a client that goes away cancelling its request, and
+// /metrics checked by Prometheus's promtool.
+#include "apps/bench/child_process.hpp"
+#include "messages/errors.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+namespace crescent::testing {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+// A `crescent serve` child on 127.0.0.1 and any free port.
+struct server {
+  std::optional<bench::child_process> process;
+  int port = 0;
+
+  explicit server(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args{"serve", "--listen", "127.0.0.1:0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto p = bench::child_process::spawn(CRESCENT_BINARY, args);
+    if (!p) {
+      ADD_FAILURE() << describe(p.error());
+      return;
+    }
+    process.emplace(std::move(*p));
+    auto line = process->read_line(60s);
+    if (!line) {
+      ADD_FAILURE() << "no listening line: " << describe(line.error());
+      return;
+    }
+    const auto at = line->rfind(':');
+    port = std::atoi(line->c_str() + at + 1);
+    EXPECT_GT(port, 0) << *line;
+  }
+
+  httplib::Client client() const {
+    httplib::Client c{"127.0.0.1", port};
+    c.set_read_timeout(60, 0);
+    return c;
+  }
+
+  ~server() {
+    if (process) {
+      process->signal(SIGTERM);
+      auto status = process->wait_exit(30s);
+      EXPECT_TRUE(status && *status == 0) << "serve did not stop cleanly on SIGTERM";
+    }
+  }
+};
+
+json completion_body(const std::string& prompt, int max_tokens, bool stream) {
+  return {{"model", "crescent-reference"},
+          {"prompt", prompt},
+          {"max_tokens", max_tokens},
+          {"stream", stream}};
+}
+
+// The events of a server-sent event stream: each "data: " payload.
+std::vector<std::string> events_of(const std::string& body) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const auto end = body.find("\n\n", at);
+    out.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return out;
+}
+
+// One metric's value in a /metrics text (-1: absent).
+double metric(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos)
+    return -1;
+  return std::atof(text.c_str() + at + series.size() + 2);
+}
+
+class serve : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { shared = new server({"--body-bytes-max", "4096"}); }
+  static void TearDownTestSuite() {
+    delete shared;
+    shared = nullptr;
+  }
+  static server* shared;
+};
+server* serve::shared = nullptr;
+
+TEST_F(serve, lists_its_model) {
+  auto r = shared->client().Get("/v1/models");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["data"][0]["id"], "crescent-reference");
+}
+
+TEST_F(serve, a_streamed_completion_has_the_same_text_as_a_whole_one) {
+  auto c = shared->client();
+  auto whole = c.Post("/v1/completions", completion_body("Once upon a time", 24, false).dump(),
+                      "application/json");
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  auto answer = json::parse(whole->body);
+  EXPECT_EQ(answer["usage"]["completion_tokens"], 24);
+  EXPECT_EQ(answer["usage"]["prompt_tokens"], 16);
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+
+  auto streamed = c.Post("/v1/completions", completion_body("Once upon a time", 24, true).dump(),
+                         "application/json");
+  ASSERT_TRUE(streamed);
+  ASSERT_EQ(streamed->status, 200) << streamed->body;
+  EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+  auto events = events_of(streamed->body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    text += json::parse(events[i])["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, answer["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(serve, a_streamed_chat_ends_with_its_usage_and_done) {
+  json body = {{"model", "crescent-reference"},
+               {"messages", {{{"role", "user"}, {"content", "Hello"}}}},
+               {"max_tokens", 6},
+               {"stream", true},
+               {"stream_options", {{"include_usage", true}}}};
+  auto r = shared->client().Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  auto events = events_of(r->body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(json::parse(events.front())["choices"][0]["delta"]["role"], "assistant");
+  auto usage = json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 6);
+}
+
+TEST_F(serve, bad_requests_get_400_404_and_413_with_openai_error_bodies) {
+  auto c = shared->client();
+  auto hot = completion_body("x", 4, false);
+  hot["temperature"] = 0.8;
+  auto r = c.Post("/v1/completions", hot.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "temperature");
+
+  r = c.Post("/v1/completions", "{not json", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+
+  auto other = completion_body("x", 4, false);
+  other["model"] = "gpt-4o";
+  r = c.Post("/v1/completions", other.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_EQ(json::parse(r->body)["error"]["code"], "model_not_found");
+
+  r = c.Get("/v2/nothing");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+
+  r = c.Post("/v1/completions", completion_body(std::string(8000, 'a'), 4, false).dump(),
+             "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_TRUE(json::parse(r->body).contains("error"));
+}
+
+// Writes a streamed request on a raw socket, reads its first event, and closes the socket.
+void stream_and_hang_up(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const auto body = completion_body("Tell me everything", 6000, true).dump();
+  const auto head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                    "application/json\r\nContent-Length: " +
+                    std::to_string(body.size()) + "\r\n\r\n";
+  const auto request = head + body;
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos) {
+    const auto n = read(fd, buf, sizeof(buf));
+    ASSERT_GT(n, 0) << got;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  close(fd);
+}
+
+TEST_F(serve, a_client_that_hangs_up_cancels_its_request_and_frees_its_decode_memory) {
+  auto c = shared->client();
+  auto before = c.Get("/metrics");
+  ASSERT_TRUE(before);
+  const double cancelled = metric(before->body, "crescent_requests_total{outcome=\"cancelled\"}");
+  stream_and_hang_up(shared->port);
+  // The server notices within its client check interval (50 ms); wait for it, up to 20 s.
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  for (;;) {
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    text = r->body;
+    if (metric(text, "crescent_requests_total{outcome=\"cancelled\"}") == cancelled + 1 &&
+        metric(text, "crescent_requests_in_flight") == 0 &&
+        metric(text, "crescent_instance_active_requests{role=\"decode\",instance=\"0\"}") == 0 &&
+        metric(text, "crescent_instance_active_requests{role=\"decode\",instance=\"1\"}") == 0)
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << text;
+    std::this_thread::sleep_for(20ms); // polling another process: nothing to wait on instead
+  }
+  // Cancelled long before its 6,000 tokens: nothing completed it.
+  EXPECT_EQ(metric(text, "crescent_completion_tokens_total") <
+                metric(before->body, "crescent_completion_tokens_total") + 6000,
+            true);
+}
+
+TEST_F(serve, metrics_pass_promtool) {
+  auto r = shared->client().Get("/metrics");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("crescent_ttft_seconds_bucket"), std::string::npos);
+  EXPECT_NE(r->body.find("crescent_pool_capacity_bytes{node=\"0\",tier=\"dram\"}"),
+            std::string::npos);
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; tools/setup.sh "
+                    "installs it)";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("crescent-metrics-" + std::to_string(getpid()) + ".txt");
+  std::ofstream{path} << r->body;
+  const auto cmd =
+      "promtool check metrics < " + path.string() + " > " + path.string() + ".out 2>&1";
+  const int status = std::system(cmd.c_str());
+  std::ifstream in{path.string() + ".out"};
+  std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << out;
+  std::filesystem::remove(path);
+  std::filesystem::remove(path.string() + ".out");
+}
+
+TEST(serve_admission, a_request_the_conductor_rejects_is_429_with_retry_after) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("crescent-serve-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  // A TTFT SLO of 1 ms: a 6,000-token prompt cannot meet it, so admission rejects it.
+  std::ofstream{dir / "tight.yaml"} << "conductor:\n  slo: {ttft_ms: 1}\n";
+  {
+    server s{{"--config", (dir / "tight.yaml").string()}};
+    auto r =
+        s.client().Post("/v1/completions", completion_body(std::string(6000, 'b'), 8, false).dump(),
+                        "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 429) << r->body;
+    EXPECT_GE(std::atoi(r->get_header_value("Retry-After").c_str()), 1);
+    auto e = json::parse(r->body)["error"];
+    EXPECT_NE(e["message"].get<std::string>().find("SLO"), std::string::npos) << e;
+    // Streamed, it is refused the same way, before any event.
+    r = s.client().Post("/v1/completions", completion_body(std::string(6000, 'b'), 8, true).dump(),
+                        "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 429) << r->body;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace
+} // namespace crescent::testing
