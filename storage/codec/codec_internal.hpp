@@ -27,7 +27,7 @@ namespace crescent::storage::codec::detail {
 static_assert(std::endian::native == std::endian::little, "formats are little-endian");
 
 typedef float float8 __attribute__((vector_size(32)));
-typedef int32_t int8x32 __attribute__((vector_size(32))); // eight int32 lanes
+typedef int32_t int32x8 __attribute__((vector_size(32)));
 
 CODEC_INLINE float8 load8(const float* p) {
   float8 v;
@@ -69,19 +69,23 @@ CODEC_INLINE float hmax8(const float8& v) {
   return m;
 }
 
-/// Eight codes round((v) + 0.5) truncated, clamped to [0, top], as bytes. v must be finite.
-CODEC_INLINE void store_codes8(uint8_t* out, float8 v, float top) {
-  v = min8(max8(v + 0.5f, splat8(0.0f)), splat8(top + 0.25f));
-  const int8x32 q = __builtin_convertvector(v, int8x32);
-  for (int i = 0; i < 8; ++i)
-    out[i] = static_cast<uint8_t>(q[i]);
+/// Codes of a row: round(v + 0.5) truncated (v finite, at least -0.5 after the clamp), clamped
+/// to [0, top]. Written as a plain loop on purpose: g++ vectorizes it with the pack
+/// instructions that narrow int32 lanes to bytes, where lane-by-lane stores from a float8 cost
+/// more than the arithmetic.
+CODEC_INLINE void codes_of_row(const float* v, uint32_t n, float top, uint8_t* codes) {
+  for (uint32_t c = 0; c < n; ++c) {
+    float x = v[c] + 0.5f;
+    x = x < 0.0f ? 0.0f : x;
+    x = x > top + 0.25f ? top + 0.25f : x;
+    codes[c] = static_cast<uint8_t>(static_cast<int32_t>(x));
+  }
 }
 
-CODEC_INLINE float8 load_codes8(const uint8_t* in) {
-  int8x32 q;
-  for (int i = 0; i < 8; ++i)
-    q[i] = in[i];
-  return __builtin_convertvector(q, float8);
+/// Int32 lanes to bytes, a row at a time (vectorized as above).
+CODEC_INLINE void narrow_row(const int32_t* q, uint32_t n, uint8_t* codes) {
+  for (uint32_t c = 0; c < n; ++c)
+    codes[c] = static_cast<uint8_t>(q[c]);
 }
 
 // IEEE half precision, round to nearest even (software: F16C is not assumed). Callers keep

@@ -34,7 +34,7 @@ CODEC_CLONES void encode_rows(const float* x, uint32_t tokens, uint32_t n, float
     for (uint32_t c = 0; c < n; c += 8) {
       float8 v = load8(x + c) * inv + 127.5f;
       v = min8(max8(v, splat8(0.0f)), splat8(254.0f));
-      const int8x32 q = __builtin_convertvector(v, int8x32) - 127;
+      const int32x8 q = __builtin_convertvector(v, int32x8) - 127;
       for (int i = 0; i < 8; ++i)
         codes[c + i] = static_cast<int8_t>(q[i]);
     }
@@ -46,7 +46,7 @@ CODEC_CLONES void decode_rows(const float* scales, const int8_t* codes, uint32_t
   for (uint32_t t = 0; t < tokens; ++t, x += n, codes += n) {
     const float scale = scales[t];
     for (uint32_t c = 0; c < n; c += 8) {
-      int8x32 q;
+      int32x8 q;
       for (int i = 0; i < 8; ++i)
         q[i] = codes[c + i];
       store8(x + c, __builtin_convertvector(q, float8) * scale);

@@ -50,14 +50,17 @@ CODEC_INLINE group_scale scale_of(float lo, float hi, float levels) {
 
 CODEC_INLINE void quantize_row(const float* x, const float* zero, const float* inv, uint32_t n,
                                float levels, uint8_t* codes) {
+  row_floats v;
   for (uint32_t c = 0; c < n; c += 8)
-    store_codes8(codes + c, (load8(x + c) - load8(zero + c)) * load8(inv + c), levels);
+    store8(v.data() + c, (load8(x + c) - load8(zero + c)) * load8(inv + c));
+  codes_of_row(v.data(), n, levels, codes);
 }
 
+// A plain loop: g++ widens the bytes with vector instructions (see codes_of_row).
 CODEC_INLINE void dequantize_row(const uint8_t* codes, const float* zero, const float* scale,
                                  uint32_t n, float* x) {
-  for (uint32_t c = 0; c < n; c += 8)
-    store8(x + c, load8(zero + c) + load8(scale + c) * load_codes8(codes + c));
+  for (uint32_t c = 0; c < n; ++c)
+    x[c] = zero[c] + scale[c] * static_cast<float>(codes[c]);
 }
 
 // One key group: per-channel min and max over its rows, the fp16 zero and scale of every

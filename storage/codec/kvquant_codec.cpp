@@ -30,24 +30,40 @@ size_t record_bytes(const block_plan& plan, uint32_t kind) {
          packed_bytes(plan.shape.head_dim, plan.bits());
 }
 
-// code = the number of thresholds below u: the nearest level of an ascending codebook.
-CODEC_INLINE void quantize_nuq(const float* u, uint32_t n, const float* thresholds, uint32_t count,
-                               uint8_t* codes) {
+// code = the number of thresholds below u: the nearest level of an ascending codebook. The
+// count is a template argument so that the thresholds sit in registers and the compare loop
+// unrolls: this loop is most of KVQuant's encode.
+template <uint32_t count>
+CODEC_INLINE void quantize_nuq_n(const float* u, uint32_t n, const float* thresholds,
+                                 uint8_t* codes) {
+  float8 t[count];
+  for (uint32_t j = 0; j < count; ++j)
+    t[j] = splat8(thresholds[j]);
+  std::array<int32_t, codec_head_dim_max> wide;
   for (uint32_t c = 0; c < n; c += 8) {
     const float8 v = load8(u + c);
-    int8x32 q = {};
+    int32x8 q = {};
     for (uint32_t j = 0; j < count; ++j)
-      q -= v > splat8(thresholds[j]);
-    for (int i = 0; i < 8; ++i)
-      codes[c + i] = static_cast<uint8_t>(q[i]);
+      q -= v > t[j];
+    std::memcpy(wide.data() + c, &q, sizeof q);
   }
+  narrow_row(wide.data(), n, codes);
 }
 
-CODEC_INLINE float8 levels_of(const uint8_t* codes, const float* levels) {
-  float8 v;
-  for (int i = 0; i < 8; ++i)
-    v[i] = levels[codes[i]];
-  return v;
+CODEC_INLINE void quantize_nuq(const float* u, uint32_t n, const float* thresholds, uint32_t count,
+                               uint8_t* codes) {
+  if (count == 15)
+    quantize_nuq_n<15>(u, n, thresholds, codes);
+  else
+    quantize_nuq_n<7>(u, n, thresholds, codes);
+}
+
+// base[c] + range[c] x levels[codes[c]] for a row (base and range per channel or, with
+// stride 0, one for the row); a plain loop so that g++ picks its own gather.
+CODEC_INLINE void dequantize_nuq(const uint8_t* codes, const float* levels, const float* base,
+                                 const float* range, uint32_t stride, uint32_t n, float* x) {
+  for (uint32_t c = 0; c < n; ++c)
+    x[c] = base[c * stride] + range[c * stride] * levels[codes[c]];
 }
 
 CODEC_INLINE std::byte* put_outliers(const uint8_t* index, const float* x, uint32_t k,
@@ -114,9 +130,7 @@ CODEC_CLONES const std::byte* decode_keys(const block_plan& plan, const kvquant_
     in += plan.outliers * (1 + sizeof(float));
     unpack_codes(in, n, plan.bits(), codes.data());
     in += packed_bytes(n, plan.bits());
-    for (uint32_t c = 0; c < n; c += 8)
-      store8(pre.data() + c,
-             load8(centre + c) + load8(half_range + c) * levels_of(codes.data() + c, levels));
+    dequantize_nuq(codes.data(), levels, centre, half_range, 1, n, pre.data());
     if (!patch_outliers(outliers, plan.outliers, n, pre.data()))
       return nullptr;
     const size_t p = size_t{plan.first_position} + t;
@@ -162,8 +176,7 @@ CODEC_CLONES const std::byte* decode_values(const block_plan& plan, const kvquan
     unpack_codes(in, n, plan.bits(), codes.data());
     in += packed_bytes(n, plan.bits());
     float* row = x + size_t{t} * n;
-    for (uint32_t c = 0; c < n; c += 8)
-      store8(row + c, centre + half_range * levels_of(codes.data() + c, levels));
+    dequantize_nuq(codes.data(), levels, &centre, &half_range, 0, n, row);
     if (!patch_outliers(outliers, plan.outliers, n, row))
       return nullptr;
   }

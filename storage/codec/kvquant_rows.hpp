@@ -39,8 +39,8 @@ CODEC_INLINE void rotate(const float* pre, const float* cos, const float* sin, u
 /// keep their own best and its index, then the lanes are compared.
 CODEC_INLINE uint32_t argmax_row(const float* a, uint32_t n) {
   float8 best = load8(a);
-  int8x32 best_i = {0, 1, 2, 3, 4, 5, 6, 7};
-  int8x32 index = best_i;
+  int32x8 best_i = {0, 1, 2, 3, 4, 5, 6, 7};
+  int32x8 index = best_i;
   for (uint32_t c = 8; c < n; c += 8) {
     index += 8;
     const float8 v = load8(a + c);
