@@ -191,24 +191,37 @@ struct block_plan {
 block_plan make_plan(codec_kind kind, const kv_shape& shape, uint32_t group_tokens,
                      uint32_t sink_tokens, uint32_t tokens, uint32_t first_position, bool last);
 
-// Per family: payload bytes of a slab pair, and the payload's encoder and decoder. Encoders
-// write exactly plan.payload_bytes; decoders read exactly that and write the valid tokens of
-// every slab of `page` (the caller zeroes the rest). Inputs are finite and within fp16 range.
+/// Slab `slab` of a page in page order ([layer][K|V][kv_head]) as (layer, K=0 | V=1, kv_head).
+struct slab_id {
+  uint32_t layer = 0, kind = 0, kv_head = 0;
+};
+
+inline slab_id slab_of(const kv_shape& s, size_t slab) {
+  return {static_cast<uint32_t>(slab / (2 * s.kv_heads)),
+          static_cast<uint32_t>(slab / s.kv_heads % 2), static_cast<uint32_t>(slab % s.kv_heads)};
+}
+
+// Per family: payload bytes, an encoder of one slab (every format lays its payload out slab
+// after slab in page order, so the caller checks a slab's values and encodes it while it is
+// still in cache; it returns the end of what it wrote), and a decoder of the whole payload.
+// Encoders write exactly plan.payload_bytes over all slabs; decoders read exactly that and
+// write the valid tokens of every slab of `page` (the caller zeroes the rest). Inputs are
+// finite and within fp16 range.
 size_t none_payload_bytes(const block_plan& plan);
-void none_encode(const block_plan& plan, const float* page, std::byte* out);
+std::byte* none_encode_slab(const block_plan& plan, const float* slab, std::byte* out);
 void none_decode(const block_plan& plan, const std::byte* in, float* page);
 
 size_t int8_payload_bytes(const block_plan& plan);
-void int8_encode(const block_plan& plan, const float* page, std::byte* out);
+std::byte* int8_encode_slab(const block_plan& plan, const float* slab, std::byte* out);
 void int8_decode(const block_plan& plan, const std::byte* in, float* page);
 
 size_t kivi_payload_bytes(const block_plan& plan);
-void kivi_encode(const block_plan& plan, const float* page, std::byte* out);
+std::byte* kivi_encode_slab(const block_plan& plan, slab_id id, const float* slab, std::byte* out);
 void kivi_decode(const block_plan& plan, const std::byte* in, float* page);
 
 size_t kvquant_payload_bytes(const block_plan& plan);
-void kvquant_encode(const block_plan& plan, const kvquant_calibration& cal, const float* page,
-                    std::byte* out);
+std::byte* kvquant_encode_slab(const block_plan& plan, const kvquant_calibration& cal, slab_id id,
+                               const float* slab, std::byte* out);
 /// False for an outlier channel past head_dim (a forged block).
 bool kvquant_decode(const block_plan& plan, const kvquant_calibration& cal, const std::byte* in,
                     float* page);

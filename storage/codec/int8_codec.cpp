@@ -6,6 +6,7 @@
 // and keeps the step exactly absmax / 127.
 #include "storage/codec/codec_internal.hpp"
 
+#include <array>
 #include <vector>
 
 namespace crescent::storage::codec::detail {
@@ -60,9 +61,8 @@ size_t none_payload_bytes(const block_plan& plan) {
   return slab_count(plan.shape) * plan.tokens * plan.shape.head_dim * sizeof(float);
 }
 
-void none_encode(const block_plan& plan, const float* page, std::byte* out) {
-  for (size_t slab = 0; slab < slab_count(plan.shape); ++slab)
-    out = put_rows(page + slab * plan.shape.slab_floats(), plan.tokens, plan.shape.head_dim, out);
+std::byte* none_encode_slab(const block_plan& plan, const float* slab, std::byte* out) {
+  return put_rows(slab, plan.tokens, plan.shape.head_dim, out);
 }
 
 void none_decode(const block_plan& plan, const std::byte* in, float* page) {
@@ -76,15 +76,13 @@ size_t int8_payload_bytes(const block_plan& plan) {
 
 // Scales go through an aligned scratch row so the loops may store them as floats; the payload
 // itself is unaligned.
-void int8_encode(const block_plan& plan, const float* page, std::byte* out) {
+std::byte* int8_encode_slab(const block_plan& plan, const float* slab, std::byte* out) {
   const uint32_t n = plan.shape.head_dim;
-  std::vector<float> scales(plan.tokens);
-  for (size_t slab = 0; slab < slab_count(plan.shape); ++slab) {
-    auto* codes = reinterpret_cast<int8_t*>(out + plan.tokens * sizeof(float));
-    encode_rows(page + slab * plan.shape.slab_floats(), plan.tokens, n, scales.data(), codes);
-    std::memcpy(out, scales.data(), plan.tokens * sizeof(float));
-    out += plan.tokens * (sizeof(float) + n);
-  }
+  std::array<float, codec_block_tokens_max> scales;
+  auto* codes = reinterpret_cast<int8_t*>(out + plan.tokens * sizeof(float));
+  encode_rows(slab, plan.tokens, n, scales.data(), codes);
+  std::memcpy(out, scales.data(), plan.tokens * sizeof(float));
+  return out + plan.tokens * (sizeof(float) + n);
 }
 
 void int8_decode(const block_plan& plan, const std::byte* in, float* page) {

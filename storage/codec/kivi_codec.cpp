@@ -192,11 +192,8 @@ size_t kivi_payload_bytes(const block_plan& plan) {
   return size_t{plan.shape.layers} * plan.shape.kv_heads * (keys + values);
 }
 
-void kivi_encode(const block_plan& plan, const float* page, std::byte* out) {
-  for (uint32_t l = 0; l < plan.shape.layers; ++l)
-    for (uint32_t kind = 0; kind < 2; ++kind)
-      for (uint32_t g = 0; g < plan.shape.kv_heads; ++g)
-        out = encode_slab(plan, kind, page + plan.shape.slab_offset(l, kind, g), out);
+std::byte* kivi_encode_slab(const block_plan& plan, slab_id id, const float* slab, std::byte* out) {
+  return encode_slab(plan, id.kind, slab, out);
 }
 
 void kivi_decode(const block_plan& plan, const std::byte* in, float* page) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <string>
 
 namespace crescent::storage::codec {
@@ -98,24 +99,22 @@ detail::block_plan plan_of(const codec_config& config, uint32_t tokens, uint32_t
   return plan;
 }
 
-// The largest magnitude among the valid tokens of every slab, or an error for a NaN or an
-// infinity. On the bits: |x| of a float orders as its bits with the sign cleared, and every
-// non-finite value is at least 0x7f800000, so one integer max finds both.
-CODEC_CLONES uint32_t max_abs_bits(const float* page, const kv_shape& shape, uint32_t tokens) {
-  const size_t valid = size_t{tokens} * shape.head_dim;
+// The largest magnitude among n floats, as bits. On the bits: |x| of a float orders as its
+// bits with the sign cleared, and every non-finite value is at least 0x7f800000, so one
+// integer max finds NaN and infinity too.
+CODEC_CLONES uint32_t max_abs_bits(const float* x, size_t n) {
   uint32_t top = 0;
-  for (size_t slab = 0; slab < size_t{shape.layers} * 2 * shape.kv_heads; ++slab) {
-    const float* x = page + slab * shape.slab_floats();
-    for (size_t i = 0; i < valid; ++i) {
-      const uint32_t bits = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
-      top = bits > top ? bits : top;
-    }
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu;
+    top = bits > top ? bits : top;
   }
   return top;
 }
 
-caf::error check_values(const codec_config& config, const block_in& block) {
-  const uint32_t top = max_abs_bits(block.page.data(), config.shape, block.tokens);
+// A slab's valid tokens: NaN and infinity refused, and magnitudes past the fp16 scales and
+// zero points of the formats that have them.
+caf::error check_slab(const codec_config& config, const block_in& block, const float* x) {
+  const uint32_t top = max_abs_bits(x, size_t{block.tokens} * config.shape.head_dim);
   if (top >= 0x7f800000u)
     return bad(errc::invalid_argument, "the page holds a NaN or an infinity among its " +
                                            to_string(block.tokens) +
@@ -144,7 +143,7 @@ caf::error check_block(const codec_config& config, const block_in& block) {
                                        to_string(block.first_position + block.tokens) +
                                        " past the calibration's RoPE tables (" +
                                        to_string(config.calibration->positions_max) + ")");
-  return check_values(config, block);
+  return {};
 }
 
 void write_header(const detail::block_plan& plan, std::byte* out) {
@@ -401,27 +400,38 @@ caf::expected<size_t> encode(const codec_config& config, const block_in& block,
   if (out.size() < total)
     return bad(errc::no_space, "output of " + to_string(out.size()) + " bytes, the block needs " +
                                    to_string(total));
+  // Slab by slab, each checked and then encoded while it is in cache: one pass over the page's
+  // memory instead of two. A refused slab leaves `out` partly written, and an error.
   std::byte* payload = out.data() + block_header_bytes;
-  switch (plan.kind) {
-  case codec_kind::none:
-    detail::none_encode(plan, block.page.data(), payload);
-    break;
-  case codec_kind::int8:
-    detail::int8_encode(plan, block.page.data(), payload);
-    break;
-  case codec_kind::kivi2:
-  case codec_kind::kivi4:
-    detail::kivi_encode(plan, block.page.data(), payload);
-    break;
-  case codec_kind::kvquant3:
-  case codec_kind::kvquant4:
-    detail::kvquant_encode(plan, *config.calibration, block.page.data(), payload);
-    break;
+  std::byte* at = payload;
+  const auto& shape = config.shape;
+  for (size_t slab = 0; slab < size_t{shape.layers} * 2 * shape.kv_heads; ++slab) {
+    const float* x = block.page.data() + slab * shape.slab_floats();
+    if (auto err = check_slab(config, block, x))
+      return err;
+    const auto id = detail::slab_of(shape, slab);
+    switch (plan.kind) {
+    case codec_kind::none:
+      at = detail::none_encode_slab(plan, x, at);
+      break;
+    case codec_kind::int8:
+      at = detail::int8_encode_slab(plan, x, at);
+      break;
+    case codec_kind::kivi2:
+    case codec_kind::kivi4:
+      at = detail::kivi_encode_slab(plan, id, x, at);
+      break;
+    case codec_kind::kvquant3:
+    case codec_kind::kvquant4:
+      at = detail::kvquant_encode_slab(plan, *config.calibration, id, x, at);
+      break;
+    }
   }
+  assert(at == payload + plan.payload_bytes);
   write_header(plan, out.data());
   const uint64_t sum = block_checksum(out, {payload, plan.payload_bytes});
-  std::byte* at = out.data() + checksummed_header_bytes;
-  detail::put<uint64_t>(at, sum);
+  std::byte* sum_at = out.data() + checksummed_header_bytes;
+  detail::put<uint64_t>(sum_at, sum);
   return total;
 }
 

@@ -192,17 +192,11 @@ size_t kvquant_payload_bytes(const block_plan& plan) {
   return size_t{plan.shape.layers} * plan.shape.kv_heads * per_head;
 }
 
-void kvquant_encode(const block_plan& plan, const kvquant_calibration& cal, const float* page,
-                    std::byte* out) {
-  const uint32_t n = plan.shape.head_dim;
-  for (uint32_t l = 0; l < plan.shape.layers; ++l)
-    for (uint32_t kind = 0; kind < 2; ++kind)
-      for (uint32_t g = 0; g < plan.shape.kv_heads; ++g) {
-        const float* x = page + plan.shape.slab_offset(l, kind, g);
-        out = put_rows(x, plan.full_first, n, out);
-        out = kind == 0 ? encode_keys(plan, cal, {l, g}, x, out)
-                        : encode_values(plan, cal, {l, g}, x, out);
-      }
+std::byte* kvquant_encode_slab(const block_plan& plan, const kvquant_calibration& cal, slab_id id,
+                               const float* slab, std::byte* out) {
+  out = put_rows(slab, plan.full_first, plan.shape.head_dim, out);
+  return id.kind == 0 ? encode_keys(plan, cal, {id.layer, id.kv_head}, slab, out)
+                      : encode_values(plan, cal, {id.layer, id.kv_head}, slab, out);
 }
 
 bool kvquant_decode(const block_plan& plan, const kvquant_calibration& cal, const std::byte* in,
