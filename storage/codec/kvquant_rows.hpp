@@ -35,34 +35,42 @@ CODEC_INLINE void rotate(const float* pre, const float* cos, const float* sin, u
   }
 }
 
-/// Index of the largest of n non-negative floats (n a multiple of 8), the first on ties: lanes
-/// keep their own best and its index, then the lanes are compared.
+/// Index of the largest of n floats, or of their magnitudes with `magnitude` (n a multiple of
+/// 8), the first on ties. Two branch-free passes, the maximum and then the smallest index that
+/// holds it: cheaper than carrying indices along with a running maximum, which made this
+/// search a third of KVQuant's encode.
+template <bool magnitude>
 CODEC_INLINE uint32_t argmax_row(const float* a, uint32_t n) {
-  float8 best = load8(a);
-  int32x8 best_i = {0, 1, 2, 3, 4, 5, 6, 7};
-  int32x8 index = best_i;
-  for (uint32_t c = 8; c < n; c += 8) {
-    index += 8;
-    const float8 v = load8(a + c);
-    const auto greater = v > best;
-    best = greater ? v : best;
-    best_i = greater ? index : best_i;
+  auto at = [a](uint32_t c) { return magnitude ? abs8(load8(a + c)) : load8(a + c); };
+  float8 top = at(0);
+  for (uint32_t c = 8; c < n; c += 8)
+    top = max8(top, at(c));
+  const float8 m = splat8(hmax8(top));
+  const int32x8 none = int32x8{} + static_cast<int32_t>(n);
+  int32x8 index = {0, 1, 2, 3, 4, 5, 6, 7};
+  int32x8 first = none;
+  for (uint32_t c = 0; c < n; c += 8, index += 8) {
+    const int32x8 hit = at(c) == m ? index : none;
+    first = hit < first ? hit : first;
   }
-  uint32_t top = 0;
-  for (uint32_t i = 1; i < 8; ++i)
-    if (best[i] > best[top] || (best[i] == best[top] && best_i[i] < best_i[top]))
-      top = i;
-  return static_cast<uint32_t>(best_i[top]);
+  int32_t i = first[0];
+  for (int lane = 1; lane < 8; ++lane)
+    i = first[lane] < i ? first[lane] : i;
+  return static_cast<uint32_t>(i);
 }
 
-/// The k largest of |x[c]| (k at most kvquant_outliers_max), largest first; `scratch` is
-/// overwritten.
+/// The k largest of |x[c]| (k at most kvquant_outliers_max), largest first, the first index on
+/// ties; `scratch` is overwritten when k > 1.
 CODEC_INLINE void top_magnitudes(const float* x, uint32_t n, uint32_t k, float* scratch,
                                  uint8_t* index) {
+  if (k == 1) { // every head_dim from 16 to 149: no copy to mark the picks in
+    index[0] = static_cast<uint8_t>(argmax_row<true>(x, n));
+    return;
+  }
   for (uint32_t c = 0; c < n; c += 8)
     store8(scratch + c, abs8(load8(x + c)));
   for (uint32_t r = 0; r < k; ++r) {
-    const uint32_t i = argmax_row(scratch, n);
+    const uint32_t i = argmax_row<false>(scratch, n);
     index[r] = static_cast<uint8_t>(i);
     scratch[i] = -1.0f;
   }

@@ -275,6 +275,26 @@ TEST(kv_codec, kvquant_keeps_sinks_exact_and_outliers_sparse) {
   }
 }
 
+TEST(kv_codec, kvquant_keeps_three_outliers_per_vector_of_256_channels) {
+  // round(1% of 256) = 3 outliers a vector: the search that marks each pick before the next.
+  const kv_shape s{1, 1, 256, 16};
+  const auto config = config_of(codec_kind::kvquant4, s);
+  ASSERT_TRUE(config.calibration);
+  auto page = random_page(s, 14);
+  float* row = page.data() + s.slab_offset(0, 1, 0) + 5 * 256;
+  row[7] = 300.0f;
+  row[100] = -200.0f;
+  row[255] = 100.0f;
+  row[30] = 50.0f; // the fourth largest: quantized, and stretching its vector's range
+  auto r = encode_decode(config, {page, 16, 32, false});
+  const float* out = r.page.data() + s.slab_offset(0, 1, 0) + 5 * 256;
+  EXPECT_EQ(out[7], 300.0f);
+  EXPECT_EQ(out[100], -200.0f);
+  EXPECT_EQ(out[255], 100.0f);
+  EXPECT_NE(out[30], 50.0f);
+  EXPECT_NEAR(out[30], 50.0f, 10.0f);
+}
+
 TEST(kv_codec, every_codec_round_trips_a_partial_last_block) {
   const auto page = random_page(small_shape, 6);
   for (uint8_t i = 0; i < codec_kind_count; ++i) {
