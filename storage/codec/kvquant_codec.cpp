@@ -40,11 +40,16 @@ CODEC_INLINE void quantize_nuq_n(const float* u, uint32_t n, const float* thresh
   for (uint32_t j = 0; j < count; ++j)
     t[j] = splat8(thresholds[j]);
   std::array<int32_t, codec_head_dim_max> wide;
+  // One compare with the middle threshold picks the half of the codebook, then the half's
+  // thresholds are counted: count / 2 + 1 compares and count / 2 blends instead of count
+  // compares (the same code: thresholds ascend).
+  constexpr uint32_t half = (count + 1) / 2;
   for (uint32_t c = 0; c < n; c += 8) {
     const float8 v = load8(u + c);
-    int32x8 q = {};
-    for (uint32_t j = 0; j < count; ++j)
-      q -= v > t[j];
+    const int32x8 upper = v > t[half - 1];
+    int32x8 q = upper & static_cast<int32_t>(half);
+    for (uint32_t j = 0; j + 1 < half; ++j)
+      q -= v > (upper ? t[half + j] : t[j]);
     std::memcpy(wide.data() + c, &q, sizeof q);
   }
   narrow_row(wide.data(), n, codes);
