@@ -85,21 +85,26 @@ struct value_norm {
 
 CODEC_INLINE value_norm normalize_value(const float* x, uint32_t n, const uint8_t* outliers,
                                         uint32_t k) {
-  // Outliers are skipped by standing in for them with a non-outlier of the row: its value
-  // changes neither the min nor the max of the rest.
-  std::array<float, codec_head_dim_max> rest;
-  std::memcpy(rest.data(), x, n * sizeof(float));
+  // Outliers are skipped by standing in for them with a non-outlier of the row, x[keep]: its
+  // value changes neither the min nor the max of the rest. Lanes are swapped in by index
+  // compares rather than by patching a copy, whose reload would stall on the patched store.
   uint32_t keep = 0;
   for (uint32_t r = 0; r < k; ++r)
     for (uint32_t i = 0; i < k; ++i)
       if (outliers[i] == keep)
         ++keep;
+  const float8 stand_in = splat8(x[keep]);
+  int32x8 skip[kvquant_outliers_max];
   for (uint32_t r = 0; r < k; ++r)
-    rest[outliers[r]] = x[keep];
-  float8 lo = load8(rest.data()), hi = lo;
-  for (uint32_t c = 8; c < n; c += 8) {
-    lo = min8(lo, load8(rest.data() + c));
-    hi = max8(hi, load8(rest.data() + c));
+    skip[r] = int32x8{} + static_cast<int32_t>(outliers[r]);
+  int32x8 index = {0, 1, 2, 3, 4, 5, 6, 7};
+  float8 lo = splat8(x[keep]), hi = lo;
+  for (uint32_t c = 0; c < n; c += 8, index += 8) {
+    float8 v = load8(x + c);
+    for (uint32_t r = 0; r < k; ++r)
+      v = index == skip[r] ? stand_in : v;
+    lo = min8(lo, v);
+    hi = max8(hi, v);
   }
   const float l = hmin8(lo), h = hmax8(hi);
   value_norm v;
