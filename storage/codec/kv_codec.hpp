@@ -125,7 +125,7 @@ struct block_info {
   uint32_t tokens = 0;
   uint32_t first_position = 0;
   bool last_of_sequence = false;
-  uint32_t group_tokens = 0;     // KIVI's effective group; 0 for the others
+  uint32_t group_tokens = 0;     // KIVI's group as configured (capped per block); 0 else
   uint64_t calibration_hash = 0; // KVQuant's; 0 for the others
   size_t encoded_bytes = 0;      // header and payload
 };
