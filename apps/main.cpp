@@ -1,6 +1,7 @@
 // The `crescent` command line.
 #include "apps/analyze/analyze_command.hpp"
 #include "apps/analyze/hitrate.hpp"
+#include "apps/bench/bench_kv_codec.hpp"
 #include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
@@ -390,6 +391,45 @@ int main(int argc, char** argv) {
   store_cmd->add_option("--only", store.only, "The pool alone, no baselines")
       ->check(CLI::IsMember({"crescent"}));
 
+  crescent::bench::bench_kv_codec_options kv_codec;
+  auto* kv_codec_cmd = bench_cmd->add_subcommand(
+      "kv-codec", "KV codecs (int8, kivi2/4, kvquant3/4) vs full-precision KV on the reference "
+                  "engine in the same run: token agreement, KL, attention error, size vs fp16, "
+                  "encode/decode GB/s vs memcpy (apps/bench/bench_kv_codec.hpp)");
+  kv_codec_cmd->add_option("--prompts", kv_codec.prompts, "Prompts of the quality runs")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  kv_codec_cmd->add_option("--prompt-tokens-min", kv_codec.prompt_tokens_min, "Shortest prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, 65536u));
+  kv_codec_cmd->add_option("--prompt-tokens-max", kv_codec.prompt_tokens_max, "Longest prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(2u, 65536u));
+  kv_codec_cmd->add_option("--decode-tokens", kv_codec.decode_tokens, "Tokens decoded per prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  kv_codec_cmd
+      ->add_option("--calibration-prompts", kv_codec.calibration_prompts,
+                   "Prompts of KVQuant's calibration run")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  kv_codec_cmd->add_option("--layers", kv_codec.layers, "Model layers")->capture_default_str();
+  kv_codec_cmd->add_option("--d-model", kv_codec.d_model, "Model width")->capture_default_str();
+  kv_codec_cmd->add_option("--heads", kv_codec.heads, "Query heads")->capture_default_str();
+  kv_codec_cmd->add_option("--kv-heads", kv_codec.kv_heads, "KV heads")->capture_default_str();
+  kv_codec_cmd->add_option("--block-tokens", kv_codec.block_tokens, "Tokens per KV block")
+      ->capture_default_str();
+  kv_codec_cmd->add_option("--group-tokens", kv_codec.group_tokens, "KIVI's group")
+      ->capture_default_str();
+  kv_codec_cmd->add_option("--sink-tokens", kv_codec.sink_tokens, "KVQuant's float32 sinks")
+      ->capture_default_str();
+  kv_codec_cmd->add_option("--seed", kv_codec.seed, "Weights and prompts")->capture_default_str();
+  kv_codec_cmd
+      ->add_option("--speed-seconds", kv_codec.speed_seconds,
+                   "Timing per codec and direction (medians of rounds)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 60.0));
+
   crescent::bench::transfer_peer_options peer;
   auto* peer_cmd = app.add_subcommand(
       "transfer-peer", "Helper process of the transfer benchmark and tests: serves one region");
@@ -491,6 +531,8 @@ int main(int argc, char** argv) {
     return crescent::sim::bench_sim(bench_sim);
   if (bench_cmd->got_subcommand("store"))
     return crescent::bench::bench_store(store);
+  if (bench_cmd->got_subcommand("kv-codec"))
+    return crescent::bench::bench_kv_codec(kv_codec);
   if (bench_cmd->got_subcommand("transfer"))
     return crescent::bench::bench_transfer(transfer);
   return crescent::cli::info_command();

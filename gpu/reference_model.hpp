@@ -42,6 +42,16 @@ class model {
   /// The greedy next token after row r of the last forward().
   uint32_t greedy(size_t r);
 
+  /// The logits (vocab floats) the last greedy() call took its argmax of: what a quality
+  /// measure compares distributions by (crescent bench kv-codec).
+  std::span<const float> logits() const { return logits_; }
+
+  /// Row r's attention output (d_model floats, the heads' mixed values before Wo) in the last
+  /// layer the last forward_layers() call computed: run one layer a call to see every layer's.
+  std::span<const float> attention_output(size_t r) const {
+    return {mixed_.data() + r * cfg_.d_model, cfg_.d_model};
+  }
+
  private:
   struct layer_weights {
     std::vector<float> attn_norm; // [d_model]
