@@ -114,15 +114,10 @@ int run_command(const run_options& opt) {
   spdlog::set_level(opt.verbose ? spdlog::level::info : spdlog::level::err);
   if (opt.requests == 0 || opt.speedup <= 0 || opt.output_scale <= 0)
     return fail("--requests, --speedup and --output-scale must be positive");
-  cluster_config cfg;
-  if (!opt.config_path.empty()) {
-    auto loaded = load_cluster_config(opt.config_path);
-    if (!loaded)
-      return fail(describe(loaded.error()));
-    cfg = std::move(*loaded);
-  }
-  if (auto err = check_real_time(cfg))
-    return fail(opt.config_path + ": " + describe(err));
+  auto loaded_cfg = real_time_config(opt.config_path);
+  if (!loaded_cfg)
+    return fail(describe(loaded_cfg.error()));
+  auto cfg = std::move(*loaded_cfg);
   if (opt.kv_send != "config" && is_coupled(cfg))
     return fail("--kv-send chooses how prefill instances send KV to decode; coupled instances "
                 "decode where they prefill");
@@ -147,6 +142,25 @@ int run_command(const run_options& opt) {
     if (r.status == replay::outcome_status::failed)
       fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
   return summary.failed == 0 ? 0 : 1;
+}
+
+caf::expected<cluster_config> real_time_config(const std::string& path) {
+  cluster_config cfg;
+  if (!path.empty()) {
+    auto loaded = load_cluster_config(path);
+    if (!loaded)
+      return std::move(loaded.error());
+    cfg = std::move(*loaded);
+  }
+  if (auto err = check_real_time(cfg)) {
+    // Its sentence, prefixed with the file it is about.
+    const auto& ctx = err.context();
+    const auto why = ctx.size() == 1 && ctx.match_element<std::string>(0)
+                         ? ctx.get_as<std::string>(0)
+                         : describe(err);
+    return make_error(errc::bad_config, path + ": " + why);
+  }
+  return cfg;
 }
 
 caf::expected<std::vector<replay::synthetic_request>> requests_for(const run_options& opt,

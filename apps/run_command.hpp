@@ -36,7 +36,10 @@ struct run_options {
 /// failed, 2 if the run could not start (bad config, bad trace, bring-up error).
 int run_command(const run_options& opt);
 
-// What `crescent up` shares with `crescent run`.
+// What `crescent up` and `crescent serve` share with `crescent run`.
+
+/// The cluster file at `path` (empty: the built-in defaults), checked for a real-time run.
+caf::expected<cluster_config> real_time_config(const std::string& path);
 
 /// The requests of a run: the head of opt's trace, scaled to the cluster. Errors: a missing
 /// default trace (said so), an unreadable trace or a bad line.

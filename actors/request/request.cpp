@@ -1,6 +1,7 @@
 #include "actors/request/request.hpp"
 
 #include "actors/request/request_state.hpp"
+#include "messages/schema/request.capnp.h"
 
 #include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
@@ -59,6 +60,16 @@ request_actor::behavior_type request(request_ptr self, request_options options,
 request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
                                   std::shared_ptr<const directory> dir) {
   return sys.spawn(request, options, std::move(dir));
+}
+
+envelope make_request_spec(uint64_t id, std::span<const uint32_t> prompt, uint32_t max_new_tokens) {
+  return make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
+    out.setRequestId(id);
+    auto tokens = out.initTokens(static_cast<unsigned>(prompt.size()));
+    for (unsigned i = 0; i < prompt.size(); ++i)
+      tokens.set(i, prompt[i]);
+    out.setMaxNewTokens(max_new_tokens);
+  });
 }
 
 } // namespace crescent

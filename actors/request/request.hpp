@@ -11,6 +11,7 @@
 #include <caf/actor_system.hpp>
 
 #include <memory>
+#include <span>
 
 namespace crescent {
 
@@ -24,5 +25,8 @@ struct request_options {
 
 request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
                                   std::shared_ptr<const directory> dir);
+
+/// The RequestSpec a client sends with run_atom or stream_atom.
+envelope make_request_spec(uint64_t id, std::span<const uint32_t> prompt, uint32_t max_new_tokens);
 
 } // namespace crescent

@@ -52,13 +52,7 @@ void submit(self_ptr self, size_t index) {
   const auto id = req.id;
   const auto prompt_tokens = static_cast<uint32_t>(req.tokens.size());
   auto handle = st.cl->spawn_request();
-  auto spec = make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
-    out.setRequestId(req.id);
-    auto tokens = out.initTokens(static_cast<unsigned>(req.tokens.size()));
-    for (unsigned i = 0; i < req.tokens.size(); ++i)
-      tokens.set(i, req.tokens[i]);
-    out.setMaxNewTokens(req.max_new_tokens);
-  });
+  auto spec = make_request_spec(req.id, req.tokens, req.max_new_tokens);
   // The request actor answers by its own deadline; the margin only covers a lost actor.
   auto timeout =
       std::chrono::milliseconds(st.cl->config().request_deadline_ms) + std::chrono::seconds(60);

@@ -129,9 +129,7 @@ front_door::front_door(caf::actor_system& sys, cluster& cl, door_options options
                    .count();
 }
 
-void front_door::answer_error(const std::string& path, const http_error& e,
-                              httplib::Response& res) {
-  (void)path;
+void front_door::answer_error(const http_error& e, httplib::Response& res) {
   res.status = e.status;
   res.set_content(error_json(e), "application/json");
 }
@@ -194,13 +192,7 @@ std::shared_ptr<session> start(caf::actor_system& sys, cluster& cl, uint64_t id,
                 std::chrono::seconds(10);
   s->handle = cl.spawn_request();
   s->self->monitor(s->handle);
-  auto spec = make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
-    out.setRequestId(id);
-    auto tokens = out.initTokens(static_cast<unsigned>(s->req.prompt.size()));
-    for (unsigned i = 0; i < s->req.prompt.size(); ++i)
-      tokens.set(i, s->req.prompt[i]);
-    out.setMaxNewTokens(s->req.max_tokens);
-  });
+  auto spec = make_request_spec(id, s->req.prompt, s->req.max_tokens);
   if (s->req.stream)
     s->self->send(s->handle, stream_atom::value, spec, caf::actor_cast<caf::actor>(s->self));
   else
@@ -214,7 +206,7 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
   auto parsed = parse_request(kind, req.body, limits_);
   if (auto* e = std::get_if<http_error>(&parsed)) {
     metrics_.outcome(door_outcome::bad_request);
-    return answer_error(req.path, *e, res);
+    return answer_error(*e, res);
   }
   const auto id = next_id_++;
   answer_head head{kind, fmt::format("{}-{}", kind == api::chat ? "chatcmpl" : "cmpl", id),
@@ -234,8 +226,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
       cancel(*s);
       metrics_.in_flight(-1);
       metrics_.outcome(door_outcome::failed);
-      return answer_error(
-          req.path, {504, "server_error", "no outcome in the request's deadline", {}, {}}, res);
+      return answer_error({504, "server_error", "no outcome in the request's deadline", {}, {}},
+                          res);
     }
     if (w == wake::idle && client_gone(*s)) {
       cancel(*s);
@@ -249,7 +241,7 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
     metrics_.in_flight(-1);
     const bool rejected = s->outcome->status == replay::outcome_status::rejected;
     metrics_.outcome(rejected ? door_outcome::rejected : door_outcome::failed);
-    answer_error(req.path, error_of(*s->outcome), res);
+    answer_error(error_of(*s->outcome), res);
     if (rejected)
       res.set_header("Retry-After", std::to_string(std::max<uint64_t>(
                                         1, (s->outcome->retry_after_ms + 999) / 1000)));

@@ -2,6 +2,7 @@
 
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
+#include "apps/run_command.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -67,15 +68,10 @@ int serve_command(const serve_options& opt) {
     return fail(describe(where.error()));
   if (opt.connections_max == 0 || opt.door.body_bytes_max == 0)
     return fail("--connections-max and --body-bytes-max must be positive");
-  cluster_config cfg;
-  if (!opt.config_path.empty()) {
-    auto loaded = load_cluster_config(opt.config_path);
-    if (!loaded)
-      return fail(describe(loaded.error()));
-    cfg = std::move(*loaded);
-  }
-  if (auto err = check_real_time(cfg))
-    return fail(opt.config_path + ": " + describe(err));
+  auto loaded = real_time_config(opt.config_path);
+  if (!loaded)
+    return fail(describe(loaded.error()));
+  const auto cfg = std::move(*loaded);
   const auto stop_signals = block_stop_signals();
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, spans_processes(cfg));

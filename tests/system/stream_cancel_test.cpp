@@ -46,13 +46,7 @@ caf::behavior client(caf::stateful_actor<client_state>* self, request_actor requ
 }
 
 envelope spec_of(const replay::synthetic_request& r) {
-  return make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
-    out.setRequestId(r.id);
-    auto tokens = out.initTokens(static_cast<unsigned>(r.tokens.size()));
-    for (unsigned i = 0; i < r.tokens.size(); ++i)
-      tokens.set(i, r.tokens[i]);
-    out.setMaxNewTokens(r.max_new_tokens);
-  });
+  return make_request_spec(r.id, r.tokens, r.max_new_tokens);
 }
 
 uint32_t decode_active(cluster_harness& h, uint32_t instance) {
