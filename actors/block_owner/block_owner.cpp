@@ -114,6 +114,7 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
   st.options = options;
   st.parts = std::move(parts);
   st.order = std::make_unique<storage::eviction_index>(options.policy);
+  keep_serving_on_errors(self);
   if (st.parts.ssd) // blocks that survived on SSD: known, not in DRAM
     for (const auto& b : st.parts.ssd->blocks())
       st.blocks[b.key] = owned_block{b.size_bytes, std::nullopt, true};

@@ -30,18 +30,19 @@ inline std::vector<uint64_t> rotating_batch(const std::vector<uint64_t>& ids, si
   return batch;
 }
 
-/// Sends request `request_id`'s `tokens` to `to` (its request actor, or a streamed request's
-/// listener) from `self` (the request takes tokens only from its decode instance); `final`: the
-/// last of them.
+/// Sends request `request_id`'s `tokens`, output indexes `first` on, to `to` (its request actor,
+/// or a streamed request's listener) from `self` (the request takes tokens only from its decode
+/// instance); `final`: the last of them.
 template <class Self, class Handle>
 void send_token_batch(Self* self, const Handle& to, uint64_t request_id,
-                      std::span<const uint32_t> tokens, bool final) {
+                      std::span<const uint32_t> tokens, bool final, uint32_t first) {
   auto msg = make_envelope<wire::TokenBatch>([&](wire::TokenBatch::Builder out) {
     out.setRequestId(request_id);
     auto list = out.initTokens(static_cast<unsigned>(tokens.size()));
     for (unsigned i = 0; i < tokens.size(); ++i)
       list.set(i, tokens[i]);
     out.setFinal(final);
+    out.setFirst(first);
   });
   self->send(to, tokens_atom::value, msg);
 }

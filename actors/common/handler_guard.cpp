@@ -12,4 +12,10 @@ caf::error bad_message_counter::refuse(std::string_view actor, caf::error err) {
   return err;
 }
 
+void bad_message_counter::error_returned(std::string_view actor, const caf::error& err) {
+  ++returned;
+  if (returned <= 10 || returned % 1000 == 0)
+    spdlog::info("{}: a peer refused message #{}: {}", actor, returned, describe(err));
+}
+
 } // namespace crescent

@@ -15,10 +15,23 @@ namespace crescent {
 
 struct bad_message_counter {
   uint64_t count = 0;
+  uint64_t returned = 0; // errors peers answered to this actor's one-way messages
 
   /// Records a refused message and returns the error to reply with.
   caf::error refuse(std::string_view actor, caf::error err);
+  /// Records an error a peer answered to a one-way message of this actor.
+  void error_returned(std::string_view actor, const caf::error& err);
 };
+
+/// A peer that refuses a one-way message (a token batch for a request that already ended, a
+/// report from a node it dropped) answers with an error; CAF's default ends the sender for it.
+/// Every actor sets this instead: the error is counted and logged once in a while, and the
+/// actor keeps serving, so that no peer's refusal, late message or duplicate stops it.
+template <class Self>
+void keep_serving_on_errors(Self* self) {
+  self->set_error_handler(
+      [self](caf::error& err) { self->state.bad.error_returned(self->state.name, err); });
+}
 
 /// Whether the message in hand came from the actor itself. Its timers (tick, deadline) and its
 /// compute steps are internal: from any other sender (another actor, an anonymous or remote

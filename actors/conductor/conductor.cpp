@@ -76,6 +76,7 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
   st.node_last_seen.assign(st.options.nodes, self->clock().now());
   st.node_agent.assign(st.options.nodes, caf::actor_addr{});
   st.node_gone.assign(st.options.nodes, false);
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& s = self->state;
     for (uint32_t n = 0; n < s.node_agent.size(); ++n)

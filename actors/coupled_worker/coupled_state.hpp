@@ -42,6 +42,7 @@ struct coupled_emit {
   uint32_t token = 0;
   bool first = false; // the prompt's first token (PrefillDone), else a decoded one
   bool final = false;
+  uint32_t index = 0; // in the request's output (0: the first token)
 };
 
 struct coupled_state {

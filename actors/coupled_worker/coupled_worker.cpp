@@ -37,6 +37,7 @@ coupled_worker_actor::behavior_type coupled_worker(coupled_ptr self, coupled_wor
   st.page_memory = std::move(pages.memory);
   st.cache = std::make_unique<page_cache>(static_cast<uint32_t>(st.page_memory.size()),
                                           options.prefix_caching);
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     std::vector<uint64_t> orphans;
     for (const auto& s : self->state.waiting)

@@ -73,9 +73,9 @@ void emit_pending(coupled_ptr self) {
     if (e.first)
       send_first_token(self, i->second, e.token);
     else
-      send_token_batch(self, to, e.request_id, std::span{&e.token, 1}, e.final);
+      send_token_batch(self, to, e.request_id, std::span{&e.token, 1}, e.final, e.index);
     if (e.first && e.final)
-      send_token_batch(self, to, e.request_id, {}, true);
+      send_token_batch(self, to, e.request_id, {}, true, 1);
     if (e.final)
       drop_request(self, e.request_id);
   }
@@ -150,7 +150,7 @@ uint64_t run_decode(coupled_ptr self, const std::vector<uint64_t>& batch) {
     const bool final = s.generated >= s.max_new_tokens;
     if (final)
       std::erase(st.decoding, batch[k]);
-    st.pending.push_back({batch[k], out->next_tokens[k], false, final});
+    st.pending.push_back({batch[k], out->next_tokens[k], false, final, s.generated - 1});
   }
   return out->compute_ns;
 }
@@ -171,7 +171,7 @@ void end_prefill(coupled_ptr self, coupled_seq& s, uint32_t first_token) {
   const bool final = s.generated >= s.max_new_tokens;
   if (!final)
     st.decoding.push_back(s.request_id);
-  st.pending.push_back({s.request_id, first_token, true, final});
+  st.pending.push_back({s.request_id, first_token, true, final, 0});
 }
 
 // Computes the chunks; returns their time and, in `done`, the chunks that computed.

@@ -27,7 +27,8 @@ void emit_pending(decode_ptr self) {
     auto i = st.reservations.find(e.request_id);
     if (i == st.reservations.end())
       continue; // released while its token was computed
-    send_token_batch(self, i->second.requester, e.request_id, std::span{&e.token, 1}, e.final);
+    send_token_batch(self, i->second.requester, e.request_id, std::span{&e.token, 1}, e.final,
+                     e.index);
     if (e.final)
       drop_reservation(self, e.request_id);
   }
@@ -77,7 +78,7 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
   r.next_input = a->first_token;
   r.generated = 1;
   if (r.generated >= r.max_new_tokens) {
-    send_token_batch(self, r.requester, r.request_id, {}, true);
+    send_token_batch(self, r.requester, r.request_id, {}, true, r.generated);
     drop_reservation(self, a->request_id);
     return caf::unit;
   }
@@ -125,7 +126,7 @@ void on_step(decode_ptr self) {
     bool final = r.generated >= r.max_new_tokens;
     if (final)
       st.active.erase(std::find(st.active.begin(), st.active.end(), batch[k]));
-    st.pending.push_back({batch[k], out->next_tokens[k], final});
+    st.pending.push_back({batch[k], out->next_tokens[k], final, r.generated - 1});
   }
   st.compute_ns_total += out->compute_ns;
   schedule_step(self, out->compute_ns);

@@ -31,10 +31,18 @@ struct emitted_token {
   uint64_t request_id;
   uint32_t token;
   bool final;
+  uint32_t index; // in the request's output (0: the prefill's first token)
 };
 
 struct decode_state {
   static inline const char* name = "decode_worker";
+  decode_state() = default;
+  decode_state(const decode_state&) = delete;
+  decode_state& operator=(const decode_state&) = delete;
+  /// An instance that stops (killed, or its node lost) revokes every page grant it gave out
+  /// while its pages are still mapped: a prefill still sending KV then fails to address them
+  /// (not_found) instead of writing into memory that is gone.
+  ~decode_state();
   decode_worker_options options;
   decode_worker_parts parts;
   std::unordered_map<uint64_t, reservation> reservations;

@@ -26,6 +26,7 @@ decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_
                                                  decode_worker_parts parts) {
   self->state.options = options;
   self->state.parts = std::move(parts);
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     std::vector<uint64_t> orphans;
     for (const auto& [id, r] : self->state.reservations)

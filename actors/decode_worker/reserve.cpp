@@ -68,6 +68,15 @@ caf::expected<reservation> make_reservation(decode_ptr self, const reserve_args&
 
 } // namespace
 
+decode_state::~decode_state() {
+  if (!parts.transfer)
+    return;
+  for (auto& [id, r] : reservations)
+    for (const auto& g : r.grants)
+      if (auto err = parts.transfer->unregister_region(g))
+        spdlog::error("decode_worker: revoking a page grant at exit failed: {}", describe(err));
+}
+
 void revoke_grants(decode_ptr self, reservation& r) {
   for (const auto& g : r.grants)
     if (auto err = self->state.parts.transfer->unregister_region(g))

@@ -44,6 +44,7 @@ void on_down(node_agent_ptr self, const caf::down_msg& down) {
 }
 
 node_agent_actor::behavior_type behavior(node_agent_ptr self) {
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) { on_down(self, down); });
   return {
       [=](start_atom) {

@@ -71,7 +71,7 @@ void append_tokens(request_ptr self, const std::vector<uint32_t>& tokens) {
   }
   if (st.listener && st.output.size() > before)
     send_token_batch(self, st.listener, st.id, std::span{st.output}.subspan(before),
-                     st.output.size() >= st.max_new_tokens);
+                     st.output.size() >= st.max_new_tokens, static_cast<uint32_t>(before));
 }
 
 void maybe_complete(request_ptr self) {
@@ -163,34 +163,71 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
+namespace {
+
+// The output index the next decoded token has: after the first token (index 0, from prefill)
+// and the decoded ones already in.
+uint32_t next_index(const request_state& st) {
+  return static_cast<uint32_t>(st.first_token_seen ? st.output.size() : 1 + st.early_tokens.size());
+}
+
+// Takes a batch whose first token is the next one.
+void take_in_order(request_ptr self, const std::vector<uint32_t>& tokens, bool final) {
+  auto& st = self->state;
+  if (st.first_token_seen)
+    append_tokens(self, tokens);
+  else // decode overtook the prefill's report (possible across processes): keep the order
+    st.early_tokens.insert(st.early_tokens.end(), tokens.begin(), tokens.end());
+  st.final_seen = final;
+}
+
+} // namespace
+
 caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct batch {
     uint64_t id;
     std::vector<uint32_t> tokens;
     bool final;
+    uint32_t first;
   };
   auto b = read_as<wire::TokenBatch>(msg, [](wire::TokenBatch::Reader in) {
     auto t = in.getTokens();
-    return batch{in.getRequestId(), to_vector(t), in.getFinal()};
+    return batch{in.getRequestId(), to_vector(t), in.getFinal(), in.getFirst()};
   });
   if (!b)
     return std::move(b.error());
   if (auto err = refuse_unless_sent_by(self, decode_worker_of(st), "tokens",
                                        "the request's decode instance"))
     return err;
-  const size_t first_pending = st.first_token_seen ? 0 : 1;
-  if (!st.running || st.done || b->id != st.id || st.final_seen ||
-      st.output.size() + st.early_tokens.size() + b->tokens.size() + first_pending >
-          st.max_new_tokens)
+  if (!st.running || st.done || b->id != st.id || b->first == 0 ||
+      uint64_t{b->first} + b->tokens.size() > st.max_new_tokens)
     return make_error(errc::invalid_argument, "unexpected TokenBatch");
-  if (st.first_token_seen)
-    append_tokens(self, b->tokens);
-  else // decode overtook the prefill's report (possible across processes): keep the order
-    st.early_tokens.insert(st.early_tokens.end(), b->tokens.begin(), b->tokens.end());
-  st.final_seen = b->final;
   st.decode_heard = true;
   stop_watching_prefill(self);
+  const uint32_t next = next_index(st);
+  if (b->first + b->tokens.size() <= next && (!b->final || st.final_seen)) {
+    ++st.duplicate_batches; // had it already: a duplicate on the way
+    return caf::unit;
+  }
+  if (b->first > next) { // one sent before it is late: it waits for that one
+    if (st.later_batches.size() >= st.max_new_tokens)
+      return make_error(errc::limit_exceeded, "too many token batches out of order");
+    st.later_batches[b->first] = {std::move(b->tokens), b->final};
+    return caf::unit;
+  }
+  // Overlapping what it has: only the new tail counts.
+  const auto skip = std::min<size_t>(next - b->first, b->tokens.size());
+  b->tokens.erase(b->tokens.begin(), b->tokens.begin() + static_cast<ptrdiff_t>(skip));
+  take_in_order(self, b->tokens, b->final);
+  for (auto i = st.later_batches.begin(); i != st.later_batches.end() && i->first <= next_index(st);
+       i = st.later_batches.erase(i)) {
+    const uint32_t at = next_index(st);
+    auto& later = i->second;
+    const auto had = std::min<size_t>(at - i->first, later.tokens.size());
+    later.tokens.erase(later.tokens.begin(), later.tokens.begin() + static_cast<ptrdiff_t>(had));
+    take_in_order(self, later.tokens, later.final);
+  }
   maybe_complete(self);
   return caf::unit;
 }

@@ -16,6 +16,7 @@ request_actor::behavior_type request(request_ptr self, request_options options,
   self->state.dir = std::move(dir);
   // The workers it waits for are watched: one that stops (it crashed, its process died or
   // became unreachable) fails the request now instead of at its deadline.
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& st = self->state;
     if (st.done)

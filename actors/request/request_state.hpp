@@ -8,6 +8,7 @@
 #include <caf/typed_response_promise.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,14 @@ struct request_state {
   std::vector<uint32_t> output;
   std::vector<int64_t> token_times_ns;
   std::vector<uint32_t> early_tokens; // decode tokens that overtook the first token
+  // Token batches that came before one sent ahead of them (a delay or a reconnect reordered
+  // them), by the output index of their first token; each joins once the gap before it fills.
+  struct later_batch {
+    std::vector<uint32_t> tokens;
+    bool final = false;
+  };
+  std::map<uint32_t, later_batch> later_batches;
+  uint64_t duplicate_batches = 0; // batches (or parts) already had: dropped
   bool first_token_seen = false;
   bool decode_heard = false; // a TokenBatch came: the decode worker has the KV
   bool final_seen = false;

@@ -72,6 +72,7 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
     spdlog::warn("store_master: of the block metadata read back, {} blocks and {} replicas were "
                  "dropped (first: {}); {} blocks are served",
                  l.dropped_blocks, l.dropped_replicas, l.first_reason, l.blocks);
+  keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& nodes = self->state.nodes;
     for (uint32_t n = 0; n < nodes.size(); ++n)

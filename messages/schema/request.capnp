@@ -34,6 +34,10 @@ struct TokenBatch {
   requestId @0 :UInt64;
   tokens @1 :List(UInt32);
   final @2 :Bool;
+  # The output index of its first token (0: the prompt's first token, which prefill computes),
+  # so that a request puts batches in order and drops the ones it already has, whatever the
+  # network did to them on the way.
+  first @3 :UInt32;
 }
 
 # any worker -> request actor: the request cannot go on.
