@@ -5,6 +5,7 @@
 #include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
+#include "apps/chaos/chaos_command.hpp"
 #include "apps/experiment/experiment_command.hpp"
 #include "apps/info_command.hpp"
 #include "apps/node/node_command.hpp"
@@ -76,6 +77,39 @@ int main(int argc, char** argv) {
   up_cmd->add_flag("--no-progress{false}", up.run.progress, "Do not print the progress line");
   up_cmd->add_flag("--verbose", up.run.verbose, "Log actor warnings");
 
+  crescent::chaos::chaos_options chaos;
+  chaos.trace_path = crescent::cli::default_trace_path;
+  auto* chaos_cmd = app.add_subcommand(
+      "chaos", "Seeded fault campaigns in simulated time: per seed, a fault plan drawn from a "
+               "budget, a replay on a small reference-engine cluster, and the invariants "
+               "checked; a failing seed prints the command that runs it again (docs/faults.md)");
+  chaos_cmd->add_option("--seeds", chaos.seeds, "How many seeds")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  chaos_cmd->add_option("--first", chaos.first, "The first seed")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
+  chaos_cmd->add_option("--requests", chaos.requests, "Requests from the head of the trace")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u));
+  chaos_cmd
+      ->add_option("--faults", chaos.budget_path,
+                   "Fault budget (YAML): kinds, rates, nodes lost at once; default: every kind, "
+                   "up to 3 faults a seed, one node lost")
+      ->check(CLI::ExistingFile);
+  chaos_cmd
+      ->add_option("--cluster", chaos.cluster_path,
+                   "Cluster file (reference engine); default: the embedded 4-node cluster")
+      ->check(CLI::ExistingFile);
+  chaos_cmd->add_option("--trace", chaos.trace_path, "Mooncake trace (JSONL)")
+      ->capture_default_str();
+  chaos_cmd->add_option("--speedup", chaos.speedup, "Replay arrivals this many times faster")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  chaos_cmd->add_option("--out", chaos.out_dir, "Where a failing seed's message trace goes")
+      ->capture_default_str();
+  chaos_cmd->add_flag("--verbose", chaos.verbose, "A line per seed, with its plan");
+
   crescent::cli::serve_options serve;
   auto* serve_cmd = app.add_subcommand(
       "serve", "Bring up the cluster behind an OpenAI-compatible HTTP API: /v1/completions, "
@@ -142,6 +176,11 @@ int main(int argc, char** argv) {
   replay_cmd->add_option("--messages", replay.messages_path,
                          "Write every delivered message: time, sender, receiver, type, bytes "
                          "(apps/sim/message_log.hpp)");
+  replay_cmd
+      ->add_option("--faults", replay.faults_path,
+                   "Fault plan (YAML, docs/faults.md): kill, pause, partition, drop, delay, "
+                   "duplicate, reorder; --seed draws the messages its faults take")
+      ->check(CLI::ExistingFile);
   replay_cmd->add_flag("--no-progress{false}", replay.progress, "No progress bar on stderr");
   replay_cmd->add_flag("--print-cluster", replay.print_cluster,
                        "Print the cluster (the built-in one, or --cluster's) as a cluster file, "
@@ -509,6 +548,8 @@ int main(int argc, char** argv) {
     return crescent::cli::serve_command(serve);
   if (app.got_subcommand("up"))
     return crescent::cli::up_command(up);
+  if (app.got_subcommand("chaos"))
+    return crescent::chaos::chaos_command(chaos);
   if (app.got_subcommand("profile"))
     return crescent::cli::profile_command(profile);
   if (app.got_subcommand("experiment"))

@@ -374,12 +374,10 @@ caf::expected<cluster_config> parse_cluster_config(const std::string& yaml_text,
 }
 
 caf::expected<cluster_config> load_cluster_config(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    return make_error(errc::bad_config, "cannot read cluster config " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_cluster_config(text.str(), path, std::filesystem::path{path}.parent_path().string());
+  auto text = read_config_text(path, "cluster config");
+  if (!text)
+    return std::move(text.error());
+  return parse_cluster_config(*text, path, std::filesystem::path{path}.parent_path().string());
 }
 
 } // namespace crescent

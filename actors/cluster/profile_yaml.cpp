@@ -113,12 +113,7 @@ std::string line_of_field(const YAML::Node& root, const std::string& error) {
 }
 
 caf::expected<std::string> read_file(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    return make_error(errc::bad_config, "cannot read profile " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return read_config_text(path, "profile");
 }
 
 } // namespace

@@ -7,9 +7,11 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,17 @@ class yaml_reader {
 };
 
 inline constexpr uint64_t u32_max = std::numeric_limits<uint32_t>::max();
+
+/// The whole text of a config file; the error names what it is ("cannot read fault plan p.yaml").
+inline caf::expected<std::string> read_config_text(const std::string& path,
+                                                   const std::string& what) {
+  std::ifstream in{path};
+  if (!in)
+    return make_error(errc::bad_config, "cannot read " + what + " " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 /// Parses YAML text; an error names the source and the line ("f.yaml:3: not valid YAML: ...").
 inline caf::expected<YAML::Node> load_yaml(const std::string& text, const std::string& source) {

@@ -6,6 +6,9 @@
 // FIFO (no policy) runs actors in the order they became ready, as CAF's test scheduler does;
 // shuffled_delivery picks uniformly among the ready actors from a seed, to explore
 // interleavings. Either way the same inputs and seed give the same run, bit for bit.
+//
+// A message_filter (below) goes further, on purpose: it may drop a message, deliver it twice,
+// or hold it back past later ones (fault plans, apps/sim/fault_injector.hpp).
 #pragma once
 
 #include <cstdint>
@@ -20,10 +23,18 @@ struct ready_message {
   uint64_t receiver = 0;          // the receiving actor's label index (sim_system::labels)
   std::string_view receiver_name; // that label (conductor, prefill/3, request#81, ...)
   uint64_t sender = 0;            // the sender's label index; 0: anonymous (a timer, ...)
+  std::string_view sender_name;   // that label ("-": anonymous)
   std::string_view type;          // the operation (schedule, tokens, reply/ScheduleReply, ...)
   uint64_t bytes = 0;             // its Cap'n Proto payload
   int64_t now_ns = 0;             // the simulation's time
+  // Where the actors run (sim_system::label): a node, or main_place (conductor, store master,
+  // requests, the replay driver: the main process of a real cluster).
+  int32_t receiver_place = 0;
+  int32_t sender_place = 0;
+  bool system = false; // a down or exit message: made where it is received, never sent
 };
+
+inline constexpr int32_t main_place = -1;
 
 class delivery_policy {
  public:
@@ -44,6 +55,26 @@ class shuffled_delivery final : public delivery_policy {
 
  private:
   std::mt19937_64 rng_;
+};
+
+} // namespace crescent::sim
+
+namespace crescent::sim {
+
+/// What a message filter does with a ready message (sim_system::set_filter).
+struct fault_verdict {
+  enum class action { deliver, drop, duplicate, hold };
+  action what = action::deliver;
+  int64_t until_ns = 0; // hold: delivered again at this simulated time
+};
+
+/// Decides, message by message, whether a ready message is delivered, lost, delivered twice or
+/// held back (a fault plan in simulated time: apps/sim/fault_injector.hpp). Must be
+/// deterministic given the calls before it.
+class message_filter {
+ public:
+  virtual ~message_filter() = default;
+  virtual fault_verdict judge(const ready_message& m) = 0;
 };
 
 } // namespace crescent::sim

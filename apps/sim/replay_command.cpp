@@ -4,6 +4,7 @@
 #include "apps/replay/replay_driver.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
+#include "apps/sim/fault_injector.hpp"
 #include "apps/sim/message_log.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/sim_report.hpp"
@@ -60,29 +61,21 @@ caf::expected<cluster_config> load_cluster(const replay_options& opt) {
   return load_cluster_config(opt.cluster_path);
 }
 
-// Prompts as the cluster says (trace_block_tokens): at the trace's lengths on the paper cluster,
-// scaled to the small model as `crescent run` does by default, so that a simulated run of the
-// reference cluster compares with a real one.
-replay::workload_options workload_for(const cluster_config& cfg, double speedup) {
-  replay::workload_options w;
-  w.block_tokens = tokens_per_trace_block(cfg);
-  w.vocab = cfg.model.vocab;
-  w.speedup = speedup;
-  return w;
-}
-
 void label_actors(sim_system& sim, const directory& dir) {
   auto addr = [](const auto& h) { return caf::actor_cast<caf::actor_addr>(h); };
+  auto node = [](uint32_t n) { return static_cast<int32_t>(n); };
   sim.label(addr(dir.conductor), "conductor");
   sim.label(addr(dir.store_master), "store_master");
   for (size_t i = 0; i < dir.block_owners.size(); ++i)
-    sim.label(addr(dir.block_owners[i]), fmt::format("block_owner/{}", i));
+    sim.label(addr(dir.block_owners[i]), fmt::format("block_owner/{}", i), node(i));
   for (size_t i = 0; i < dir.node_agents.size(); ++i)
-    sim.label(addr(dir.node_agents[i]), fmt::format("node_agent/{}", i));
+    sim.label(addr(dir.node_agents[i]), fmt::format("node_agent/{}", i), node(i));
   for (size_t i = 0; i < dir.prefill.size(); ++i)
-    sim.label(addr(dir.prefill[i]), fmt::format("prefill/{}", i));
+    sim.label(addr(dir.prefill[i]), fmt::format("prefill/{}", i), node(dir.prefill_node[i]));
   for (size_t i = 0; i < dir.decode.size(); ++i)
-    sim.label(addr(dir.decode[i]), fmt::format("decode/{}", i));
+    sim.label(addr(dir.decode[i]), fmt::format("decode/{}", i), node(dir.decode_node[i]));
+  for (size_t i = 0; i < dir.coupled.size(); ++i)
+    sim.label(addr(dir.coupled[i]), fmt::format("coupled/{}", i), node(dir.coupled_node[i]));
 }
 
 // The progress bar on stderr: virtual time over the trace's span, requests ended, wall time and
@@ -165,6 +158,8 @@ struct replay_run {
   uint64_t hash = 0;
   std::vector<link_report> links;
   uint64_t replicas_added = 0;
+  std::string faults_log;
+  std::vector<uint64_t> faults_taken;
 };
 
 // The store master's count of replicas made from pulls, asked after the replay (0 if it does
@@ -222,6 +217,11 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
       [shared_records, w](size_t i) { return replay::synthesize((*shared_records)[i], i, w); },
       out.results, {nullptr, opt.sequential});
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
+  std::unique_ptr<fault_injector> faults;
+  if (!opt.faults.faults.empty()) {
+    faults = std::make_unique<fault_injector>(sim, (*cl)->dir(), opt.faults, opt.fault_seed);
+    sim.set_filter(faults.get());
+  }
   const auto started = std::chrono::steady_clock::now();
   caf::anon_send(driver, run_atom::value);
   const bool ended = sim.run_until([&] { return out.results->size() == n; });
@@ -233,7 +233,14 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   out.links = link_usage(**cl);
   sim.set_tap(nullptr); // the stream (and its hash) ends with the replay, not the shutdown
   sim.set_payload_tap(nullptr);
+  sim.set_filter(nullptr); // the faults end with the replay too
+  if (faults) {
+    out.faults_log = faults->format_log();
+    out.faults_taken = faults->taken();
+  }
   out.replicas_added = replicas_added(sim, **cl);
+  if (ended && opt.after)
+    opt.after(sim, **cl);
   (*cl)->stop();
   sim.run_ready();
   if (log)
@@ -256,6 +263,14 @@ double span_of(const std::vector<replay::trace_record>& records,
 }
 
 } // namespace
+
+replay::workload_options workload_for(const cluster_config& cfg, double speedup) {
+  replay::workload_options w;
+  w.block_tokens = tokens_per_trace_block(cfg);
+  w.vocab = cfg.model.vocab;
+  w.speedup = speedup;
+  return w;
+}
 
 caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace_record> records,
                                    const simulate_options& opt) {
@@ -289,6 +304,8 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
   out.report.replicas_added = run->replicas_added;
   measure(out.report, std::move(*run->results));
   out.wall = {run->wall_s, peak_rss_bytes()};
+  out.faults_log = std::move(run->faults_log);
+  out.faults_taken = std::move(run->faults_taken);
   return out;
 }
 
@@ -312,6 +329,15 @@ int replay_command(const replay_options& opt) {
   if (opt.trace_path.empty())
     return fail("a trace is needed: crescent replay TRACE --sim");
   cfg->access_key_seed = opt.seed;
+  up::fault_plan plan;
+  if (!opt.faults_path.empty()) {
+    auto loaded = up::load_fault_plan(opt.faults_path);
+    if (!loaded)
+      return fail(describe(loaded.error()));
+    if (auto err = up::check_sim_fault_plan(*loaded, *cfg, opt.faults_path))
+      return fail(describe(err));
+    plan = std::move(*loaded);
+  }
   auto records = replay::read_trace(opt.trace_path, opt.requests);
   if (!records)
     return fail(describe(records.error()));
@@ -327,6 +353,8 @@ int replay_command(const replay_options& opt) {
   sopt.messages_path = opt.messages_path;
   sopt.sequential = opt.sequential;
   sopt.progress = opt.progress;
+  sopt.faults = std::move(plan);
+  sopt.fault_seed = opt.seed;
   auto sim = simulate(*cfg, std::move(*records), sopt);
   if (!sim)
     return fail(describe(sim.error()));
@@ -335,6 +363,8 @@ int replay_command(const replay_options& opt) {
   report.cluster = cluster_name(opt);
   report.seed = opt.seed;
   fmt::print("{}", format_text(report, sim->wall));
+  if (!opt.faults_path.empty())
+    fmt::print("faults        from {}:\n{}", opt.faults_path, sim->faults_log);
   std::string report_path = opt.report_path;
   if (report_path.empty() && !opt.plots_dir.empty())
     report_path = (std::filesystem::path{opt.plots_dir} / "replay.json").string();

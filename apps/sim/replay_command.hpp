@@ -5,7 +5,9 @@
 
 #include "actors/cluster/cluster_config.hpp"
 #include "apps/replay/trace.hpp"
+#include "apps/replay/workload.hpp"
 #include "apps/sim/sim_report.hpp"
+#include "apps/up/fault_plan.hpp"
 
 #include <caf/expected.hpp>
 
@@ -17,6 +19,7 @@
 
 namespace crescent {
 class envelope;
+class cluster;
 } // namespace crescent
 
 namespace crescent::sim {
@@ -39,6 +42,7 @@ struct replay_options {
   std::string report_path;              // JSON
   std::string plots_dir;
   std::string messages_path;
+  std::string faults_path; // a fault plan (docs/faults.md); empty: none
   bool progress = true;
   bool print_cluster = false;
 };
@@ -54,12 +58,26 @@ struct simulate_options {
   // system that names senders, receivers and types (sim_system::payload_tap); empty: none.
   // For measures the report does not hold (crescent experiment replicas, scale).
   std::function<void(const sim_system&, const delivered_message&, const envelope*)> watch;
+  // Broken on purpose (fault_injector.hpp): the plan, checked by up::check_sim_fault_plan, its
+  // times counting from the replay's start; `fault_seed` draws the messages its faults take.
+  up::fault_plan faults;
+  uint64_t fault_seed = 1;
+  // Called once every request has ended and the faults have stopped, before the cluster stops,
+  // with the system and the cluster: to let it settle and audit it (crescent chaos).
+  std::function<void(sim_system&, cluster&)> after;
 };
 
 struct simulation {
   sim_report report; // its trace, cluster and seed fields are the caller's to fill
   sim_wall wall;
+  std::string faults_log;             // fault_injector::format_log (empty: no plan)
+  std::vector<uint64_t> faults_taken; // by plan index
 };
+
+/// Prompts as the cluster says (trace_block_tokens): at the trace's lengths on the paper cluster,
+/// scaled to the small model as `crescent run` does by default, so that a simulated run of the
+/// reference cluster compares with a real one.
+replay::workload_options workload_for(const cluster_config& cfg, double speedup);
 
 /// Replays `records` through a cluster brought up from `cfg` in simulated time, and measures.
 /// Errors: bring-up (a bad config), an unwritable message log, a run that stalls.

@@ -46,10 +46,11 @@ std::chrono::nanoseconds sim_system::elapsed() const {
       sched_.clock().current_time.time_since_epoch() - start_);
 }
 
-void sim_system::label(const caf::actor_addr& actor, std::string name) {
+void sim_system::label(const caf::actor_addr& actor, std::string name, int32_t place) {
   if (!actor)
     return;
   labels_.push_back(std::move(name));
+  places_.push_back(place);
   label_by_actor_[actor.id()] = static_cast<uint32_t>(labels_.size() - 1);
 }
 
@@ -61,6 +62,7 @@ uint32_t sim_system::label_of(const caf::abstract_actor* actor) {
     return i->second;
   const auto* local = dynamic_cast<const caf::local_actor*>(actor);
   labels_.push_back(fmt::format("{}#{}", local != nullptr ? local->name() : "actor", actor->id()));
+  places_.push_back(main_place);
   const auto index = static_cast<uint32_t>(labels_.size() - 1);
   label_by_actor_.emplace(actor->id(), index);
   return index;
@@ -146,23 +148,110 @@ void sim_system::choose_next() {
     std::swap(sched_.jobs.front(), sched_.jobs[k]);
   }
   for (const auto& d : described)
-    ready.push_back(
-        {d.receiver, labels_[d.receiver], d.sender, types_[d.type], d.bytes, d.time_ns});
+    ready.push_back(ready_of(d, false));
   const size_t pick = std::min(policy_->pick(ready), sched_.jobs.size() - 1);
   std::rotate(sched_.jobs.begin(), sched_.jobs.begin() + static_cast<ptrdiff_t>(pick),
               sched_.jobs.begin() + static_cast<ptrdiff_t>(pick) + 1);
 }
 
-void sim_system::deliver_one() {
-  if (policy_ != nullptr && sched_.jobs.size() > 1)
-    choose_next();
-  const auto m = describe_front();
+ready_message sim_system::ready_of(const delivered_message& d, bool system) {
+  return {d.receiver,        labels_[d.receiver],
+          d.sender,          labels_[d.sender],
+          types_[d.type],    d.bytes,
+          d.time_ns,         places_[d.receiver],
+          places_[d.sender], system};
+}
+
+void sim_system::record(const delivered_message& m) {
   // Field by field: the struct's padding holds no defined bytes.
   const uint64_t record[5] = {static_cast<uint64_t>(m.time_ns), m.sender, m.receiver, m.type,
                               m.bytes};
   XXH3_64bits_update(hash_->state, record, sizeof(record));
   if (tap_)
     tap_(m);
+}
+
+namespace {
+
+// Takes `e`, the message at the front of `actor`'s mailbox, out of it (null where it is not
+// the front: messages the actor skipped wait in a cache ahead of it).
+caf::mailbox_element_ptr take_front(caf::scheduled_actor& actor, const caf::mailbox_element* e) {
+  auto& urgent = actor.get_urgent_queue();
+  if (urgent.peek() == e)
+    return urgent.cache().empty() ? urgent.take_front() : nullptr;
+  auto& normal = actor.get_normal_queue();
+  if (normal.peek() == e && normal.cache().empty())
+    return normal.take_front();
+  return nullptr;
+}
+
+constexpr const char* action_name(fault_verdict::action a) {
+  switch (a) {
+  case fault_verdict::action::drop:
+    return "drop";
+  case fault_verdict::action::duplicate:
+    return "duplicate";
+  case fault_verdict::action::hold:
+    return "hold";
+  case fault_verdict::action::deliver:
+    break;
+  }
+  return "deliver";
+}
+
+} // namespace
+
+// Carries out a filter's verdict on the front message; false: deliver it now (a duplicate's
+// original, or a message that cannot be taken out of turn).
+bool sim_system::apply_fault(const delivered_message& m, const fault_verdict& v) {
+  auto* actor = dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front());
+  const caf::mailbox_element* e = front_element();
+  if (actor == nullptr || e == nullptr)
+    return false;
+  delivered_message note = m;
+  note.type = type_index(std::string{action_name(v.what)} + ":" + types_[m.type]);
+  if (v.what == fault_verdict::action::duplicate) {
+    // The copy queues behind what the actor already has; the original goes now.
+    auto copy =
+        caf::make_mailbox_element(e->sender, e->mid, e->stages,
+                                  const_cast<caf::mailbox_element*>(e)->copy_content_to_message());
+    unfiltered_.insert(copy.get()); // a copy is not copied again, or lost
+    actor->enqueue(std::move(copy), nullptr);
+    record(note);
+    return false;
+  }
+  auto taken = take_front(*actor, e);
+  if (taken == nullptr)
+    return false;
+  record(note);
+  if (v.what == fault_verdict::action::hold) {
+    unfiltered_.insert(taken.get()); // judged once: it is not held again when it comes back
+    const auto at = std::chrono::duration_cast<caf::actor_clock::duration_type>(
+        start_ + std::chrono::nanoseconds(std::max(v.until_ns, m.time_ns)));
+    sched_.clock().schedule_message(caf::actor_clock::time_point{at},
+                                    caf::strong_actor_ptr{actor->ctrl()}, std::move(taken));
+  }
+  // An actor left with nothing must block, or a later message would not schedule it again.
+  if (actor->mailbox().empty())
+    sched_.try_run_once();
+  return true;
+}
+
+void sim_system::deliver_one() {
+  if (policy_ != nullptr && sched_.jobs.size() > 1)
+    choose_next();
+  const auto m = describe_front();
+  const caf::mailbox_element* front = front_element();
+  if (front != nullptr && unfiltered_.erase(front) != 0) {
+    // A duplicate or a message that was held: delivered as it is.
+  } else if (filter_ != nullptr && front != nullptr) {
+    const std::string& type = types_[m.type];
+    const bool system = type.rfind("down", 0) == 0 || type.rfind("exit", 0) == 0;
+    const auto verdict = filter_->judge(ready_of(m, system));
+    if (verdict.what != fault_verdict::action::deliver && apply_fault(m, verdict))
+      return;
+  }
+  record(m);
   if (payload_tap_)
     payload_tap_(m, payload_of(front_element()));
   sched_.try_run_once();

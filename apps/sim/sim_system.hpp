@@ -17,6 +17,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/mailbox_element.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include <chrono>
@@ -25,6 +26,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace crescent {
@@ -60,8 +62,9 @@ class sim_system {
   /// Virtual time since the system started.
   std::chrono::nanoseconds elapsed() const;
 
-  /// Names an actor in the message stream (otherwise: its CAF name and id, "request#81").
-  void label(const caf::actor_addr& actor, std::string name);
+  /// Names an actor in the message stream (otherwise: its CAF name and id, "request#81"), and
+  /// says where it runs: a node, or main_place (the default, where unlabeled actors run).
+  void label(const caf::actor_addr& actor, std::string name, int32_t place = main_place);
 
   /// Called with every delivered message, before it is handled (null: none).
   using message_tap = std::function<void(const delivered_message&)>;
@@ -72,6 +75,11 @@ class sim_system {
   /// or the run would no longer be the one the stream hash names.
   using payload_tap = std::function<void(const delivered_message&, const envelope*)>;
   void set_payload_tap(payload_tap tap) { payload_tap_ = std::move(tap); }
+
+  /// Judges every message before it is delivered (null: none, every message is delivered); it
+  /// must outlive the system. A message it drops, duplicates or holds shows in the stream (and
+  /// its hash) as "drop:TYPE", "duplicate:TYPE" or "hold:TYPE".
+  void set_filter(message_filter* filter) { filter_ = filter; }
 
   /// Called about every `every_messages` deliveries, for progress lines.
   void set_progress(std::function<void()> progress, uint64_t every_messages) {
@@ -97,6 +105,9 @@ class sim_system {
  private:
   void deliver_one();
   void choose_next();
+  ready_message ready_of(const delivered_message& d, bool system);
+  bool apply_fault(const delivered_message& m, const fault_verdict& v);
+  void record(const delivered_message& m);
   delivered_message describe_front();
   const caf::mailbox_element* front_element() const;
   uint32_t label_of(const caf::abstract_actor* actor);
@@ -106,6 +117,7 @@ class sim_system {
   caf::actor_system sys_;
   caf::scheduler::test_coordinator& sched_;
   delivery_policy* policy_;
+  message_filter* filter_ = nullptr;
   message_tap tap_;
   payload_tap payload_tap_;
   std::function<void()> progress_;
@@ -115,6 +127,9 @@ class sim_system {
   std::unordered_map<uint64_t, uint32_t> label_by_actor_;
   std::unordered_map<std::string, uint32_t> type_by_name_;
   std::vector<std::string> labels_{"-"};
+  std::vector<int32_t> places_{main_place}; // by label index
+  // Messages the filter made (a duplicate) or already judged (a held one): delivered as they are.
+  std::unordered_set<const caf::mailbox_element*> unfiltered_;
   std::vector<std::string> types_;
   struct hash_state;
   std::unique_ptr<hash_state> hash_;

@@ -2,9 +2,13 @@
 
 #include "actors/cluster/yaml_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace crescent::up {
@@ -13,50 +17,205 @@ namespace {
 
 // Kinds a plan may name that this build cannot inject yet: refused with that reason, not taken
 // for typos.
-constexpr const char* not_built[] = {"partition", "drop",    "delay",
-                                     "duplicate", "reorder", "corrupt"};
+constexpr const char* not_built[] = {"corrupt"};
 
-caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& f) {
-  const std::string name = "faults[" + std::to_string(index) + "]";
-  bool have_at = false, have_for = false;
+constexpr const char* kind_name(fault_kind k) {
+  switch (k) {
+  case fault_kind::kill:
+    return "kill";
+  case fault_kind::pause:
+    return "pause";
+  case fault_kind::partition:
+    return "partition";
+  case fault_kind::drop:
+    return "drop";
+  case fault_kind::delay:
+    return "delay";
+  case fault_kind::duplicate:
+    return "duplicate";
+  case fault_kind::reorder:
+    return "reorder";
+  }
+  return "?";
+}
+
+bool is_role(const std::string& s) {
+  return std::any_of(std::begin(fault_roles), std::end(fault_roles),
+                     [&](const char* r) { return s == r; });
+}
+
+// What one fault's fields said, before the checks that need them all.
+struct seen_fields {
+  bool at = false, for_ms = false, delay_ms = false, match = false;
   int kinds = 0;
-  f.line = n.Mark().line + 1;
-  auto kind = [&](fault_kind k) {
-    return [&r, &f, &kinds, k](const YAML::Node& v, const std::string& field) {
+};
+
+caf::error read_place(yaml_reader& r, const YAML::Node& v, const std::string& field,
+                      std::optional<int32_t>& out, bool main_allowed) {
+  if (main_allowed && v.IsScalar() && v.Scalar() == "main") {
+    out = main_place;
+    return caf::none;
+  }
+  uint32_t node = 0;
+  if (auto err = r.read_uint(v, field, node, 0, cluster_nodes_max - 1))
+    return err;
+  out = static_cast<int32_t>(node);
+  return caf::none;
+}
+
+caf::error read_nodes(yaml_reader& r, const YAML::Node& v, const std::string& field,
+                      std::vector<uint32_t>& out) {
+  if (!v.IsSequence() || v.size() == 0)
+    return r.error_at(v, field, "expected a list of nodes, such as [1, 2]");
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint32_t node = 0;
+    if (auto err = r.read_uint(v[i], field + "[" + std::to_string(i) + "]", node, 0,
+                               cluster_nodes_max - 1))
+      return err;
+    if (std::find(out.begin(), out.end(), node) != out.end())
+      return r.error_at(v[i], field, "node " + std::to_string(node) + " is named twice");
+    out.push_back(node);
+  }
+  return caf::none;
+}
+
+caf::error read_probability(yaml_reader& r, const YAML::Node& v, const std::string& field,
+                            double& p) {
+  if (auto err = r.read_double(v, field, p))
+    return err;
+  if (!(p > 0 && p <= 1))
+    return r.error_at(v, field, "a probability in (0, 1], got " + v.Scalar());
+  return caf::none;
+}
+
+std::map<std::string, yaml_reader::handler> fault_handlers(yaml_reader& r, fault& f,
+                                                           seen_fields& seen) {
+  auto node_kind = [&](fault_kind k) {
+    return [&r, &f, &seen, k](const YAML::Node& v, const std::string& field) {
       f.kind = k;
-      ++kinds;
+      ++seen.kinds;
       return r.read_uint(v, field, f.node, 0, cluster_nodes_max - 1);
     };
   };
-  std::map<std::string, yaml_reader::handler> handlers{
+  auto message_kind = [&](fault_kind k) {
+    return [&r, &f, &seen, k](const YAML::Node& v, const std::string& field) {
+      f.kind = k;
+      ++seen.kinds;
+      return read_probability(r, v, field, f.probability);
+    };
+  };
+  auto role = [&](std::string& out) {
+    return [&r, &seen, &out](const YAML::Node& v, const std::string& field) {
+      seen.match = true;
+      if (auto err = r.read_string(v, field, out))
+        return err;
+      if (!is_role(out))
+        return r.error_at(v, field,
+                          "'" + out +
+                              "' is not a role: conductor, store_master, request, block_owner, "
+                              "node_agent, prefill, decode or coupled");
+      return caf::error{};
+    };
+  };
+  std::map<std::string, yaml_reader::handler> h{
       {"at_ms",
        [&](auto& v, auto& field) {
-         have_at = true;
+         seen.at = true;
          return r.read_uint(v, field, f.at_ms, 0, fault_time_ms_max);
        }},
       {"for_ms",
        [&](auto& v, auto& field) {
-         have_for = true;
+         seen.for_ms = true;
          return r.read_uint(v, field, f.for_ms, 1, fault_time_ms_max);
        }},
-      {"kill", kind(fault_kind::kill)},
-      {"pause", kind(fault_kind::pause)}};
+      {"delay_ms",
+       [&](auto& v, auto& field) {
+         seen.delay_ms = true;
+         return r.read_uint(v, field, f.delay_ms, 1, fault_delay_ms_max);
+       }},
+      {"kill", node_kind(fault_kind::kill)},
+      {"pause", node_kind(fault_kind::pause)},
+      {"partition",
+       [&](auto& v, auto& field) {
+         f.kind = fault_kind::partition;
+         ++seen.kinds;
+         return read_nodes(r, v, field, f.nodes);
+       }},
+      {"drop", message_kind(fault_kind::drop)},
+      {"delay", message_kind(fault_kind::delay)},
+      {"duplicate", message_kind(fault_kind::duplicate)},
+      {"reorder", message_kind(fault_kind::reorder)},
+      {"type",
+       [&](auto& v, auto& field) {
+         seen.match = true;
+         return r.read_string(v, field, f.match.type);
+       }},
+      {"from", role(f.match.from)},
+      {"to", role(f.match.to)},
+      {"node",
+       [&](auto& v, auto& field) {
+         seen.match = true;
+         return read_place(r, v, field, f.match.node, false);
+       }},
+      {"peer", [&](auto& v, auto& field) {
+         seen.match = true;
+         return read_place(r, v, field, f.match.peer, true);
+       }}};
   for (const char* k : not_built)
-    handlers.emplace(k, [&r, k](const YAML::Node& v, const std::string& field) {
-      return r.error_at(v, field,
-                        std::string{"'"} + k +
-                            "' faults are not built yet (this build injects kill and pause)");
+    h.emplace(k, [&r, k](const YAML::Node& v, const std::string& field) {
+      return r.error_at(v, field, std::string{"'"} + k + "' faults are not built yet");
     });
-  if (auto err = r.visit(n, name, handlers))
+  return h;
+}
+
+caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& f) {
+  const std::string name = "faults[" + std::to_string(index) + "]";
+  seen_fields seen;
+  f.line = n.Mark().line + 1;
+  if (auto err = r.visit(n, name, fault_handlers(r, f, seen)))
     return err;
-  if (kinds != 1)
-    return r.error_at(n, name, "needs exactly one of kill: NODE or pause: NODE");
-  if (!have_at)
+  if (seen.kinds != 1)
+    return r.error_at(n, name,
+                      "needs exactly one of kill, pause, partition, drop, delay, duplicate or "
+                      "reorder");
+  if (!seen.at)
     return r.error_at(n, name, "needs at_ms, when it happens");
-  if (f.kind == fault_kind::pause && !have_for)
-    return r.error_at(n, name, "a pause needs for_ms, how long");
-  if (f.kind == fault_kind::kill && have_for)
-    return r.error_at(n, name, "a kill lasts: for_ms applies to pauses only");
+  const char* kind = kind_name(f.kind);
+  const bool lasting = f.kind == fault_kind::pause || f.kind == fault_kind::partition;
+  if (lasting && !seen.for_ms)
+    return r.error_at(n, name, fmt::format("a {} needs for_ms, how long", kind));
+  if (f.kind == fault_kind::kill && seen.for_ms)
+    return r.error_at(n, name, "a kill lasts: for_ms does not apply to it");
+  const bool held = f.kind == fault_kind::delay || f.kind == fault_kind::reorder;
+  if (held && !seen.delay_ms)
+    return r.error_at(n, name,
+                      fmt::format("a {} needs delay_ms, how long a message is held", kind));
+  if (!held && seen.delay_ms)
+    return r.error_at(n, name, "delay_ms applies to delay and reorder only");
+  if (!f.is_message_fault() && seen.match)
+    return r.error_at(n, name,
+                      fmt::format("type, from, to, node and peer choose messages: a {} takes "
+                                  "none",
+                                  kind));
+  if (f.match.peer && !f.match.node)
+    return r.error_at(n, name, "peer needs node, the other end");
+  if (f.match.peer && *f.match.peer == *f.match.node)
+    return r.error_at(n, name, "node and peer are the same place: no message crosses it");
+  return caf::none;
+}
+
+caf::error read_faults(yaml_reader& r, const YAML::Node& v, const std::string& field,
+                       fault_plan& plan) {
+  if (!v.IsSequence())
+    return r.error_at(v, field, "expected a list of faults");
+  if (v.size() > faults_max)
+    return r.error_at(v, field, "at most 1024 faults");
+  for (size_t i = 0; i < v.size(); ++i) {
+    fault f;
+    if (auto e = read_fault(r, v[i], i, f))
+      return e;
+    plan.faults.push_back(f);
+  }
   return caf::none;
 }
 
@@ -74,17 +233,7 @@ caf::expected<fault_plan> parse_fault_plan(const std::string& yaml_text,
     return plan; // an empty plan breaks nothing
   try {
     auto err = r.visit(root, "", {{"faults", [&](const YAML::Node& v, const std::string& field) {
-                                     if (!v.IsSequence())
-                                       return r.error_at(v, field, "expected a list of faults");
-                                     if (v.size() > faults_max)
-                                       return r.error_at(v, field, "at most 1024 faults");
-                                     for (size_t i = 0; i < v.size(); ++i) {
-                                       fault f;
-                                       if (auto e = read_fault(r, v[i], i, f))
-                                         return e;
-                                       plan.faults.push_back(f);
-                                     }
-                                     return caf::error{};
+                                     return read_faults(r, v, field, plan);
                                    }}});
     if (err)
       return err;
@@ -98,48 +247,185 @@ caf::expected<fault_plan> parse_fault_plan(const std::string& yaml_text,
 }
 
 caf::expected<fault_plan> load_fault_plan(const std::string& path) {
-  std::ifstream in{path};
-  if (!in)
-    return make_error(errc::bad_config, "cannot read fault plan " + path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_fault_plan(text.str(), path);
+  auto text = read_config_text(path, "fault plan");
+  if (!text)
+    return std::move(text.error());
+  return parse_fault_plan(*text, path);
 }
+
+namespace {
+
+caf::error check_nodes_exist(const fault& f, const cluster_config& cfg, const std::string& where) {
+  std::vector<int64_t> named;
+  if (f.kind == fault_kind::kill || f.kind == fault_kind::pause)
+    named.push_back(f.node);
+  for (auto n : f.nodes)
+    named.push_back(n);
+  if (f.match.node)
+    named.push_back(*f.match.node);
+  if (f.match.peer && *f.match.peer != main_place)
+    named.push_back(*f.match.peer);
+  for (auto n : named)
+    if (n >= static_cast<int64_t>(cfg.nodes.size()))
+      return make_error(errc::bad_config, where + "node " + std::to_string(n) +
+                                              " is not in the cluster (" +
+                                              std::to_string(cfg.nodes.size()) + " nodes)");
+  if (f.kind == fault_kind::partition && f.nodes.size() >= cfg.nodes.size())
+    return make_error(errc::bad_config,
+                      where + "a partition must leave some node on the other side");
+  return caf::none;
+}
+
+// A node is not killed twice, nor paused after it was killed or while it is paused.
+class node_timeline {
+ public:
+  caf::error add(const fault& f, const std::string& where) {
+    if (f.kind != fault_kind::kill && f.kind != fault_kind::pause)
+      return caf::none;
+    if (killed_at_.count(f.node) != 0)
+      return make_error(errc::bad_config, where + "node " + std::to_string(f.node) +
+                                              " was killed at " +
+                                              std::to_string(killed_at_[f.node]) + " ms");
+    if (auto p = paused_until_.find(f.node); p != paused_until_.end() && f.at_ms < p->second)
+      return make_error(errc::bad_config, where + "node " + std::to_string(f.node) +
+                                              " is paused until " + std::to_string(p->second) +
+                                              " ms");
+    if (f.kind == fault_kind::kill)
+      killed_at_[f.node] = f.at_ms;
+    else
+      paused_until_[f.node] = f.at_ms + f.for_ms;
+    return caf::none;
+  }
+
+ private:
+  std::map<uint32_t, uint64_t> killed_at_, paused_until_;
+};
+
+} // namespace
 
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                             const std::string& source) {
-  std::map<uint32_t, uint64_t> killed_at, paused_until;
+  node_timeline timeline;
   for (const auto& f : plan.faults) {
     const std::string where = source + ":" + std::to_string(f.line) + ": ";
-    if (f.node >= cfg.nodes.size())
-      return make_error(errc::bad_config, where + "node " + std::to_string(f.node) +
-                                              " is not in the cluster (" +
-                                              std::to_string(cfg.nodes.size()) + " nodes)");
+    if (f.kind != fault_kind::kill && f.kind != fault_kind::pause)
+      return make_error(errc::bad_config,
+                        where + "'" + kind_name(f.kind) +
+                            "' faults run in simulated time only so far (crescent replay --sim "
+                            "--faults, crescent chaos): crescent up kills and pauses node "
+                            "processes");
+    if (auto err = check_nodes_exist(f, cfg, where))
+      return err;
     if (!cfg.nodes[f.node].hosted_elsewhere())
       return make_error(errc::bad_config,
                         where + "node " + std::to_string(f.node) +
                             " runs in the cluster's main process: only nodes with an address, "
                             "in processes of their own, can be killed or paused");
-    if (killed_at.count(f.node) != 0)
-      return make_error(errc::bad_config, where + "node " + std::to_string(f.node) +
-                                              " was killed at " +
-                                              std::to_string(killed_at[f.node]) + " ms");
-    if (auto p = paused_until.find(f.node); p != paused_until.end() && f.at_ms < p->second)
-      return make_error(errc::bad_config, where + "node " + std::to_string(f.node) +
-                                              " is paused until " + std::to_string(p->second) +
-                                              " ms");
-    if (f.kind == fault_kind::kill)
-      killed_at[f.node] = f.at_ms;
-    else
-      paused_until[f.node] = f.at_ms + f.for_ms;
+    if (auto err = timeline.add(f, where))
+      return err;
   }
   return caf::none;
 }
 
+caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
+                                const std::string& source) {
+  node_timeline timeline;
+  for (const auto& f : plan.faults) {
+    const std::string where = source + ":" + std::to_string(f.line) + ": ";
+    if (auto err = check_nodes_exist(f, cfg, where))
+      return err;
+    if (auto err = timeline.add(f, where))
+      return err;
+  }
+  return caf::none;
+}
+
+namespace {
+
+std::string place_name(int32_t p) {
+  return p == main_place ? std::string{"the main process"} : "node " + std::to_string(p);
+}
+
+std::string describe_match(const message_match& m) {
+  std::string out = m.type.empty() ? "messages" : "'" + m.type + "' messages";
+  if (!m.from.empty())
+    out += " from " + m.from;
+  if (!m.to.empty())
+    out += " to " + m.to;
+  if (m.node && m.peer)
+    out += " between " + place_name(*m.node) + " and " + place_name(*m.peer);
+  else if (m.node)
+    out += " to or from " + place_name(*m.node);
+  return out;
+}
+
+std::string list_nodes(const std::vector<uint32_t>& nodes) {
+  return fmt::format("{}", fmt::join(nodes, ", "));
+}
+
+} // namespace
+
 std::string describe(const fault& f) {
-  if (f.kind == fault_kind::kill)
+  const std::string during = f.for_ms == 0 ? "" : fmt::format(" for {} ms", f.for_ms);
+  const std::string share = fmt::format("{:g}%", f.probability * 100);
+  switch (f.kind) {
+  case fault_kind::kill:
     return "kill node " + std::to_string(f.node);
-  return "pause node " + std::to_string(f.node) + " for " + std::to_string(f.for_ms) + " ms";
+  case fault_kind::pause:
+    return "pause node " + std::to_string(f.node) + during;
+  case fault_kind::partition:
+    return "cut node" + std::string{f.nodes.size() > 1 ? "s " : " "} + list_nodes(f.nodes) +
+           " from the others" + during;
+  case fault_kind::drop:
+    return "drop " + share + " of " + describe_match(f.match) + during;
+  case fault_kind::delay:
+    return fmt::format("delay {} of {} by {} ms{}", share, describe_match(f.match), f.delay_ms,
+                       during);
+  case fault_kind::duplicate:
+    return "duplicate " + share + " of " + describe_match(f.match) + during;
+  case fault_kind::reorder:
+    return fmt::format("reorder {} of {} (held up to {} ms){}", share, describe_match(f.match),
+                       f.delay_ms, during);
+  }
+  return "?";
+}
+
+std::string format_fault_plan(const fault_plan& plan) {
+  std::string out = "faults:\n";
+  if (plan.faults.empty())
+    return "faults: []\n";
+  for (const auto& f : plan.faults) {
+    out += fmt::format("  - {{at_ms: {}, ", f.at_ms);
+    switch (f.kind) {
+    case fault_kind::kill:
+    case fault_kind::pause:
+      out += fmt::format("{}: {}", kind_name(f.kind), f.node);
+      break;
+    case fault_kind::partition:
+      out += "partition: [" + list_nodes(f.nodes) + "]";
+      break;
+    default:
+      // Shortest text that reads back as the same double.
+      out += fmt::format("{}: {}", kind_name(f.kind), f.probability);
+    }
+    if (f.for_ms != 0)
+      out += fmt::format(", for_ms: {}", f.for_ms);
+    if (f.delay_ms != 0)
+      out += fmt::format(", delay_ms: {}", f.delay_ms);
+    const auto& m = f.match;
+    if (!m.type.empty())
+      out += ", type: " + m.type;
+    if (!m.from.empty())
+      out += ", from: " + m.from;
+    if (!m.to.empty())
+      out += ", to: " + m.to;
+    if (m.node)
+      out += fmt::format(", node: {}", *m.node);
+    if (m.peer)
+      out += *m.peer == main_place ? ", peer: main" : fmt::format(", peer: {}", *m.peer);
+    out += "}\n";
+  }
+  return out;
 }
 
 } // namespace crescent::up

@@ -1,12 +1,24 @@
-// A fault plan: what to break, when, in a run of `crescent up` (docs/faults.md). YAML:
+// A fault plan: what to break, when (docs/faults.md). One format for real time (`crescent up`)
+// and simulated time (`crescent replay --sim --faults`, `crescent chaos`). YAML:
 //
 //   faults:
-//     - {at_ms: 2000, kill: 3}               # SIGKILL node 3's process
-//     - {at_ms: 1000, pause: 2, for_ms: 2000} # SIGSTOP node 2's process, SIGCONT 2 s later
+//     - {at_ms: 2000, kill: 3}                      # node 3 stops for good
+//     - {at_ms: 1000, pause: 2, for_ms: 2000}        # node 2 runs nothing for 2 s
+//     - {at_ms: 500, partition: [1, 2], for_ms: 800} # nodes 1 and 2 cut from the others
+//     - {at_ms: 0, drop: 0.05, node: 2, peer: 3}     # 5% of the messages between nodes 2, 3
+//     - {at_ms: 0, delay: 0.1, delay_ms: 200, type: tokens, from: decode, to: request}
+//     - {at_ms: 0, duplicate: 0.01, for_ms: 5000}
+//     - {at_ms: 0, reorder: 0.02, delay_ms: 50}     # held 1..50 ms: later ones overtake it
 //
-// Times count from the first request's submission. Every node named must run in a process of
-// its own (have an address in the cluster file). Kinds not listed here (partitions, message loss,
-// delays, duplicates, transfer faults) are not built yet and are refused by name.
+// Times count from the first request's submission. Message faults take only messages that
+// cross from one place to another (a node, or the main process where the conductor, the store
+// master and the requests run), chosen by `type` (the operation: schedule, tokens, reply, ...),
+// `from` and `to` (roles), `node` (one end there) and `peer` (the other end there; "main": the
+// main process), each with the fault's probability, drawn from the run's seed.
+//
+// What each mode carries out: `crescent up` kills and pauses node processes (check_fault_plan);
+// simulated time carries out every kind (check_sim_fault_plan). `corrupt` (transfer slices) is
+// not built yet and is refused by name.
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -14,19 +26,36 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace crescent::up {
 
-enum class fault_kind { kill, pause };
+enum class fault_kind { kill, pause, partition, drop, delay, duplicate, reorder };
+
+/// The main process (conductor, store master, requests), as a message fault's `peer`.
+inline constexpr int32_t main_place = -1;
+
+/// Which messages a message fault (drop, delay, duplicate, reorder) takes; empty fields: any.
+struct message_match {
+  std::string type;            // the operation (schedule, tokens, ...), or reply
+  std::string from, to;        // the sender's and the receiver's roles
+  std::optional<int32_t> node; // one end on this node (never main_place)
+  std::optional<int32_t> peer; // the other end here (a node, or main_place)
+};
 
 struct fault {
   fault_kind kind = fault_kind::kill;
-  uint32_t node = 0;
+  uint32_t node = 0;           // kill, pause
+  std::vector<uint32_t> nodes; // partition: cut from every other place
   uint64_t at_ms = 0;
-  uint64_t for_ms = 0; // pause: how long
-  int line = 0;        // in the plan file, for messages
+  uint64_t for_ms = 0;      // pause, partition: how long; message faults: 0 = to the end
+  double probability = 1.0; // message faults: of each matching message
+  uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most
+  message_match match;      // message faults
+  int line = 0;             // in the plan file, for messages
+  bool is_message_fault() const { return kind >= fault_kind::drop; }
 };
 
 struct fault_plan {
@@ -35,17 +64,32 @@ struct fault_plan {
 
 inline constexpr size_t faults_max = 1024;
 inline constexpr uint64_t fault_time_ms_max = 24ull * 3600 * 1000;
+inline constexpr uint64_t fault_delay_ms_max = 3600ull * 1000;
+
+/// The roles a message fault's `from` and `to` name.
+inline constexpr const char* fault_roles[] = {"conductor",   "store_master", "request",
+                                              "block_owner", "node_agent",   "prefill",
+                                              "decode",      "coupled"};
 
 /// Parses a plan; errors name the source, the line and the field.
 caf::expected<fault_plan> parse_fault_plan(const std::string& yaml_text, const std::string& source);
 caf::expected<fault_plan> load_fault_plan(const std::string& path);
 
-/// Checks the plan against the cluster: each node it names exists and runs in a process of its
-/// own; a node is not killed twice, nor paused after it was killed or while paused.
+/// Checks the plan for `crescent up` (real time): only kills and pauses, of nodes that exist and
+/// run in processes of their own; a node is not killed twice, nor paused after it was killed or
+/// while paused.
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                             const std::string& source);
 
-/// "kill node 3", "pause node 2 for 2000 ms".
+/// Checks the plan for simulated time: every kind; the nodes it names exist; kills and pauses
+/// as for check_fault_plan (a node need not have an address).
+caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
+                                const std::string& source);
+
+/// "kill node 3", "pause node 2 for 2000 ms", "drop 5% of messages between node 2 and node 3".
 std::string describe(const fault& f);
+
+/// The plan as YAML that parse_fault_plan reads back the same (for a chaos seed's plan).
+std::string format_fault_plan(const fault_plan& plan);
 
 } // namespace crescent::up

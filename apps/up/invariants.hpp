@@ -8,6 +8,7 @@
 #include "apps/replay/workload.hpp"
 
 #include <cstddef>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,14 @@ struct invariant_report {
 /// At most this many violations are listed (the count goes on).
 inline constexpr size_t violations_listed_max = 20;
 
+/// The reference tokens of requests by id, kept across runs of the same requests (a chaos
+/// campaign runs them once per seed; the monolithic reference is computed once).
+using reference_cache = std::map<uint64_t, std::vector<uint32_t>>;
+
 invariant_report check_invariants(const cluster_config& cfg,
                                   const std::vector<replay::synthetic_request>& requests,
-                                  const std::vector<replay::request_result>& results);
+                                  const std::vector<replay::request_result>& results,
+                                  reference_cache* cache = nullptr);
 
 std::string format_invariants(const invariant_report& r);
 

@@ -44,17 +44,39 @@ TEST(fault_plan, bad_values_are_named_with_their_line) {
   auto e = error_of("faults:\n  - {at_ms: 1, kil: 2}\n");
   EXPECT_NE(e.find("p.yaml:2: faults[0].kil: unknown field"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, partition: [[0], [1]], for_ms: 5}\n");
-  EXPECT_NE(e.find("'partition' faults are not built yet"), std::string::npos) << e;
+  EXPECT_NE(e.find("faults[0].partition[0]: expected a number"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, partition: [1, 1], for_ms: 5}\n");
+  EXPECT_NE(e.find("node 1 is named twice"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, partition: [1]}\n");
+  EXPECT_NE(e.find("a partition needs for_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, drop: {type: TokenBatch}}\n");
-  EXPECT_NE(e.find("'drop' faults are not built yet"), std::string::npos) << e;
+  EXPECT_NE(e.find("faults[0].drop: expected a number"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 1.5}\n");
+  EXPECT_NE(e.find("faults[0].drop: a probability in (0, 1], got 1.5"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, delay: 0.5}\n");
+  EXPECT_NE(e.find("a delay needs delay_ms"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, delay_ms: 4}\n");
+  EXPECT_NE(e.find("delay_ms applies to delay and reorder only"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, from: decoder}\n");
+  EXPECT_NE(e.find("faults[0].from: 'decoder' is not a role"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, peer: 2}\n");
+  EXPECT_NE(e.find("peer needs node"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, node: 2, peer: 2}\n");
+  EXPECT_NE(e.find("node and peer are the same place"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, node: main}\n");
+  EXPECT_NE(e.find("faults[0].node: expected"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, kill: 2, type: tokens}\n");
+  EXPECT_NE(e.find("a kill takes none"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, corrupt: 0.1}\n");
+  EXPECT_NE(e.find("'corrupt' faults are not built yet"), std::string::npos) << e;
   e = error_of("faults:\n  - {kill: 2}\n");
   EXPECT_NE(e.find("needs at_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, pause: 2}\n");
   EXPECT_NE(e.find("a pause needs for_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, kill: 2, for_ms: 3}\n");
-  EXPECT_NE(e.find("for_ms applies to pauses only"), std::string::npos) << e;
+  EXPECT_NE(e.find("for_ms does not apply to it"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, kill: 2, pause: 3, for_ms: 1}\n");
-  EXPECT_NE(e.find("exactly one of kill"), std::string::npos) << e;
+  EXPECT_NE(e.find("exactly one of kill, pause, partition"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: -5, kill: 2}\n");
   EXPECT_NE(e.find("faults[0].at_ms: expected a non-negative integer"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, pause: 2, for_ms: 0}\n");
@@ -85,6 +107,60 @@ TEST(fault_plan, is_checked_against_the_cluster) {
   EXPECT_NE(e.find("p.yaml:3: node 2 was killed at 5 ms"), std::string::npos) << e;
   e = check("faults:\n  - {at_ms: 5, pause: 1, for_ms: 10}\n  - {at_ms: 9, kill: 1}\n");
   EXPECT_NE(e.find("node 1 is paused until 15 ms"), std::string::npos) << e;
+}
+
+TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
+  const std::string text = "faults:\n"
+                           "  - {at_ms: 0, drop: 0.05, node: 2, peer: 3}\n"
+                           "  - {at_ms: 10, delay: 0.1, delay_ms: 200, type: tokens, from: "
+                           "decode, to: request, for_ms: 900}\n"
+                           "  - {at_ms: 20, duplicate: 1, node: 1, peer: main}\n"
+                           "  - {at_ms: 30, reorder: 0.0125, delay_ms: 50}\n"
+                           "  - {at_ms: 40, partition: [0, 1], for_ms: 800}\n";
+  auto plan = parse_fault_plan(text, "p.yaml");
+  ASSERT_TRUE(plan) << crescent::describe(plan.error());
+  ASSERT_EQ(plan->faults.size(), 5u);
+  const auto& drop = plan->faults[0];
+  EXPECT_EQ(drop.kind, fault_kind::drop);
+  EXPECT_DOUBLE_EQ(drop.probability, 0.05);
+  EXPECT_EQ(drop.match.node, 2);
+  EXPECT_EQ(drop.match.peer, 3);
+  EXPECT_EQ(drop.for_ms, 0u) << "to the end";
+  EXPECT_EQ(describe(drop), "drop 5% of messages between node 2 and node 3");
+  EXPECT_EQ(describe(plan->faults[1]),
+            "delay 10% of 'tokens' messages from decode to request by 200 ms for 900 ms");
+  EXPECT_EQ(plan->faults[2].match.peer, main_place);
+  EXPECT_EQ(describe(plan->faults[2]),
+            "duplicate 100% of messages between node 1 and the main process");
+  EXPECT_EQ(describe(plan->faults[3]), "reorder 1.25% of messages (held up to 50 ms)");
+  EXPECT_EQ(describe(plan->faults[4]), "cut nodes 0, 1 from the others for 800 ms");
+  // What chaos prints for a seed reads back as the same plan.
+  auto again = parse_fault_plan(format_fault_plan(*plan), "again.yaml");
+  ASSERT_TRUE(again) << crescent::describe(again.error()) << format_fault_plan(*plan);
+  EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
+  ASSERT_EQ(again->faults.size(), 5u);
+  EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
+  // Simulated time takes every kind; crescent up only kills and pauses.
+  EXPECT_FALSE(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));
+  auto e = crescent::describe(check_fault_plan(*plan, four_nodes(), "p.yaml"));
+  EXPECT_NE(e.find("p.yaml:2: 'drop' faults run in simulated time only"), std::string::npos) << e;
+}
+
+TEST(fault_plan, simulated_time_checks_nodes_but_needs_no_process) {
+  auto check = [](const std::string& yaml) {
+    auto plan = parse_fault_plan(yaml, "p.yaml");
+    EXPECT_TRUE(plan) << crescent::describe(plan.error());
+    return crescent::describe(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));
+  };
+  auto plan = parse_fault_plan("faults:\n  - {at_ms: 5, kill: 0}\n", "p.yaml");
+  ASSERT_TRUE(plan);
+  EXPECT_FALSE(check_sim_fault_plan(*plan, four_nodes(), "p.yaml")) << "node 0 has no address";
+  auto e = check("faults:\n  - {at_ms: 5, partition: [0, 1, 2, 3], for_ms: 9}\n");
+  EXPECT_NE(e.find("must leave some node on the other side"), std::string::npos) << e;
+  e = check("faults:\n  - {at_ms: 5, drop: 0.5, node: 1, peer: 9}\n");
+  EXPECT_NE(e.find("node 9 is not in the cluster"), std::string::npos) << e;
+  e = check("faults:\n  - {at_ms: 5, kill: 1}\n  - {at_ms: 6, kill: 1}\n");
+  EXPECT_NE(e.find("p.yaml:3: node 1 was killed at 5 ms"), std::string::npos) << e;
 }
 
 } // namespace

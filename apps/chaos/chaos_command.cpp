@@ -1,0 +1,285 @@
+#include "apps/chaos/chaos_command.hpp"
+
+#include "actors/cluster/cluster.hpp"
+#include "apps/sim/replay_command.hpp"
+#include "apps/sim/sim_system.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/errors.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/event_based_actor.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+namespace crescent::chaos {
+
+namespace {
+
+// After the last request ended: long enough for every timeout that releases something (control
+// and pool requests 30 s, leases 5 s, heartbeats 5 s) to have run out.
+constexpr auto settle_time = std::chrono::seconds(60);
+
+// Asks `who` for its stats in simulated time; nothing if it does not answer (it is gone).
+template <class Handle>
+std::optional<envelope> ask_stats(sim::sim_system& sim, const Handle& who) {
+  auto got = std::make_shared<std::optional<envelope>>();
+  auto done = std::make_shared<bool>(false);
+  sim.system().spawn([=](caf::event_based_actor* self) {
+    self->request(who, std::chrono::seconds(10), stats_atom::value)
+        .then(
+            [=](const envelope& e) {
+              *got = e;
+              *done = true;
+            },
+            [=](caf::error&) { *done = true; });
+  });
+  sim.run_until([&] { return *done; });
+  return *got;
+}
+
+void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& plan,
+                      std::vector<std::string>& violations) {
+  const auto until = sim.elapsed() + settle_time;
+  sim.run_until([&] { return sim.elapsed() >= until; });
+  std::set<uint32_t> killed;
+  for (const auto& f : plan.faults)
+    if (f.kind == up::fault_kind::kill)
+      killed.insert(f.node);
+  const auto& dir = cl.dir();
+  for (size_t i = 0; i < dir.decode.size(); ++i) {
+    if (killed.count(dir.decode_node[i]) != 0)
+      continue;
+    auto stats = ask_stats(sim, dir.decode[i]);
+    auto held =
+        stats ? read_as<wire::WorkerStats>(*stats,
+                                           [](wire::WorkerStats::Reader in) {
+                                             return in.getQueuedJobs() + in.getActiveRequests();
+                                           })
+              : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+    if (!held)
+      violations.push_back(fmt::format("decode instance {} did not answer for its stats: {}", i,
+                                       describe(held.error())));
+    else if (*held != 0)
+      violations.push_back(fmt::format("decode instance {} still holds {} reservations {} s "
+                                       "after the last request ended",
+                                       i, *held, settle_time.count()));
+  }
+  auto stats = ask_stats(sim, dir.conductor);
+  auto live = stats ? read_as<wire::ConductorStats>(
+                          *stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); })
+                    : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+  const auto expected = static_cast<uint32_t>(cl.config().nodes.size() - killed.size());
+  if (!live)
+    violations.push_back("the conductor did not answer for its stats: " + describe(live.error()));
+  else if (*live != expected)
+    violations.push_back(fmt::format("the conductor counts {} live nodes {} s after the faults "
+                                     "stopped; {} were not killed",
+                                     *live, settle_time.count(), expected));
+}
+
+// What a crash prints: the seed it happened in (set before each seed; async-signal-safe).
+char crash_note[1024];
+size_t crash_note_length = 0;
+
+void on_crash(int sig) {
+  [[maybe_unused]] auto n = ::write(STDERR_FILENO, crash_note, crash_note_length);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void note_seed(const chaos_options& opt, uint64_t seed) {
+  const auto text = fmt::format("\ncrescent chaos: crashed in seed {}; run it alone with:\n  {}\n",
+                                seed, reproduce_command(opt, seed));
+  crash_note_length = std::min(text.size(), sizeof(crash_note));
+  std::memcpy(crash_note, text.data(), crash_note_length);
+}
+
+// The last lines of a message trace.
+std::string tail_of(const std::string& path, size_t lines) {
+  std::ifstream in{path};
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);)
+    all.push_back(std::move(line));
+  std::string out;
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
+    out += "    " + all[i] + "\n";
+  return out;
+}
+
+} // namespace
+
+cluster_config chaos_cluster() {
+  cluster_config cfg; // 2 prefill nodes, 2 decode nodes, the reference engine
+  // Mapping and touching memory is most of a small run's time: sizes the trace head needs.
+  for (auto& n : cfg.nodes)
+    n.pool_bytes = 8ull << 20;
+  cfg.decode.kv_bytes = 16ull << 20;
+  cfg.engine.timing = gpu::timing_mode::modeled;
+  return cfg;
+}
+
+caf::expected<campaign> prepare_campaign(const chaos_options& opt) {
+  campaign c;
+  c.options = opt;
+  if (opt.seeds == 0)
+    return make_error(errc::invalid_argument, "--seeds: at least one");
+  if (!opt.cluster_path.empty()) {
+    auto cfg = load_cluster_config(opt.cluster_path);
+    if (!cfg)
+      return std::move(cfg.error());
+    c.cfg = std::move(*cfg);
+  } else {
+    c.cfg = chaos_cluster();
+  }
+  if (c.cfg.engine.kind != gpu::engine_kind::reference)
+    return make_error(errc::bad_config,
+                      "crescent chaos checks decoded tokens against the reference engine: the "
+                      "cluster needs engine.kind: reference");
+  c.cfg.engine.timing = gpu::timing_mode::modeled; // simulated time reads no wall clock
+  if (!opt.budget_path.empty()) {
+    auto b = load_fault_budget(opt.budget_path);
+    if (!b)
+      return std::move(b.error());
+    c.budget = std::move(*b);
+  }
+  auto records = replay::read_trace(opt.trace_path, opt.requests);
+  if (!records)
+    return std::move(records.error());
+  c.records = std::move(*records);
+  const auto w = sim::workload_for(c.cfg, opt.speedup);
+  for (size_t i = 0; i < c.records.size(); ++i)
+    c.requests.push_back(replay::synthesize(c.records[i], i, w));
+  if (!c.records.empty())
+    c.span_ms =
+        (replay::arrival_ns_of(c.records.back(), w) - replay::arrival_ns_of(c.records.front(), w)) /
+        1'000'000;
+  return c;
+}
+
+seed_result run_seed(campaign& c, uint64_t seed, const std::string& messages_path) {
+  return run_plan(c, draw_fault_plan(c.budget, c.cfg, seed, c.span_ms), seed, messages_path);
+}
+
+seed_result run_plan(campaign& c, const up::fault_plan& plan, uint64_t seed,
+                     const std::string& messages_path) {
+  seed_result r;
+  r.seed = seed;
+  r.plan = plan;
+  sim::simulate_options opt;
+  opt.speedup = c.options.speedup;
+  opt.faults = r.plan;
+  opt.fault_seed = seed;
+  opt.messages_path = messages_path;
+  std::vector<std::string> audit;
+  opt.after = [&](sim::sim_system& sim, cluster& cl) { settle_and_audit(sim, cl, r.plan, audit); };
+  auto s = sim::simulate(c.cfg, c.records, opt);
+  if (!s) {
+    r.violations.push_back("the run did not end: " + describe(s.error()));
+    return r;
+  }
+  r.message_hash = s->report.message_hash;
+  r.messages = s->report.messages;
+  r.completed = s->report.summary.completed;
+  r.rejected = s->report.summary.rejected;
+  r.failed = s->report.summary.failed;
+  r.faults_log = std::move(s->faults_log);
+  r.faults_taken = std::move(s->faults_taken);
+  r.results = s->report.results;
+  auto inv = up::check_invariants(c.cfg, c.requests, s->report.results, &c.reference);
+  r.violations = std::move(inv.violations);
+  r.violations.insert(r.violations.end(), audit.begin(), audit.end());
+  return r;
+}
+
+std::string reproduce_command(const chaos_options& opt, uint64_t seed) {
+  std::string cmd =
+      fmt::format("crescent chaos --seeds 1 --first {} --requests {}", seed, opt.requests);
+  if (opt.speedup != 4.0)
+    cmd += fmt::format(" --speedup {}", opt.speedup);
+  if (!opt.budget_path.empty())
+    cmd += " --faults " + opt.budget_path;
+  if (!opt.cluster_path.empty())
+    cmd += " --cluster " + opt.cluster_path;
+  cmd += " --trace " + opt.trace_path + " --verbose";
+  return cmd;
+}
+
+namespace {
+
+void report_failure(campaign& c, const seed_result& r) {
+  const auto& opt = c.options;
+  fmt::print("seed {}: VIOLATED ({} of {} requests completed, {} rejected, {} failed)\n", r.seed,
+             r.completed, c.requests.size(), r.rejected, r.failed);
+  fmt::print("  plan:\n");
+  for (const auto& f : r.plan.faults)
+    fmt::print("    {}\n", up::describe(f));
+  for (const auto& v : r.violations)
+    fmt::print("  violation: {}\n", v);
+  fmt::print("  run it alone: {}\n", reproduce_command(opt, r.seed));
+  // The same seed again, with its message trace written out: it must be the same run.
+  const std::string path = fmt::format("{}/chaos-seed-{}.messages", opt.out_dir, r.seed);
+  auto again = run_seed(c, r.seed, path);
+  if (again.message_hash != r.message_hash)
+    fmt::print("  NOT DETERMINISTIC: the second run's message hash is {:016x}, the first's "
+               "{:016x}\n",
+               again.message_hash, r.message_hash);
+  fmt::print("  message trace: {} (time ns, sender, receiver, type, bytes); its end:\n{}", path,
+             tail_of(path, 30));
+}
+
+} // namespace
+
+int chaos_command(const chaos_options& opt) {
+  spdlog::set_level(spdlog::level::off); // faults make actors complain by design
+  auto c = prepare_campaign(opt);
+  if (!c) {
+    fmt::print(stderr, "crescent chaos: {}\n", describe(c.error()));
+    return 2;
+  }
+  fmt::print("crescent chaos: seeds {} to {}, {} requests each on {} nodes (reference engine, "
+             "simulated time), arrivals over {:.1f} s\n",
+             opt.first, opt.first + opt.seeds - 1, c->requests.size(), c->cfg.nodes.size(),
+             double(c->span_ms) / 1e3);
+  std::fflush(stdout);
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
+  std::signal(SIGBUS, on_crash);
+  const auto started = std::chrono::steady_clock::now();
+  uint64_t failing = 0, faults = 0;
+  for (uint64_t seed = opt.first; seed < opt.first + opt.seeds; ++seed) {
+    note_seed(opt, seed);
+    auto r = run_seed(*c, seed, "");
+    faults += r.plan.faults.size();
+    if (opt.verbose) {
+      fmt::print("seed {}: {} faults, {} completed, {} rejected, {} failed, {} messages, hash "
+                 "{:016x}: {}\n",
+                 seed, r.plan.faults.size(), r.completed, r.rejected, r.failed, r.messages,
+                 r.message_hash, r.held() ? "invariants held" : "VIOLATED");
+      for (const auto& f : r.plan.faults)
+        fmt::print("    {}\n", up::describe(f));
+    }
+    if (!r.held()) {
+      ++failing;
+      report_failure(*c, r);
+    }
+    std::fflush(stdout);
+  }
+  std::signal(SIGSEGV, SIG_DFL);
+  std::signal(SIGABRT, SIG_DFL);
+  std::signal(SIGBUS, SIG_DFL);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  fmt::print("chaos         {} seeds, {} faults injected: {} seeds violated an invariant; {:.1f} "
+             "s wall ({:.2f} s a seed)\n",
+             opt.seeds, faults, failing, wall, wall / double(opt.seeds));
+  return failing == 0 ? 0 : 1;
+}
+
+} // namespace crescent::chaos

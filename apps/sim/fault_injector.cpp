@@ -1,0 +1,220 @@
+#include "apps/sim/fault_injector.hpp"
+
+#include "apps/sim/sim_system.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+namespace crescent::sim {
+
+using fault_atom = caf::atom_constant<caf::atom("fault")>;
+
+struct fault_injector::state {
+  up::fault_plan plan;
+  std::vector<std::vector<caf::actor>> node_actors; // by node
+  sim_system* sim = nullptr;
+  int64_t start_ns = 0;
+  std::mt19937_64 rng;
+  std::vector<uint64_t> taken;
+  std::vector<std::string> log;
+  uint64_t unlisted = 0; // events past fault_log_lines_max
+
+  void note(int64_t now_ns, const std::string& what) {
+    if (log.size() >= fault_log_lines_max) {
+      ++unlisted;
+      return;
+    }
+    log.push_back(fmt::format("{:.3f} ms: {}", double(now_ns - start_ns) / 1e6, what));
+  }
+
+  // Uniform in [0, 1), the same on every standard library.
+  double draw() { return double(rng() >> 11) * 0x1.0p-53; }
+};
+
+namespace {
+
+std::string_view role_of(std::string_view label) {
+  return label.substr(0, label.find_first_of("/#"));
+}
+
+std::string_view operation_of(std::string_view type) {
+  return type.substr(0, type.find('/'));
+}
+
+bool active(const up::fault& f, int64_t t_ns) {
+  const int64_t at = int64_t(f.at_ms) * 1'000'000;
+  return t_ns >= at && (f.for_ms == 0 || t_ns < at + int64_t(f.for_ms) * 1'000'000);
+}
+
+bool matches(const up::message_match& x, const ready_message& m) {
+  if (!x.type.empty() && operation_of(m.type) != x.type)
+    return false;
+  if (!x.from.empty() && role_of(m.sender_name) != x.from)
+    return false;
+  if (!x.to.empty() && role_of(m.receiver_name) != x.to)
+    return false;
+  if (x.node && x.peer)
+    return (m.sender_place == *x.node && m.receiver_place == *x.peer) ||
+           (m.sender_place == *x.peer && m.receiver_place == *x.node);
+  if (x.node)
+    return m.sender_place == *x.node || m.receiver_place == *x.node;
+  return true;
+}
+
+bool in(const std::vector<uint32_t>& nodes, int32_t place) {
+  return place >= 0 && std::find(nodes.begin(), nodes.end(), uint32_t(place)) != nodes.end();
+}
+
+std::string describe_message(const ready_message& m) {
+  return fmt::format("{} {} -> {}", m.type, m.sender_name, m.receiver_name);
+}
+
+// The actors of each node, as a kill finds them.
+std::vector<std::vector<caf::actor>> actors_by_node(const directory& dir) {
+  std::vector<std::vector<caf::actor>> out(dir.block_owners.size());
+  auto add = [&](uint32_t node, const auto& handle) {
+    if (node < out.size() && handle)
+      out[node].push_back(caf::actor_cast<caf::actor>(handle));
+  };
+  for (size_t n = 0; n < dir.block_owners.size(); ++n) {
+    add(uint32_t(n), dir.block_owners[n]);
+    if (n < dir.node_agents.size())
+      add(uint32_t(n), dir.node_agents[n]);
+  }
+  for (size_t i = 0; i < dir.prefill.size(); ++i)
+    add(dir.prefill_node.at(i), dir.prefill[i]);
+  for (size_t i = 0; i < dir.decode.size(); ++i)
+    add(dir.decode_node.at(i), dir.decode[i]);
+  for (size_t i = 0; i < dir.coupled.size(); ++i)
+    add(dir.coupled_node.at(i), dir.coupled[i]);
+  return out;
+}
+
+// Kills at their time; notes when pauses and partitions begin and end.
+caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_injector::state> st) {
+  for (uint32_t i = 0; i < st->plan.faults.size(); ++i) {
+    const auto& f = st->plan.faults[i];
+    if (f.is_message_fault())
+      continue;
+    self->delayed_send(self, std::chrono::milliseconds(f.at_ms), fault_atom::value, i, true);
+    if (f.for_ms != 0)
+      self->delayed_send(self, std::chrono::milliseconds(f.at_ms + f.for_ms), fault_atom::value, i,
+                         false);
+  }
+  return {[=](fault_atom, uint32_t i, bool begins) {
+    const auto& f = st->plan.faults.at(i);
+    const int64_t now = st->sim->elapsed().count();
+    if (!begins) {
+      st->note(now, fmt::format("ends: {} (line {})", up::describe(f), f.line));
+      return;
+    }
+    st->note(now, fmt::format("{} (line {})", up::describe(f), f.line));
+    if (f.kind != up::fault_kind::kill)
+      return;
+    for (const auto& a : st->node_actors.at(f.node))
+      self->send_exit(a, caf::exit_reason::kill);
+    st->taken[i] = st->node_actors[f.node].size();
+  }};
+}
+
+} // namespace
+
+fault_injector::fault_injector(sim_system& sim, const directory& dir, up::fault_plan plan,
+                               uint64_t seed)
+    : st_(std::make_shared<state>()) {
+  st_->plan = std::move(plan);
+  st_->node_actors = actors_by_node(dir);
+  st_->sim = &sim;
+  st_->start_ns = sim.elapsed().count();
+  st_->rng.seed(seed);
+  st_->taken.assign(st_->plan.faults.size(), 0);
+  auto clock = sim.system().spawn(fault_clock, st_);
+  sim.label(caf::actor_cast<caf::actor_addr>(clock), "faults");
+}
+
+fault_injector::~fault_injector() = default;
+
+fault_verdict fault_injector::judge(const ready_message& m) {
+  using action = fault_verdict::action;
+  auto& st = *st_;
+  const int64_t t = m.now_ns - st.start_ns;
+  const auto& faults = st.plan.faults;
+  // A paused node runs nothing: whatever comes for its actors waits for the end of the pause.
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const auto& f = faults[i];
+    if (f.kind == up::fault_kind::pause && active(f, t) && m.receiver_place == int32_t(f.node)) {
+      ++st.taken[i];
+      return {action::hold, st.start_ns + int64_t(f.at_ms + f.for_ms) * 1'000'000};
+    }
+  }
+  const bool crosses = !m.system && m.sender != 0 && m.sender_place != m.receiver_place;
+  if (!crosses)
+    return {};
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const auto& f = faults[i];
+    if (f.kind < up::fault_kind::partition || !active(f, t))
+      continue;
+    if (f.kind == up::fault_kind::partition) {
+      if (in(f.nodes, m.sender_place) != in(f.nodes, m.receiver_place)) {
+        ++st.taken[i];
+        st.note(m.now_ns, "partition loses " + describe_message(m));
+        return {action::drop, 0};
+      }
+      continue;
+    }
+    if (!matches(f.match, m) || st.draw() >= f.probability)
+      continue;
+    ++st.taken[i];
+    switch (f.kind) {
+    case up::fault_kind::drop:
+      st.note(m.now_ns, "drop " + describe_message(m));
+      return {action::drop, 0};
+    case up::fault_kind::duplicate:
+      st.note(m.now_ns, "duplicate " + describe_message(m));
+      return {action::duplicate, 0};
+    case up::fault_kind::delay:
+    case up::fault_kind::reorder: {
+      const uint64_t hold_ms =
+          f.kind == up::fault_kind::delay ? f.delay_ms : 1 + st.rng() % f.delay_ms;
+      st.note(m.now_ns, fmt::format("hold {} ms: {}", hold_ms, describe_message(m)));
+      return {action::hold, m.now_ns + int64_t(hold_ms) * 1'000'000};
+    }
+    default:
+      break;
+    }
+  }
+  return {};
+}
+
+const std::vector<uint64_t>& fault_injector::taken() const {
+  return st_->taken;
+}
+
+const std::vector<std::string>& fault_injector::log() const {
+  return st_->log;
+}
+
+std::string fault_injector::format_log() const {
+  std::string out;
+  for (size_t i = 0; i < st_->plan.faults.size(); ++i) {
+    const auto& f = st_->plan.faults[i];
+    const char* what = f.kind == up::fault_kind::kill        ? "actors stopped"
+                       : f.kind == up::fault_kind::pause     ? "messages held"
+                       : f.kind == up::fault_kind::partition ? "messages lost"
+                                                             : "messages taken";
+    out +=
+        fmt::format("fault at line {}: {}: {} {}\n", f.line, up::describe(f), st_->taken[i], what);
+  }
+  for (const auto& line : st_->log)
+    out += line + "\n";
+  if (st_->unlisted != 0)
+    out += fmt::format("... and {} more events\n", st_->unlisted);
+  return out;
+}
+
+} // namespace crescent::sim
