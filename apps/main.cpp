@@ -108,6 +108,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-3, 1e6));
   chaos_cmd->add_option("--out", chaos.out_dir, "Where a failing seed's message trace goes")
       ->capture_default_str();
+  chaos_cmd->add_option("--jobs", chaos.jobs, "Processes running seeds side by side")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
   chaos_cmd->add_flag("--verbose", chaos.verbose, "A line per seed, with its plan");
 
   crescent::cli::serve_options serve;

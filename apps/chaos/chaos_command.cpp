@@ -13,7 +13,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
+
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -117,7 +120,13 @@ std::string tail_of(const std::string& path, size_t lines) {
 
 cluster_config chaos_cluster() {
   cluster_config cfg; // 2 prefill nodes, 2 decode nodes, the reference engine
-  // Mapping and touching memory is most of a small run's time: sizes the trace head needs.
+  // The reference engine's arithmetic is most of a run's time, and the invariants need the
+  // actors' paths, not a wide model: the embedded model's two layers at half the width.
+  cfg.model.d_model = 32;
+  cfg.model.heads = 2;
+  cfg.model.kv_heads = 1;
+  cfg.model.ffn = 64;
+  // Mapping and touching memory is the next part: sizes the trace head needs.
   for (auto& n : cfg.nodes)
     n.pool_bytes = 8ull << 20;
   cfg.decode.kv_bytes = 16ull << 20;
@@ -236,27 +245,21 @@ void report_failure(campaign& c, const seed_result& r) {
 
 } // namespace
 
-int chaos_command(const chaos_options& opt) {
-  spdlog::set_level(spdlog::level::off); // faults make actors complain by design
-  auto c = prepare_campaign(opt);
-  if (!c) {
-    fmt::print(stderr, "crescent chaos: {}\n", describe(c.error()));
-    return 2;
-  }
-  fmt::print("crescent chaos: seeds {} to {}, {} requests each on {} nodes (reference engine, "
-             "simulated time), arrivals over {:.1f} s\n",
-             opt.first, opt.first + opt.seeds - 1, c->requests.size(), c->cfg.nodes.size(),
-             double(c->span_ms) / 1e3);
-  std::fflush(stdout);
-  std::signal(SIGSEGV, on_crash);
-  std::signal(SIGABRT, on_crash);
-  std::signal(SIGBUS, on_crash);
-  const auto started = std::chrono::steady_clock::now();
-  uint64_t failing = 0, faults = 0;
-  for (uint64_t seed = opt.first; seed < opt.first + opt.seeds; ++seed) {
+namespace {
+
+struct tally {
+  uint64_t seeds = 0, faults = 0, failing = 0;
+};
+
+// Seeds first, first + stride, ... below end, each reported as it ends.
+tally run_seeds(campaign& c, uint64_t first, uint64_t end, uint64_t stride) {
+  const auto& opt = c.options;
+  tally t;
+  for (uint64_t seed = first; seed < end; seed += stride) {
     note_seed(opt, seed);
-    auto r = run_seed(*c, seed, "");
-    faults += r.plan.faults.size();
+    auto r = run_seed(c, seed, "");
+    ++t.seeds;
+    t.faults += r.plan.faults.size();
     if (opt.verbose) {
       fmt::print("seed {}: {} faults, {} completed, {} rejected, {} failed, {} messages, hash "
                  "{:016x}: {}\n",
@@ -266,20 +269,109 @@ int chaos_command(const chaos_options& opt) {
         fmt::print("    {}\n", up::describe(f));
     }
     if (!r.held()) {
-      ++failing;
-      report_failure(*c, r);
+      ++t.failing;
+      report_failure(c, r);
     }
     std::fflush(stdout);
   }
+  return t;
+}
+
+constexpr const char* job_tally_tag = "#chaos-job ";
+
+// --jobs N: child k runs seeds first + k, first + k + N, ...; its report goes to a file of its
+// own, which the parent prints in job order once all have ended. Processes, not threads: every
+// seed's actor system stays alone in its process, as it is with one job.
+tally run_in_children(campaign& c, std::vector<std::string>& crashed) {
+  const auto& opt = c.options;
+  const uint64_t end = opt.first + opt.seeds;
+  struct child {
+    pid_t pid;
+    std::string path;
+  };
+  std::vector<child> children;
+  for (uint32_t k = 0; k < opt.jobs && opt.first + k < end; ++k) {
+    char path[] = "/tmp/crescent-chaos-XXXXXX";
+    const int fd = ::mkstemp(path);
+    if (fd < 0) {
+      crashed.push_back(fmt::format("job {}: no temporary file: {}", k, std::strerror(errno)));
+      continue;
+    }
+    std::fflush(stdout);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::close(fd);
+      auto t = run_seeds(c, opt.first + k, end, opt.jobs);
+      fmt::print("{}{} {} {}\n", job_tally_tag, t.seeds, t.faults, t.failing);
+      std::fflush(stdout);
+      ::_exit(0);
+    }
+    ::close(fd);
+    if (pid < 0)
+      crashed.push_back(fmt::format("job {}: fork failed: {}", k, std::strerror(errno)));
+    else
+      children.push_back({pid, path});
+  }
+  tally total;
+  for (size_t k = 0; k < children.size(); ++k) {
+    int status = 0;
+    ::waitpid(children[k].pid, &status, 0);
+    std::ifstream in{children[k].path};
+    bool tallied = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(job_tally_tag, 0) != 0) {
+        fmt::print("{}\n", line);
+        continue;
+      }
+      tally t;
+      if (std::sscanf(line.c_str() + std::strlen(job_tally_tag), "%lu %lu %lu", &t.seeds, &t.faults,
+                      &t.failing) == 3) {
+        total.seeds += t.seeds;
+        total.faults += t.faults;
+        total.failing += t.failing;
+        tallied = true;
+      }
+    }
+    ::unlink(children[k].path.c_str());
+    if (!tallied)
+      crashed.push_back(fmt::format("job {} ended before its last seed (status {})", k, status));
+  }
+  return total;
+}
+
+} // namespace
+
+int chaos_command(const chaos_options& opt) {
+  spdlog::set_level(spdlog::level::off); // faults make actors complain by design
+  auto c = prepare_campaign(opt);
+  if (!c) {
+    fmt::print(stderr, "crescent chaos: {}\n", describe(c.error()));
+    return 2;
+  }
+  fmt::print("crescent chaos: seeds {} to {}, {} requests each on {} nodes (reference engine, "
+             "simulated time), arrivals over {:.1f} s, {} job{}\n",
+             opt.first, opt.first + opt.seeds - 1, c->requests.size(), c->cfg.nodes.size(),
+             double(c->span_ms) / 1e3, opt.jobs, opt.jobs == 1 ? "" : "s");
+  std::fflush(stdout);
+  std::signal(SIGSEGV, on_crash);
+  std::signal(SIGABRT, on_crash);
+  std::signal(SIGBUS, on_crash);
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> crashed;
+  const tally t = opt.jobs <= 1 ? run_seeds(*c, opt.first, opt.first + opt.seeds, 1)
+                                : run_in_children(*c, crashed);
   std::signal(SIGSEGV, SIG_DFL);
   std::signal(SIGABRT, SIG_DFL);
   std::signal(SIGBUS, SIG_DFL);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  for (const auto& x : crashed)
+    fmt::print("chaos         {}\n", x);
   fmt::print("chaos         {} seeds, {} faults injected: {} seeds violated an invariant; {:.1f} "
              "s wall ({:.2f} s a seed)\n",
-             opt.seeds, faults, failing, wall, wall / double(opt.seeds));
-  return failing == 0 ? 0 : 1;
+             t.seeds, t.faults, t.failing, wall, wall / double(std::max<uint64_t>(t.seeds, 1)));
+  return t.failing == 0 && crashed.empty() && t.seeds == opt.seeds ? 0 : 1;
 }
 
 } // namespace crescent::chaos

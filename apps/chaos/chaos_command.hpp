@@ -35,6 +35,7 @@ struct chaos_options {
   double speedup = 4.0;
   std::string out_dir = "."; // where a failing seed's message trace goes
   bool verbose = false;      // a line per seed
+  uint32_t jobs = 1;         // processes running seeds side by side
 };
 
 /// What every seed of a campaign shares: the cluster, the requests, their reference tokens.
@@ -49,7 +50,8 @@ struct campaign {
 };
 
 /// The cluster a campaign runs without --cluster: the embedded default (2 prefill nodes, 2
-/// decode nodes, the reference engine) with 8 MiB pools and 16 MiB of decode KV memory.
+/// decode nodes, the reference engine) with a model of half the width (d_model 32, 2 heads, 1
+/// KV head, ffn 64; 2 layers still), 8 MiB pools and 16 MiB of decode KV memory.
 cluster_config chaos_cluster();
 
 /// Loads the cluster, the budget and the trace head; errors name what is wrong.

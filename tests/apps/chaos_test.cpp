@@ -149,6 +149,8 @@ TEST(chaos, the_same_seed_gives_the_same_plan_and_message_stream) {
   EXPECT_NE(other.message_hash, a.message_hash);
 }
 
+// Seeds 3 and 10 found the token-order bug on the embedded model's width; the campaign's model
+// is narrower now (chaos_cluster), so they replay the same plans on other timings.
 TEST(chaos, the_seeds_that_found_bugs_hold) {
   auto c = prepared(20);
   for (uint64_t seed : {3u, 10u}) {
