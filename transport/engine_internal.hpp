@@ -143,6 +143,7 @@ struct transfer_engine::impl {
   rdma::responder* rdma_responder = nullptr; // the RDMA backend's, for the TCP server
   caf::error rdma_status;                    // why there is no RDMA backend
   std::unique_ptr<backend> tcp;
+  slice_fault_hook fault_hook; // transfer_engine::set_fault_hook: the local backend's
 
   /// Every path this engine has, the TCP one first (stopped first, as its server's connections
   /// release the RDMA queue pairs they accepted). Route preference is another order

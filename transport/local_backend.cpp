@@ -9,7 +9,7 @@
 
 namespace crescent::transport {
 
-caf::error copy_slice(slice_record& s, std::byte* remote);
+caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt = false);
 
 namespace {
 
@@ -20,10 +20,15 @@ class local_backend final : public backend {
   const char* name() const override { return "local"; }
 
   void start(slice_record& s) override {
+    const slice_fault fault = engine_.fault_hook
+                                  ? engine_.fault_hook({s.kind, s.remote.node, s.length})
+                                  : slice_fault::none;
+    if (fault == slice_fault::fail)
+      return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
     auto remote = engine_.table->pin(s.remote, s.remote_offset, s.length);
     if (!remote)
       return complete_slice(s, std::move(remote.error()));
-    auto err = copy_slice(s, *remote);
+    auto err = copy_slice(s, *remote, fault == slice_fault::corrupt);
     engine_.table->unpin(s.remote);
     complete_slice(s, std::move(err));
   }
@@ -35,12 +40,18 @@ class local_backend final : public backend {
 } // namespace
 
 // Moves one slice between its local buffer and `remote` (already checked). With a checksum, the
-// copy is verified by hashing source and destination.
-caf::error copy_slice(slice_record& s, std::byte* remote) {
+// copy is verified by hashing source and destination. `corrupt` (an injected fault) changes
+// bytes on the way, before the check.
+caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt) {
   std::byte* dst = s.kind == op_kind::read ? s.local : remote;
   const std::byte* src = s.kind == op_kind::read ? remote : s.local;
   const uint64_t before = s.checksum ? XXH3_64bits(src, s.length) : 0;
   std::memcpy(dst, src, s.length);
+  // Eight bytes at the middle: whatever the element type, some value changes a lot (a float's
+  // exponent byte among them), as a corrupted packet would.
+  if (corrupt)
+    for (uint64_t k = s.length / 2; k < s.length && k < s.length / 2 + 8; ++k)
+      dst[k] ^= std::byte{0x5a};
   if (s.checksum && XXH3_64bits(dst, s.length) != before)
     return make_error(errc::checksum_mismatch, "slice changed while being copied");
   return caf::none;

@@ -224,6 +224,10 @@ caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std
   return handle;
 }
 
+void transfer_engine::set_fault_hook(slice_fault_hook hook) {
+  impl_->fault_hook = std::move(hook);
+}
+
 caf::error transfer_engine::unregister_region(const region_handle& region) {
   // remove() waits for this engine's slices that use the region (RDMA ones pin it as their
   // local buffer); only then may its memory registrations go.

@@ -114,6 +114,23 @@ caf::error check_transfer_options(const transfer_options& options);
 
 using batch_callback = std::function<void(std::vector<op_result>)>;
 
+/// Fault injection (docs/faults.md): what happens to one slice of an operation.
+enum class slice_fault : uint8_t {
+  none,
+  fail,    // the slice fails (io_error), as a lost connection mid-transfer would end it
+  corrupt, // 8 bytes of the destination change on the way: a slice with a checksum fails
+           // with checksum_mismatch; one without arrives changed
+};
+
+/// A slice as a fault hook sees it.
+struct slice_view {
+  op_kind kind = op_kind::read;
+  uint32_t remote_node = 0;
+  uint64_t length_bytes = 0;
+};
+
+using slice_fault_hook = std::function<slice_fault(const slice_view&)>;
+
 class transfer_engine {
  public:
   /// Starts an engine: its region table and, if enabled, its TCP data-plane server.
@@ -146,6 +163,12 @@ class transfer_engine {
 
   /// Forgets a region: later operations on its handles fail with not_found.
   caf::error unregister_region(const region_handle& region);
+
+  /// Consults `hook` before every slice of the in-process path (the path of simulated time and
+  /// of one-process clusters; the shared-memory, TCP, RDMA and CUDA paths do not take it yet);
+  /// empty: none. For fault injection only: set it while no batch is in flight; it runs on the
+  /// thread that starts a slice.
+  void set_fault_hook(slice_fault_hook hook);
 
   // -- peers --------------------------------------------------------------------------------
 

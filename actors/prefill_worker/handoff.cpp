@@ -103,10 +103,15 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
   const auto slice = st.parts.engine->layer_slice(r);
   std::vector<transport::transfer_op> ops;
   ops.reserve(end - first);
+  // Checked end to end (an xxh3 of each slice at the decode side): KV that changed on the way
+  // would decode other tokens, silently (crescent chaos, corrupt faults); a slice that fails its
+  // check fails the hand-off and the request, with the reason.
   for (uint32_t i = first; i < end; ++i)
     ops.push_back({transport::op_kind::write,
                    {job.page_ptrs[i] + slice.offset, slice.length},
-                   job.decode_pages[i].slice(slice.offset, slice.length)});
+                   job.decode_pages[i].slice(slice.offset, slice.length),
+                   0,
+                   true});
   auto me = caf::actor_cast<prefill_worker_actor>(self);
   const auto id = job.request_id;
   const auto batch = static_cast<uint32_t>(job.batch_submitted_ns.size());

@@ -145,10 +145,11 @@ void submit_stage_kv(prefill_ptr self) {
   ops.reserve(2 * (end - first));
   for (uint32_t i = first; i < end; ++i) {
     const std::span<std::byte> local{job.page_ptrs[i] + slice.offset, slice.length};
-    ops.push_back(
-        {transport::op_kind::write, local, job.decode_pages[i].slice(slice.offset, slice.length)});
-    ops.push_back(
-        {transport::op_kind::write, local, job.head_pages[i].slice(slice.offset, slice.length)});
+    // Checked end to end, as the hand-off is (handoff.cpp): changed KV decodes other tokens.
+    ops.push_back({transport::op_kind::write, local,
+                   job.decode_pages[i].slice(slice.offset, slice.length), 0, true});
+    ops.push_back({transport::op_kind::write, local,
+                   job.head_pages[i].slice(slice.offset, slice.length), 0, true});
   }
   ++job.in_flight;
   submit_io(self, job.request_id, io_kv, 0, ops, [&](caf::error err) {
@@ -261,7 +262,9 @@ void read_prefix(prefill_ptr self) {
   for (uint32_t i = 0; i < pages; ++i)
     ops.push_back({transport::op_kind::read,
                    {job.page_ptrs[i] + slice.offset, slice.length},
-                   job.head_pages[i].slice(slice.offset, slice.length)});
+                   job.head_pages[i].slice(slice.offset, slice.length),
+                   0,
+                   true});
   ++job.in_flight;
   submit_io(self, job.request_id, io_prefix, 0, ops, [&](caf::error err) {
     --job.in_flight;
@@ -393,7 +396,7 @@ void forward_stream(prefill_ptr self, stream_out& out, uint64_t request_id, uint
     if (c >= out.inbox.size())
       continue; // the inbox message was checked for its length: not reached
     const std::vector<transport::transfer_op> ops{
-        {transport::op_kind::write, outbox_slot(st, c).first(bytes.size()), out.inbox[c]}};
+        {transport::op_kind::write, outbox_slot(st, c).first(bytes.size()), out.inbox[c], 0, true}};
     ++out.in_flight;
     submit_io(self, request_id, io_stream, c, ops, [&](caf::error err) {
       --out.in_flight;
@@ -514,7 +517,7 @@ void on_stage_inbox(prefill_ptr self, const envelope& msg) {
       if (c >= out->inbox.size())
         continue;
       const std::vector<transport::transfer_op> ops{
-          {transport::op_kind::write, outbox_slot(st, c).first(bytes), out->inbox[c]}};
+          {transport::op_kind::write, outbox_slot(st, c).first(bytes), out->inbox[c], 0, true}};
       ++out->in_flight;
       submit_io(self, read->first, io_stream, c, ops, [&](caf::error err) {
         --out->in_flight;

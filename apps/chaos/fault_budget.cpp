@@ -18,7 +18,8 @@ caf::error read_kinds(yaml_reader& r, const YAML::Node& v, const std::string& fi
       {"kill", up::fault_kind::kill},           {"pause", up::fault_kind::pause},
       {"partition", up::fault_kind::partition}, {"drop", up::fault_kind::drop},
       {"delay", up::fault_kind::delay},         {"duplicate", up::fault_kind::duplicate},
-      {"reorder", up::fault_kind::reorder}};
+      {"reorder", up::fault_kind::reorder},     {"fail_transfer", up::fault_kind::fail_transfer},
+      {"corrupt", up::fault_kind::corrupt}};
   std::vector<std::string> given;
   if (auto err = r.read_strings(v, field, given, 16))
     return err;
@@ -32,7 +33,7 @@ caf::error read_kinds(yaml_reader& r, const YAML::Node& v, const std::string& fi
       return r.error_at(v, field,
                         "'" + g +
                             "' is not a fault kind: kill, pause, partition, drop, delay, "
-                            "duplicate or reorder");
+                            "duplicate, reorder, fail_transfer or corrupt");
     if (std::find(out.begin(), out.end(), k->second) == out.end())
       out.push_back(k->second);
   }
@@ -148,6 +149,11 @@ up::fault draw_fault(draw& d, const fault_budget& b, uint32_t nodes, uint64_t sp
     f.for_ms = d.in(1, b.for_ms_max);
     if (kind == up::fault_kind::delay || kind == up::fault_kind::reorder)
       f.delay_ms = d.in(1, b.delay_ms_max);
+    if (f.is_transfer_fault()) {
+      if (d.below(2) == 0)
+        f.match.node = int32_t(d.below(nodes));
+      break;
+    }
     draw_match(d, f, nodes);
   }
   return f;

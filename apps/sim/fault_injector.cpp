@@ -124,9 +124,31 @@ caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_in
 
 } // namespace
 
-fault_injector::fault_injector(sim_system& sim, const directory& dir, up::fault_plan plan,
+namespace {
+
+transport::slice_fault judge_slice(fault_injector::state& st, const transport::slice_view& v) {
+  const int64_t now = st.sim->elapsed().count();
+  for (size_t i = 0; i < st.plan.faults.size(); ++i) {
+    const auto& f = st.plan.faults[i];
+    if (!f.is_transfer_fault() || !active(f, now - st.start_ns) ||
+        (f.match.node && *f.match.node != int32_t(v.remote_node)) || st.draw() >= f.probability)
+      continue;
+    ++st.taken[i];
+    const bool corrupt = f.kind == up::fault_kind::corrupt;
+    st.note(now, fmt::format("{} a {} slice of {} bytes with node {}", corrupt ? "corrupt" : "fail",
+                             v.kind == transport::op_kind::read ? "read" : "write", v.length_bytes,
+                             v.remote_node));
+    return corrupt ? transport::slice_fault::corrupt : transport::slice_fault::fail;
+  }
+  return transport::slice_fault::none;
+}
+
+} // namespace
+
+fault_injector::fault_injector(sim_system& sim, const directory& dir,
+                               transport::transfer_engine* transfer, up::fault_plan plan,
                                uint64_t seed)
-    : st_(std::make_shared<state>()) {
+    : st_(std::make_shared<state>()), transfer_(transfer) {
   st_->plan = std::move(plan);
   st_->node_actors = actors_by_node(dir);
   st_->sim = &sim;
@@ -135,9 +157,17 @@ fault_injector::fault_injector(sim_system& sim, const directory& dir, up::fault_
   st_->taken.assign(st_->plan.faults.size(), 0);
   auto clock = sim.system().spawn(fault_clock, st_);
   sim.label(caf::actor_cast<caf::actor_addr>(clock), "faults");
+  const bool slices = std::any_of(st_->plan.faults.begin(), st_->plan.faults.end(),
+                                  [](const up::fault& f) { return f.is_transfer_fault(); });
+  if (transfer_ != nullptr && slices)
+    transfer_->set_fault_hook(
+        [st = st_](const transport::slice_view& v) { return judge_slice(*st, v); });
 }
 
-fault_injector::~fault_injector() = default;
+fault_injector::~fault_injector() {
+  if (transfer_ != nullptr)
+    transfer_->set_fault_hook({});
+}
 
 fault_verdict fault_injector::judge(const ready_message& m) {
   using action = fault_verdict::action;
@@ -157,7 +187,7 @@ fault_verdict fault_injector::judge(const ready_message& m) {
     return {};
   for (size_t i = 0; i < faults.size(); ++i) {
     const auto& f = faults[i];
-    if (f.kind < up::fault_kind::partition || !active(f, t))
+    if (f.kind < up::fault_kind::partition || f.is_transfer_fault() || !active(f, t))
       continue;
     if (f.kind == up::fault_kind::partition) {
       if (in(f.nodes, m.sender_place) != in(f.nodes, m.receiver_place)) {
@@ -206,6 +236,7 @@ std::string fault_injector::format_log() const {
     const char* what = f.kind == up::fault_kind::kill        ? "actors stopped"
                        : f.kind == up::fault_kind::pause     ? "messages held"
                        : f.kind == up::fault_kind::partition ? "messages lost"
+                       : f.is_transfer_fault()               ? "slices taken"
                                                              : "messages taken";
     out +=
         fmt::format("fault at line {}: {}: {} {}\n", f.line, up::describe(f), st_->taken[i], what);

@@ -12,7 +12,9 @@
 //   partition messages between the nodes named and every other place are lost while it lasts
 //             (a connection that broke loses what was in flight);
 //   drop, delay, duplicate, reorder: a matching message between two places is lost, held for
-//             delay_ms, delivered twice, or held 1 to delay_ms ms (later ones overtake it).
+//             delay_ms, delivered twice, or held 1 to delay_ms ms (later ones overtake it);
+//   fail_transfer, corrupt: a KV slice of the cluster's transfer engine to or from the node
+//             fails, or has one byte changed on the way (transfer_engine::set_fault_hook).
 // Messages within one place (an actor to itself, two actors of one node) and down and exit
 // messages (made where they are received) are never taken by message faults or partitions.
 #pragma once
@@ -20,6 +22,7 @@
 #include "actors/cluster/directory.hpp"
 #include "apps/sim/delivery_policy.hpp"
 #include "apps/up/fault_plan.hpp"
+#include "transport/transfer_engine.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -36,9 +39,11 @@ inline constexpr size_t fault_log_lines_max = 200;
 class fault_injector final : public message_filter {
  public:
   /// Carries out `plan` from now on (its times count from now) on the actors of `dir`, which
-  /// `sim` runs and has labelled with their places. `plan` must have passed
+  /// `sim` runs and has labelled with their places, and on the slices of `transfer` (null: no
+  /// transfer faults), which must outlive it. `plan` must have passed
   /// up::check_sim_fault_plan. Set it as `sim`'s filter.
-  fault_injector(sim_system& sim, const directory& dir, up::fault_plan plan, uint64_t seed);
+  fault_injector(sim_system& sim, const directory& dir, transport::transfer_engine* transfer,
+                 up::fault_plan plan, uint64_t seed);
   ~fault_injector() override;
   fault_injector(const fault_injector&) = delete;
   fault_injector& operator=(const fault_injector&) = delete;
@@ -56,6 +61,7 @@ class fault_injector final : public message_filter {
 
  private:
   std::shared_ptr<state> st_;
+  transport::transfer_engine* transfer_;
 };
 
 } // namespace crescent::sim

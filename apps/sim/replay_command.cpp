@@ -219,7 +219,8 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
   std::unique_ptr<fault_injector> faults;
   if (!opt.faults.faults.empty()) {
-    faults = std::make_unique<fault_injector>(sim, (*cl)->dir(), opt.faults, opt.fault_seed);
+    faults = std::make_unique<fault_injector>(sim, (*cl)->dir(), &(*cl)->transfer(), opt.faults,
+                                              opt.fault_seed);
     sim.set_filter(faults.get());
   }
   const auto started = std::chrono::steady_clock::now();
@@ -237,6 +238,7 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   if (faults) {
     out.faults_log = faults->format_log();
     out.faults_taken = faults->taken();
+    faults.reset(); // and its transfer faults
   }
   out.replicas_added = replicas_added(sim, **cl);
   if (ended && opt.after)

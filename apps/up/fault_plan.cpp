@@ -15,10 +15,6 @@ namespace crescent::up {
 
 namespace {
 
-// Kinds a plan may name that this build cannot inject yet: refused with that reason, not taken
-// for typos.
-constexpr const char* not_built[] = {"corrupt"};
-
 constexpr const char* kind_name(fault_kind k) {
   switch (k) {
   case fault_kind::kill:
@@ -35,6 +31,10 @@ constexpr const char* kind_name(fault_kind k) {
     return "duplicate";
   case fault_kind::reorder:
     return "reorder";
+  case fault_kind::fail_transfer:
+    return "fail_transfer";
+  case fault_kind::corrupt:
+    return "corrupt";
   }
   return "?";
 }
@@ -145,6 +145,8 @@ std::map<std::string, yaml_reader::handler> fault_handlers(yaml_reader& r, fault
       {"delay", message_kind(fault_kind::delay)},
       {"duplicate", message_kind(fault_kind::duplicate)},
       {"reorder", message_kind(fault_kind::reorder)},
+      {"fail_transfer", message_kind(fault_kind::fail_transfer)},
+      {"corrupt", message_kind(fault_kind::corrupt)},
       {"type",
        [&](auto& v, auto& field) {
          seen.match = true;
@@ -161,10 +163,6 @@ std::map<std::string, yaml_reader::handler> fault_handlers(yaml_reader& r, fault
          seen.match = true;
          return read_place(r, v, field, f.match.peer, true);
        }}};
-  for (const char* k : not_built)
-    h.emplace(k, [&r, k](const YAML::Node& v, const std::string& field) {
-      return r.error_at(v, field, std::string{"'"} + k + "' faults are not built yet");
-    });
   return h;
 }
 
@@ -176,8 +174,8 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
     return err;
   if (seen.kinds != 1)
     return r.error_at(n, name,
-                      "needs exactly one of kill, pause, partition, drop, delay, duplicate or "
-                      "reorder");
+                      "needs exactly one of kill, pause, partition, drop, delay, duplicate, "
+                      "reorder, fail_transfer or corrupt");
   if (!seen.at)
     return r.error_at(n, name, "needs at_ms, when it happens");
   const char* kind = kind_name(f.kind);
@@ -192,7 +190,14 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
                       fmt::format("a {} needs delay_ms, how long a message is held", kind));
   if (!held && seen.delay_ms)
     return r.error_at(n, name, "delay_ms applies to delay and reorder only");
-  if (!f.is_message_fault() && seen.match)
+  const bool message_fields = !f.match.type.empty() || !f.match.from.empty() ||
+                              !f.match.to.empty() || f.match.peer.has_value();
+  if (f.is_transfer_fault() && message_fields)
+    return r.error_at(n, name,
+                      fmt::format("a {} takes KV slices, chosen by node only: type, from, to and "
+                                  "peer choose messages",
+                                  kind));
+  if (!f.is_message_fault() && !f.is_transfer_fault() && seen.match)
     return r.error_at(n, name,
                       fmt::format("type, from, to, node and peer choose messages: a {} takes "
                                   "none",
@@ -386,6 +391,13 @@ std::string describe(const fault& f) {
   case fault_kind::reorder:
     return fmt::format("reorder {} of {} (held up to {} ms){}", share, describe_match(f.match),
                        f.delay_ms, during);
+  case fault_kind::fail_transfer:
+  case fault_kind::corrupt: {
+    const std::string where =
+        f.match.node ? " to or from node " + std::to_string(*f.match.node) : std::string{};
+    return fmt::format("{} {} of KV slices{}{}", f.kind == fault_kind::corrupt ? "corrupt" : "fail",
+                       share, where, during);
+  }
   }
   return "?";
 }

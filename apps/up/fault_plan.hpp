@@ -9,6 +9,8 @@
 //     - {at_ms: 0, delay: 0.1, delay_ms: 200, type: tokens, from: decode, to: request}
 //     - {at_ms: 0, duplicate: 0.01, for_ms: 5000}
 //     - {at_ms: 0, reorder: 0.02, delay_ms: 50}     # held 1..50 ms: later ones overtake it
+//     - {at_ms: 0, corrupt: 0.01, node: 2}           # 1% of KV slices to or from node 2 changed
+//     - {at_ms: 0, fail_transfer: 0.01}              # 1% of KV slices fail
 //
 // Times count from the first request's submission. Message faults take only messages that
 // cross from one place to another (a node, or the main process where the conductor, the store
@@ -16,9 +18,11 @@
 // `from` and `to` (roles), `node` (one end there) and `peer` (the other end there; "main": the
 // main process), each with the fault's probability, drawn from the run's seed.
 //
+// Transfer faults (fail_transfer, corrupt) take KV slices of the transfer engine's in-process
+// path whose remote end is on `node` (any, without it).
+//
 // What each mode carries out: `crescent up` kills and pauses node processes (check_fault_plan);
-// simulated time carries out every kind (check_sim_fault_plan). `corrupt` (transfer slices) is
-// not built yet and is refused by name.
+// simulated time carries out every kind (check_sim_fault_plan).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -32,7 +36,17 @@
 
 namespace crescent::up {
 
-enum class fault_kind { kill, pause, partition, drop, delay, duplicate, reorder };
+enum class fault_kind {
+  kill,
+  pause,
+  partition,
+  drop,
+  delay,
+  duplicate,
+  reorder,
+  fail_transfer, // a KV transfer slice to or from `node` fails
+  corrupt,       // a KV transfer slice to or from `node` has a byte changed on the way
+};
 
 /// The main process (conductor, store master, requests), as a message fault's `peer`.
 inline constexpr int32_t main_place = -1;
@@ -55,7 +69,8 @@ struct fault {
   uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most
   message_match match;      // message faults
   int line = 0;             // in the plan file, for messages
-  bool is_message_fault() const { return kind >= fault_kind::drop; }
+  bool is_message_fault() const { return kind >= fault_kind::drop && kind <= fault_kind::reorder; }
+  bool is_transfer_fault() const { return kind >= fault_kind::fail_transfer; }
 };
 
 struct fault_plan {

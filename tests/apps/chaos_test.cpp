@@ -97,6 +97,31 @@ TEST(chaos, a_delay_moves_each_token_by_exactly_its_length) {
   EXPECT_EQ(late.results[0].tokens, base.results[0].tokens);
 }
 
+TEST(chaos, changed_kv_on_the_way_to_decode_fails_the_request_and_never_reaches_its_engine) {
+  // Found by a campaign of corrupt faults: the hand-off carried no check, and changed KV
+  // decoded other tokens. Its slices are checked end to end now.
+  auto c = prepared(20);
+  auto r = run_plan(c, plan_of("faults: [{at_ms: 0, corrupt: 1, node: 2}]", c.cfg), 1);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_GT(r.faults_taken.at(0), 0u);
+  EXPECT_GT(failed_with(r, "KV hand-off to decode failed: checksum_mismatch"), 0u);
+  EXPECT_EQ(r.completed + r.failed, 20u);
+  // Pool blocks carry their own checksums: a changed read is a miss, computed again.
+  r = run_plan(c, plan_of("faults: [{at_ms: 0, corrupt: 1, node: 0}, {at_ms: 0, corrupt: 1, "
+                          "node: 1}]",
+                          c.cfg),
+               1);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+}
+
+TEST(chaos, a_failed_kv_slice_fails_its_request_with_the_reason) {
+  auto c = prepared(20);
+  auto r = run_plan(c, plan_of("faults: [{at_ms: 0, fail_transfer: 1, node: 3}]", c.cfg), 1);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_GT(failed_with(r, "the slice failed (injected fault)"), 0u);
+  EXPECT_GT(r.completed, 0u) << "decode instance 0 (node 2) takes the others";
+}
+
 TEST(chaos, a_short_pause_delays_and_loses_nothing) {
   auto c = prepared(20);
   // Node 2 holds decode instance 0; 2 s is less than the conductor's 5 s heartbeat timeout.

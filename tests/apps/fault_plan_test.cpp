@@ -67,8 +67,10 @@ TEST(fault_plan, bad_values_are_named_with_their_line) {
   EXPECT_NE(e.find("faults[0].node: expected"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, kill: 2, type: tokens}\n");
   EXPECT_NE(e.find("a kill takes none"), std::string::npos) << e;
-  e = error_of("faults:\n  - {at_ms: 1, corrupt: 0.1}\n");
-  EXPECT_NE(e.find("'corrupt' faults are not built yet"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, corrupt: 0.1, type: tokens}\n");
+  EXPECT_NE(e.find("a corrupt takes KV slices, chosen by node only"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, fail_transfer: 2}\n");
+  EXPECT_NE(e.find("faults[0].fail_transfer: a probability in (0, 1]"), std::string::npos) << e;
   e = error_of("faults:\n  - {kill: 2}\n");
   EXPECT_NE(e.find("needs at_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, pause: 2}\n");
@@ -116,10 +118,12 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
                            "decode, to: request, for_ms: 900}\n"
                            "  - {at_ms: 20, duplicate: 1, node: 1, peer: main}\n"
                            "  - {at_ms: 30, reorder: 0.0125, delay_ms: 50}\n"
-                           "  - {at_ms: 40, partition: [0, 1], for_ms: 800}\n";
+                           "  - {at_ms: 40, partition: [0, 1], for_ms: 800}\n"
+                           "  - {at_ms: 50, corrupt: 0.5, node: 2}\n"
+                           "  - {at_ms: 60, fail_transfer: 0.25, for_ms: 10}\n";
   auto plan = parse_fault_plan(text, "p.yaml");
   ASSERT_TRUE(plan) << crescent::describe(plan.error());
-  ASSERT_EQ(plan->faults.size(), 5u);
+  ASSERT_EQ(plan->faults.size(), 7u);
   const auto& drop = plan->faults[0];
   EXPECT_EQ(drop.kind, fault_kind::drop);
   EXPECT_DOUBLE_EQ(drop.probability, 0.05);
@@ -134,11 +138,13 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
             "duplicate 100% of messages between node 1 and the main process");
   EXPECT_EQ(describe(plan->faults[3]), "reorder 1.25% of messages (held up to 50 ms)");
   EXPECT_EQ(describe(plan->faults[4]), "cut nodes 0, 1 from the others for 800 ms");
+  EXPECT_EQ(describe(plan->faults[5]), "corrupt 50% of KV slices to or from node 2");
+  EXPECT_EQ(describe(plan->faults[6]), "fail 25% of KV slices for 10 ms");
   // What chaos prints for a seed reads back as the same plan.
   auto again = parse_fault_plan(format_fault_plan(*plan), "again.yaml");
   ASSERT_TRUE(again) << crescent::describe(again.error()) << format_fault_plan(*plan);
   EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
-  ASSERT_EQ(again->faults.size(), 5u);
+  ASSERT_EQ(again->faults.size(), 7u);
   EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
   // Simulated time takes every kind; crescent up only kills and pauses.
   EXPECT_FALSE(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));

@@ -8,7 +8,7 @@
 
 namespace crescent::transport {
 
-caf::error copy_slice(slice_record& s, std::byte* remote);
+caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt);
 
 namespace {
 
@@ -47,7 +47,7 @@ class shm_backend final : public backend {
     auto bytes = peer->host_bytes(*e, s.remote, s.remote_offset, s.length);
     if (!bytes)
       return complete_slice(s, std::move(bytes.error()));
-    complete_slice(s, copy_slice(s, bytes->second));
+    complete_slice(s, copy_slice(s, bytes->second, false));
   }
 
  private:
