@@ -2,6 +2,7 @@
 #include "apps/analyze/analyze_command.hpp"
 #include "apps/analyze/hitrate.hpp"
 #include "apps/bench/bench_kv_codec.hpp"
+#include "apps/bench/bench_serve.hpp"
 #include "apps/bench/bench_store.hpp"
 #include "apps/bench/bench_transfer.hpp"
 #include "apps/bench/transfer_peer.hpp"
@@ -472,6 +473,55 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.01, 60.0));
 
+  crescent::bench::bench_serve_options serve_bench;
+  auto* serve_bench_cmd = bench_cmd->add_subcommand(
+      "serve", "crescent serve's HTTP front door: a trace replayed over HTTP against the same "
+               "requests in process (TTFT ratio), N streaming clients held open (server RSS), "
+               "overload (429 latency, admitted TTFT) (apps/bench/bench_serve.hpp)");
+  serve_bench_cmd->add_option("--trace", serve_bench.trace_path, "Mooncake trace (JSONL)")
+      ->capture_default_str();
+  serve_bench_cmd
+      ->add_option("--config", serve_bench.config_path, "Cluster config (YAML); default: built in")
+      ->check(CLI::ExistingFile);
+  serve_bench_cmd
+      ->add_option("--requests", serve_bench.requests, "Requests replayed from the trace's head")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  serve_bench_cmd->add_option("--speedup", serve_bench.speedup, "The replay's arrivals x faster")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6));
+  serve_bench_cmd
+      ->add_option("--output-scale", serve_bench.output_scale, "Multiply output lengths by this")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e3));
+  serve_bench_cmd->add_option("--clients", serve_bench.clients, "Streaming clients held open")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100'000u));
+  serve_bench_cmd
+      ->add_option("--clients-config", serve_bench.clients_config_path,
+                   "Cluster config of the clients phase (default: built in, admission none)")
+      ->check(CLI::ExistingFile);
+  serve_bench_cmd
+      ->add_option("--client-tokens", serve_bench.client_tokens, "max_tokens of each held client")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 8000u));
+  serve_bench_cmd
+      ->add_option("--hold-s", serve_bench.hold_s,
+                   "Seconds the clients stay held once each has its first token")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  serve_bench_cmd
+      ->add_option("--overload", serve_bench.overload,
+                   "The overload phase's rate over the replay's")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e3));
+  serve_bench_cmd
+      ->add_option("--overload-requests", serve_bench.overload_requests,
+                   "Requests of the overload phase (default: 3 x --requests)")
+      ->check(CLI::Range(1u, 1u << 20));
+  serve_bench_cmd->add_option("--only", serve_bench.only, "One phase alone")
+      ->check(CLI::IsMember({"replay", "clients", "overload"}));
+
   crescent::bench::transfer_peer_options peer;
   auto* peer_cmd = app.add_subcommand(
       "transfer-peer", "Helper process of the transfer benchmark and tests: serves one region");
@@ -575,6 +625,8 @@ int main(int argc, char** argv) {
     return crescent::sim::bench_sim(bench_sim);
   if (bench_cmd->got_subcommand("store"))
     return crescent::bench::bench_store(store);
+  if (bench_cmd->got_subcommand("serve"))
+    return crescent::bench::bench_serve(serve_bench);
   if (bench_cmd->got_subcommand("kv-codec"))
     return crescent::bench::bench_kv_codec(kv_codec);
   if (bench_cmd->got_subcommand("transfer"))

@@ -13,7 +13,7 @@ packages=(
   libxxhash-dev liburing-dev libcpp-httplib-dev
   memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
-  prometheus
+  prometheus chromium
   python3 python3-matplotlib
 )
 

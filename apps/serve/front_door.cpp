@@ -3,6 +3,7 @@
 #include "actors/cluster/cluster.hpp"
 #include "apps/replay/report.hpp"
 #include "apps/serve/client_socket.hpp"
+#include "apps/serve/status_page.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
 #include "messages/schema/request.capnp.h"
@@ -146,6 +147,7 @@ void front_door::install(httplib::Server& server) {
              [this](const httplib::Request&, httplib::Response& res) { models(res); });
   server.Get("/metrics",
              [this](const httplib::Request&, httplib::Response& res) { prometheus(res); });
+  server.Get("/", [this](const httplib::Request&, httplib::Response& res) { status(res); });
   // Errors cpp-httplib answers itself (no such route, a body over the limit, a bad request
   // line) get OpenAI's error body too; the handlers' own errors have theirs already.
   server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -172,8 +174,15 @@ void front_door::models(httplib::Response& res) const {
 void front_door::prometheus(httplib::Response& res) {
   prom_writer w;
   metrics_.write(w);
-  write_cluster_metrics(w, sys_, cl_, options_.scrape_timeout);
+  write_cluster_metrics(w, gather_cluster_numbers(sys_, cl_, options_.scrape_timeout));
   res.set_content(w.take(), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void front_door::status(httplib::Response& res) {
+  status_inputs in{options_.model, &cl_.config(), metrics_.numbers(),
+                   gather_cluster_numbers(sys_, cl_, options_.scrape_timeout)};
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(status_page(in), "text/html; charset=utf-8");
 }
 
 namespace {

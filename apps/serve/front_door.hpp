@@ -59,6 +59,7 @@ class front_door {
   void completion(api kind, const httplib::Request& req, httplib::Response& res);
   void models(httplib::Response& res) const;
   void prometheus(httplib::Response& res);
+  void status(httplib::Response& res); // GET /: the status page (status_page.hpp)
   void answer_error(const http_error& e, httplib::Response& res);
 
   caf::actor_system& sys_;

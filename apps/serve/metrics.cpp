@@ -30,7 +30,9 @@ std::string escape_label(std::string_view v) {
   return out;
 }
 
-std::string number(double v) {
+} // namespace
+
+std::string prom_writer::number(double v) {
   if (std::isinf(v))
     return v > 0 ? "+Inf" : "-Inf";
   if (std::isnan(v))
@@ -40,20 +42,23 @@ std::string number(double v) {
   return fmt::format("{}", v);
 }
 
-} // namespace
-
 void prom_writer::family(std::string_view name, std::string_view type, std::string_view help) {
   out_ += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
-void prom_writer::sample(std::string_view name, const labels& l, double value) {
-  out_ += name;
+std::string prom_writer::series(std::string_view name, const labels& l) {
+  std::string out{name};
   if (!l.empty()) {
-    out_ += '{';
+    out += '{';
     for (size_t i = 0; i < l.size(); ++i)
-      out_ += fmt::format("{}{}=\"{}\"", i == 0 ? "" : ",", l[i].first, escape_label(l[i].second));
-    out_ += '}';
+      out += fmt::format("{}{}=\"{}\"", i == 0 ? "" : ",", l[i].first, escape_label(l[i].second));
+    out += '}';
   }
+  return out;
+}
+
+void prom_writer::sample(std::string_view name, const labels& l, double value) {
+  out_ += series(name, l);
   out_ += ' ';
   out_ += number(value);
   out_ += '\n';
@@ -78,7 +83,7 @@ void histogram::write(prom_writer& w, std::string_view name, std::string_view he
   for (size_t i = 0; i < counts_.size(); ++i) {
     cumulative += counts_[i];
     const double le = i < bounds_.size() ? bounds_[i] : INFINITY;
-    w.sample(bucket, {{"le", number(le)}}, static_cast<double>(cumulative));
+    w.sample(bucket, {{"le", prom_writer::number(le)}}, static_cast<double>(cumulative));
   }
   w.sample(fmt::format("{}_sum", name), {}, sum_);
   w.sample(fmt::format("{}_count", name), {}, static_cast<double>(count_));
@@ -128,64 +133,126 @@ void door_metrics::http_answer(std::string_view path, int status) {
 
 void door_metrics::outcome(door_outcome o) {
   std::lock_guard guard{mu_};
-  ++outcomes_[static_cast<size_t>(o)];
+  ++counts_.outcomes[static_cast<size_t>(o)];
 }
+
+namespace {
+
+// Puts `value` into a ring of at most recent_requests values.
+void remember(std::vector<double>& ring, size_t& next, double value) {
+  if (ring.size() < recent_requests)
+    ring.push_back(value);
+  else
+    ring[next] = value;
+  next = (next + 1) % recent_requests;
+}
+
+replay::percentiles quantiles_of(std::vector<double> values) {
+  return replay::percentiles_of(values);
+}
+
+} // namespace
 
 void door_metrics::observe(const replay::request_result& r) {
   std::lock_guard guard{mu_};
-  prompt_tokens_ += r.prompt_tokens;
-  completion_tokens_ += r.tokens.size();
-  computed_tokens_ += r.computed_tokens;
-  remote_hit_tokens_ += r.remote_reused_tokens;
-  local_hit_tokens_ += r.reused_tokens - std::min(r.reused_tokens, r.remote_reused_tokens);
+  counts_.prompt_tokens += r.prompt_tokens;
+  counts_.completion_tokens += r.tokens.size();
+  counts_.computed_tokens += r.computed_tokens;
+  counts_.remote_hit_tokens += r.remote_reused_tokens;
+  counts_.local_hit_tokens += r.reused_tokens - std::min(r.reused_tokens, r.remote_reused_tokens);
   if (r.token_times_ns.empty())
     return;
-  ttft_.observe(static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e9);
+  const double ttft = static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e9;
+  ttft_.observe(ttft);
+  remember(recent_ttft_, recent_next_ttft_, ttft);
+  counts_.ttft.sum += ttft;
+  ++counts_.ttft.count;
   for (size_t i = 1; i < r.token_times_ns.size(); ++i)
     tbt_.observe(static_cast<double>(r.token_times_ns[i] - r.token_times_ns[i - 1]) / 1e9);
+  if (const double tbt_ms = replay::request_tbt_ms(r.token_times_ns); tbt_ms >= 0) {
+    remember(recent_tbt_, recent_next_tbt_, tbt_ms / 1e3);
+    counts_.tbt.sum += tbt_ms / 1e3;
+    ++counts_.tbt.count;
+  }
 }
 
 void door_metrics::in_flight(int delta) {
   std::lock_guard guard{mu_};
-  in_flight_ += delta;
+  counts_.in_flight += delta;
 }
 
 int64_t door_metrics::in_flight() const {
   std::lock_guard guard{mu_};
-  return in_flight_;
+  return counts_.in_flight;
 }
 
-void door_metrics::write(prom_writer& w) const {
+double door_numbers::hit_rate() const {
+  return prompt_tokens == 0 ? 0.0
+                            : static_cast<double>(local_hit_tokens + remote_hit_tokens) /
+                                  static_cast<double>(prompt_tokens);
+}
+
+door_numbers door_metrics::numbers() const {
   std::lock_guard guard{mu_};
+  auto n = counts_;
+  n.ttft.recent = quantiles_of(recent_ttft_);
+  n.tbt.recent = quantiles_of(recent_tbt_);
+  return n;
+}
+
+namespace {
+
+void write_summary(prom_writer& w, std::string_view name, std::string_view help,
+                   const latency_summary& s) {
+  w.family(name, "summary", help);
+  w.sample(name, {{"quantile", "0.5"}}, s.recent.p50);
+  w.sample(name, {{"quantile", "0.99"}}, s.recent.p99);
+  w.sample(fmt::format("{}_sum", name), {}, s.sum);
+  w.sample(fmt::format("{}_count", name), {}, static_cast<double>(s.count));
+}
+
+} // namespace
+
+void door_metrics::write(prom_writer& w) const {
+  const auto n = numbers();
   w.family("crescent_requests_total", "counter",
            "Completion requests by how they ended (bad_request: refused before running)");
-  for (size_t i = 0; i < outcomes_.size(); ++i)
+  for (size_t i = 0; i < n.outcomes.size(); ++i)
     w.sample("crescent_requests_total", {{"outcome", to_string(static_cast<door_outcome>(i))}},
-             static_cast<double>(outcomes_[i]));
+             static_cast<double>(n.outcomes[i]));
   w.family("crescent_requests_in_flight", "gauge", "Completion requests running now");
-  w.sample("crescent_requests_in_flight", {}, static_cast<double>(in_flight_));
-  w.family("crescent_http_responses_total", "counter", "HTTP answers by path and status code");
-  for (const auto& [key, count] : http_)
-    w.sample("crescent_http_responses_total",
-             {{"path", key.first}, {"code", std::to_string(key.second)}},
-             static_cast<double>(count));
-  ttft_.write(w, "crescent_ttft_seconds", "Time to first token of completed requests");
-  tbt_.write(w, "crescent_tbt_seconds", "Time between tokens of completed requests");
+  w.sample("crescent_requests_in_flight", {}, static_cast<double>(n.in_flight));
+  {
+    std::lock_guard guard{mu_};
+    w.family("crescent_http_responses_total", "counter", "HTTP answers by path and status code");
+    for (const auto& [key, count] : http_)
+      w.sample("crescent_http_responses_total",
+               {{"path", key.first}, {"code", std::to_string(key.second)}},
+               static_cast<double>(count));
+    ttft_.write(w, "crescent_ttft_seconds", "Time to first token of completed requests");
+    tbt_.write(w, "crescent_tbt_seconds", "Time between tokens of completed requests");
+  }
+  write_summary(w, "crescent_recent_ttft_seconds",
+                "TTFT of completed requests; quantiles over the last 256 (nearest rank)", n.ttft);
+  write_summary(w, "crescent_recent_tbt_seconds",
+                "TBT of completed requests, per request the mean of its longest 10% of token "
+                "intervals; quantiles over the last 256 (nearest rank)",
+                n.tbt);
   w.family("crescent_prompt_tokens_total", "counter", "Prompt tokens of completed requests");
-  w.sample("crescent_prompt_tokens_total", {}, static_cast<double>(prompt_tokens_));
+  w.sample("crescent_prompt_tokens_total", {}, static_cast<double>(n.prompt_tokens));
   w.family("crescent_completion_tokens_total", "counter",
            "Tokens generated for completed requests");
-  w.sample("crescent_completion_tokens_total", {}, static_cast<double>(completion_tokens_));
+  w.sample("crescent_completion_tokens_total", {}, static_cast<double>(n.completion_tokens));
   w.family("crescent_prefill_computed_tokens_total", "counter",
            "Prompt tokens whose KV prefill computed (the rest was reused)");
-  w.sample("crescent_prefill_computed_tokens_total", {}, static_cast<double>(computed_tokens_));
+  w.sample("crescent_prefill_computed_tokens_total", {}, static_cast<double>(n.computed_tokens));
   w.family("crescent_prefix_hit_tokens_total", "counter",
            "Prompt tokens whose KV was reused, by where it came from (local: the prefill "
            "node's own pool memory; remote: another node's, pulled)");
   w.sample("crescent_prefix_hit_tokens_total", {{"tier", "local"}},
-           static_cast<double>(local_hit_tokens_));
+           static_cast<double>(n.local_hit_tokens));
   w.sample("crescent_prefix_hit_tokens_total", {{"tier", "remote"}},
-           static_cast<double>(remote_hit_tokens_));
+           static_cast<double>(n.remote_hit_tokens));
 }
 
 namespace {
@@ -204,70 +271,60 @@ std::vector<std::optional<envelope>> ask_stats(caf::scoped_actor& self,
   return out;
 }
 
-struct worker_row {
-  uint32_t instance = 0;
-  uint32_t queued = 0, active = 0, free_pages = 0;
-  uint64_t bad = 0, compute_ns = 0, load_misses = 0;
-};
-
-std::optional<worker_row> read_worker(const std::optional<envelope>& e) {
-  if (!e)
-    return std::nullopt;
-  auto r = read_as<wire::WorkerStats>(*e, [](wire::WorkerStats::Reader in) {
-    return worker_row{in.getInstance(),  in.getQueuedJobs(),  in.getActiveRequests(),
-                      in.getFreePages(), in.getBadMessages(), in.getComputeNs(),
-                      in.getLoadMisses()};
-  });
-  return r ? std::optional{*r} : std::nullopt;
-}
-
-// Rows of one role's workers, under the role label; counts unanswered ones into `errors`.
+// The workers of one role that answered, each on its node; counts the others in `unanswered`.
 void collect_workers(const char* role, const std::vector<std::optional<envelope>>& answers,
-                     std::vector<std::pair<std::string, worker_row>>& rows, uint64_t& errors) {
-  for (const auto& a : answers) {
-    auto row = read_worker(a);
+                     const std::vector<uint32_t>& nodes, cluster_numbers& out) {
+  for (size_t i = 0; i < answers.size(); ++i) {
+    std::optional<worker_numbers> row;
+    if (answers[i])
+      if (auto r = read_as<wire::WorkerStats>(*answers[i], [&](wire::WorkerStats::Reader in) {
+            return worker_numbers{role,
+                                  in.getInstance(),
+                                  i < nodes.size() ? nodes[i] : 0,
+                                  in.getQueuedJobs(),
+                                  in.getActiveRequests(),
+                                  in.getFreePages(),
+                                  in.getBadMessages(),
+                                  in.getComputeNs(),
+                                  in.getLoadMisses()};
+          }))
+        row = *r;
     if (row)
-      rows.emplace_back(role, *row);
+      out.workers.push_back(std::move(*row));
     else
-      ++errors;
+      ++out.unanswered;
   }
 }
 
-void write_workers(prom_writer& w, const std::vector<std::pair<std::string, worker_row>>& rows) {
+void write_workers(prom_writer& w, const std::vector<worker_numbers>& rows) {
   struct column {
     const char* name;
     const char* type;
     const char* help;
-    double (*get)(const worker_row&);
+    double (*get)(const worker_numbers&);
   };
   static const column columns[] = {
       {"crescent_instance_queued_jobs", "gauge", "Jobs waiting in an instance's queue",
-       [](const worker_row& r) { return double(r.queued); }},
+       [](const worker_numbers& r) { return double(r.queued); }},
       {"crescent_instance_active_requests", "gauge", "Requests an instance is running",
-       [](const worker_row& r) { return double(r.active); }},
+       [](const worker_numbers& r) { return double(r.active); }},
       {"crescent_instance_free_kv_pages", "gauge", "KV pages an instance has free",
-       [](const worker_row& r) { return double(r.free_pages); }},
+       [](const worker_numbers& r) { return double(r.free_pages); }},
       {"crescent_instance_compute_seconds_total", "counter", "Engine time an instance spent",
-       [](const worker_row& r) { return double(r.compute_ns) / 1e9; }},
+       [](const worker_numbers& r) { return double(r.compute_ns) / 1e9; }},
       {"crescent_instance_load_misses_total", "counter",
        "Pool blocks an instance refused on loading (checksum or transport)",
-       [](const worker_row& r) { return double(r.load_misses); }},
+       [](const worker_numbers& r) { return double(r.load_misses); }},
   };
   for (const auto& c : columns) {
     w.family(c.name, c.type, c.help);
-    for (const auto& [role, row] : rows)
-      w.sample(c.name, {{"role", role}, {"instance", std::to_string(row.instance)}}, c.get(row));
+    for (const auto& row : rows)
+      w.sample(c.name, {{"role", row.role}, {"instance", std::to_string(row.instance)}},
+               c.get(row));
   }
 }
 
-struct owner_row {
-  uint32_t node = 0;
-  uint64_t dram_cap = 0, dram_used = 0, ssd_cap = 0, ssd_used = 0, blocks = 0;
-  uint64_t evictions = 0, offloads = 0, promotions = 0, bad = 0, ssd_write_errors = 0,
-           ssd_read_errors = 0;
-};
-
-void write_owners(prom_writer& w, const std::vector<owner_row>& rows) {
+void write_owners(prom_writer& w, const std::vector<owner_numbers>& rows) {
   w.family("crescent_pool_capacity_bytes", "gauge", "KV pool capacity by node and tier");
   for (const auto& r : rows) {
     w.sample("crescent_pool_capacity_bytes", {{"node", std::to_string(r.node)}, {"tier", "dram"}},
@@ -286,19 +343,20 @@ void write_owners(prom_writer& w, const std::vector<owner_row>& rows) {
     const char* name;
     const char* type;
     const char* help;
-    uint64_t owner_row::*field;
+    uint64_t owner_numbers::*field;
   };
   static const column columns[] = {
-      {"crescent_pool_blocks", "gauge", "Blocks a node's owner holds", &owner_row::blocks},
-      {"crescent_pool_evictions_total", "counter", "Blocks a node evicted", &owner_row::evictions},
+      {"crescent_pool_blocks", "gauge", "Blocks a node's owner holds", &owner_numbers::blocks},
+      {"crescent_pool_evictions_total", "counter", "Blocks a node evicted",
+       &owner_numbers::evictions},
       {"crescent_pool_offloads_total", "counter", "Blocks a node moved from DRAM to SSD",
-       &owner_row::offloads},
+       &owner_numbers::offloads},
       {"crescent_pool_promotions_total", "counter", "Blocks a node moved from SSD to DRAM",
-       &owner_row::promotions},
+       &owner_numbers::promotions},
       {"crescent_pool_ssd_write_errors_total", "counter", "Offloads that failed",
-       &owner_row::ssd_write_errors},
+       &owner_numbers::ssd_write_errors},
       {"crescent_pool_ssd_read_errors_total", "counter", "Promotions that failed",
-       &owner_row::ssd_read_errors},
+       &owner_numbers::ssd_read_errors},
   };
   for (const auto& c : columns) {
     w.family(c.name, c.type, c.help);
@@ -309,8 +367,8 @@ void write_owners(prom_writer& w, const std::vector<owner_row>& rows) {
 
 } // namespace
 
-void write_cluster_metrics(prom_writer& w, caf::actor_system& sys, cluster& cl,
-                           std::chrono::milliseconds timeout) {
+cluster_numbers gather_cluster_numbers(caf::actor_system& sys, cluster& cl,
+                                       std::chrono::milliseconds timeout) {
   const auto& dir = cl.dir();
   caf::scoped_actor self{sys};
   // Every question is asked before any answer is awaited: a scrape waits `timeout` at most.
@@ -320,87 +378,102 @@ void write_cluster_metrics(prom_writer& w, caf::actor_system& sys, cluster& cl,
   auto prefill = ask_stats(self, dir.prefill, timeout);
   auto decode = ask_stats(self, dir.decode, timeout);
   auto coupled = ask_stats(self, dir.coupled, timeout);
-  uint64_t errors = 0;
+  cluster_numbers out;
+
+  if (conductor[0])
+    if (auto c = read_as<wire::ConductorStats>(*conductor[0], [](wire::ConductorStats::Reader in) {
+          conductor_numbers n;
+          n.placed = in.getPlaced();
+          n.rejected = in.getRejected();
+          n.live_nodes = in.getLiveNodes();
+          n.bad_messages = in.getBadMessages();
+          n.prefill_queue_jobs = to_vector(in.getPrefillQueueJobs());
+          n.decode_active = to_vector(in.getDecodeActive());
+          return n;
+        }))
+      out.conductor = std::move(*c);
+  out.unanswered += out.conductor ? 0 : 1;
+
+  if (master[0])
+    if (auto m = read_as<wire::StoreStats>(*master[0], [](wire::StoreStats::Reader in) {
+          return store_numbers{in.getCompleteBlocks(),   in.getPendingBlocks(),
+                               in.getLostBlocks(),       in.getEvictionsApproved(),
+                               in.getEvictionsRefused(), in.getReplicasAdded(),
+                               in.getBadMessages()};
+        }))
+      out.store_master = *m;
+  out.unanswered += out.store_master ? 0 : 1;
+
+  for (const auto& a : owners) {
+    std::optional<owner_numbers> row;
+    if (a)
+      if (auto r = read_as<wire::OwnerStats>(*a, [](wire::OwnerStats::Reader in) {
+            return owner_numbers{in.getNode(),           in.getDramCapacityBytes(),
+                                 in.getDramUsedBytes(),  in.getSsdCapacityBytes(),
+                                 in.getSsdUsedBytes(),   in.getBlocks(),
+                                 in.getEvictions(),      in.getOffloads(),
+                                 in.getPromotions(),     in.getBadMessages(),
+                                 in.getSsdWriteErrors(), in.getSsdReadErrors()};
+          }))
+        row = *r;
+    if (row)
+      out.owners.push_back(*row);
+    else
+      ++out.unanswered;
+  }
+  collect_workers("prefill", prefill, dir.prefill_node, out);
+  collect_workers("decode", decode, dir.decode_node, out);
+  collect_workers("coupled", coupled, dir.coupled_node, out);
+  out.transfer = cl.transfer().metrics();
+  return out;
+}
+
+void write_cluster_metrics(prom_writer& w, const cluster_numbers& c) {
   // bad messages per actor: (actor, id) -> count
   std::vector<std::tuple<std::string, uint32_t, uint64_t>> bad;
-
-  bool ok =
-      conductor[0] &&
-      read_as<wire::ConductorStats>(*conductor[0], [&](wire::ConductorStats::Reader in) {
-        w.family("crescent_conductor_placed_total", "counter", "Requests the conductor placed");
-        w.sample("crescent_conductor_placed_total", {}, in.getPlaced());
-        w.family("crescent_conductor_rejected_total", "counter",
-                 "Requests the conductor rejected (admission)");
-        w.sample("crescent_conductor_rejected_total", {}, in.getRejected());
-        w.family("crescent_live_nodes", "gauge", "Nodes the conductor hears from");
-        w.sample("crescent_live_nodes", {}, in.getLiveNodes());
-        w.family("crescent_conductor_prefill_queue_jobs", "gauge",
-                 "Jobs the conductor counts queued per prefill instance");
-        auto q = in.getPrefillQueueJobs();
-        for (unsigned i = 0; i < q.size(); ++i)
-          w.sample("crescent_conductor_prefill_queue_jobs", {{"instance", std::to_string(i)}},
-                   q[i]);
-        w.family("crescent_conductor_decode_active", "gauge",
-                 "Requests the conductor counts per decode instance");
-        auto d = in.getDecodeActive();
-        for (unsigned i = 0; i < d.size(); ++i)
-          w.sample("crescent_conductor_decode_active", {{"instance", std::to_string(i)}}, d[i]);
-        bad.emplace_back("conductor", 0, in.getBadMessages());
-        return true;
-      }).engaged();
-  errors += ok ? 0 : 1;
-
-  ok = master[0] &&
-       read_as<wire::StoreStats>(*master[0], [&](wire::StoreStats::Reader in) {
-         w.family("crescent_store_blocks", "gauge", "Blocks the store master knows, by state");
-         w.sample("crescent_store_blocks", {{"state", "complete"}}, in.getCompleteBlocks());
-         w.sample("crescent_store_blocks", {{"state", "pending"}}, in.getPendingBlocks());
-         w.family("crescent_store_lost_blocks_total", "counter", "Blocks left without any replica");
-         w.sample("crescent_store_lost_blocks_total", {}, in.getLostBlocks());
-         w.family("crescent_store_evictions_total", "counter",
-                  "Eviction requests by the master's answer");
-         w.sample("crescent_store_evictions_total", {{"answer", "approved"}},
-                  in.getEvictionsApproved());
-         w.sample("crescent_store_evictions_total", {{"answer", "refused"}},
-                  in.getEvictionsRefused());
-         w.family("crescent_store_replicas_added_total", "counter",
-                  "Replicas of existing blocks committed");
-         w.sample("crescent_store_replicas_added_total", {}, in.getReplicasAdded());
-         bad.emplace_back("store_master", 0, in.getBadMessages());
-         return true;
-       }).engaged();
-  errors += ok ? 0 : 1;
-
-  std::vector<owner_row> owner_rows;
-  for (const auto& a : owners) {
-    if (!a) {
-      ++errors;
-      continue;
-    }
-    auto r = read_as<wire::OwnerStats>(*a, [](wire::OwnerStats::Reader in) {
-      return owner_row{in.getNode(),           in.getDramCapacityBytes(),
-                       in.getDramUsedBytes(),  in.getSsdCapacityBytes(),
-                       in.getSsdUsedBytes(),   in.getBlocks(),
-                       in.getEvictions(),      in.getOffloads(),
-                       in.getPromotions(),     in.getBadMessages(),
-                       in.getSsdWriteErrors(), in.getSsdReadErrors()};
-    });
-    if (r) {
-      owner_rows.push_back(*r);
-      bad.emplace_back("block_owner", r->node, r->bad);
-    } else {
-      ++errors;
-    }
+  if (const auto& in = c.conductor) {
+    w.family("crescent_conductor_placed_total", "counter", "Requests the conductor placed");
+    w.sample("crescent_conductor_placed_total", {}, double(in->placed));
+    w.family("crescent_conductor_rejected_total", "counter",
+             "Requests the conductor rejected (admission)");
+    w.sample("crescent_conductor_rejected_total", {}, double(in->rejected));
+    w.family("crescent_live_nodes", "gauge", "Nodes the conductor hears from");
+    w.sample("crescent_live_nodes", {}, in->live_nodes);
+    w.family("crescent_conductor_prefill_queue_jobs", "gauge",
+             "Jobs the conductor counts queued per prefill instance");
+    for (size_t i = 0; i < in->prefill_queue_jobs.size(); ++i)
+      w.sample("crescent_conductor_prefill_queue_jobs", {{"instance", std::to_string(i)}},
+               in->prefill_queue_jobs[i]);
+    w.family("crescent_conductor_decode_active", "gauge",
+             "Requests the conductor counts per decode instance");
+    for (size_t i = 0; i < in->decode_active.size(); ++i)
+      w.sample("crescent_conductor_decode_active", {{"instance", std::to_string(i)}},
+               in->decode_active[i]);
+    bad.emplace_back("conductor", 0, in->bad_messages);
   }
-  write_owners(w, owner_rows);
-
-  std::vector<std::pair<std::string, worker_row>> rows;
-  collect_workers("prefill", prefill, rows, errors);
-  collect_workers("decode", decode, rows, errors);
-  collect_workers("coupled", coupled, rows, errors);
-  write_workers(w, rows);
-  for (const auto& [role, row] : rows)
-    bad.emplace_back(role + "_worker", row.instance, row.bad);
+  if (const auto& in = c.store_master) {
+    w.family("crescent_store_blocks", "gauge", "Blocks the store master knows, by state");
+    w.sample("crescent_store_blocks", {{"state", "complete"}}, double(in->complete_blocks));
+    w.sample("crescent_store_blocks", {{"state", "pending"}}, double(in->pending_blocks));
+    w.family("crescent_store_lost_blocks_total", "counter", "Blocks left without any replica");
+    w.sample("crescent_store_lost_blocks_total", {}, double(in->lost_blocks));
+    w.family("crescent_store_evictions_total", "counter",
+             "Eviction requests by the master's answer");
+    w.sample("crescent_store_evictions_total", {{"answer", "approved"}},
+             double(in->evictions_approved));
+    w.sample("crescent_store_evictions_total", {{"answer", "refused"}},
+             double(in->evictions_refused));
+    w.family("crescent_store_replicas_added_total", "counter",
+             "Replicas of existing blocks committed");
+    w.sample("crescent_store_replicas_added_total", {}, double(in->replicas_added));
+    bad.emplace_back("store_master", 0, in->bad_messages);
+  }
+  write_owners(w, c.owners);
+  for (const auto& r : c.owners)
+    bad.emplace_back("block_owner", r.node, r.bad);
+  write_workers(w, c.workers);
+  for (const auto& row : c.workers)
+    bad.emplace_back(row.role + "_worker", row.instance, row.bad);
 
   w.family("crescent_bad_messages_total", "counter",
            "Messages an actor refused (malformed, wrong sender, out of range)");
@@ -409,8 +482,8 @@ void write_cluster_metrics(prom_writer& w, caf::actor_system& sys, cluster& cl,
              double(count));
   w.family("crescent_scrape_unanswered_actors", "gauge",
            "Actors that did not answer this scrape in time (their numbers are missing)");
-  w.sample("crescent_scrape_unanswered_actors", {}, double(errors));
-  write_transfer_metrics(w, cl.transfer().metrics());
+  w.sample("crescent_scrape_unanswered_actors", {}, double(c.unanswered));
+  write_transfer_metrics(w, c.transfer);
 }
 
 void write_transfer_metrics(prom_writer& w, const std::vector<transport::path_metrics>& paths) {

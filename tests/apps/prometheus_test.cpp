@@ -6,6 +6,11 @@
 namespace crescent::serve {
 namespace {
 
+void expect_lines(const std::string& text, std::initializer_list<const char*> lines) {
+  for (const char* line : lines)
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin\n" << text;
+}
+
 TEST(prometheus, a_family_has_help_type_and_escaped_labels) {
   prom_writer w;
   w.family("x_total", "counter", "Things");
@@ -45,17 +50,40 @@ TEST(prometheus, the_door_counts_outcomes_answers_and_tokens) {
   m.observe(r);
   prom_writer w;
   m.write(w);
-  const auto text = w.take();
-  for (const char* line :
-       {"crescent_requests_total{outcome=\"completed\"} 1\n",
-        "crescent_requests_total{outcome=\"rejected\"} 1\n",
-        "crescent_http_responses_total{path=\"/v1/completions\",code=\"200\"} 2\n",
-        "crescent_http_responses_total{path=\"/v1/completions\",code=\"429\"} 1\n",
-        "crescent_ttft_seconds_count 1\n", "crescent_tbt_seconds_count 2\n",
-        "crescent_prefix_hit_tokens_total{tier=\"local\"} 5\n",
-        "crescent_prefix_hit_tokens_total{tier=\"remote\"} 3\n",
-        "crescent_completion_tokens_total 3\n"})
-    EXPECT_NE(text.find(line), std::string::npos) << line << "\nin\n" << text;
+  expect_lines(w.take(),
+               {"crescent_requests_total{outcome=\"completed\"} 1\n",
+                "crescent_requests_total{outcome=\"rejected\"} 1\n",
+                "crescent_http_responses_total{path=\"/v1/completions\",code=\"200\"} 2\n",
+                "crescent_http_responses_total{path=\"/v1/completions\",code=\"429\"} 1\n",
+                "crescent_ttft_seconds_count 1\n", "crescent_tbt_seconds_count 2\n",
+                "crescent_prefix_hit_tokens_total{tier=\"local\"} 5\n",
+                "crescent_prefix_hit_tokens_total{tier=\"remote\"} 3\n",
+                "crescent_completion_tokens_total 3\n"});
+}
+
+TEST(prometheus, recent_quantiles_are_over_the_last_requests_and_sum_and_count_over_all) {
+  door_metrics m;
+  // 300 requests with TTFTs 1..300 ms: the quantiles see the last 256 (45..300 ms).
+  for (int i = 1; i <= 300; ++i) {
+    replay::request_result r;
+    r.arrival_ns = 0;
+    r.token_times_ns = {i * 1'000'000, i * 1'000'000 + 2'000'000};
+    m.observe(r);
+  }
+  const auto n = m.numbers();
+  EXPECT_EQ(n.ttft.recent.count, recent_requests);
+  EXPECT_DOUBLE_EQ(n.ttft.recent.p50, 0.172); // rank 128 of 45..300 ms
+  EXPECT_DOUBLE_EQ(n.ttft.recent.p99, 0.298); // rank ceil(0.99 * 256) = 254
+  EXPECT_EQ(n.ttft.count, 300u);
+  EXPECT_NEAR(n.ttft.sum, 300 * 301 / 2 / 1e3, 1e-9);
+  EXPECT_DOUBLE_EQ(n.tbt.recent.p99, 0.002);
+  prom_writer w;
+  m.write(w);
+  expect_lines(w.take(), {"# TYPE crescent_recent_ttft_seconds summary\n",
+                          "crescent_recent_ttft_seconds{quantile=\"0.5\"} 0.172\n",
+                          "crescent_recent_ttft_seconds{quantile=\"0.99\"} 0.298\n",
+                          "crescent_recent_ttft_seconds_count 300\n",
+                          "crescent_recent_tbt_seconds_count 300\n"});
 }
 
 } // namespace

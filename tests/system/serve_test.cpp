@@ -1,8 +1,7 @@
 // `crescent serve` for real: the binary listening on loopback, asked over HTTP. Every endpoint,
 // streaming, the 400/404/413/429 answers, a client that goes away cancelling its request, and
 // /metrics checked by Prometheus's promtool.
-#include "apps/bench/child_process.hpp"
-#include "messages/errors.hpp"
+#include "support/serve_child.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -24,51 +23,7 @@ namespace {
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 
-// A `crescent serve` child on 127.0.0.1 and any free port.
-struct server {
-  std::optional<bench::child_process> process;
-  int port = 0;
-
-  explicit server(std::vector<std::string> extra = {}) {
-    std::vector<std::string> args{"serve", "--listen", "127.0.0.1:0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto p = bench::child_process::spawn(CRESCENT_BINARY, args);
-    if (!p) {
-      ADD_FAILURE() << describe(p.error());
-      return;
-    }
-    process.emplace(std::move(*p));
-    auto line = process->read_line(60s);
-    if (!line) {
-      ADD_FAILURE() << "no listening line: " << describe(line.error());
-      return;
-    }
-    const auto at = line->rfind(':');
-    port = std::atoi(line->c_str() + at + 1);
-    EXPECT_GT(port, 0) << *line;
-  }
-
-  httplib::Client client() const {
-    httplib::Client c{"127.0.0.1", port};
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-
-  ~server() {
-    if (process) {
-      process->signal(SIGTERM);
-      auto status = process->wait_exit(30s);
-      EXPECT_TRUE(status && *status == 0) << "serve did not stop cleanly on SIGTERM";
-    }
-  }
-};
-
-json completion_body(const std::string& prompt, int max_tokens, bool stream) {
-  return {{"model", "crescent-reference"},
-          {"prompt", prompt},
-          {"max_tokens", max_tokens},
-          {"stream", stream}};
-}
+using server = serve_child;
 
 // The events of a server-sent event stream: each "data: " payload.
 std::vector<std::string> events_of(const std::string& body) {
@@ -80,14 +35,6 @@ std::vector<std::string> events_of(const std::string& body) {
     at = end;
   }
   return out;
-}
-
-// One metric's value in a /metrics text (-1: absent).
-double metric(const std::string& text, const std::string& series) {
-  const auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos)
-    return -1;
-  return std::atof(text.c_str() + at + series.size() + 2);
 }
 
 class serve : public ::testing::Test {
