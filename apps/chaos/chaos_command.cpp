@@ -3,10 +3,9 @@
 #include "actors/cluster/cluster.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "apps/sim/sim_system.hpp"
+#include "apps/up/settled_audit.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
-#include "messages/schema/conductor.capnp.h"
-#include "messages/schema/worker.capnp.h"
 
 #include <caf/event_based_actor.hpp>
 #include <fmt/format.h>
@@ -30,8 +29,7 @@ namespace {
 constexpr auto settle_time = std::chrono::seconds(60);
 
 // Asks `who` for its stats in simulated time; nothing if it does not answer (it is gone).
-template <class Handle>
-std::optional<envelope> ask_stats(sim::sim_system& sim, const Handle& who) {
+std::optional<envelope> ask_stats(sim::sim_system& sim, const caf::actor& who) {
   auto got = std::make_shared<std::optional<envelope>>();
   auto done = std::make_shared<bool>(false);
   sim.system().spawn([=](caf::event_based_actor* self) {
@@ -55,36 +53,8 @@ void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& p
   for (const auto& f : plan.faults)
     if (f.kind == up::fault_kind::kill)
       killed.insert(f.node);
-  const auto& dir = cl.dir();
-  for (size_t i = 0; i < dir.decode.size(); ++i) {
-    if (killed.count(dir.decode_node[i]) != 0)
-      continue;
-    auto stats = ask_stats(sim, dir.decode[i]);
-    auto held =
-        stats ? read_as<wire::WorkerStats>(*stats,
-                                           [](wire::WorkerStats::Reader in) {
-                                             return in.getQueuedJobs() + in.getActiveRequests();
-                                           })
-              : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
-    if (!held)
-      violations.push_back(fmt::format("decode instance {} did not answer for its stats: {}", i,
-                                       describe(held.error())));
-    else if (*held != 0)
-      violations.push_back(fmt::format("decode instance {} still holds {} reservations {} s "
-                                       "after the last request ended",
-                                       i, *held, settle_time.count()));
-  }
-  auto stats = ask_stats(sim, dir.conductor);
-  auto live = stats ? read_as<wire::ConductorStats>(
-                          *stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); })
-                    : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
-  const auto expected = static_cast<uint32_t>(cl.config().nodes.size() - killed.size());
-  if (!live)
-    violations.push_back("the conductor did not answer for its stats: " + describe(live.error()));
-  else if (*live != expected)
-    violations.push_back(fmt::format("the conductor counts {} live nodes {} s after the faults "
-                                     "stopped; {} were not killed",
-                                     *live, settle_time.count(), expected));
+  violations =
+      up::audit_once(cl, killed, [&](const caf::actor& who) { return ask_stats(sim, who); });
 }
 
 // What a crash prints: the seed it happened in (set before each seed; async-signal-safe).

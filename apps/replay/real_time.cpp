@@ -13,10 +13,10 @@
 
 namespace crescent::replay {
 
-caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
-                                                 std::vector<synthetic_request> requests,
-                                                 std::FILE* progress,
-                                                 const std::function<void()>& started) {
+caf::expected<real_time_run>
+replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
+                    std::FILE* progress, const std::function<void()>& started,
+                    const std::function<void(caf::actor_system&, cluster&)>& finished) {
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, spans_processes(cfg));
   caf::actor_system sys{sys_cfg};
@@ -37,6 +37,8 @@ caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
   real_time_run out;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time).count();
   out.moved = (*cl)->transfer().metrics();
+  if (finished && !err)
+    finished(sys, **cl);
   (*cl)->stop();
   sys.await_all_actors_done();
   cl->reset();

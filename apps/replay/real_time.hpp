@@ -3,6 +3,7 @@
 // run` does, and the real side of `crescent bench fidelity`.
 #pragma once
 
+#include "actors/cluster/cluster.hpp"
 #include "actors/cluster/cluster_config.hpp"
 #include "apps/replay/report.hpp"
 #include "apps/replay/workload.hpp"
@@ -24,10 +25,11 @@ struct real_time_run {
 
 /// Errors: bring-up (with the reason), or the replay driver's. `progress`: a progress line every
 /// second there (null: none). `started`, if given, is called once the cluster is up, just before
-/// the first request is submitted.
-caf::expected<real_time_run> replay_in_real_time(const cluster_config& cfg,
-                                                 std::vector<synthetic_request> requests,
-                                                 std::FILE* progress,
-                                                 const std::function<void()>& started = {});
+/// the first request is submitted; `finished`, once every request has ended, before the cluster
+/// stops (to audit it: crescent up).
+caf::expected<real_time_run>
+replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
+                    std::FILE* progress, const std::function<void()>& started = {},
+                    const std::function<void(caf::actor_system&, cluster&)>& finished = {});
 
 } // namespace crescent::replay

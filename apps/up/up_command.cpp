@@ -4,6 +4,7 @@
 #include "apps/up/fault_runner.hpp"
 #include "apps/up/invariants.hpp"
 #include "apps/up/node_launch.hpp"
+#include "apps/up/settled_audit.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -19,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace crescent::cli {
@@ -192,8 +194,23 @@ int up_command(const up_options& opt) {
              nodes->size(), p->plan.faults.size());
   std::fflush(stdout);
   up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log"};
-  auto run = replay::replay_in_real_time(p->cfg, p->requests, opt.run.progress ? stderr : nullptr,
-                                         [&] { faults.start(); });
+  std::vector<std::string> unsettled;
+  auto settle = [&](caf::actor_system& sys, cluster& cl) {
+    faults.stop(); // no more faults: a paused node resumes, and the cluster must heal
+    std::set<uint32_t> killed;
+    for (auto& x : *nodes) {
+      if (x.paused && x.process.signal(SIGCONT))
+        x.paused = false;
+      if (x.killed)
+        killed.insert(x.node);
+    }
+    // A node silent for the heartbeat timeout needs one more beat and check to count again.
+    const auto within = std::chrono::milliseconds(p->cfg.conductor.heartbeat_timeout_ms +
+                                                  2 * p->cfg.heartbeat_interval_ms + 5000);
+    unsettled = up::audit_settled(sys, cl, killed, within);
+  };
+  auto run = replay::replay_in_real_time(
+      p->cfg, p->requests, opt.run.progress ? stderr : nullptr, [&] { faults.start(); }, settle);
   faults.stop();
   up::stop_nodes(*nodes);
   {
@@ -204,11 +221,15 @@ int up_command(const up_options& opt) {
     return fail(describe(run.error()) + " (node logs in " + p->run_dir + ")");
   if (opt.run.progress)
     fmt::print(stderr, "\n");
-  const auto invariants = up::check_invariants(p->cfg, p->requests, run->results);
+  auto invariants = up::check_invariants(p->cfg, p->requests, run->results);
+  invariants.violations.insert(invariants.violations.end(), unsettled.begin(), unsettled.end());
   const auto report = header + format_report(*run, p->cfg) + format_failures(run->results) +
                       fmt::format("faults        {} of {} carried out (faults.log)\n",
                                   faults.injected(), p->plan.faults.size()) +
-                      up::format_invariants(invariants);
+                      up::format_invariants(invariants) +
+                      (unsettled.empty() ? "settled       the conductor counts every node not "
+                                           "killed as live; no decode reservation is left\n"
+                                         : std::string{});
   fmt::print("{}", report.substr(header.size()));
   std::ofstream{p->run_dir + "/report.txt"} << report;
   write_requests(p->run_dir, run->results);

@@ -126,6 +126,10 @@ TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   EXPECT_TRUE(*status == 0 || *status == 1) << *status << "\n" << read_file(dir / "up.err");
   EXPECT_NE(report.find("faults        2 of 2 carried out"), std::string::npos) << report;
   EXPECT_NE(report.find("invariants    held: 40 of 40"), std::string::npos) << report;
+  // After the faults: the paused node counts as live again, the killed one does not.
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
+            std::string::npos)
+      << report;
   const auto faults = read_file(run_dir / "faults.log");
   EXPECT_NE(faults.find("pause node 1 for 500 ms"), std::string::npos) << faults;
   EXPECT_NE(faults.find("kill node 2"), std::string::npos) << faults;

@@ -1,0 +1,87 @@
+#include "apps/up/settled_audit.hpp"
+
+#include "messages/atoms.hpp"
+#include "messages/checked_read.hpp"
+#include "messages/errors.hpp"
+#include "messages/schema/conductor.capnp.h"
+#include "messages/schema/worker.capnp.h"
+
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+
+#include <optional>
+#include <thread>
+
+namespace crescent::up {
+
+caf::expected<uint32_t> reservations_in(const envelope& worker_stats) {
+  return read_as<wire::WorkerStats>(worker_stats, [](wire::WorkerStats::Reader in) {
+    return in.getQueuedJobs() + in.getActiveRequests();
+  });
+}
+
+caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats) {
+  return read_as<wire::ConductorStats>(
+      conductor_stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); });
+}
+
+namespace {
+
+constexpr auto ask_timeout = std::chrono::seconds(2);
+constexpr auto poll_interval = std::chrono::milliseconds(200);
+
+std::optional<envelope> ask_stats(caf::actor_system& sys, const caf::actor& who) {
+  std::optional<envelope> got;
+  caf::scoped_actor self{sys};
+  self->request(who, ask_timeout, stats_atom::value)
+      .receive([&](const envelope& e) { got = e; }, [](caf::error&) {});
+  return got;
+}
+
+} // namespace
+
+std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>& killed,
+                                    const stats_asker& ask) {
+  std::vector<std::string> out;
+  const auto& dir = cl.dir();
+  for (size_t i = 0; i < dir.decode.size(); ++i) {
+    if (killed.count(dir.decode_node[i]) != 0)
+      continue;
+    auto stats = ask(caf::actor_cast<caf::actor>(dir.decode[i]));
+    auto held = stats ? reservations_in(*stats)
+                      : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+    if (!held)
+      out.push_back(fmt::format("decode instance {} did not answer for its stats: {}", i,
+                                describe(held.error())));
+    else if (*held != 0)
+      out.push_back(fmt::format("decode instance {} still holds {} reservations after the last "
+                                "request ended",
+                                i, *held));
+  }
+  auto stats = ask(caf::actor_cast<caf::actor>(dir.conductor));
+  auto live = stats ? live_nodes_in(*stats)
+                    : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+  const auto expected = static_cast<uint32_t>(cl.config().nodes.size() - killed.size());
+  if (!live)
+    out.push_back("the conductor did not answer for its stats: " + describe(live.error()));
+  else if (*live != expected)
+    out.push_back(fmt::format("the conductor counts {} live nodes after the faults stopped; {} "
+                              "were not killed",
+                              *live, expected));
+  return out;
+}
+
+std::vector<std::string> audit_settled(caf::actor_system& sys, cluster& cl,
+                                       const std::set<uint32_t>& killed,
+                                       std::chrono::milliseconds within) {
+  const auto until = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    auto violations =
+        audit_once(cl, killed, [&](const caf::actor& who) { return ask_stats(sys, who); });
+    if (violations.empty() || std::chrono::steady_clock::now() >= until)
+      return violations;
+    std::this_thread::sleep_for(poll_interval); // real time: the cluster settles meanwhile
+  }
+}
+
+} // namespace crescent::up

@@ -1,0 +1,41 @@
+// What must hold once a run's requests have all ended and its faults stopped (docs/faults.md):
+// no decode instance still holds a reservation, and the conductor counts every node that was
+// not killed as live (it places on all of them again). Asked of the actors themselves, in real
+// time here (crescent up); crescent chaos asks the same in simulated time.
+#pragma once
+
+#include "actors/cluster/cluster.hpp"
+#include "messages/envelope.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace crescent::up {
+
+/// Reservations a decode instance holds (queued and active), from its WorkerStats.
+caf::expected<uint32_t> reservations_in(const envelope& worker_stats);
+/// Nodes the conductor counts as live, from its ConductorStats.
+caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats);
+
+/// Asks an actor for its stats (stats_atom); nothing when it does not answer (it is gone).
+using stats_asker = std::function<std::optional<envelope>(const caf::actor&)>;
+
+/// Asks once, through `ask`: what does not hold, one line each (empty: held).
+std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>& killed,
+                                    const stats_asker& ask);
+
+/// Asks until both hold or `within` has passed (a silent node needs the conductor's heartbeat
+/// timeout to count as live again); what still does not hold then, one line each (empty: held).
+std::vector<std::string> audit_settled(caf::actor_system& sys, cluster& cl,
+                                       const std::set<uint32_t>& killed,
+                                       std::chrono::milliseconds within);
+
+} // namespace crescent::up
