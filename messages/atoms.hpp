@@ -37,6 +37,7 @@ using failed_atom = caf::atom_constant<caf::atom("failed")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using stream_atom = caf::atom_constant<caf::atom("stream")>; // run, each token to a listener
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>; // the client gave up
+using quiet_atom = caf::atom_constant<caf::atom("quiet")>;   // has decode gone quiet?
 // store master and block owners
 using put_start_atom = caf::atom_constant<caf::atom("put_start")>;
 using put_commit_atom = caf::atom_constant<caf::atom("put_commit")>;

@@ -14,6 +14,13 @@ inline constexpr auto control_timeout = std::chrono::seconds(30);
 /// the transfer engine): a batch that has not ended by then fails the request.
 inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);
 
+/// A request that has its first token and hears no further token from its decode instance for
+/// this long fails ("sent no token for 30 s") instead of waiting for its deadline: a token batch
+/// or a kv_ready lost on the way would otherwise hold it (and its decode memory) that long.
+/// Decode steps take milliseconds; an instance rotates through more sequences than a batch takes.
+/// Coupled instances are not watched: their decodes pause while whole prompts prefill.
+inline constexpr auto decode_quiet_timeout = std::chrono::seconds(30);
+
 /// A batch of reads of cached blocks, or of writes of new ones, between a prefill worker and the
 /// pool: one that has not ended by then counts its blocks as misses (or leaves them unstored).
 inline constexpr auto pool_io_timeout = std::chrono::seconds(30);

@@ -105,6 +105,36 @@ caf::actor_addr decode_worker_of(const request_state& st) {
 
 } // namespace
 
+namespace {
+
+// A token came: the quiet watch (decode_quiet_timeout) starts again from now.
+void heard_token(request_ptr self) {
+  auto& st = self->state;
+  st.last_token_ns = now_ns(self);
+  if (st.coupled || st.quiet_watch)
+    return;
+  st.quiet_watch = true;
+  self->delayed_send(self, decode_quiet_timeout, quiet_atom::value);
+}
+
+} // namespace
+
+void on_quiet(request_ptr self) {
+  auto& st = self->state;
+  st.quiet_watch = false;
+  if (st.done || (st.first_token_seen && st.final_seen))
+    return;
+  const auto quiet = std::chrono::nanoseconds(now_ns(self) - st.last_token_ns);
+  if (quiet < decode_quiet_timeout) { // tokens came meanwhile: look again when due
+    st.quiet_watch = true;
+    self->delayed_send(self, decode_quiet_timeout - quiet, quiet_atom::value);
+    return;
+  }
+  finish(self, request_status::failed,
+         "decode instance " + std::to_string(st.decode_instance) + " sent no token for " +
+             std::to_string(decode_quiet_timeout.count()) + " s");
+}
+
 bool prefill_owes(const request_state& st) {
   return !st.first_token_seen || !st.decode_heard;
 }
@@ -157,6 +187,7 @@ caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
   st.prefill_queue_ns = d->queue_ns;
   st.stage_compute_ns = std::move(d->stages);
   append_tokens(self, {d->first});
+  heard_token(self);
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();
   maybe_complete(self);
@@ -174,6 +205,8 @@ uint32_t next_index(const request_state& st) {
 // Takes a batch whose first token is the next one.
 void take_in_order(request_ptr self, const std::vector<uint32_t>& tokens, bool final) {
   auto& st = self->state;
+  if (!tokens.empty() || final)
+    heard_token(self);
   if (st.first_token_seen)
     append_tokens(self, tokens);
   else // decode overtook the prefill's report (possible across processes): keep the order

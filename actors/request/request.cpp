@@ -45,6 +45,10 @@ request_actor::behavior_type request(request_ptr self, request_options options,
       [=](prefill_done_atom, const envelope& msg) { return on_prefill_done(self, msg); },
       [=](tokens_atom, const envelope& msg) { return on_tokens(self, msg); },
       [=](failed_atom, const envelope& msg) { return on_failed(self, msg); },
+      [=](quiet_atom) {
+        if (!refuse_unless_self_sent(self, "quiet"))
+          on_quiet(self);
+      },
       [=](deadline_atom) {
         if (refuse_unless_self_sent(self, "deadline"))
           return;

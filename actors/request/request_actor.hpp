@@ -31,6 +31,8 @@ using request_actor = caf::typed_actor<
     // RequestFailed from any worker
     caf::replies_to<failed_atom, envelope>::with<void>,
     // internal: the request's deadline passed
-    caf::reacts_to<deadline_atom>>;
+    caf::reacts_to<deadline_atom>,
+    // internal: time to see whether its decode instance still sends tokens
+    caf::reacts_to<quiet_atom>>;
 
 } // namespace crescent

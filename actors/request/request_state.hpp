@@ -53,6 +53,8 @@ struct request_state {
   };
   std::map<uint32_t, later_batch> later_batches;
   uint64_t duplicate_batches = 0; // batches (or parts) already had: dropped
+  int64_t last_token_ns = 0;      // when the last token came (decode_quiet_timeout)
+  bool quiet_watch = false;       // a quiet_atom is on its way
   bool first_token_seen = false;
   bool decode_heard = false; // a TokenBatch came: the decode worker has the KV
   bool final_seen = false;
@@ -77,6 +79,7 @@ void finish(request_ptr self, request_status status, const std::string& reason);
 // progress.cpp
 caf::result<void> on_prefill_done(request_ptr self, const envelope& msg);
 caf::result<void> on_tokens(request_ptr self, const envelope& msg);
+void on_quiet(request_ptr self);
 caf::result<void> on_failed(request_ptr self, const envelope& msg);
 int64_t now_ns(request_ptr self);
 /// Whether the prefill instance still owes this request something (its first token, or the

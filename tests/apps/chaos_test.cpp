@@ -65,6 +65,17 @@ TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
   EXPECT_EQ(failed_with(r, "request_timeout"), 20u) << r.results.at(0).reason;
 }
 
+TEST(chaos, a_request_whose_token_batches_are_lost_fails_when_decode_goes_quiet) {
+  auto c = prepared(20);
+  // Each request has its first token (from prefill); every batch from decode is lost. Each
+  // fails 30 s after its last token (decode_quiet_timeout), not at its 300 s deadline.
+  auto r = run_plan(c, plan_of("faults: [{at_ms: 0, drop: 1, type: tokens, to: request}]", c.cfg),
+                    1);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.failed, 20u);
+  EXPECT_EQ(failed_with(r, "sent no token for 30 s"), 20u) << r.results.at(0).reason;
+}
+
 TEST(chaos, duplicated_and_reordered_token_batches_still_give_the_reference_tokens) {
   // Found by seeds 3 and 10 (below): a request took a duplicated or a late batch as new tokens.
   auto c = prepared(20);
