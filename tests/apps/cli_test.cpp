@@ -429,6 +429,42 @@ std::string read_all(const std::string& path) {
   return text.str();
 }
 
+TEST(cli, chaos_runs_seeds_and_refuses_bad_budgets_plans_and_flags) {
+  const std::string head = " --trace " + trace;
+  auto r = run("chaos --seeds 2 --first 5 --requests 4 --verbose" + head);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("seed 5: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("2 seeds, "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0 seeds violated an invariant"), std::string::npos) << r.output;
+  r = run("chaos --seeds 2 --requests 4 --jobs 2" + head);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("2 seeds, "), std::string::npos) << r.output;
+  auto budget = write_file("cli_budget.yaml", "budget:\n  kinds: [drop, explode]\n");
+  r = run("chaos --seeds 1 --requests 4 --faults " + budget + head);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(budget + ":2: budget.kinds: 'explode' is not a fault kind"),
+            std::string::npos)
+      << r.output;
+  r = run("chaos --seeds 0" + head);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--seeds"), std::string::npos) << r.output;
+  auto modeled = write_file("cli_chaos_modeled.yaml",
+                            "engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
+                            "model: {block_tokens: 256, context_tokens_max: 262144}\n"
+                            "nodes:\n  - {prefill: 1, pool_tokens: 100000}\n"
+                            "  - {decode: 1, pool_tokens: 100000}\n"
+                            "decode: {kv_tokens: 200000}\n");
+  r = run("chaos --seeds 1 --requests 4 --cluster " + modeled + head);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("needs engine.kind: reference"), std::string::npos) << r.output;
+  // A plan for simulated time: replay --sim takes it, crescent up refuses the kinds it lacks.
+  auto plan = write_file("cli_plan.yaml", "faults:\n  - {at_ms: 0, drop: 0.5, node: 20}\n");
+  r = run("replay " + trace + " --sim --requests 4 --no-progress --faults " + plan);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find(plan + ":2: node 20 is not in the cluster (16 nodes)"), std::string::npos)
+      << r.output;
+}
+
 TEST(cli, experiment_help_lists_the_experiments) {
   auto r = run("experiment --help");
   ASSERT_EQ(r.status, 0) << r.output;
