@@ -1,6 +1,7 @@
 #include "apps/chaos/fault_budget.hpp"
 
 #include "actors/cluster/yaml_reader.hpp"
+#include "apps/sim/delivery_policy.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -105,7 +106,7 @@ struct draw {
   std::mt19937_64 rng;
   uint64_t below(uint64_t n) { return n == 0 ? 0 : rng() % n; }
   uint64_t in(uint64_t lo, uint64_t hi) { return lo + below(hi - lo + 1); }
-  double unit() { return double(rng() >> 11) * 0x1.0p-53; }
+  double unit() { return sim::uniform_unit(rng); }
 };
 
 void draw_match(draw& d, up::fault& f, uint32_t nodes) {

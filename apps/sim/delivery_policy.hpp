@@ -44,6 +44,12 @@ class delivery_policy {
   virtual size_t pick(std::span<const ready_message> ready) = 0;
 };
 
+/// Uniform in [0, 1) from a seeded generator's raw numbers: std::uniform_real_distribution
+/// differs between standard libraries, and a seed must name the same run everywhere.
+inline double uniform_unit(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
 /// A seeded uniform choice among the ready actors.
 class shuffled_delivery final : public delivery_policy {
  public:

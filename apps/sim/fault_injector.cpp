@@ -32,8 +32,7 @@ struct fault_injector::state {
     log.push_back(fmt::format("{:.3f} ms: {}", double(now_ns - start_ns) / 1e6, what));
   }
 
-  // Uniform in [0, 1), the same on every standard library.
-  double draw() { return double(rng() >> 11) * 0x1.0p-53; }
+  double draw() { return uniform_unit(rng); }
 };
 
 namespace {

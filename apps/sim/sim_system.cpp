@@ -148,18 +148,26 @@ void sim_system::choose_next() {
     std::swap(sched_.jobs.front(), sched_.jobs[k]);
   }
   for (const auto& d : described)
-    ready.push_back(ready_of(d, false));
+    ready.push_back(ready_of(d));
   const size_t pick = std::min(policy_->pick(ready), sched_.jobs.size() - 1);
   std::rotate(sched_.jobs.begin(), sched_.jobs.begin() + static_cast<ptrdiff_t>(pick),
               sched_.jobs.begin() + static_cast<ptrdiff_t>(pick) + 1);
 }
 
-ready_message sim_system::ready_of(const delivered_message& d, bool system) {
-  return {d.receiver,        labels_[d.receiver],
-          d.sender,          labels_[d.sender],
-          types_[d.type],    d.bytes,
-          d.time_ns,         places_[d.receiver],
-          places_[d.sender], system};
+ready_message sim_system::ready_of(const delivered_message& d) {
+  const std::string& type = types_[d.type];
+  // Down and exit messages are made where they are received (type_of names them so).
+  const bool system = type.rfind("down", 0) == 0 || type.rfind("exit", 0) == 0;
+  return {d.receiver,
+          labels_[d.receiver],
+          d.sender,
+          labels_[d.sender],
+          type,
+          d.bytes,
+          d.time_ns,
+          places_[d.receiver],
+          places_[d.sender],
+          system};
 }
 
 void sim_system::record(const delivered_message& m) {
@@ -245,9 +253,7 @@ void sim_system::deliver_one() {
   if (front != nullptr && unfiltered_.erase(front) != 0) {
     // A duplicate or a message that was held: delivered as it is.
   } else if (filter_ != nullptr && front != nullptr) {
-    const std::string& type = types_[m.type];
-    const bool system = type.rfind("down", 0) == 0 || type.rfind("exit", 0) == 0;
-    const auto verdict = filter_->judge(ready_of(m, system));
+    const auto verdict = filter_->judge(ready_of(m));
     if (verdict.what != fault_verdict::action::deliver && apply_fault(m, verdict))
       return;
   }

@@ -105,7 +105,7 @@ class sim_system {
  private:
   void deliver_one();
   void choose_next();
-  ready_message ready_of(const delivered_message& d, bool system);
+  ready_message ready_of(const delivered_message& d);
   bool apply_fault(const delivered_message& m, const fault_verdict& v);
   void record(const delivered_message& m);
   delivered_message describe_front();

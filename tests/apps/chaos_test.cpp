@@ -30,6 +30,11 @@ up::fault_plan plan_of(const std::string& yaml, const cluster_config& cfg) {
   return *plan;
 }
 
+// Runs a plan written out, with seed 1 drawing the messages it takes.
+seed_result run_yaml(campaign& c, const std::string& yaml) {
+  return run_plan(c, plan_of(yaml, c.cfg), 1);
+}
+
 std::string violations_of(const seed_result& r) {
   std::string out;
   for (const auto& v : r.violations)
@@ -56,8 +61,7 @@ TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
   // Every request's job to its prefill instance (main process to node 0 or 1) is lost: each
   // fails when its ask times out. (A request's schedule to the conductor never crosses: both
   // run in the main process, so no message fault takes it.)
-  auto r =
-      run_plan(c, plan_of("faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{20});
   EXPECT_EQ(r.completed, 0u);
@@ -69,8 +73,7 @@ TEST(chaos, a_request_whose_token_batches_are_lost_fails_when_decode_goes_quiet)
   auto c = prepared(20);
   // Each request has its first token (from prefill); every batch from decode is lost. Each
   // fails 30 s after its last token (decode_quiet_timeout), not at its 300 s deadline.
-  auto r =
-      run_plan(c, plan_of("faults: [{at_ms: 0, drop: 1, type: tokens, to: request}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: tokens, to: request}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.failed, 20u);
   EXPECT_EQ(failed_with(r, "sent no token for 30 s"), 20u) << r.results.at(0).reason;
@@ -81,7 +84,7 @@ TEST(chaos, duplicated_and_reordered_token_batches_still_give_the_reference_toke
   auto c = prepared(20);
   for (const char* yaml : {"faults: [{at_ms: 0, duplicate: 1, type: tokens}]",
                            "faults: [{at_ms: 0, reorder: 1, delay_ms: 20, type: tokens}]"}) {
-    auto r = run_plan(c, plan_of(yaml, c.cfg), 1);
+    auto r = run_yaml(c, yaml);
     EXPECT_TRUE(r.held()) << yaml << "\n" << violations_of(r);
     EXPECT_EQ(r.completed, 20u) << yaml;
     ASSERT_EQ(r.faults_taken.size(), 1u);
@@ -92,9 +95,8 @@ TEST(chaos, duplicated_and_reordered_token_batches_still_give_the_reference_toke
 TEST(chaos, a_delay_moves_each_token_by_exactly_its_length) {
   auto c = prepared(1);
   auto base = run_plan(c, {}, 1);
-  auto late = run_plan(
-      c, plan_of("faults: [{at_ms: 0, delay: 1, delay_ms: 100, type: tokens, to: request}]", c.cfg),
-      1);
+  auto late =
+      run_yaml(c, "faults: [{at_ms: 0, delay: 1, delay_ms: 100, type: tokens, to: request}]");
   ASSERT_EQ(base.results.size(), 1u);
   ASSERT_EQ(late.results.size(), 1u);
   EXPECT_TRUE(late.held()) << violations_of(late);
@@ -112,23 +114,20 @@ TEST(chaos, changed_kv_on_the_way_to_decode_fails_the_request_and_never_reaches_
   // Found by a campaign of corrupt faults: the hand-off carried no check, and changed KV
   // decoded other tokens. Its slices are checked end to end now.
   auto c = prepared(20);
-  auto r = run_plan(c, plan_of("faults: [{at_ms: 0, corrupt: 1, node: 2}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 0, corrupt: 1, node: 2}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_GT(r.faults_taken.at(0), 0u);
   EXPECT_GT(failed_with(r, "KV hand-off to decode failed: checksum_mismatch"), 0u);
   EXPECT_EQ(r.completed + r.failed, 20u);
   // Pool blocks carry their own checksums: a changed read is a miss, computed again.
-  r = run_plan(c,
-               plan_of("faults: [{at_ms: 0, corrupt: 1, node: 0}, {at_ms: 0, corrupt: 1, "
-                       "node: 1}]",
-                       c.cfg),
-               1);
+  r = run_yaml(c, "faults: [{at_ms: 0, corrupt: 1, node: 0}, {at_ms: 0, corrupt: 1, "
+                  "node: 1}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
 }
 
 TEST(chaos, a_failed_kv_slice_fails_its_request_with_the_reason) {
   auto c = prepared(20);
-  auto r = run_plan(c, plan_of("faults: [{at_ms: 0, fail_transfer: 1, node: 3}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 0, fail_transfer: 1, node: 3}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_GT(failed_with(r, "the slice failed (injected fault)"), 0u);
   EXPECT_GT(r.completed, 0u) << "decode instance 0 (node 2) takes the others";
@@ -137,7 +136,7 @@ TEST(chaos, a_failed_kv_slice_fails_its_request_with_the_reason) {
 TEST(chaos, a_short_pause_delays_and_loses_nothing) {
   auto c = prepared(20);
   // Node 2 holds decode instance 0; 2 s is less than the conductor's 5 s heartbeat timeout.
-  auto r = run_plan(c, plan_of("faults: [{at_ms: 200, pause: 2, for_ms: 2000}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 200, pause: 2, for_ms: 2000}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.completed, 20u);
   EXPECT_GT(r.faults_taken.at(0), 0u);
@@ -145,7 +144,7 @@ TEST(chaos, a_short_pause_delays_and_loses_nothing) {
 
 TEST(chaos, a_partition_longer_than_the_heartbeat_timeout_fails_its_requests_then_heals) {
   auto c = prepared(20);
-  auto r = run_plan(c, plan_of("faults: [{at_ms: 100, partition: [2], for_ms: 8000}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 100, partition: [2], for_ms: 8000}]");
   // Held includes: the conductor counts node 2 live again once the partition is over.
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_GT(r.faults_taken.at(0), 0u);
@@ -155,7 +154,7 @@ TEST(chaos, a_partition_longer_than_the_heartbeat_timeout_fails_its_requests_the
 
 TEST(chaos, a_killed_decode_node_fails_what_it_held_and_the_rest_go_elsewhere) {
   auto c = prepared(20);
-  auto r = run_plan(c, plan_of("faults: [{at_ms: 300, kill: 3}]", c.cfg), 1);
+  auto r = run_yaml(c, "faults: [{at_ms: 300, kill: 3}]");
   EXPECT_TRUE(r.held()) << violations_of(r); // the conductor counts 3 live nodes after
   EXPECT_EQ(r.faults_taken.at(0), 3u) << "its block owner, node agent and decode instance 1";
   EXPECT_GT(r.completed, 0u);
@@ -165,13 +164,10 @@ TEST(chaos, a_kill_with_lost_and_duplicated_messages_crashes_nothing) {
   // Found by a plan like a chaos seed's: the killed decode instance's page grants stayed
   // registered after its memory was gone, and a prefill's KV hand-off wrote into it (SIGSEGV).
   auto c = prepared(200);
-  auto r = run_plan(c,
-                    plan_of("faults:\n"
-                            "  - {at_ms: 2000, drop: 0.05}\n"
-                            "  - {at_ms: 0, duplicate: 0.02, for_ms: 20000}\n"
-                            "  - {at_ms: 30000, kill: 3}\n",
-                            c.cfg),
-                    1);
+  auto r = run_yaml(c, "faults:\n"
+                       "  - {at_ms: 2000, drop: 0.05}\n"
+                       "  - {at_ms: 0, duplicate: 0.02, for_ms: 20000}\n"
+                       "  - {at_ms: 30000, kill: 3}\n");
   EXPECT_TRUE(r.held()) << violations_of(r);
 }
 
