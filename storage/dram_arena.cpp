@@ -6,14 +6,15 @@ namespace crescent::storage {
 
 caf::expected<std::unique_ptr<dram_arena>>
 dram_arena::create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node,
-                   uint64_t capacity_bytes, uint32_t blocks_max, uint64_t unit) {
+                   uint64_t capacity_bytes, uint32_t blocks_max, uint64_t unit,
+                   transport::touch when) {
   if (unit == 0 || (unit & (unit - 1)) != 0 || unit > unit_bytes)
     return make_error(errc::invalid_argument,
                       "a DRAM tier's unit must be a power of two up to 4 KiB");
   if (capacity_bytes < unit || blocks_max == 0)
     return make_error(errc::invalid_argument,
                       "a DRAM tier needs at least one unit and room for one block");
-  auto memory = transport::host_memory::allocate(capacity_bytes);
+  auto memory = transport::host_memory::allocate(capacity_bytes, when);
   if (!memory)
     return std::move(memory.error());
   // Exactly the capacity asked for (the mapping is rounded up to whole pages): the pool's

@@ -32,7 +32,8 @@ class dram_arena {
   /// `unit` bytes (a power of two; smaller units suit small blocks, such as stand-ins).
   static caf::expected<std::unique_ptr<dram_arena>>
   create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node, uint64_t capacity_bytes,
-         uint32_t blocks_max, uint64_t unit = unit_bytes);
+         uint32_t blocks_max, uint64_t unit = unit_bytes,
+         transport::touch when = transport::touch::up_front);
 
   /// Unregisters the region: handles still held elsewhere then fail with not_found.
   ~dram_arena();

@@ -6,14 +6,14 @@ namespace crescent::storage {
 
 caf::expected<std::unique_ptr<dram_pool>>
 dram_pool::create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node,
-                  uint64_t slot_bytes, uint32_t slots) {
+                  uint64_t slot_bytes, uint32_t slots, transport::touch when) {
   if (slot_bytes == 0 || slot_bytes > slot_bytes_max)
     return make_error(errc::invalid_argument,
                       "pool slot size " + std::to_string(slot_bytes) + " is not in [1, 64 MiB]");
   if (slots == 0 || slots > slots_max)
     return make_error(errc::invalid_argument,
                       "pool slot count " + std::to_string(slots) + " is not in [1, 2^24]");
-  auto memory = transport::host_memory::allocate(slot_bytes * slots);
+  auto memory = transport::host_memory::allocate(slot_bytes * slots, when);
   if (!memory)
     return std::move(memory.error());
   auto region = engine->register_region(node, memory->data(), memory->size_bytes());

@@ -26,7 +26,7 @@ class dram_pool {
   /// Maps and registers `slots` slots of `slot_bytes` bytes on `node`.
   static caf::expected<std::unique_ptr<dram_pool>>
   create(std::shared_ptr<transport::transfer_engine> engine, uint32_t node, uint64_t slot_bytes,
-         uint32_t slots);
+         uint32_t slots, transport::touch when = transport::touch::up_front);
 
   dram_pool(const dram_pool&) = delete;
   dram_pool& operator=(const dram_pool&) = delete;

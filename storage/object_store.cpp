@@ -155,6 +155,8 @@ std::vector<object_record> object_store::take(std::vector<uint64_t> keys) {
       --complete_;
     else if (i->second.state == object_state::pending)
       --pending_;
+    if (i->second.state != object_state::complete)
+      transient_.erase(key);
     out.push_back(std::move(i->second));
     objects_.erase(i);
   }
@@ -176,6 +178,7 @@ caf::error object_store::start(std::span<const object_record> records) {
   for (const auto& r : records) {
     auto& stored = objects_[r.key] = r;
     stored.state = object_state::pending;
+    transient_.insert(r.key);
     ++pending_;
   }
   return caf::none;
@@ -216,6 +219,7 @@ caf::error object_store::commit(std::span<const uint64_t> keys,
     auto& r = objects_[keys[i]];
     r.checksum = checksums[i];
     r.state = object_state::complete;
+    transient_.erase(keys[i]);
     --pending_;
     ++complete_;
   }
@@ -243,6 +247,7 @@ caf::expected<std::vector<object_record>> object_store::remove(std::span<const u
       return err;
     if (i->second.lease_until_ns > now_ns) {
       i->second.state = object_state::removed; // its space waits for the lease to end
+      transient_.insert(key);
       --complete_;
       continue;
     }
@@ -251,14 +256,18 @@ caf::expected<std::vector<object_record>> object_store::remove(std::span<const u
   return take(std::move(gone));
 }
 
+// Looks at pending and removed blocks only: the master sweeps twice a second, and a pool of a
+// paper cluster holds ~100k complete blocks that a scan of every block would walk each time.
 std::vector<object_record> object_store::collect(int64_t now_ns) {
   std::vector<uint64_t> due;
-  for (const auto& [key, r] : objects_) {
+  for (auto key : transient_) {
+    const auto& r = objects_.at(key);
     if (r.state == object_state::pending && r.put_deadline_ns <= now_ns)
       due.push_back(key);
     else if (r.state == object_state::removed && r.lease_until_ns <= now_ns)
       due.push_back(key);
   }
+  std::sort(due.begin(), due.end()); // the same order whatever the set's
   return take(std::move(due));
 }
 

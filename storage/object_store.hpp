@@ -22,6 +22,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace rocksdb {
@@ -150,6 +151,7 @@ class object_store {
   load_report loaded_;
   object_options options_;
   std::unordered_map<uint64_t, object_record> objects_;
+  std::unordered_set<uint64_t> transient_; // keys of pending and removed blocks
   uint64_t complete_ = 0;
   uint64_t pending_ = 0;
   uint64_t commit_writes_ = 0;

@@ -46,7 +46,7 @@ void host_memory::release() noexcept {
   fd_ = -1;
 }
 
-caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes) {
+caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes, touch when) {
   if (length_bytes == 0)
     return make_error(errc::invalid_argument, "cannot map a region of zero bytes");
   const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
@@ -67,8 +67,9 @@ caf::expected<host_memory> host_memory::allocate(uint64_t length_bytes) {
   result.data_ = static_cast<std::byte*>(p);
   result.length_ = length_bytes;
   result.mapped_ = mapped;
-  for (uint64_t off = 0; off < mapped; off += page)
-    result.data_[off] = std::byte{0};
+  if (when == touch::up_front)
+    for (uint64_t off = 0; off < mapped; off += page)
+      result.data_[off] = std::byte{0};
   result.segment_id_ = remember_segment(result.data_, mapped, result.fd_);
   return result;
 }

@@ -29,7 +29,7 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   const uint64_t unit =
       std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page & (~memory_page + 1));
   auto arena = storage::dram_arena::create(transfer, node, blocks * memory_page,
-                                           static_cast<uint32_t>(blocks), unit);
+                                           static_cast<uint32_t>(blocks), unit, memory_touch(cfg));
   if (!arena)
     return std::move(arena.error());
   std::shared_ptr<storage::ssd_tier> ssd;
@@ -71,6 +71,10 @@ uint64_t memory_page_bytes(const cluster_config& cfg) {
                                                       : cfg.model.page_bytes();
 }
 
+transport::touch memory_touch(const cluster_config& cfg) {
+  return cfg.simulated_time ? transport::touch::on_use : transport::touch::up_front;
+}
+
 namespace {
 
 // What every worker computes with: a reference engine, and `pages` KV pages registered with
@@ -86,7 +90,8 @@ caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uin
   auto engine = make_engine(cfg, std::move(cores));
   if (!engine)
     return std::move(engine.error());
-  auto pool = storage::dram_pool::create(transfer, node, (*engine)->page_memory_bytes(), pages);
+  auto pool = storage::dram_pool::create(transfer, node, (*engine)->page_memory_bytes(), pages,
+                                         memory_touch(cfg));
   if (!pool)
     return std::move(pool.error());
   return worker_kit{std::move(*engine), std::move(*pool)};
@@ -141,8 +146,9 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
     // An inbox and an outbox slot per chunk of the longest prompt (stage.cpp).
     const uint32_t chunks =
         (cfg.model.context_tokens_max + cfg.prefill.chunk_tokens - 1) / cfg.prefill.chunk_tokens;
-    auto pool = storage::dram_pool::create(
-        transfer, node, kit->engine->stream_bytes(cfg.prefill.chunk_tokens), 2 * chunks);
+    auto pool = storage::dram_pool::create(transfer, node,
+                                           kit->engine->stream_bytes(cfg.prefill.chunk_tokens),
+                                           2 * chunks, memory_touch(cfg));
     if (!pool)
       return std::move(pool.error());
     streams = std::move(*pool);

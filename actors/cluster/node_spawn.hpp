@@ -8,6 +8,7 @@
 #include "actors/decode_worker/decode_worker_actor.hpp"
 #include "actors/store_master/store_master_actor.hpp"
 #include "gpu/shared_cores.hpp"
+#include "transport/host_memory.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
@@ -26,6 +27,11 @@ make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores 
 /// Bytes of one KV page in the memory the cluster's engine computes on (its pool blocks and
 /// worker pages): the model's page, or the modeled engine's stand-in of it.
 uint64_t memory_page_bytes(const cluster_config& cfg);
+
+/// When the cluster's pool and worker memory is faulted in: up front in real time (no page
+/// fault inside a transfer), on use in simulated time (no copy is timed, and a paper cluster's
+/// pools would take seconds to touch and hundreds of MiB that a short run never uses).
+transport::touch memory_touch(const cluster_config& cfg);
 
 /// Node `node`'s block owner: a DRAM arena of nodes[node].pool_bytes registered with `transfer`
 /// and, where nodes[node].ssd_bytes is set, an SSD tier in `ssd_dir` (which must then be

@@ -104,6 +104,26 @@ TEST_F(objects, removal_waits_for_the_lease_and_pending_puts_are_reclaimed) {
   EXPECT_EQ(s->size(), 0u);
 }
 
+// collect() looks only at blocks still pending or removed: one committed, revoked or freed by
+// another call is never returned again, and what is due comes in key order.
+TEST_F(objects, collect_returns_only_blocks_still_pending_or_removed_in_key_order) {
+  auto s = open();
+  std::vector<object_record> recs{block(9, {0}, 100), block(4, {0}, 100), block(7, {0}, 100),
+                                  block(5, {0}, 100), block(6, {0}, 100)};
+  ASSERT_FALSE(s->start(recs));
+  std::vector<uint64_t> committed{5, 6}, sums{5, 6};
+  ASSERT_FALSE(s->commit(committed, sums));
+  std::vector<uint64_t> revoked{7};
+  EXPECT_EQ(keys_of(s->revoke(revoked)), revoked);
+  std::vector<uint64_t> removed{6};
+  s->lease(6, 100);
+  ASSERT_TRUE(s->remove(removed, 50));
+  EXPECT_EQ(keys_of(s->collect(200)), (std::vector<uint64_t>{4, 6, 9}));
+  EXPECT_TRUE(keys_of(s->collect(1 << 30)).empty());
+  EXPECT_EQ(s->size(), 1u) << "the committed block stays";
+  EXPECT_EQ(s->find(5)->state, object_state::complete);
+}
+
 TEST_F(objects, a_dead_node_leaves_every_replica_list) {
   {
     auto s = open();
