@@ -3,7 +3,10 @@
 #include "gpu/sequence_checks.hpp"
 #include "messages/errors.hpp"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -35,12 +38,35 @@ uint64_t chain_root(uint64_t fingerprint) {
 // layer the next range starts at.
 constexpr size_t stream_standin_bytes = 16;
 
+// A chunk's tokens and where they start. XXH3, not the chain: each of a chunk's layer ranges
+// checks its stream, and a chain over its tokens per range was a tenth of a replay's time.
 uint64_t chunk_digest(uint32_t first_position, std::span<const uint32_t> tokens) {
-  uint64_t d = mix(0x53545245414dull ^ first_position);
-  for (size_t i = 0; i < tokens.size(); ++i)
-    d = extend(d, tokens[i], first_position + static_cast<uint32_t>(i));
-  return d;
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(),
+                              mix(0x53545245414dull ^ first_position));
 }
+
+// What writing a run of tokens into a page made of the state it started from. Every layer
+// range of a chunk writes the same tokens from the same state (each range's slots hold what
+// the range before it held), so the chain over a page's tokens is computed once per chunk, not
+// once per range. The state and positions are compared whole; only the tokens by digest.
+struct page_write {
+  uint64_t content = 0, content_before = 0; // the state written from
+  uint32_t tokens = 0, position = 0, count = 0;
+  uint64_t tokens_digest = 0;
+  uint64_t new_content = 0, new_content_before = 0; // what the run made of it
+  uint32_t new_tokens = 0;
+  bool valid = false;
+
+  bool same_start(const page_write& o) const {
+    return valid && content == o.content && content_before == o.content_before &&
+           tokens == o.tokens && position == o.position && count == o.count &&
+           tokens_digest == o.tokens_digest;
+  }
+};
+
+// Runs shorter than this (a decode step's one token) are chained directly.
+constexpr uint32_t page_write_memo_tokens_min = 16;
+constexpr size_t page_write_memo_slots = 64; // pages of a chunk: chunk_tokens / block_tokens + 1
 
 class modeled_engine final : public engine {
  public:
@@ -113,8 +139,8 @@ class modeled_engine final : public engine {
                                             std::span<std::byte> stream) {
     if (auto err = check_sequence(cfg_, seq, tokens, prefill_call, 1))
       return err;
-    const uint64_t chunk = chunk_digest(seq.length_tokens, tokens);
     const bool streamed = !stream.empty();
+    const uint64_t chunk = streamed ? chunk_digest(seq.length_tokens, tokens) : 0;
     if (streamed && r.first > 0) {
       uint64_t digest = 0;
       uint32_t layer = 0;
@@ -228,13 +254,28 @@ class modeled_engine final : public engine {
     if (!s)
       return s.error();
     const uint32_t offset = pos % cfg_.block_tokens;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      const auto at = static_cast<uint32_t>(offset + i);
-      if (s->tokens == at) { // appending
-        s->content_before = at == 0 ? s->content_before : s->content;
-        s->tokens += 1;
-      } // else rewriting the last position, from the content before it
-      s->content = extend(s->content_before, tokens[i], pos + static_cast<uint32_t>(i));
+    if (tokens.size() < page_write_memo_tokens_min) {
+      chain(*s, offset, pos, tokens);
+    } else {
+      page_write w;
+      w.content = s->content;
+      w.content_before = s->content_before;
+      w.tokens = s->tokens;
+      w.position = pos;
+      w.count = static_cast<uint32_t>(tokens.size());
+      w.tokens_digest = XXH3_64bits(tokens.data(), tokens.size_bytes());
+      auto& memo = memo_[(pos / cfg_.block_tokens) % memo_.size()];
+      if (!memo.same_start(w)) {
+        chain(*s, offset, pos, tokens);
+        w.new_content = s->content;
+        w.new_content_before = s->content_before;
+        w.new_tokens = s->tokens;
+        w.valid = true;
+        memo = w;
+      }
+      s->content = memo.new_content;
+      s->content_before = memo.new_content_before;
+      s->tokens = memo.new_tokens;
     }
     for (uint32_t l = r.first; l < r.end; ++l) {
       s->layer = l;
@@ -243,11 +284,25 @@ class modeled_engine final : public engine {
     return {};
   }
 
+  // Chains `tokens`, written from `pos` (at `offset` in its page), onto the page state `s`.
+  static void chain(standin_page& s, uint32_t offset, uint32_t pos,
+                    std::span<const uint32_t> tokens) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      const auto at = static_cast<uint32_t>(offset + i);
+      if (s.tokens == at) { // appending
+        s.content_before = at == 0 ? s.content_before : s.content;
+        s.tokens += 1;
+      } // else rewriting the last position, from the content before it
+      s.content = extend(s.content_before, tokens[i], pos + static_cast<uint32_t>(i));
+    }
+  }
+
   model_config cfg_;
   std::shared_ptr<const modeled_profile> profile_;
   std::shared_ptr<shared_cores> cores_;
   uint64_t fingerprint_;
   uint64_t kv_bytes_per_token_;
+  std::array<page_write, page_write_memo_slots> memo_{}; // by page index
 };
 
 } // namespace

@@ -279,6 +279,41 @@ TEST(modeled_engine, layer_ranges_in_turn_write_what_one_call_writes) {
   EXPECT_EQ(e->layer_slice({1, 2}).offset, standin_layer_bytes);
 }
 
+// Pages of 64 tokens: long runs of a page, whose chain an engine computes once per chunk and
+// reuses for the chunk's other layer ranges. What it writes must be what a fresh engine computes
+// in one call, also for a sequence that shares a page's tokens but not the pages before it.
+TEST(modeled_engine, a_chunk_in_layer_ranges_writes_what_a_fresh_engine_writes) {
+  const auto model = tiny_model(64);
+  auto fresh = [&] {
+    return std::move(
+        *make_modeled_engine(model, std::make_shared<modeled_profile>(tiny_profile())));
+  };
+  auto e = fresh();
+  auto t = prompt(200);
+  auto u = t;
+  u[0] += 1; // the same tokens from position 1 on, after another first token
+  for (const auto& tokens : {t, u, t}) {
+    pages whole(4), layered(4);
+    auto a = fresh()->prefill({whole.ptrs, 0}, tokens);
+    ASSERT_TRUE(a);
+    std::vector<std::byte> stream(e->stream_bytes(100));
+    for (uint32_t first : {0u, 100u}) {
+      const auto chunk = std::span{tokens}.subspan(first, 100);
+      ASSERT_TRUE(e->prefill_layers({layered.ptrs, first}, chunk, {0, 1}, stream));
+      auto last = e->prefill_layers({layered.ptrs, first}, chunk, {1, 2}, stream);
+      ASSERT_TRUE(last) << describe(last.error());
+      if (first == 100)
+        EXPECT_EQ(last->next_token, a->next_token);
+    }
+    EXPECT_EQ(whole.memory, layered.memory);
+  }
+  pages pt(4), pu(4);
+  ASSERT_TRUE(e->prefill({pt.ptrs, 0}, t));
+  ASSERT_TRUE(e->prefill({pu.ptrs, 0}, u));
+  EXPECT_NE(0, std::memcmp(pt.ptrs[2], pu.ptrs[2], pages::page_bytes))
+      << "page 2's tokens are the same, the pages before them are not";
+}
+
 TEST(modeled_engine, a_layer_that_did_not_arrive_or_a_wrong_stream_is_an_error) {
   auto e = make();
   const auto t = prompt(8);
