@@ -5,6 +5,8 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace crescent::gpu::ref {
 
@@ -75,25 +77,56 @@ void model::init_weights() {
   }
 }
 
-void model::init_rope() {
-  // angle(pos, i) = pos * theta^(-2i / head_dim), computed in double by our own exp/log/sincos
-  // so that the tables are identical on every machine.
-  const uint32_t half = cfg_.head_dim() / 2;
-  const double log_theta = log_d(cfg_.rope_theta);
+namespace {
+
+struct rope_key {
+  uint32_t head_dim, context_tokens;
+  double theta;
+  auto operator<=>(const rope_key&) const = default;
+};
+
+// angle(pos, i) = pos * theta^(-2i / head_dim), computed in double by our own exp/log/sincos
+// so that the tables are identical on every machine.
+std::shared_ptr<const rope_tables> make_rope(const rope_key& k) {
+  const uint32_t half = k.head_dim / 2;
+  const double log_theta = log_d(k.theta);
   std::vector<double> inv_freq(half);
   for (uint32_t i = 0; i < half; ++i)
-    inv_freq[i] = exp_d(-(2.0 * i / cfg_.head_dim()) * log_theta);
-  rope_cos_.resize(size_t{cfg_.context_tokens_max} * half);
-  rope_sin_.resize(rope_cos_.size());
-  for (size_t pos = 0; pos < cfg_.context_tokens_max; ++pos) {
+    inv_freq[i] = exp_d(-(2.0 * i / k.head_dim) * log_theta);
+  auto t = std::make_shared<rope_tables>();
+  t->cos.resize(size_t{k.context_tokens} * half);
+  t->sin.resize(t->cos.size());
+  for (size_t pos = 0; pos < k.context_tokens; ++pos) {
     for (uint32_t i = 0; i < half; ++i) {
       double s = 0.0;
       double c = 0.0;
       sincos_d(static_cast<double>(pos) * inv_freq[i], s, c);
-      rope_cos_[pos * half + i] = static_cast<float>(c);
-      rope_sin_[pos * half + i] = static_cast<float>(s);
+      t->cos[pos * half + i] = static_cast<float>(c);
+      t->sin[pos * half + i] = static_cast<float>(s);
     }
   }
+  return t;
+}
+
+} // namespace
+
+// The tables depend on three numbers only, and a cluster makes an engine per worker (a chaos
+// campaign, per worker and seed): each distinct table is computed once per process and kept,
+// read-only, for every model that needs it; past rope_tables_kept distinct ones (a process
+// that tries many shapes), a model computes its own.
+void model::init_rope() {
+  constexpr size_t rope_tables_kept = 8;
+  static std::mutex lock;
+  static std::map<rope_key, std::shared_ptr<const rope_tables>> kept;
+  const rope_key key{cfg_.head_dim(), cfg_.context_tokens_max, cfg_.rope_theta};
+  std::lock_guard guard{lock};
+  if (auto found = kept.find(key); found != kept.end()) {
+    rope_ = found->second;
+    return;
+  }
+  rope_ = make_rope(key);
+  if (kept.size() < rope_tables_kept)
+    kept.emplace(key, rope_);
 }
 
 void model::store_kv(const token_row& row, uint32_t layer, const float* k, const float* v) const {
@@ -122,8 +155,8 @@ void model::self_attention(const layer_weights& w, uint32_t layer,
     float* q = qkv_.data() + r * qkv_cols_;
     float* k = q + d;
     const float* v = k + cfg_.kv_dim();
-    const float* cos = rope_cos_.data() + size_t{rows[r].position} * half;
-    const float* sin = rope_sin_.data() + size_t{rows[r].position} * half;
+    const float* cos = rope_->cos.data() + size_t{rows[r].position} * half;
+    const float* sin = rope_->sin.data() + size_t{rows[r].position} * half;
     rope(q, cfg_.heads, hd, cos, sin);
     scale(q, d, q_scale);
     rope(k, cfg_.kv_heads, hd, cos, sin);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct token_row {
   std::span<std::byte* const> pages;
   uint32_t position = 0;
   uint32_t token = 0;
+};
+
+/// RoPE's cos and sin by position: [context_tokens_max][head_dim / 2] each.
+struct rope_tables {
+  std::vector<float> cos, sin;
 };
 
 class model {
@@ -74,10 +80,9 @@ class model {
   size_t qkv_cols_;              // d_model + 2 * kv_dim
   std::vector<float> embedding_; // [vocab][d_model]
   std::vector<layer_weights> layers_;
-  std::vector<float> final_norm_; // [d_model]
-  std::vector<float> lm_head_;    // [d_model][vocab]
-  std::vector<float> rope_cos_;   // [context_tokens_max][head_dim / 2]
-  std::vector<float> rope_sin_;
+  std::vector<float> final_norm_;           // [d_model]
+  std::vector<float> lm_head_;              // [d_model][vocab]
+  std::shared_ptr<const rope_tables> rope_; // shared by models with the same tables
 
   // Scratch, sized once for rows_max rows.
   std::vector<float> x_;      // residual stream [rows][d_model]
