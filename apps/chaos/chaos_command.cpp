@@ -91,15 +91,18 @@ std::string tail_of(const std::string& path, size_t lines) {
 cluster_config chaos_cluster() {
   cluster_config cfg; // 2 prefill nodes, 2 decode nodes, the reference engine
   // The reference engine's arithmetic is most of a run's time, and the invariants need the
-  // actors' paths, not a wide model: the embedded model's two layers at half the width.
+  // actors' paths, not a wide model or long prompts: the embedded model's two layers at half
+  // the width, and pages of 8 tokens (a trace block maps to one page: prompts half as long,
+  // as many pages and messages a request; attention's cost falls by about four).
   cfg.model.d_model = 32;
   cfg.model.heads = 2;
   cfg.model.kv_heads = 1;
   cfg.model.ffn = 64;
-  // Mapping and touching memory is the next part: sizes the trace head needs.
+  cfg.model.block_tokens = 8;
+  // As many pool blocks and decode pages as the embedded cluster has, at half a page's bytes.
   for (auto& n : cfg.nodes)
-    n.pool_bytes = 8ull << 20;
-  cfg.decode.kv_bytes = 16ull << 20;
+    n.pool_bytes = 4ull << 20;
+  cfg.decode.kv_bytes = 8ull << 20;
   cfg.engine.timing = gpu::timing_mode::modeled;
   return cfg;
 }
