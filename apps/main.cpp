@@ -60,8 +60,13 @@ int main(int argc, char** argv) {
   up_cmd->add_option("cluster", up.cluster_path, "Cluster file (YAML)")
       ->required()
       ->check(CLI::ExistingFile);
-  up_cmd->add_option("--faults", up.faults_path, "Fault plan (YAML): kill and pause node processes")
+  up_cmd
+      ->add_option("--faults", up.faults_path,
+                   "Fault plan (YAML): kill and pause node processes; with --netns also "
+                   "partition them and drop their packets")
       ->check(CLI::ExistingFile);
+  up_cmd->add_flag("--netns", up.netns,
+                   "Each node process in a network namespace of its own (root; nftables)");
   up_cmd->add_option("--run-dir", up.run_dir,
                      "Where the report, the fault log and each node's log go (new or empty; "
                      "default: crescent-up-<seconds since the epoch>)");

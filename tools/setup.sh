@@ -14,6 +14,7 @@ packages=(
   memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
   prometheus chromium
+  iproute2 nftables
   python3 python3-matplotlib
 )
 

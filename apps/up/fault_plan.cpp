@@ -308,24 +308,78 @@ class node_timeline {
 
 } // namespace
 
+namespace {
+
+// Why node `n` cannot be named by a real-time fault: it has no process (or namespace) of its own.
+caf::error check_hosted(int64_t n, const cluster_config& cfg, const std::string& where,
+                        const char* what) {
+  if (n == main_place || cfg.nodes[static_cast<size_t>(n)].hosted_elsewhere())
+    return caf::none;
+  return make_error(errc::bad_config, where + "node " + std::to_string(n) +
+                                          " runs in the cluster's main process: only nodes with "
+                                          "an address, in processes of their own, can be " +
+                                          what);
+}
+
+// A fault `crescent up` carries out on packets (--netns): partitions and drops, chosen by node
+// and peer only.
+caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool netns,
+                               const std::string& where) {
+  if (!netns)
+    return make_error(errc::bad_config,
+                      where + "'" + kind_name(f.kind) +
+                          "' faults need crescent up --netns (node processes in network "
+                          "namespaces of their own, as root), or simulated time (crescent "
+                          "replay --sim --faults, crescent chaos)");
+  for (auto n : f.nodes)
+    if (auto err = check_hosted(n, cfg, where, "cut off"))
+      return err;
+  if (f.kind == fault_kind::partition)
+    return caf::none;
+  const auto& m = f.match;
+  if (!m.type.empty() || !m.from.empty() || !m.to.empty())
+    return make_error(errc::bad_config,
+                      where + "crescent up --netns drops packets, which carry no message type or "
+                              "role: choose them by node and peer only (type, from and to work "
+                              "in simulated time)");
+  if (m.node)
+    if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
+      return err;
+  if (m.peer)
+    if (auto err = check_hosted(*m.peer, cfg, where,
+                                "faulted (name the main process: peer: "
+                                "main)"))
+      return err;
+  return caf::none;
+}
+
+} // namespace
+
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
-                            const std::string& source) {
+                            const std::string& source, bool netns) {
   node_timeline timeline;
   for (const auto& f : plan.faults) {
     const std::string where = source + ":" + std::to_string(f.line) + ": ";
-    if (f.kind != fault_kind::kill && f.kind != fault_kind::pause)
+    if (auto err = check_nodes_exist(f, cfg, where))
+      return err;
+    switch (f.kind) {
+    case fault_kind::kill:
+    case fault_kind::pause:
+      if (auto err = check_hosted(f.node, cfg, where, "killed or paused"))
+        return err;
+      break;
+    case fault_kind::partition:
+    case fault_kind::drop:
+      if (auto err = check_network_fault(f, cfg, netns, where))
+        return err;
+      break;
+    default:
       return make_error(errc::bad_config,
                         where + "'" + kind_name(f.kind) +
                             "' faults run in simulated time only so far (crescent replay --sim "
                             "--faults, crescent chaos): crescent up kills and pauses node "
-                            "processes");
-    if (auto err = check_nodes_exist(f, cfg, where))
-      return err;
-    if (!cfg.nodes[f.node].hosted_elsewhere())
-      return make_error(errc::bad_config,
-                        where + "node " + std::to_string(f.node) +
-                            " runs in the cluster's main process: only nodes with an address, "
-                            "in processes of their own, can be killed or paused");
+                            "processes, and with --netns cuts them off and drops their packets");
+    }
     if (auto err = timeline.add(f, where))
       return err;
   }

@@ -21,8 +21,9 @@
 // Transfer faults (fail_transfer, corrupt) take KV slices of the transfer engine's in-process
 // path whose remote end is on `node` (any, without it).
 //
-// What each mode carries out: `crescent up` kills and pauses node processes (check_fault_plan);
-// simulated time carries out every kind (check_sim_fault_plan).
+// What each mode carries out: `crescent up` kills and pauses node processes, and with --netns
+// partitions them and drops their packets (check_fault_plan); simulated time carries out every
+// kind (check_sim_fault_plan).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -90,11 +91,12 @@ inline constexpr const char* fault_roles[] = {"conductor",   "store_master", "re
 caf::expected<fault_plan> parse_fault_plan(const std::string& yaml_text, const std::string& source);
 caf::expected<fault_plan> load_fault_plan(const std::string& path);
 
-/// Checks the plan for `crescent up` (real time): only kills and pauses, of nodes that exist and
-/// run in processes of their own; a node is not killed twice, nor paused after it was killed or
-/// while paused.
+/// Checks the plan for `crescent up` (real time): kills and pauses, and with `netns` (node
+/// processes in network namespaces, netns.hpp) partitions and drops chosen by node and peer;
+/// every node named runs in a process of its own; a node is not killed twice, nor paused after
+/// it was killed or while paused. Other kinds are refused by name.
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
-                            const std::string& source);
+                            const std::string& source, bool netns = false);
 
 /// Checks the plan for simulated time: every kind; the nodes it names exist; kills and pauses
 /// as for check_fault_plan (a node need not have an address).

@@ -1,5 +1,7 @@
 #include "apps/up/fault_runner.hpp"
 
+#include "messages/errors.hpp"
+
 #include <fmt/format.h>
 #include <signal.h>
 
@@ -8,16 +10,25 @@
 namespace crescent::up {
 
 fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
-                           const std::string& log_path)
-    : nodes_(nodes), log_(log_path, std::ios::app) {
-  for (const auto& f : plan.faults) {
-    if (f.kind == fault_kind::kill) {
-      actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f)});
+                           const std::string& log_path, netns_network* network)
+    : faults_(plan.faults), network_(network), nodes_(nodes), log_(log_path, std::ios::app) {
+  for (size_t i = 0; i < plan.faults.size(); ++i) {
+    const auto& f = plan.faults[i];
+    if (f.kind == fault_kind::partition || f.kind == fault_kind::drop) {
+      // Packets, not messages: the kernel drops them in the nodes' namespaces.
+      const auto what = describe(f) + " [nftables]";
+      actions_.push_back({f.at_ms, 0, 0, what, i, false});
+      if (f.for_ms > 0) // else: to the end of the run
+        actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true});
       continue;
     }
-    actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f)});
+    if (f.kind == fault_kind::kill) {
+      actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f), i, false});
+      continue;
+    }
+    actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f), i, false});
     actions_.push_back(
-        {f.at_ms + f.for_ms, SIGCONT, f.node, "resume node " + std::to_string(f.node)});
+        {f.at_ms + f.for_ms, SIGCONT, f.node, "resume node " + std::to_string(f.node), i, true});
   }
   std::stable_sort(actions_.begin(), actions_.end(),
                    [](const action& a, const action& b) { return a.at_ms < b.at_ms; });
@@ -40,6 +51,42 @@ void fault_runner::stop() {
   wake_.notify_all();
   if (thread_.joinable())
     thread_.join();
+  end_network_faults();
+}
+
+void fault_runner::end_network_faults() {
+  std::vector<size_t> active;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    active.swap(network_active_);
+  }
+  for (auto i : active) {
+    auto err = network_->end_fault(i, faults_[i]);
+    log_ << fmt::format("end of the run: end: {} [nftables]{}\n", describe(faults_[i]),
+                        err ? ": " + crescent::describe(err) : std::string{})
+         << std::flush;
+  }
+}
+
+void fault_runner::apply_network(const action& a, double at_ms) {
+  const auto& f = faults_[a.fault];
+  caf::error err;
+  if (network_ == nullptr)
+    err = make_error(errc::bad_config, "no network namespaces (crescent up --netns)");
+  else if (a.ends)
+    err = network_->end_fault(a.fault, f);
+  else
+    err = network_->start_fault(a.fault, f);
+  log_ << fmt::format("{:.1f} ms: {}{}\n", at_ms, a.what, err ? ": " + crescent::describe(err) : "")
+       << std::flush;
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto& active = network_active_;
+  if (a.ends)
+    active.erase(std::remove(active.begin(), active.end(), a.fault), active.end());
+  else if (!err) {
+    active.push_back(a.fault);
+    ++injected_;
+  }
 }
 
 size_t fault_runner::injected() const {
@@ -59,6 +106,12 @@ void fault_runner::run(std::chrono::steady_clock::time_point start) {
 }
 
 void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
+  if (a.signal == 0) {
+    apply_network(
+        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count());
+    return;
+  }
   auto x = std::find_if(nodes_.begin(), nodes_.end(),
                         [&](const node_process& p) { return p.node == a.node; });
   const double at_ms =

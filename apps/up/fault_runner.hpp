@@ -1,8 +1,11 @@
 // Carries out a fault plan against the node processes of a `crescent up` run, on a thread of its
-// own, at the plan's times from start(); each fault is logged with the time it happened.
+// own, at the plan's times from start(): signals for kills and pauses, nftables rules in the
+// nodes' namespaces for partitions and drops (--netns); each fault is logged with the time it
+// happened, and so is its end.
 #pragma once
 
 #include "apps/up/fault_plan.hpp"
+#include "apps/up/netns.hpp"
 #include "apps/up/node_launch.hpp"
 
 #include <chrono>
@@ -18,16 +21,18 @@ namespace crescent::up {
 
 class fault_runner {
  public:
-  /// `nodes` must outlive the runner; the runner signals them until stop().
+  /// `nodes` (and `network`, which partitions and drops need) must outlive the runner; the
+  /// runner signals them and changes the network's rules until stop().
   fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
-               const std::string& log_path);
+               const std::string& log_path, netns_network* network = nullptr);
   ~fault_runner();
   fault_runner(const fault_runner&) = delete;
   fault_runner& operator=(const fault_runner&) = delete;
 
   /// Times count from now.
   void start();
-  /// No more faults from now; a paused node stays paused (stop_nodes resumes it).
+  /// No more faults from now: partitions and drops under way end; a paused node stays paused
+  /// (stop_nodes resumes it).
   void stop();
   /// Faults carried out so far (a pause and its end count once).
   size_t injected() const;
@@ -35,20 +40,27 @@ class fault_runner {
  private:
   struct action {
     uint64_t at_ms = 0;
-    int signal = 0;
+    int signal = 0; // kill, pause and resume; 0: a network fault's start or end
     uint32_t node = 0;
     std::string what;
+    size_t fault = 0; // network faults: the plan's index
+    bool ends = false;
   };
 
   void run(std::chrono::steady_clock::time_point start);
   void apply(const action& a, std::chrono::steady_clock::time_point start);
+  void apply_network(const action& a, double at_ms);
+  void end_network_faults();
 
   std::vector<action> actions_; // in time order
+  std::vector<fault> faults_;   // the plan's
+  netns_network* network_ = nullptr;
   std::vector<node_process>& nodes_;
   std::ofstream log_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::vector<size_t> network_active_; // faults started, not ended
   size_t injected_ = 0;
   std::thread thread_;
 };

@@ -1,5 +1,7 @@
 #include "apps/up/node_launch.hpp"
 
+#include "apps/up/netns.hpp"
+
 #include "messages/errors.hpp"
 
 #include <signal.h>
@@ -34,10 +36,9 @@ std::vector<std::string> launch_command(const cluster_config& cfg, const std::st
   return {"/bin/sh", "-c", command};
 }
 
-caf::expected<std::vector<node_process>> launch_nodes(const cluster_config& cfg,
-                                                      const std::string& config_path,
-                                                      const std::string& run_dir,
-                                                      std::chrono::milliseconds timeout) {
+caf::expected<std::vector<node_process>>
+launch_nodes(const cluster_config& cfg, const std::string& config_path, const std::string& run_dir,
+             std::chrono::milliseconds timeout, const netns_network* network) {
   std::vector<node_process> nodes;
   auto fail = [&](const std::string& what) {
     stop_nodes(nodes);
@@ -47,19 +48,23 @@ caf::expected<std::vector<node_process>> launch_nodes(const cluster_config& cfg,
   for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
     if (!cfg.nodes[n].hosted_elsewhere())
       continue;
-    const auto cmd = launch_command(cfg, config_path, n);
+    auto cmd = launch_command(cfg, config_path, n);
+    if (network != nullptr) {
+      auto prefix = network->exec_prefix(n);
+      cmd.insert(cmd.begin(), prefix.begin(), prefix.end());
+    }
     const std::string log = run_dir + "/node-" + std::to_string(n) + ".log";
     auto p = bench::child_process::spawn(cmd.front(), {cmd.begin() + 1, cmd.end()}, log);
     if (!p)
-      return fail("node " + std::to_string(n) + ": " + describe(p.error()));
+      return fail("node " + std::to_string(n) + ": " + crescent::describe(p.error()));
     nodes.push_back({n, std::move(*p), log, false, false, nullptr});
   }
   for (auto& x : nodes) {
     auto line = x.process.read_line(timeout);
     if (!line || line->rfind("crescent-node ", 0) != 0)
       return fail("node " + std::to_string(x.node) + " did not start (" +
-                  (line ? "it printed: " + *line : describe(line.error())) + "; see " + x.log_path +
-                  ")");
+                  (line ? "it printed: " + *line : crescent::describe(line.error())) + "; see " +
+                  x.log_path + ")");
     std::ofstream{x.log_path, std::ios::app} << *line << "\n";
   }
   for (auto& x : nodes)

@@ -17,6 +17,8 @@
 
 namespace crescent::up {
 
+class netns_network;
+
 struct node_process {
   uint32_t node = 0;
   bench::child_process process;
@@ -32,13 +34,12 @@ struct node_process {
 std::vector<std::string> launch_command(const cluster_config& cfg, const std::string& config_path,
                                         uint32_t node);
 
-/// Starts every hosted node's process and waits for each to be ready (at most `timeout` each).
-/// On an error the processes already started are stopped, and the error names the node and
-/// its log.
-caf::expected<std::vector<node_process>> launch_nodes(const cluster_config& cfg,
-                                                      const std::string& config_path,
-                                                      const std::string& run_dir,
-                                                      std::chrono::milliseconds timeout);
+/// Starts every hosted node's process and waits for each to be ready (at most `timeout` each);
+/// with `network`, each in its node's namespace. On an error the processes already started are
+/// stopped, and the error names the node and its log.
+caf::expected<std::vector<node_process>>
+launch_nodes(const cluster_config& cfg, const std::string& config_path, const std::string& run_dir,
+             std::chrono::milliseconds timeout, const netns_network* network = nullptr);
 
 /// Ends them: resumes paused ones, closes their input (they exit), waits for what they print as
 /// they go (their transfer counters) to reach their logs, kills any still running after a

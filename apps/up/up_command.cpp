@@ -3,6 +3,7 @@
 #include "apps/up/fault_plan.hpp"
 #include "apps/up/fault_runner.hpp"
 #include "apps/up/invariants.hpp"
+#include "apps/up/netns.hpp"
 #include "apps/up/node_launch.hpp"
 #include "apps/up/settled_audit.hpp"
 #include "messages/errors.hpp"
@@ -37,6 +38,8 @@ int fail(const std::string& what) {
 struct process_registry {
   std::mutex mutex;
   std::vector<pid_t> pids;
+  std::vector<uint32_t> netns_nodes; // whose namespaces to remove (--netns)
+  bool netns = false;
 };
 
 process_registry& registry() {
@@ -63,6 +66,8 @@ void watch_signals() {
     }
     for (auto pid : registry().pids)
       waitpid(pid, nullptr, 0);
+    if (registry().netns)
+      up::netns_network::remove_all(getpid(), registry().netns_nodes);
     fmt::print(stderr, "\ncrescent up: interrupted (signal {}); every node process is gone\n", sig);
     std::_Exit(128 + sig);
   }).detach();
@@ -104,10 +109,13 @@ caf::expected<prepared> prepare(const up_options& opt) {
     auto plan = up::load_fault_plan(opt.faults_path);
     if (!plan)
       return std::move(plan.error());
-    if (auto err = up::check_fault_plan(*plan, p.cfg, opt.faults_path))
+    if (auto err = up::check_fault_plan(*plan, p.cfg, opt.faults_path, opt.netns))
       return err;
     p.plan = std::move(*plan);
   }
+  if (opt.netns)
+    if (auto err = up::netns_network::available())
+      return err;
   auto requests = requests_for(opt.run, p.cfg);
   if (!requests)
     return std::move(requests.error());
@@ -120,6 +128,36 @@ caf::expected<prepared> prepare(const up_options& opt) {
   if (p.cfg.store.db_path.empty())
     p.cfg.store.db_path = p.run_dir + "/metadata";
   return p;
+}
+
+// --netns: the network made, and the cluster file the processes read, with each node's address
+// in its namespace, the main process's on the bridge, and no shared memory between processes
+// (a mapping would carry KV bytes past the network the faults act on).
+caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
+                                                               std::string& config_path) {
+  std::vector<uint32_t> hosted;
+  for (uint32_t n = 0; n < p.cfg.nodes.size(); ++n)
+    if (p.cfg.nodes[n].hosted_elsewhere())
+      hosted.push_back(n);
+  {
+    std::lock_guard<std::mutex> guard{registry().mutex};
+    registry().netns_nodes = hosted;
+    registry().netns = true;
+  }
+  auto net = up::netns_network::create(hosted, p.run_dir);
+  if (!net)
+    return std::move(net.error());
+  for (auto n : hosted) {
+    auto address = parse_node_address(p.cfg.nodes[n].address);
+    if (!address)
+      return std::move(address.error());
+    p.cfg.nodes[n].address = (*net)->host_of(n) + ":" + std::to_string(address->port);
+  }
+  p.cfg.transfer.bind_host = (*net)->main_host();
+  p.cfg.transfer.shm = false;
+  config_path = p.run_dir + "/cluster.yaml";
+  std::ofstream{config_path} << format_cluster_config(p.cfg);
+  return net;
 }
 
 // Failed requests counted by reason, most frequent first.
@@ -178,9 +216,16 @@ int up_command(const up_options& opt) {
   if (!p)
     return fail(describe(p.error()));
   watch_signals();
-  const auto config_path = std::filesystem::absolute(opt.cluster_path).string();
+  auto config_path = std::filesystem::absolute(opt.cluster_path).string();
+  std::unique_ptr<up::netns_network> network;
+  if (opt.netns) {
+    auto net = make_network(*p, config_path);
+    if (!net)
+      return fail("--netns: " + describe(net.error()));
+    network = std::move(*net);
+  }
   auto nodes = up::launch_nodes(p->cfg, config_path, p->run_dir,
-                                std::chrono::milliseconds(p->cfg.join_timeout_ms));
+                                std::chrono::milliseconds(p->cfg.join_timeout_ms), network.get());
   if (!nodes)
     return fail(describe(nodes.error()));
   {
@@ -193,7 +238,7 @@ int up_command(const up_options& opt) {
   fmt::print("{}  run         {} ({} node processes, {} faults planned)\n", header, p->run_dir,
              nodes->size(), p->plan.faults.size());
   std::fflush(stdout);
-  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log"};
+  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log", network.get()};
   std::vector<std::string> unsettled;
   auto settle = [&](caf::actor_system& sys, cluster& cl) {
     faults.stop(); // no more faults: a paused node resumes, and the cluster must heal

@@ -17,6 +17,7 @@ struct up_options {
   std::string cluster_path;
   std::string faults_path; // empty: no faults
   std::string run_dir;     // empty: crescent-up-<seconds since the epoch> here
+  bool netns = false;      // node processes in network namespaces (apps/up/netns.hpp)
   run_options run;         // the workload, as crescent run's (its config_path is cluster_path)
 };
 

@@ -146,10 +146,38 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
   EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
   ASSERT_EQ(again->faults.size(), 7u);
   EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
-  // Simulated time takes every kind; crescent up only kills and pauses.
+  // Simulated time takes every kind; crescent up kills and pauses, and drops and partitions
+  // with --netns only.
   EXPECT_FALSE(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));
   auto e = crescent::describe(check_fault_plan(*plan, four_nodes(), "p.yaml"));
-  EXPECT_NE(e.find("p.yaml:2: 'drop' faults run in simulated time only"), std::string::npos) << e;
+  EXPECT_NE(e.find("p.yaml:2: 'drop' faults need crescent up --netns"), std::string::npos) << e;
+}
+
+TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) {
+  auto check = [](const std::string& yaml) {
+    auto plan = parse_fault_plan(yaml, "p.yaml");
+    EXPECT_TRUE(plan) << crescent::describe(plan.error());
+    return check_fault_plan(*plan, four_nodes(), "p.yaml", true);
+  };
+  EXPECT_FALSE(check("faults:\n"
+                     "  - {at_ms: 0, drop: 0.05, node: 1, peer: 2}\n"
+                     "  - {at_ms: 0, drop: 0.05, node: 2, peer: main}\n"
+                     "  - {at_ms: 0, drop: 0.01}\n"
+                     "  - {at_ms: 10, partition: [1, 2], for_ms: 2000}\n"
+                     "  - {at_ms: 20, pause: 1, for_ms: 5}\n"));
+  auto e = crescent::describe(check("faults:\n  - {at_ms: 0, drop: 0.5, type: tokens}\n"));
+  EXPECT_NE(e.find("p.yaml:2: crescent up --netns drops packets, which carry no message type"),
+            std::string::npos)
+      << e;
+  e = crescent::describe(check("faults:\n  - {at_ms: 0, delay: 0.5, delay_ms: 9}\n"));
+  EXPECT_NE(e.find("'delay' faults run in simulated time only"), std::string::npos) << e;
+  e = crescent::describe(check("faults:\n  - {at_ms: 0, partition: [0], for_ms: 9}\n"));
+  EXPECT_NE(e.find("node 0 runs in the cluster's main process"), std::string::npos) << e;
+  e = crescent::describe(check("faults:\n  - {at_ms: 0, drop: 0.5, node: 1, peer: 3}\n"));
+  EXPECT_NE(e.find("node 3 runs in the cluster's main process"), std::string::npos) << e;
+  EXPECT_NE(e.find("peer: main"), std::string::npos) << e;
+  e = crescent::describe(check("faults:\n  - {at_ms: 0, corrupt: 0.5}\n"));
+  EXPECT_NE(e.find("'corrupt' faults run in simulated time only"), std::string::npos) << e;
 }
 
 TEST(fault_plan, simulated_time_checks_nodes_but_needs_no_process) {

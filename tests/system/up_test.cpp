@@ -1,6 +1,7 @@
 // `crescent up` for real: node processes started from one file on loopback, a workload, a fault
 // plan, the invariants, and nothing left running afterwards, also after SIGINT.
 #include "apps/bench/child_process.hpp"
+#include "apps/up/netns.hpp"
 #include "messages/errors.hpp"
 
 #include <arpa/inet.h>
@@ -88,6 +89,28 @@ class up : public ::testing::Test {
     return bench::child_process::spawn(CRESCENT_BINARY, args, (dir / "up.err").string());
   }
 
+  // Starts a run, sends it SIGINT once its nodes are up (it names its run then), and returns
+  // its exit status (-1 with a failure added when it did not get that far).
+  int interrupted(const std::vector<std::string>& args) {
+    run_dir = dir / "run";
+    auto p = start(args);
+    EXPECT_TRUE(p) << describe(p.error());
+    if (!p)
+      return -1;
+    for (;;) {
+      auto line = p->read_line(std::chrono::seconds(60));
+      EXPECT_TRUE(line) << describe(line.error()) << read_file(dir / "up.err");
+      if (!line)
+        return -1;
+      if (line->find("  run ") == 0)
+        break;
+    }
+    EXPECT_TRUE(p->signal(SIGINT));
+    auto status = p->wait_exit(std::chrono::seconds(60));
+    EXPECT_TRUE(status) << describe(status.error());
+    return status ? *status : -1;
+  }
+
   std::filesystem::path dir, cluster;
   std::filesystem::path run_dir = dir / "run";
 };
@@ -170,22 +193,9 @@ TEST_F(up, requests_on_a_silent_node_fail_within_the_heartbeat_timeout_and_it_se
 }
 
 TEST_F(up, sigint_tears_every_process_down) {
-  run_dir = dir / "run";
-  auto p = start({"--requests", "3000"});
-  ASSERT_TRUE(p) << describe(p.error());
-  // Its nodes are up once it names its run.
-  for (;;) {
-    auto line = p->read_line(std::chrono::seconds(60));
-    ASSERT_TRUE(line) << describe(line.error()) << read_file(dir / "up.err");
-    if (line->find("  run ") == 0)
-      break;
-  }
+  EXPECT_EQ(interrupted({"--requests", "3000"}), 130);
   const auto pids = pids_of(run_dir);
   ASSERT_EQ(pids.size(), 3u);
-  ASSERT_TRUE(p->signal(SIGINT));
-  auto status = p->wait_exit(std::chrono::seconds(60));
-  ASSERT_TRUE(status) << describe(status.error());
-  EXPECT_EQ(*status, 130);
   for (size_t i = 1; i < pids.size(); ++i)
     EXPECT_TRUE(gone(pids[i])) << "node process " << pids[i] << " is still there";
 }
@@ -213,6 +223,86 @@ TEST_F(up, a_bad_plan_or_a_node_that_does_not_start_is_exit_status_two) {
   EXPECT_EQ(*status, 2);
   EXPECT_NE(read_file(dir / "up.err").find("did not start"), std::string::npos)
       << read_file(dir / "up.err");
+}
+
+// --netns: node processes in network namespaces, faults as packets the kernel drops.
+class up_netns : public up {
+ protected:
+  void SetUp() override {
+    if (auto why = ::crescent::up::netns_network::available())
+      GTEST_SKIP() << describe(why);
+    up::SetUp();
+    // Heartbeats every 100 ms, silence after 600 ms (as the pause test above).
+    std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
+                                             "conductor: {heartbeat_timeout_ms: 600}\n";
+  }
+
+  // No namespace or bridge of the run is left: its names carry the main process's id.
+  void expect_no_network_left() {
+    const auto pids = pids_of(run_dir);
+    ASSERT_FALSE(pids.empty());
+    const auto main = std::to_string(pids.front());
+    for (const char* n : {"1", "2"})
+      EXPECT_FALSE(std::filesystem::exists("/var/run/netns/crescent-" + main + "-n" + n))
+          << "namespace of node " << n << " left behind";
+    EXPECT_FALSE(
+        std::filesystem::exists("/sys/class/net/crbr" + std::to_string(pids.front() % 100000)))
+        << "bridge left behind";
+    for (auto pid : pids)
+      EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+  }
+
+  // Runs `requests` at 8x under the plan `faults`; its exit status, or -1 (failure added).
+  int run_plan(const std::string& faults, const std::string& requests) {
+    run_dir = dir / "run";
+    std::ofstream{dir / "plan.yaml"} << "faults:\n  - " << faults << "\n";
+    auto p = start({"--netns", "--requests", requests, "--speedup", "8", "--faults",
+                    (dir / "plan.yaml").string()});
+    EXPECT_TRUE(p) << describe(p.error());
+    if (!p)
+      return -1;
+    auto status = p->wait_exit(std::chrono::seconds(120));
+    EXPECT_TRUE(status) << describe(status.error());
+    return status ? *status : -1;
+  }
+};
+
+TEST_F(up_netns, a_partitioned_node_fails_its_requests_in_time_and_serves_again) {
+  const int status = run_plan("{at_ms: 200, partition: [2], for_ms: 2000}", "80");
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_EQ(status, 1) << "requests on the cut node fail\n" << report << read_file(dir / "up.err");
+  EXPECT_NE(report.find("x node 2 went silent: no heartbeat for 600 ms"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("invariants    held: 80 of 80"), std::string::npos) << report;
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
+            std::string::npos)
+      << "node 2 heartbeats again once the partition ends\n"
+      << report;
+  const auto faults = read_file(run_dir / "faults.log");
+  EXPECT_NE(faults.find("cut node 2 from the others for 2000 ms"), std::string::npos) << faults;
+  EXPECT_NE(faults.find("end: cut node 2"), std::string::npos) << faults;
+  // The nodes' addresses were their namespaces', and KV went over TCP between them.
+  const auto used = read_file(run_dir / "cluster.yaml");
+  EXPECT_NE(used.find("address: \"10.213."), std::string::npos) << used;
+  EXPECT_NE(used.find("shm: false"), std::string::npos) << used;
+  expect_no_network_left();
+}
+
+TEST_F(up_netns, packet_loss_between_a_node_and_the_main_process_loses_no_request) {
+  const int status = run_plan("{at_ms: 0, drop: 0.05, node: 2, peer: main}", "40");
+  const auto report = read_file(run_dir / "report.txt");
+  // TCP sends a dropped packet again: messages come late, none is lost.
+  EXPECT_EQ(status, 0) << report << read_file(dir / "up.err");
+  EXPECT_NE(report.find("requests      completed 40"), std::string::npos) << report;
+  EXPECT_NE(report.find("invariants    held: 40 of 40"), std::string::npos) << report;
+  EXPECT_NE(read_file(run_dir / "faults.log").find("end of the run: end: drop 5%"),
+            std::string::npos);
+  expect_no_network_left();
+}
+
+TEST_F(up_netns, sigint_removes_the_namespaces_too) {
+  EXPECT_EQ(interrupted({"--netns", "--requests", "3000"}), 130);
+  expect_no_network_left();
 }
 
 } // namespace
