@@ -101,21 +101,30 @@ std::string table_name(size_t id) {
 
 } // namespace
 
+// Tries what a run does: a namespace, nftables in it, and its removal (a container without the
+// capability, or a kernel without nf_tables, fails here rather than mid-run).
 caf::error netns_network::available() {
   if (geteuid() != 0)
     return make_error(errc::unavailable, "--netns needs root (to make network namespaces)");
   const std::string err = std::filesystem::temp_directory_path().string() + "/crescent-netns-" +
                           std::to_string(getpid()) + ".err";
-  for (const auto& probe :
-       {std::vector<std::string>{"ip", "-V"}, std::vector<std::string>{"nft", "--version"}}) {
-    if (auto e = run(probe, err)) {
-      std::filesystem::remove(err);
-      return make_error(errc::unavailable, "--netns needs '" + probe.front() + "' (" +
-                                               (probe.front() == "ip" ? "iproute2" : "nftables") +
-                                               "): " + crescent::describe(e));
-    }
-  }
+  const std::string probe = "crescent-probe-" + std::to_string(getpid());
+  const std::vector<std::vector<std::string>> steps{
+      {"ip", "-V"},
+      {"nft", "--version"},
+      {"ip", "netns", "add", probe},
+      {"ip", "netns", "exec", probe, "nft", "add", "table", "inet", "crescent_probe"}};
+  caf::error failed;
+  for (const auto& step : steps)
+    if (failed = run(step, err); failed)
+      break;
+  [[maybe_unused]] auto gone = run({"ip", "netns", "del", probe}, err);
   std::filesystem::remove(err);
+  if (failed)
+    return make_error(errc::unavailable,
+                      "--netns needs iproute2, nftables and the right to make network "
+                      "namespaces: " +
+                          crescent::describe(failed));
   return caf::none;
 }
 
