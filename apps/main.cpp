@@ -19,6 +19,7 @@
 #include "apps/sim/bench_fidelity.hpp"
 #include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
+#include "apps/up/bench_faults.hpp"
 #include "apps/up/up_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -320,6 +321,21 @@ int main(int argc, char** argv) {
                    "The engine's slice size on the TCP path")
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
+
+  crescent::cli::bench_faults_options faults_bench;
+  auto* faults_cmd = bench_cmd->add_subcommand(
+      "faults", "Real-mode faults (kill, SIGSTOP, partition, 5% packet loss) on 4 node processes "
+                "in network namespaces, each run's p99 TTFT against one with no faults (root)");
+  faults_cmd->add_option("--trace", faults_bench.trace_path, "The trace")
+      ->capture_default_str()
+      ->check(CLI::ExistingFile);
+  faults_cmd->add_option("--requests", faults_bench.requests, "Requests a run")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{100000}));
+  faults_cmd->add_option("--speedup", faults_bench.speedup, "Arrivals this many times faster")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  faults_cmd->add_option("--out", faults_bench.out_dir, "Where the runs' directories go");
 
   crescent::sim::bench_sim_options bench_sim;
   auto* sim_cmd = bench_cmd->add_subcommand(
@@ -628,6 +644,8 @@ int main(int argc, char** argv) {
     return crescent::sim::bench_conductor(conductor_bench);
   if (bench_cmd->got_subcommand("sim"))
     return crescent::sim::bench_sim(bench_sim);
+  if (bench_cmd->got_subcommand("faults"))
+    return crescent::cli::bench_faults(faults_bench);
   if (bench_cmd->got_subcommand("store"))
     return crescent::bench::bench_store(store);
   if (bench_cmd->got_subcommand("serve"))

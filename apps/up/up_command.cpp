@@ -208,7 +208,7 @@ void write_processes(const std::string& run_dir, const std::vector<up::node_proc
 
 } // namespace
 
-int up_command(const up_options& opt) {
+int up_command(const up_options& opt, up_result* out) {
   spdlog::set_level(opt.run.verbose ? spdlog::level::info : spdlog::level::err);
   if (opt.run.requests == 0 || opt.run.speedup <= 0 || opt.run.output_scale <= 0)
     return fail("--requests, --speedup and --output-scale must be positive");
@@ -279,7 +279,10 @@ int up_command(const up_options& opt) {
   std::ofstream{p->run_dir + "/report.txt"} << report;
   write_requests(p->run_dir, run->results);
   const auto summary = replay::summarize(run->results);
-  return summary.failed == 0 && invariants.held() ? 0 : 1;
+  const int status = summary.failed == 0 && invariants.held() ? 0 : 1;
+  if (out != nullptr)
+    *out = {std::move(run->results), std::move(invariants.violations), faults.injected()};
+  return status;
 }
 
 } // namespace crescent::cli

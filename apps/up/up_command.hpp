@@ -10,6 +10,7 @@
 #include "apps/run_command.hpp"
 
 #include <string>
+#include <vector>
 
 namespace crescent::cli {
 
@@ -21,9 +22,17 @@ struct up_options {
   run_options run;         // the workload, as crescent run's (its config_path is cluster_path)
 };
 
+/// What a run that got as far as its report found (for crescent bench faults).
+struct up_result {
+  std::vector<replay::request_result> results;
+  std::vector<std::string> violations; // of the invariants and the settled audit
+  size_t faults_injected = 0;
+};
+
 /// Exit status as crescent run: 0 when every request completed or was rejected and the
 /// invariants held, 1 when a request failed or an invariant did not hold, 2 when the run could
 /// not start (a bad flag, file or plan, a node that did not start or join), 130 on SIGINT.
-int up_command(const up_options& opt);
+/// `out`, when given, receives what the run found (untouched when it did not start).
+int up_command(const up_options& opt, up_result* out = nullptr);
 
 } // namespace crescent::cli
