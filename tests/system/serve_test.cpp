@@ -193,6 +193,8 @@ TEST_F(serve, metrics_pass_promtool) {
   EXPECT_NE(r->body.find("crescent_ttft_seconds_bucket"), std::string::npos);
   EXPECT_NE(r->body.find("crescent_pool_capacity_bytes{node=\"0\",tier=\"dram\"}"),
             std::string::npos);
+  EXPECT_NE(r->body.find("\ncrescent_conductor_prefill_queue_seconds{instance=\"1\"} "),
+            std::string::npos);
   if (std::system("command -v promtool >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; tools/setup.sh "
                     "installs it)";
