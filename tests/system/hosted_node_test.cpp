@@ -11,6 +11,7 @@
 #include "messages/schema/worker.capnp.h"
 #include "support/networked_config.hpp"
 #include "support/node_child.hpp"
+#include "support/ports.hpp"
 #include "support/test_cluster.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -57,26 +58,6 @@ std::string grouped_yaml() {
   const std::string plain = "prefill: {chunk_tokens: 64}";
   yaml.replace(yaml.find(plain), plain.size(), "prefill: {chunk_tokens: 40, group_instances: 2}");
   return yaml;
-}
-
-// `n` distinct ports nobody listens on (bound together, then released).
-std::vector<uint16_t> unused_ports(size_t n) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < n; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds)
-    close(fd);
-  return ports;
 }
 
 class hosted_nodes : public ::testing::Test {

@@ -4,6 +4,7 @@
 // by Prometheus's promtool.
 #include "support/node_child.hpp"
 #include "support/serve_child.hpp"
+#include "support/temp_dir.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -210,22 +211,6 @@ TEST_F(serve, metrics_pass_promtool) {
   std::filesystem::remove(path);
   std::filesystem::remove(path.string() + ".out");
 }
-
-// A temporary directory of one test, removed with it.
-struct temp_dir {
-  std::filesystem::path path;
-  explicit temp_dir(const std::string& name)
-      : path(std::filesystem::temp_directory_path() /
-             ("crescent-" + name + "-" + std::to_string(getpid()))) {
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-  std::string write(const std::string& file, const std::string& text) const {
-    std::ofstream{path / file} << text;
-    return (path / file).string();
-  }
-};
 
 TEST(serve_admission, a_request_the_conductor_rejects_is_429_with_retry_after) {
   temp_dir dir{"serve-tight"};
