@@ -47,6 +47,7 @@ namespace {
 
 envelope make_stats(conductor_ptr self) {
   auto& st = self->state;
+  const int64_t now = now_ns(self);
   uint32_t live = 0;
   for (uint32_t n = 0; n < st.node_last_seen.size(); ++n)
     live += node_alive(self, n) ? 1 : 0;
@@ -58,6 +59,10 @@ envelope make_stats(conductor_ptr self) {
     auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill.size()));
     for (unsigned i = 0; i < st.prefill.size(); ++i)
       q.set(i, static_cast<uint32_t>(st.prefill[i].jobs.size()));
+    // The queue time a placement predicts for a job that arrives now (schedule.cpp's view).
+    auto wait = out.initPrefillQueueNs(static_cast<unsigned>(st.prefill.size()));
+    for (unsigned i = 0; i < st.prefill.size(); ++i)
+      wait.set(i, static_cast<uint64_t>(std::max<int64_t>(0, st.prefill[i].free_at_ns - now)));
     auto a = out.initDecodeActive(static_cast<unsigned>(st.decode.size()));
     for (unsigned i = 0; i < st.decode.size(); ++i)
       a.set(i, static_cast<uint32_t>(st.decode[i].size()));

@@ -1,4 +1,5 @@
-// Admission of prefill jobs: decode, check every field against the model and the limits, queue.
+// Admission of prefill jobs: decode, check every field against the model and the limits, queue;
+// and their cancellation, when their request ends early (its client went away).
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/worker.capnp.h"
@@ -6,6 +7,8 @@
 
 #include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
+
+#include <algorithm>
 
 namespace crescent {
 
@@ -101,6 +104,44 @@ caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
     out.setRequestId(id);
     out.setQueuedJobs(ahead);
   });
+}
+
+void on_cancel_job(prefill_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  auto id = read_as<wire::ReleaseRequest>(
+      msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
+  if (!id) {
+    st.bad.refuse(st.name, std::move(id.error()));
+    return;
+  }
+  // The request that sent the job may cancel it, and the conductor; nobody else.
+  auto entitled = [&](const prefill_job& job) {
+    return sent_by(self, job.requester.address()) ||
+           sent_by(self, st.parts.dir->conductor.address());
+  };
+  auto refuse = [&] {
+    st.bad.refuse(st.name, make_error(errc::access_denied,
+                                      "a cancel of request " + std::to_string(*id) +
+                                          "'s job comes only from that request or the conductor"));
+  };
+  auto queued = std::find_if(st.queue.begin(), st.queue.end(),
+                             [&](const prefill_job& j) { return j.request_id == *id; });
+  if (queued != st.queue.end()) {
+    if (!entitled(*queued))
+      return refuse();
+    st.queue.erase(queued); // it holds nothing yet
+    return;
+  }
+  if (!st.current || st.current->request_id != *id)
+    return; // ended already, or storing: its KV is with decode and its blocks go to the pool
+  if (!entitled(*st.current))
+    return refuse();
+  if (st.current->signalled)
+    return; // its KV is with decode: it goes on to store its blocks
+  st.current->cancelled = true;
+  // Ends now if nothing that uses its pages is in flight (it waits for the store master's
+  // answer, which is then dropped), else where the last of those comes back.
+  end_if_cancelled(self);
 }
 
 } // namespace crescent

@@ -14,6 +14,7 @@ namespace crescent {
 namespace {
 
 void schedule_step(prefill_ptr self, uint64_t compute_ns) {
+  self->state.current->step_due = true;
   send_next_step(self, self->state.options.simulated_time, compute_ns);
 }
 
@@ -153,6 +154,9 @@ void on_step(prefill_ptr self) {
   auto& st = self->state;
   if (!st.current)
     return;
+  st.current->step_due = false;
+  if (end_if_cancelled(self))
+    return;
   if (!st.current->streaming) {
     if (st.current->computed)
       hand_off(self);
@@ -178,6 +182,8 @@ void on_step(prefill_ptr self) {
 
 /// Called by lookup_prefix once the cached prefix is in the local pages.
 void begin_compute(prefill_ptr self) {
+  if (end_if_cancelled(self))
+    return;
   auto& job = *self->state.current;
   // A group's jobs always stream: every stage sends its own layers.
   const bool grouped = self->state.options.group_instances > 1;
@@ -213,6 +219,15 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   release_pages(self, job);
   st.current.reset();
   start_next_job(self);
+}
+
+bool end_if_cancelled(prefill_ptr self) {
+  auto& job = *self->state.current;
+  if (!job.cancelled)
+    return false;
+  if (!job.step_due && !job.loads_due && job.batches_in_flight == 0)
+    fail_job(self, "cancelled: its request ended");
+  return true;
 }
 
 // The current job's KV is with decode: it moves to the store slot, where its new blocks are

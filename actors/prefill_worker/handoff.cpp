@@ -203,6 +203,8 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const 
 }
 
 void signal_decode_when_ready(prefill_ptr self) {
+  if (end_if_cancelled(self))
+    return;
   auto& job = *self->state.current;
   if (!job.all_sent || job.batches_in_flight > 0 || job.signalled)
     return;

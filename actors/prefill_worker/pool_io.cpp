@@ -169,6 +169,7 @@ void load_round(prefill_ptr self) {
     finish_loading(self);
     return;
   }
+  job.loads_due = true;
   submit_batch(self, job.request_id, ops, loaded_atom::value);
 }
 
@@ -236,6 +237,8 @@ std::vector<transport::region_handle> usable_replicas(prefill_ptr self,
 // Blocks the get found, in prompt order, up to the first it did not (or found only where this
 // job may not read).
 void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
+  if (end_if_cancelled(self))
+    return;
   auto& st = self->state;
   auto& job = *st.current;
   job.loads.clear();
@@ -288,6 +291,9 @@ void lookup_prefix(prefill_ptr self) {
 void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,
                uint64_t remote_ns) {
   if (!is_batch_end(self, computing, request_id, "a prefix load"))
+    return;
+  self->state.current->loads_due = false;
+  if (end_if_cancelled(self)) // the batch has ended: nothing reads into its pages any more
     return;
   auto& job = *self->state.current;
   job.pull_modeled_ns += remote_ns; // rounds run one after another

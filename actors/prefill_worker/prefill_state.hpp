@@ -115,6 +115,9 @@ struct prefill_job {
   uint64_t compute_ns = 0;
   uint32_t first_token = 0;
   bool computed = false;        // every token computed; hand-off is next
+  bool cancelled = false;       // its request ended: it stops once nothing of it is in flight
+  bool step_due = false;        // a step_atom for it is on its way
+  bool loads_due = false;       // a batch of reads into its pages is on its way (loaded_atom)
   bool signalling = false;      // KV written, kv_ready sent to the decode worker, no answer yet
   bool signalled = false;       // kv_ready was sent (once)
   bool awaiting_store = false;  // handed off, waiting for the store slot
@@ -215,11 +218,15 @@ inline int64_t clock_ns(prefill_ptr self) {
 
 // admit.cpp
 caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg);
+void on_cancel_job(prefill_ptr self, const envelope& msg);
 // compute.cpp
 void start_next_job(prefill_ptr self);
 void on_step(prefill_ptr self);
 void begin_compute(prefill_ptr self);
 void fail_job(prefill_ptr self, const std::string& reason);
+/// Whether the current job is cancelled; it ends here (fail_job) when nothing that uses its pages
+/// is in flight (no step due, no load or KV batch), else where the last of those comes back.
+bool end_if_cancelled(prefill_ptr self);
 void begin_store(prefill_ptr self);
 void finish_store(prefill_ptr self, stored_blocks stored);
 // pool_io.cpp

@@ -61,6 +61,7 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
   return {
       [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
       [=](stats_atom) { return make_stats(self); },
+      [=](cancel_atom, const envelope& msg) { on_cancel_job(self, msg); },
       [=](step_atom) {
         if (refuse_unless_self_sent(self, "step"))
           return;

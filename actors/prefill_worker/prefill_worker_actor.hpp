@@ -21,6 +21,10 @@ using prefill_worker_actor = caf::typed_actor<
     caf::replies_to<prefill_atom, envelope>::with<envelope>,
     // -> WorkerStats
     caf::replies_to<stats_atom>::with<envelope>,
+    // ReleaseRequest: the request ended (its client went away); its job, queued or running,
+    // ends early and frees what it holds. Taken only from the request actor that sent the job,
+    // or from the conductor.
+    caf::reacts_to<cancel_atom, envelope>,
     // StageJob (head of a prefill group -> another of its stages) -> StageAccepted, or an error
     // (not a stage of a group, busy, bad job)
     caf::replies_to<stage_atom, envelope>::with<envelope>,

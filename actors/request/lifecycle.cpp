@@ -266,6 +266,14 @@ void on_cancel(request_ptr self) {
   auto& st = self->state;
   if (refuse_unless_sent_by(self, st.client_addr, "a cancel", "the client that ran the request"))
     return;
+  // Its prefill job, queued or running, stops and frees its pages (sent as this actor: the
+  // worker checks that the request that sent the job cancels it). Not once the first token
+  // came: the KV is with decode then, and the job only stores its blocks.
+  if (st.reserved && !st.coupled && !st.done && !st.first_token_seen) {
+    auto msg = make_envelope<wire::ReleaseRequest>(
+        [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
+    self->send(st.dir->prefill[st.prefill_instance], cancel_atom::value, msg);
+  }
   finish(self, request_status::failed, "cancelled by the client");
 }
 

@@ -22,7 +22,8 @@ using request_actor = caf::typed_actor<
     // (a token_listener travels as caf::actor, which every process knows how to serialize)
     caf::replies_to<stream_atom, envelope, caf::actor>::with<envelope>,
     // From the client that ran it only: it gave up (an HTTP client went away). The request fails
-    // at once ("cancelled by the client") and what it holds is released.
+    // at once ("cancelled by the client") and what it holds is released: its decode
+    // reservation, and its prefill job, queued or running.
     caf::reacts_to<cancel_atom>,
     // PrefillDone from the prefill worker: the first token
     caf::replies_to<prefill_done_atom, envelope>::with<void>,

@@ -388,6 +388,8 @@ cluster_numbers gather_cluster_numbers(caf::actor_system& sys, cluster& cl,
           n.live_nodes = in.getLiveNodes();
           n.bad_messages = in.getBadMessages();
           n.prefill_queue_jobs = to_vector(in.getPrefillQueueJobs());
+          for (auto ns : in.getPrefillQueueNs())
+            n.prefill_queue_s.push_back(static_cast<double>(ns) / 1e9);
           n.decode_active = to_vector(in.getDecodeActive());
           return n;
         }))
@@ -444,6 +446,12 @@ void write_cluster_metrics(prom_writer& w, const cluster_numbers& c) {
     for (size_t i = 0; i < in->prefill_queue_jobs.size(); ++i)
       w.sample("crescent_conductor_prefill_queue_jobs", {{"instance", std::to_string(i)}},
                in->prefill_queue_jobs[i]);
+    w.family("crescent_conductor_prefill_queue_seconds", "gauge",
+             "The conductor's predicted queue time per prefill instance: until it is free of the "
+             "jobs placed on it");
+    for (size_t i = 0; i < in->prefill_queue_s.size(); ++i)
+      w.sample("crescent_conductor_prefill_queue_seconds", {{"instance", std::to_string(i)}},
+               in->prefill_queue_s[i]);
     w.family("crescent_conductor_decode_active", "gauge",
              "Requests the conductor counts per decode instance");
     for (size_t i = 0; i < in->decode_active.size(); ++i)

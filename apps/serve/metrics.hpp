@@ -112,6 +112,7 @@ struct conductor_numbers {
   uint32_t live_nodes = 0;
   std::vector<uint32_t> prefill_queue_jobs; // per prefill instance, as the conductor counts
   std::vector<uint32_t> decode_active;      // per decode instance, as the conductor counts
+  std::vector<double> prefill_queue_s;      // per prefill instance: its predicted queue time
 };
 
 struct store_numbers {

@@ -157,6 +157,7 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
 
   out += "<h2>Instances</h2><table><tr><th>role</th><th>instance</th><th>node</th>"
          "<th>queued jobs</th><th>active requests</th><th>conductor's count</th>"
+         "<th>predicted queue</th>"
          "<th>free KV pages</th><th>compute</th><th>load misses</th></tr>\n";
   for (const auto& w : c.workers) {
     const labels l{{"role", w.role}, {"instance", std::to_string(w.instance)}};
@@ -173,6 +174,13 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
                         c.conductor->decode_active[w.instance]);
     else
       out += "<td></td>";
+    // The conductor's predicted queue time of a prefill instance.
+    if (c.conductor && w.role == "prefill" && w.instance < c.conductor->prefill_queue_s.size()) {
+      const double s = c.conductor->prefill_queue_s[w.instance];
+      out += cell("crescent_conductor_prefill_queue_seconds", at, s, fmt::format("{:.3f} s", s));
+    } else {
+      out += "<td></td>";
+    }
     out += count_cell("crescent_instance_free_kv_pages", l, w.free_pages);
     const double compute_s = static_cast<double>(w.compute_ns) / 1e9;
     out += cell("crescent_instance_compute_seconds_total", l, compute_s,

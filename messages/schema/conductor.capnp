@@ -80,4 +80,5 @@ struct ConductorStats {
   liveNodes @3 :UInt32;
   prefillQueueJobs @4 :List(UInt32);  # per prefill instance
   decodeActive @5 :List(UInt32);      # per decode instance
+  prefillQueueNs @6 :List(UInt64);    # per prefill instance: predicted until it is free of its jobs
 }

@@ -100,6 +100,17 @@ class conductor_harness : public deterministic_system {
     EXPECT_FALSE(ask_void(client, finished_atom::value, ended));
   }
 
+  // The conductor's predicted queue time of prefill instance 0 (its stats).
+  uint64_t predicted_queue_ns() {
+    auto stats = ask(conductor, stats_atom::value);
+    EXPECT_TRUE(stats);
+    auto q = read_as<wire::ConductorStats>(*stats, [](wire::ConductorStats::Reader in) {
+      return in.getPrefillQueueNs().size() == 1 ? in.getPrefillQueueNs()[0] : UINT64_MAX;
+    });
+    EXPECT_TRUE(q);
+    return q ? *q : UINT64_MAX;
+  }
+
   conductor_actor conductor;
   caf::actor client; // the relay
 };
@@ -151,6 +162,23 @@ TEST(conductor, takes_reports_and_ends_only_from_the_actors_entitled_to_send_the
   const uint64_t before = h.schedule(2);
   h.report(1, 0, 64'000);
   EXPECT_EQ(h.schedule(3), before);
+}
+
+TEST(conductor, its_stats_give_each_prefill_instance_s_predicted_queue_time) {
+  conductor_harness h;
+  EXPECT_EQ(h.predicted_queue_ns(), 0u);
+  // Two jobs of the same cost placed on the one instance (the virtual clock stands still): the
+  // queue is one job's predicted time, then two.
+  ASSERT_GT(h.schedule(1), 0u);
+  const uint64_t one = h.predicted_queue_ns();
+  EXPECT_GT(one, 0u);
+  ASSERT_GT(h.schedule(2), 0u);
+  EXPECT_EQ(h.predicted_queue_ns(), 2 * one);
+  // Each job that ends takes its time off: the one left runs from now.
+  h.report(1, 0, 64'000);
+  EXPECT_EQ(h.predicted_queue_ns(), one);
+  h.report(2, 0, 64'000);
+  EXPECT_EQ(h.predicted_queue_ns(), 0u);
 }
 
 } // namespace

@@ -32,7 +32,7 @@ TEST(status_page_html, every_number_is_the_metrics_value_of_its_series) {
 
   cluster_config cfg; // 4 nodes: prefill on 0 and 1, decode on 2 and 3
   cluster_numbers c;
-  c.conductor = conductor_numbers{7, 1, 0, 4, {2, 0}, {1, 0}};
+  c.conductor = conductor_numbers{7, 1, 0, 4, {2, 0}, {1, 0}, {0.25, 0}};
   c.store_master = store_numbers{};
   for (uint32_t n = 0; n < 4; ++n)
     c.owners.push_back({n, 64 << 20, n * 4096, 0, 0, n, 0, 0, 0, 0, 0, 0});
@@ -55,7 +55,7 @@ TEST(status_page_html, every_number_is_the_metrics_value_of_its_series) {
     EXPECT_NE(metrics.find("\n" + line), std::string::npos) << line;
     ++checked;
   }
-  EXPECT_EQ(checked, 6u + 4 + 6 + 3 + 4 * 4 + 6 * 4);
+  EXPECT_EQ(checked, 6u + 4 + 6 + 3 + 4 * 4 + 6 * 4 + 2); // the last: predicted queues
   EXPECT_NE(page.find("id=\"hit-rate\" data-value=\"0.4\">40.0%"), std::string::npos) << page;
   EXPECT_NE(page.find("m&lt;odel&gt;"), std::string::npos);
   EXPECT_EQ(page.find("<script"), std::string::npos); // self-contained, no script

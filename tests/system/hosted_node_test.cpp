@@ -10,6 +10,8 @@
 #include "messages/errors.hpp"
 #include "messages/schema/worker.capnp.h"
 #include "support/networked_config.hpp"
+#include "support/node_child.hpp"
+#include "support/ports.hpp"
 #include "support/test_cluster.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -58,31 +60,6 @@ std::string grouped_yaml() {
   return yaml;
 }
 
-// `n` distinct ports nobody listens on (bound together, then released).
-std::vector<uint16_t> unused_ports(size_t n) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (size_t i = 0; i < n; ++i) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds)
-    close(fd);
-  return ports;
-}
-
-struct node_process {
-  bench::child_process process;
-  uint16_t port = 0;
-};
-
 class hosted_nodes : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -102,19 +79,7 @@ class hosted_nodes : public ::testing::Test {
   caf::expected<node_process> start_node(uint32_t n, const std::string& yaml) {
     const auto file = dir / ("node-" + std::to_string(n) + ".yaml");
     std::ofstream{file} << yaml;
-    auto p =
-        bench::child_process::spawn(CRESCENT_BINARY, {"node", "--config", file.string(), "--node",
-                                                      std::to_string(n), "--port", "0"});
-    if (!p)
-      return std::move(p.error());
-    auto line = p->read_line(std::chrono::seconds(20));
-    if (!line)
-      return std::move(line.error());
-    const auto at = line->find("port=");
-    if (line->rfind("crescent-node ", 0) != 0 || at == std::string::npos)
-      return make_error(errc::internal, "unexpected ready line: " + *line);
-    const auto port = static_cast<uint16_t>(std::stoul(line->substr(at + 5)));
-    return node_process{std::move(*p), port};
+    return start_node_process(file.string(), n);
   }
 
   // The cluster of `yaml` with nodes `hosted` at the node processes started for them.

@@ -1,7 +1,10 @@
 // `crescent serve` for real: the binary listening on loopback, asked over HTTP. Every endpoint,
-// streaming, the 400/404/413/429 answers, a client that goes away cancelling its request, and
-// /metrics checked by Prometheus's promtool.
+// streaming, the 400/404/413/429 answers, 503 for requests that fail (their decode node killed,
+// their deadline passed), a client that goes away cancelling its request, and /metrics checked
+// by Prometheus's promtool.
+#include "support/node_child.hpp"
 #include "support/serve_child.hpp"
+#include "support/temp_dir.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -191,6 +194,8 @@ TEST_F(serve, metrics_pass_promtool) {
   EXPECT_NE(r->body.find("crescent_ttft_seconds_bucket"), std::string::npos);
   EXPECT_NE(r->body.find("crescent_pool_capacity_bytes{node=\"0\",tier=\"dram\"}"),
             std::string::npos);
+  EXPECT_NE(r->body.find("\ncrescent_conductor_prefill_queue_seconds{instance=\"1\"} "),
+            std::string::npos);
   if (std::system("command -v promtool >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; tools/setup.sh "
                     "installs it)";
@@ -208,13 +213,10 @@ TEST_F(serve, metrics_pass_promtool) {
 }
 
 TEST(serve_admission, a_request_the_conductor_rejects_is_429_with_retry_after) {
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("crescent-serve-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  temp_dir dir{"serve-tight"};
   // A TTFT SLO of 1 ms: a 6,000-token prompt cannot meet it, so admission rejects it.
-  std::ofstream{dir / "tight.yaml"} << "conductor:\n  slo: {ttft_ms: 1}\n";
   {
-    server s{{"--config", (dir / "tight.yaml").string()}};
+    server s{{"--config", dir.write("tight.yaml", "conductor:\n  slo: {ttft_ms: 1}\n")}};
     auto r =
         s.client().Post("/v1/completions", completion_body(std::string(6000, 'b'), 8, false).dump(),
                         "application/json");
@@ -229,7 +231,89 @@ TEST(serve_admission, a_request_the_conductor_rejects_is_429_with_retry_after) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 429) << r->body;
   }
-  std::filesystem::remove_all(dir);
+}
+
+// A whole (not streamed) completion asked on a thread of its own: its status and body.
+struct pending_answer {
+  int status = 0;
+  std::string body;
+  std::thread thread;
+  pending_answer(const server& s, nlohmann::json body_json)
+      : thread([this, c = s.client(), b = body_json.dump()]() mutable {
+          auto r = c.Post("/v1/completions", b, "application/json");
+          if (r) {
+            status = r->status;
+            body = r->body;
+          }
+        }) {}
+  void join() { thread.join(); }
+};
+
+// Node 1, the only decode instance, in a `crescent node` process; the prefill instance, the
+// conductor and the store master in the server's. A model wider than the default one, so that
+// 4,000 output tokens take seconds to decode.
+std::string one_decode_node_yaml() {
+  return "model: {layers: 4, d_model: 128, heads: 4, kv_heads: 2, ffn: 352, "
+         "context_tokens_max: 4096}\n"
+         "nodes:\n"
+         "  - {prefill: 1, pool_mib: 4}\n"
+         "  - {decode: 1, pool_mib: 4}\n"
+         "decode: {kv_mib: 64, request_tokens_max: 4096}\n"
+         "store: {sync_commits: false}\n"
+         "conductor: {heartbeat_timeout_ms: 600}\n"
+         "heartbeat_interval_ms: 100\n"
+         "join_timeout_ms: 10000\n";
+}
+
+TEST(serve_failure, a_request_whose_decode_node_is_killed_answers_503_with_the_reason) {
+  temp_dir dir{"serve-killed"};
+  const auto yaml = one_decode_node_yaml();
+  auto node = start_node_process(dir.write("node.yaml", yaml), 1);
+  ASSERT_TRUE(node) << describe(node.error());
+  auto served = yaml;
+  const std::string decode_node = "  - {decode: 1, pool_mib: 4}";
+  served.replace(served.find(decode_node), decode_node.size(),
+                 "  - {decode: 1, pool_mib: 4, address: \"127.0.0.1:" + std::to_string(node->port) +
+                     "\"}");
+  server s{{"--config", dir.write("serve.yaml", served)}};
+  ASSERT_GT(s.port, 0);
+  pending_answer answer{s, completion_body("Tell me everything", 4000, false)};
+  // Killed once the decode instance holds the request (its reservation, then its decode).
+  auto c = s.client();
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    auto r = c.Get("/metrics");
+    ASSERT_TRUE(r);
+    if (metric(r->body, "crescent_instance_active_requests{role=\"decode\",instance=\"0\"}") == 1)
+      break;
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << r->body;
+    std::this_thread::sleep_for(5ms); // polling another process: nothing to wait on instead
+  }
+  node->process.kill();
+  answer.join();
+  EXPECT_EQ(answer.status, 503) << answer.body;
+  auto e = json::parse(answer.body)["error"];
+  EXPECT_EQ(e["type"], "server_error");
+  EXPECT_NE(e["message"].get<std::string>().find("decode instance 0 stopped"), std::string::npos)
+      << e;
+  auto after = c.Get("/metrics");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(metric(after->body, "crescent_requests_total{outcome=\"failed\"}"), 1);
+  EXPECT_EQ(
+      metric(after->body, "crescent_http_responses_total{path=\"/v1/completions\",code=\"503\"}"),
+      1);
+}
+
+TEST(serve_failure, a_request_past_its_deadline_answers_503_with_the_reason) {
+  temp_dir dir{"serve-deadline"};
+  // A deadline of 1 ms: no request of 2,000 output tokens ends before it.
+  server s{{"--config", dir.write("deadline.yaml", "request_deadline_ms: 1\n")}};
+  auto r = s.client().Post("/v1/completions", completion_body("Once", 2000, false).dump(),
+                           "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 503) << r->body;
+  auto e = json::parse(r->body)["error"];
+  EXPECT_NE(e["message"].get<std::string>().find("deadline passed"), std::string::npos) << e;
 }
 
 } // namespace

@@ -3,6 +3,7 @@
 #include "apps/bench/child_process.hpp"
 #include "apps/up/netns.hpp"
 #include "messages/errors.hpp"
+#include "support/ports.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -17,19 +18,6 @@
 
 namespace crescent::testing {
 namespace {
-
-// A port nobody listens on now (bound, then released).
-uint16_t unused_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream in{p};
