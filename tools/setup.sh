@@ -25,16 +25,34 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
-fi
-
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
   sudo="sudo"
 fi
-echo "setup: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ -n "$sudo" ] && ! command -v sudo >/dev/null; then
+    echo "setup: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The official OpenAI client for tests/system/openai_client_test.cpp, at the version
+# tests/clients/openai/package.json pins (from the npm registry, with Node.js: Debian's nodejs
+# and npm when the machine has no node). Optional: without it that test skips with the reason.
+root=$(cd "$(dirname "$0")/.." && pwd)
+client="$root/tests/clients/openai"
+if [ ! -d "$client/node_modules/openai" ]; then
+  if ! command -v npm >/dev/null; then
+    $sudo apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null 2>&1 ||
+      echo "setup: could not install nodejs and npm (the OpenAI client test will skip)" >&2
+  fi
+  if command -v npm >/dev/null; then
+    (cd "$client" && npm ci --no-audit --no-fund --loglevel=error >/dev/null 2>&1) ||
+      echo "setup: npm could not install the openai client (the OpenAI client test will skip)" >&2
+  fi
+fi
