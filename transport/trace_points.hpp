@@ -1,6 +1,6 @@
 // Trace points: timestamped events from the TCP data plane's threads and the transfer
-// benchmark, for finding where the time of a batch goes (docs/benchmarks.md, seventh session;
-// tools/trace_batches.py takes the files apart).
+// benchmark, for finding where the time of a batch goes (docs/benchmarks-archive.md, seventh
+// session; tools/trace_batches.py takes the files apart).
 //
 // Compiled in only with the CMake option CRESCENT_TRACE_POINTS (off by default: a point is then
 // nothing at all, its arguments not even evaluated), and recorded only in a process started

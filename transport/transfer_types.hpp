@@ -94,7 +94,7 @@ struct transfer_options {
   uint16_t tcp_port = 0;                   // 0: any free port
   // TCP connections to each peer; 0: one per two CPUs this process may run on, 1 to 4. More
   // connections than cores can run side by side only take turns: on 2 cores one connection moves
-  // more than two (docs/benchmarks.md).
+  // more than two (docs/benchmarks-archive.md).
   uint32_t tcp_connections_per_peer = 0;
   uint32_t slice_attempts_max = 3; // tries of one slice, across connections and paths
   // Of one TCP connection (10 ms..10 min). The RDMA path's control connection waits this long,

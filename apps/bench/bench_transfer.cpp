@@ -114,8 +114,9 @@ std::string block_text(uint64_t block) {
 }
 
 // Runs the baseline and the first case in turns, untimed. Here loopback TCP starts at a tenth
-// of its speed and takes about 3 s of streaming to reach it (docs/benchmarks.md): without this
-// the first rows measure the machine warming up, and the earlier of each pair the slowest.
+// of its speed and takes about 3 s of streaming to reach it (docs/benchmarks-archive.md, sixth
+// session): without this the first rows measure the machine warming up, and the earlier of each
+// pair the slowest.
 caf::error warm_up(const path_rows& p, const bench_case& c, double seconds) {
   const double turn_seconds = std::min(0.25, seconds / 2);
   for (double spent = 0; spent < seconds; spent += 2 * turn_seconds) {

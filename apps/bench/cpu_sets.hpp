@@ -5,8 +5,8 @@
 // and knows no cache topology, so it wakes a thread on its last CPU even when that CPU is busy
 // inside a long system call of another thread; the woken thread waits for the whole call. When
 // the peer's server thread lands on the CPU of our sender, it starts reading only once a
-// megabyte has been written (docs/benchmarks.md, seventh and eighth sessions). Each process on
-// CPUs of its own removes that, for the engine and its baselines alike: both run between the
+// megabyte has been written (docs/benchmarks-archive.md, seventh and eighth sessions). Each process
+// on CPUs of its own removes that, for the engine and its baselines alike: both run between the
 // same two processes.
 #pragma once
 

@@ -30,7 +30,7 @@ class connection {
   /// Payload bytes written with one system call, at most (but always the first slice). Where the
   /// kernel does not preempt (PREEMPT_NONE, as in many VMs), a thread woken on the sender's CPU,
   /// such as this connection's receiver, waits for the whole call: 32 slices of 1 MiB took
-  /// milliseconds. Smaller calls cost more than they give (docs/benchmarks.md).
+  /// milliseconds. Smaller calls cost more than they give (docs/benchmarks-archive.md).
   static constexpr uint64_t burst_payload_bytes_max = 4u << 20;
 
   /// What tests set and read, and nothing else does.
