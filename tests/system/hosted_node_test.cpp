@@ -304,6 +304,10 @@ TEST_F(hosted_nodes, a_node_process_with_another_model_refuses_the_join) {
   EXPECT_NE(describe(cl.error()).find("node 2 at"), std::string::npos) << describe(cl.error());
   EXPECT_NE(describe(cl.error()).find("model fingerprint"), std::string::npos)
       << describe(cl.error());
+  // The refusing process ends before this actor system does: about one run in eight, the
+  // system's end otherwise waited for ever on a detached actor of the failed start (the join
+  // had handed the conductor and store master to that process). Not understood yet.
+  nodes.clear();
 }
 
 TEST_F(hosted_nodes, bring_up_fails_when_no_node_process_answers) {
