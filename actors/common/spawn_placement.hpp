@@ -11,6 +11,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/spawn_options.hpp>
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <utility>
 
 namespace crescent {
@@ -21,6 +25,22 @@ auto spawn_placed(caf::actor_system& sys, bool own_thread, Fn fn, Ts&&... xs) {
   if (own_thread)
     return sys.spawn<caf::detached>(fn, std::forward<Ts>(xs)...);
   return sys.spawn(fn, std::forward<Ts>(xs)...);
+}
+
+/// The nice value of a compute worker's own thread.
+inline constexpr int compute_thread_nice = 10;
+
+/// Called first in a compute worker's body (which runs on its own thread when it has one): that
+/// thread yields the CPU to the shared threads (the conductor, the requests, the front door),
+/// as an engine computing on a GPU would leave the host's cores to them. On this machine the
+/// reference engine computes on the same two cores, and without it a 429 or a placement waits
+/// behind a prefill's arithmetic. Linux keeps a nice value per thread; raising it needs no
+/// privilege, and a failure changes nothing but the priority, so it is not reported.
+inline void lower_compute_thread_priority(bool own_thread) {
+  if (!own_thread)
+    return;
+  const auto tid = static_cast<id_t>(syscall(SYS_gettid));
+  [[maybe_unused]] int ignored = setpriority(PRIO_PROCESS, tid, compute_thread_nice);
 }
 
 } // namespace crescent

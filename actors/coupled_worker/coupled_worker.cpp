@@ -30,6 +30,7 @@ caf::expected<mapped_pages> map_pages(storage::dram_pool& pool) {
 
 coupled_worker_actor::behavior_type coupled_worker(coupled_ptr self, coupled_worker_options options,
                                                    coupled_worker_parts parts, mapped_pages pages) {
+  lower_compute_thread_priority(options.own_thread);
   auto& st = self->state;
   st.options = options;
   st.parts = std::move(parts);

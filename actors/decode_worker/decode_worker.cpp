@@ -24,6 +24,7 @@ envelope make_stats(decode_ptr self) {
 
 decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_options options,
                                                  decode_worker_parts parts) {
+  lower_compute_thread_priority(options.own_thread);
   self->state.options = options;
   self->state.parts = std::move(parts);
   keep_serving_on_errors(self);

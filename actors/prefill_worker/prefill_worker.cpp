@@ -34,6 +34,7 @@ envelope make_stats(prefill_ptr self) {
 // of them to end, after the last step, continues the job.
 prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_worker_options options,
                                                    prefill_worker_parts parts) {
+  lower_compute_thread_priority(options.own_thread);
   self->state.options = options;
   self->state.parts = std::move(parts);
   // Queued jobs of a request that ended (deadline, crash) are dropped unstarted; a running job
