@@ -145,6 +145,9 @@ int main(int argc, char** argv) {
                    "HTTP connections served at once (a thread each); more wait to be accepted")
       ->capture_default_str()
       ->check(CLI::Range(1u, 16384u));
+  serve_cmd->add_flag("--launch", serve.launch,
+                      "Start a crescent node process for each node of --config with an address "
+                      "(through its launcher, as crescent up does), and stop them at the end");
   serve_cmd->add_flag("--verbose", serve.verbose, "Log actor warnings");
 
   crescent::sim::replay_options replay;

@@ -3,6 +3,7 @@
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/run_command.hpp"
+#include "apps/up/node_launch.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -13,8 +14,10 @@
 
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <pthread.h>
 #include <thread>
+#include <unistd.h>
 
 namespace crescent::cli {
 
@@ -59,6 +62,24 @@ sigset_t block_stop_signals() {
   return set;
 }
 
+// --launch: the config's node processes, started and ready, their logs in a new directory.
+caf::expected<std::vector<up::node_process>> launch(const cluster_config& cfg,
+                                                    const std::string& config_path) {
+  if (config_path.empty() || !spans_processes(cfg))
+    return make_error(errc::bad_config,
+                      "--launch starts the node processes of a --config whose nodes have an "
+                      "address; this cluster has none");
+  namespace fs = std::filesystem;
+  const auto dir = fs::temp_directory_path() / ("crescent-serve-" + std::to_string(getpid()));
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return make_error(errc::io_error, dir.string() + ": " + ec.message());
+  fmt::print(stderr, "crescent serve: node process logs in {}\n", dir.string());
+  return up::launch_nodes(cfg, fs::absolute(config_path).string(), dir.string(),
+                          std::chrono::milliseconds(cfg.join_timeout_ms));
+}
+
 } // namespace
 
 int serve_command(const serve_options& opt) {
@@ -73,9 +94,22 @@ int serve_command(const serve_options& opt) {
     return fail(describe(loaded.error()));
   const auto cfg = std::move(*loaded);
   const auto stop_signals = block_stop_signals();
+  std::vector<up::node_process> nodes;
+  if (opt.launch) {
+    auto started = launch(cfg, opt.config_path);
+    if (!started)
+      return fail(describe(started.error()));
+    nodes = std::move(*started);
+  }
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, spans_processes(cfg));
   caf::actor_system sys{sys_cfg};
+  // Stopped on every way out, after the cluster (their agents see the conductor go) and before
+  // the actor system ends (whose end could otherwise wait on actors their connections hold).
+  struct stopper {
+    std::vector<up::node_process>& nodes;
+    ~stopper() { up::stop_nodes(nodes); }
+  } stop_nodes_at_end{nodes};
   auto cl = cluster::start(sys, cfg);
   if (!cl)
     return fail("cluster bring-up: " + describe(cl.error()));

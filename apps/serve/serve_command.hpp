@@ -1,5 +1,6 @@
 // `crescent serve`: a cluster (embedded, or with nodes in `crescent node` processes started
-// beforehand, as `crescent run` has them) behind an OpenAI-compatible HTTP API (docs/serve.md).
+// beforehand, as `crescent run` has them, or started by serve itself with --launch, as
+// `crescent up` starts them) behind an OpenAI-compatible HTTP API (docs/serve.md).
 #pragma once
 
 #include "apps/serve/front_door.hpp"
@@ -14,6 +15,9 @@ struct serve_options {
   std::string listen = "127.0.0.1:8000"; // HOST:PORT; port 0: any free port
   serve::door_options door;
   uint32_t connections_max = 1024; // HTTP connections served at once (one thread each)
+  // Start the config's node processes (those with an address) as crescent up does, their logs
+  // in a directory of their own (printed), and stop them when serving ends.
+  bool launch = false;
   bool verbose = false;
 };
 

@@ -3,6 +3,7 @@
 // their deadline passed), a client that goes away cancelling its request, and /metrics checked
 // by Prometheus's promtool.
 #include "support/node_child.hpp"
+#include "support/ports.hpp"
 #include "support/serve_child.hpp"
 #include "support/temp_dir.hpp"
 
@@ -14,7 +15,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -302,6 +305,54 @@ TEST(serve_failure, a_request_whose_decode_node_is_killed_answers_503_with_the_r
   EXPECT_EQ(
       metric(after->body, "crescent_http_responses_total{path=\"/v1/completions\",code=\"503\"}"),
       1);
+}
+
+// The processes whose command line names `config` as a node's (from /proc).
+std::vector<pid_t> node_processes_of(const std::string& config) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator{"/proc"}) {
+    const auto name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream in{entry.path() / "cmdline"};
+    std::string line{std::istreambuf_iterator<char>(in), {}};
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (line.find(" node --config " + config) != std::string::npos)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST(serve_launch, starts_the_node_processes_of_its_config_and_stops_them_at_the_end) {
+  temp_dir dir{"serve-launch"};
+  auto yaml = one_decode_node_yaml();
+  const std::string decode_node = "  - {decode: 1, pool_mib: 4}";
+  yaml.replace(
+      yaml.find(decode_node), decode_node.size(),
+      "  - {decode: 1, pool_mib: 4, address: \"127.0.0.1:" + std::to_string(unused_port()) + "\"}");
+  const auto config = dir.write("serve.yaml", yaml);
+  std::vector<pid_t> nodes;
+  pid_t serve_pid = 0;
+  {
+    server s{{"--config", config, "--launch"}};
+    ASSERT_GT(s.port, 0);
+    serve_pid = s.process->pid();
+    nodes = node_processes_of(config);
+    EXPECT_EQ(nodes.size(), 1u) << "node 1's process, started by serve";
+    auto r = s.client().Post("/v1/completions", completion_body("Hello", 4, false).dump(),
+                             "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(json::parse(r->body)["usage"]["completion_tokens"], 4);
+  } // SIGTERM: serve stops cleanly (serve_child checks its status), and its nodes with it
+  for (auto pid : nodes)
+    EXPECT_TRUE(kill(pid, 0) != 0 && errno == ESRCH) << "node process " << pid << " is left";
+  EXPECT_TRUE(node_processes_of(config).empty());
+  // Where serve put the node's log (it prints the directory, and leaves it for the user).
+  const auto logs =
+      std::filesystem::temp_directory_path() / ("crescent-serve-" + std::to_string(serve_pid));
+  EXPECT_TRUE(std::filesystem::exists(logs / "node-1.log"));
+  std::filesystem::remove_all(logs);
 }
 
 TEST(serve_failure, a_request_past_its_deadline_answers_503_with_the_reason) {
