@@ -1,5 +1,4 @@
 // The `crescent` command line.
-#include "actors/common/bounded_shutdown.hpp"
 #include "apps/analyze/analyze_command.hpp"
 #include "apps/analyze/hitrate.hpp"
 #include "apps/bench/bench_kv_codec.hpp"
@@ -25,30 +24,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstdio>
-#include <cstdlib>
-
-namespace {
-
-int run_cli(int argc, char** argv);
-
-} // namespace
-
-// An actor system left running (actors/common/bounded_shutdown.hpp) ends with the process,
-// without the static destructors that would run under its waiting threads.
 int main(int argc, char** argv) {
-  const int status = run_cli(argc, argv);
-  if (crescent::actor_system_left()) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    std::_Exit(status);
-  }
-  return status;
-}
-
-namespace {
-
-int run_cli(int argc, char** argv) {
   CLI::App app{"Crescent: a KVCache-centric, disaggregated LLM serving runtime"};
   app.require_subcommand(1);
 
@@ -683,5 +659,3 @@ int run_cli(int argc, char** argv) {
     return crescent::bench::bench_transfer(transfer);
   return crescent::cli::info_command();
 }
-
-} // namespace

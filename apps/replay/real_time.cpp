@@ -2,7 +2,6 @@
 
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
-#include "actors/common/bounded_shutdown.hpp"
 #include "apps/replay/replay_driver.hpp"
 #include "messages/errors.hpp"
 
@@ -14,27 +13,13 @@
 
 namespace crescent::replay {
 
-namespace {
-
-// Every actor has terminated by then: what is left is CAF's own teardown (milliseconds).
-constexpr auto actor_system_end_limit = std::chrono::seconds(20);
-
-} // namespace
-
 caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
                     std::FILE* progress, const std::function<void()>& started,
                     const std::function<void(caf::actor_system&, cluster&)>& finished) {
-  owned_actor_system owned;
-  owned.config = std::make_unique<caf::actor_system_config>();
-  setup_actor_system(*owned.config, spans_processes(cfg));
-  owned.system = std::make_unique<caf::actor_system>(*owned.config);
-  auto& sys = *owned.system;
-  // Every way out ends the system within the limit (bounded_shutdown.hpp says why).
-  struct ender {
-    owned_actor_system& owned;
-    ~ender() { end_actor_system(std::move(owned), actor_system_end_limit); }
-  } end_at_return{owned};
+  caf::actor_system_config sys_cfg;
+  setup_actor_system(sys_cfg, spans_processes(cfg));
+  caf::actor_system sys{sys_cfg};
   auto cl = cluster::start(sys, cfg);
   if (!cl)
     return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));
