@@ -8,8 +8,23 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 
 namespace crescent::replay {
+
+std::vector<std::pair<size_t, std::string>>
+failures_by_reason(const std::vector<request_result>& results) {
+  std::map<std::string, size_t> by_reason;
+  for (const auto& r : results)
+    if (r.status == outcome_status::failed)
+      ++by_reason[r.reason];
+  std::vector<std::pair<size_t, std::string>> rows;
+  for (auto& [reason, n] : by_reason)
+    rows.emplace_back(n, reason);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  return rows;
+}
 
 percentiles percentiles_of(std::vector<double>& values) {
   percentiles p;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crescent::replay {
@@ -63,6 +64,10 @@ struct replay_summary {
     return prompt_tokens == 0 ? 0.0 : static_cast<double>(reused_tokens) / prompt_tokens;
   }
 };
+
+/// Failed requests counted by reason, most frequent first (ties by reason).
+std::vector<std::pair<size_t, std::string>>
+failures_by_reason(const std::vector<request_result>& results);
 
 /// Nearest-rank percentiles of `values` (sorted in place).
 percentiles percentiles_of(std::vector<double>& values);

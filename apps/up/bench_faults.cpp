@@ -9,7 +9,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <map>
 
 namespace crescent::cli {
 
@@ -44,12 +43,8 @@ constexpr scenario scenarios[] = {
 };
 
 std::string failures_of(const std::vector<replay::request_result>& results) {
-  std::map<std::string, size_t> by_reason;
-  for (const auto& r : results)
-    if (r.status == replay::outcome_status::failed)
-      ++by_reason[r.reason];
   std::string out;
-  for (const auto& [reason, n] : by_reason)
+  for (const auto& [n, reason] : replay::failures_by_reason(results))
     out += fmt::format("{}{} x {}", out.empty() ? "" : "; ", n, reason);
   return out.empty() ? "-" : out;
 }

@@ -19,7 +19,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -162,17 +161,8 @@ caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
 
 // Failed requests counted by reason, most frequent first.
 std::string format_failures(const std::vector<replay::request_result>& results) {
-  std::map<std::string, size_t> by_reason;
-  for (const auto& r : results)
-    if (r.status == replay::outcome_status::failed)
-      ++by_reason[r.reason];
-  std::vector<std::pair<size_t, std::string>> rows;
-  for (auto& [reason, n] : by_reason)
-    rows.emplace_back(n, reason);
-  std::stable_sort(rows.begin(), rows.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string out;
-  for (const auto& [n, reason] : rows)
+  for (const auto& [n, reason] : replay::failures_by_reason(results))
     out += fmt::format("failed        {} x {}\n", n, reason);
   return out;
 }
