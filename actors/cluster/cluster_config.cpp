@@ -307,6 +307,11 @@ caf::error validate(const cluster_config& cfg) {
     return field_error("conductor.kvcache_balancing_threshold", "must be in [1, 1e6]");
   if (cfg.conductor.slo_ttft_ms == 0 || cfg.conductor.slo_tbt_ms == 0)
     return field_error("conductor.slo", "ttft_ms and tbt_ms must be positive");
+  if (auto err = gpu::check_block_codec(cfg.model, cfg.codec))
+    return err;
+  if (cfg.codec.kind != storage::codec::codec_kind::none && is_coupled(cfg))
+    return field_error("kv_codec", "coupled instances keep their prefix cache in their own KV "
+                                   "memory, never in the pool: a codec is for the pool");
   if (cfg.trace_block_tokens > 4096)
     return field_error("trace_block_tokens", "must be in [0, 4096]");
   if (auto err = check_launcher(cfg.launcher))

@@ -6,6 +6,7 @@
 
 #include "actors/common/placement.hpp"
 #include "actors/conductor/view.hpp"
+#include "gpu/block_codec.hpp"
 #include "gpu/engine.hpp"
 #include "gpu/model_config.hpp"
 #include "storage/eviction.hpp"
@@ -138,6 +139,10 @@ struct cluster_config {
   store_config store;
   pool_config pool;
   transfer_config transfer;
+  // How pool blocks are stored (issue 23, docs/kv_compression.md): kv_codec none keeps the
+  // engine's pages as they are; another codec stores them compressed in DRAM and on SSD, and
+  // pool reads carry them compressed (the prefill-to-decode hand-off does not yet).
+  gpu::block_codec_options codec;
   // How a replayed trace becomes prompts: the tokens one 512-token trace block becomes. 0: one
   // model block (model.block_tokens; the scaled prompts of the small reference model); 512: the
   // trace's own lengths (the paper cluster). Token ids are drawn from each block's hash id.

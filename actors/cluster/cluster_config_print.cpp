@@ -115,6 +115,13 @@ void print_workers(std::string& out, const cluster_config& c) {
   fmt::format_to(std::back_inserter(out),
                  "store:\n  db_path: {}\n  sync_commits: {}\n  ssd_dir: {}\n",
                  quoted(c.store.db_path), to_text(c.store.sync_commits), quoted(c.store.ssd_dir));
+  const auto& x = c.codec;
+  fmt::format_to(std::back_inserter(out),
+                 "kv_codec: {}\ncodec:\n  group_tokens: {}\n  sink_tokens: {}\n"
+                 "  calibration_prompts: {}\n  calibration_prompt_tokens: {}\n"
+                 "  calibration_seed: {}\n",
+                 storage::codec::to_string(x.kind), x.group_tokens, x.sink_tokens,
+                 x.calibration_prompts, x.calibration_prompt_tokens, x.calibration_seed);
 }
 
 void print_transfer(std::string& out, const cluster_config& c) {

@@ -195,6 +195,21 @@ caf::error read_pool(yaml_reader& r, const YAML::Node& n, pool_config& p) {
        {"copy_pulled", [&](auto& v, auto& f) { return r.read_bool(v, f, p.copy_pulled); }}});
 }
 
+caf::error read_codec(yaml_reader& r, const YAML::Node& n, gpu::block_codec_options& o) {
+  auto u32 = [&](uint32_t& out, uint64_t min, uint64_t max) {
+    return [&r, &out, min, max](auto& v, auto& f) { return r.read_uint(v, f, out, min, max); };
+  };
+  return r.visit(
+      n, "codec",
+      {{"group_tokens", u32(o.group_tokens, 1, 4096)},
+       {"sink_tokens", u32(o.sink_tokens, 0, 4096)},
+       {"calibration_prompts", u32(o.calibration_prompts, 1, gpu::calibration_prompts_max)},
+       {"calibration_prompt_tokens",
+        u32(o.calibration_prompt_tokens, 2, gpu::model_context_tokens_max)},
+       {"calibration_seed",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, o.calibration_seed, 0, UINT64_MAX); }}});
+}
+
 caf::error read_coupled(yaml_reader& r, const YAML::Node& n, coupled_config& c) {
   return r.visit(
       n, "coupled",
@@ -279,6 +294,19 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                 [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
         }},
        {"transfer", [&](auto& v, auto&) { return read_transfer(r, v, c.transfer); }},
+       {"kv_codec",
+        [&](auto& v, auto& f) -> caf::error {
+          std::string s;
+          if (auto e = r.read_string(v, f, s))
+            return e;
+          auto kind = storage::codec::parse_codec_kind(s);
+          if (!kind)
+            return r.error_at(
+                v, f, "expected none, int8, kivi2, kivi4, kvquant3 or kvquant4, got '" + s + "'");
+          c.codec.kind = *kind;
+          return caf::none;
+        }},
+       {"codec", [&](auto& v, auto&) { return read_codec(r, v, c.codec); }},
        {"trace_block_tokens",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.trace_block_tokens, 0, 4096); }},
        {"launcher", [&](auto& v, auto& f) { return r.read_string(v, f, c.launcher); }},

@@ -1,5 +1,7 @@
 #include "actors/cluster/conductor_model.hpp"
 
+#include "actors/cluster/node_spawn.hpp"
+
 #include "actors/cluster/profile_yaml.hpp"
 #include "gpu/engine.hpp"
 #include "messages/errors.hpp"
@@ -60,6 +62,11 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
     return std::move(m.error());
   m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers);
   m->set_pipeline(cfg.prefill.group_instances);
+  auto codec = block_codec_of(cfg);
+  if (!codec)
+    return std::move(codec.error());
+  if (*codec)
+    m->set_pool_block_bytes((*codec)->full_block_model_bytes());
   return std::make_shared<const time_model>(std::move(*m));
 }
 

@@ -10,10 +10,24 @@
 #include "storage/dram_pool.hpp"
 #include "storage/ssd_tier.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <bit>
+#include <mutex>
+#include <vector>
 
 namespace crescent {
+
+namespace {
+
+// A compressed pool's arena unit, and how many more blocks than uncompressed pages its metadata
+// admits (KIVI 2-bit's full block is 6.4x smaller than fp16, 12.8x than float32 pages).
+constexpr uint64_t compressed_unit_bytes = 8;
+constexpr uint64_t compressed_blocks_factor_max = 16;
+constexpr uint64_t compressed_blocks_max = uint64_t{1} << 28; // the arena's ranges fit a u32
+
+} // namespace
 
 caf::expected<block_owner_actor>
 spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t node,
@@ -26,10 +40,24 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   // largest power of two that divides theirs, so that a block wastes nothing).
   const uint64_t blocks = std::max<uint64_t>(1, pool_bytes_of(cfg, node) / cfg.model.page_bytes());
   const uint64_t memory_page = memory_page_bytes(cfg);
-  const uint64_t unit =
+  uint64_t unit =
       std::min<uint64_t>(storage::dram_arena::unit_bytes, memory_page & (~memory_page + 1));
-  auto arena = storage::dram_arena::create(transfer, node, blocks * memory_page,
-                                           static_cast<uint32_t>(blocks), unit, memory_touch(cfg));
+  // Compressed blocks come in any size: small units, and room in the metadata for as many
+  // blocks as the same bytes hold compressed (the codec's full block; partial ones are fewer).
+  auto codec = block_codec_of(cfg);
+  if (!codec)
+    return std::move(codec.error());
+  uint64_t blocks_max = blocks;
+  if (*codec) {
+    unit = std::min<uint64_t>(unit, compressed_unit_bytes);
+    const uint64_t full = std::max<uint64_t>(1, (*codec)->full_block_bytes());
+    blocks_max = std::min<uint64_t>(blocks * compressed_blocks_factor_max,
+                                    blocks * memory_page / full + blocks);
+  }
+  auto arena = storage::dram_arena::create(
+      transfer, node, blocks * memory_page,
+      static_cast<uint32_t>(std::min<uint64_t>(blocks_max, compressed_blocks_max)), unit,
+      memory_touch(cfg));
   if (!arena)
     return std::move(arena.error());
   std::shared_ptr<storage::ssd_tier> ssd;
@@ -40,7 +68,9 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
     storage::ssd_options sopt;
     sopt.directory = ssd_dir;
     sopt.capacity_bytes = n.ssd_bytes;
-    sopt.blocks_max = static_cast<uint32_t>(n.ssd_bytes / cfg.model.page_bytes() + 1);
+    sopt.blocks_max = static_cast<uint32_t>(std::min<uint64_t>(
+        (n.ssd_bytes / cfg.model.page_bytes() + 1) * (*codec ? compressed_blocks_factor_max : 1),
+        UINT32_MAX));
     sopt.sync_writes = cfg.store.sync_commits;
     auto tier = storage::ssd_tier::open(sopt);
     if (!tier)
@@ -64,6 +94,56 @@ caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cf
   if (cfg.engine.kind == gpu::engine_kind::modeled)
     return gpu::make_modeled_engine(cfg.model, cfg.engine.profile, std::move(cores));
   return gpu::make_reference_engine(cfg.model, cfg.engine);
+}
+
+caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const cluster_config& cfg) {
+  if (cfg.codec.kind == storage::codec::codec_kind::none)
+    return std::shared_ptr<const gpu::block_codec>{};
+  // One per process and distinct (model, codec): a cluster's workers and owners share it.
+  struct entry {
+    uint64_t fingerprint;
+    gpu::block_codec_options options;
+    bool modeled;
+    std::shared_ptr<const gpu::block_codec> codec;
+  };
+  static std::mutex mutex;
+  static std::vector<entry> built;
+  constexpr size_t built_max = 16; // distinct cluster files in one process (tests)
+  const bool modeled = cfg.engine.kind == gpu::engine_kind::modeled;
+  const uint64_t fingerprint = cfg.model.fingerprint();
+  std::lock_guard guard{mutex};
+  for (const auto& e : built) {
+    const auto& o = e.options;
+    const auto& x = cfg.codec;
+    if (e.fingerprint == fingerprint && e.modeled == modeled && o.kind == x.kind &&
+        o.group_tokens == x.group_tokens && o.sink_tokens == x.sink_tokens &&
+        o.calibration_prompts == x.calibration_prompts &&
+        o.calibration_prompt_tokens == x.calibration_prompt_tokens &&
+        o.calibration_seed == x.calibration_seed)
+      return e.codec;
+  }
+  auto codec = modeled ? gpu::make_modeled_codec(cfg.model, cfg.codec)
+                       : gpu::make_reference_codec(cfg.model, cfg.codec);
+  if (!codec)
+    return std::move(codec.error());
+  // Blocks are encoded into, and read into, the front of their page (pool_io.cpp): the largest
+  // (the first, with its sinks, or a last one with its residual) must fit.
+  const uint32_t bt = cfg.model.block_tokens;
+  size_t largest = 0;
+  for (uint32_t index : {0u, 1u})
+    for (uint32_t tokens : {bt, std::max(1u, bt - 1)})
+      for (bool last : {false, true})
+        largest = std::max(largest, (*codec)->block_bytes(index, tokens, last));
+  if (largest > memory_page_bytes(cfg))
+    return make_error(errc::bad_config,
+                      fmt::format("kv_codec {}: a block takes up to {} bytes, more than the {} "
+                                  "of its page",
+                                  storage::codec::to_string(cfg.codec.kind), largest,
+                                  memory_page_bytes(cfg)));
+  if (built.size() == built_max)
+    built.erase(built.begin());
+  built.push_back({fingerprint, cfg.codec, modeled, *codec});
+  return *codec;
 }
 
 uint64_t memory_page_bytes(const cluster_config& cfg) {
@@ -153,8 +233,12 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
       return std::move(pool.error());
     streams = std::move(*pool);
   }
+  auto codec = block_codec_of(cfg);
+  if (!codec)
+    return std::move(codec.error());
   return spawn_prefill_worker(
-      sys, opt, {kit->engine, kit->pages, transfer, std::move(dir), std::move(streams)});
+      sys, opt,
+      {kit->engine, kit->pages, transfer, std::move(dir), std::move(streams), std::move(*codec)});
 }
 
 caf::expected<coupled_worker_actor>

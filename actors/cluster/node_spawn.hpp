@@ -28,6 +28,11 @@ make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores 
 /// worker pages): the model's page, or the modeled engine's stand-in of it.
 uint64_t memory_page_bytes(const cluster_config& cfg);
 
+/// The cluster's pool block codec (kv_codec), or null for kv_codec none (pages stored as they
+/// are). Built once per process and cluster file, since KVQuant's takes a calibration run of
+/// the reference engine; every process of a cluster fits the same (it is deterministic).
+caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const cluster_config& cfg);
+
 /// When the cluster's pool and worker memory is faulted in: up front in real time (no page
 /// fault inside a transfer), on use in simulated time (no copy is timed, and a paper cluster's
 /// pools would take seconds to touch and hundreds of MiB that a short run never uses).

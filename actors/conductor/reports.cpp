@@ -122,12 +122,12 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
       if (const auto n = static_cast<uint32_t>(std::countr_zero(m)); n < st.node_last_seen.size())
         st.index.add(r->stored[k], n);
   }
-  // What a pull took teaches the bandwidth between the two nodes (in the model's bytes: the
-  // worker's pages may be stand-ins).
+  // What a pull took teaches the bandwidth between the two nodes (in the model's bytes of pool
+  // blocks: the worker's pages may be stand-ins, the blocks compressed).
   if (r->pulled_blocks > 0 && r->pulled_from < st.node_last_seen.size() &&
       r->pulled_from != r->node)
     st.model->learn_transfer(r->pulled_from, r->node,
-                             uint64_t{r->pulled_blocks} * st.model->page_bytes(), r->pull_ns);
+                             uint64_t{r->pulled_blocks} * st.model->pool_block_bytes(), r->pull_ns);
   // A report for a request that already ended (it timed out, say) still teaches the index.
   if (auto i = st.in_flight.find(r->request_id); i != st.in_flight.end()) {
     if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)

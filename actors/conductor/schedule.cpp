@@ -129,7 +129,7 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
   const auto node = v.prefill[d.prefill].node;
   if (d.pull && pulled > 0) {
     job.pull_from = d.pull_from;
-    job.pull_bytes = uint64_t{pulled} * m.page_bytes();
+    job.pull_bytes = uint64_t{pulled} * m.pool_block_bytes();
     job.pull_ns = m.pull_ns(pulled, d.pull_from, node, 0);
   }
   // The store of new blocks runs beside the next job: it does not hold the compute slot.

@@ -81,6 +81,7 @@ caf::expected<time_model> time_model::fit(time_model_source source, const gpu::m
   m.chunk_tokens_ = chunk_tokens;
   m.block_tokens_ = model.block_tokens;
   m.page_bytes_ = model.page_bytes();
+  m.pool_block_bytes_ = m.page_bytes_;
   std::vector<std::vector<double>> rows;
   std::vector<double> times;
   for (auto [prompt, reused] : fit_grid(model.context_tokens_max)) {
@@ -134,11 +135,16 @@ void time_model::set_pipeline(uint32_t stages) {
   stages_ = stages;
 }
 
+void time_model::set_pool_block_bytes(uint64_t bytes) {
+  assert(bytes > 0);
+  pool_block_bytes_ = bytes;
+}
+
 uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {
   if (blocks == 0)
     return 0;
   const auto& p = source_;
-  const double bytes = static_cast<double>(blocks) * static_cast<double>(page_bytes_);
+  const double bytes = static_cast<double>(blocks) * static_cast<double>(pool_block_bytes_);
   const double s = remote ? bytes / p.nic_bytes_per_s + p.nic_latency_s : bytes / p.h2d_bytes_per_s;
   return static_cast<uint64_t>(std::llround(s * 1e9));
 }
@@ -155,7 +161,7 @@ uint64_t time_model::pull_ns(uint32_t blocks, uint32_t from, uint32_t to,
                              uint64_t backlog_bytes) const {
   if (blocks == 0)
     return 0;
-  const double bytes = static_cast<double>(blocks) * static_cast<double>(page_bytes_) +
+  const double bytes = static_cast<double>(blocks) * static_cast<double>(pool_block_bytes_) +
                        static_cast<double>(backlog_bytes);
   return static_cast<uint64_t>(
       std::llround((bytes / bandwidth(from, to) + source_.nic_latency_s) * 1e9));

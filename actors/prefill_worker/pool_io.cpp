@@ -18,6 +18,7 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cstring>
 #include <numeric>
 
 namespace crescent {
@@ -29,6 +30,52 @@ using pool_protocol::put_slot;
 
 std::span<std::byte> page_span(prefill_ptr self, const prefill_job& job, size_t i) {
   return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
+}
+
+// Pool blocks under a codec (parts.codec): block i holds the prompt's tokens from
+// i x block_tokens, and the prompt's last block is its sequence's last.
+uint32_t tokens_of_block(prefill_ptr self, const prefill_job& job, size_t i) {
+  const uint32_t block = self->state.parts.engine->config().block_tokens;
+  const auto prompt = static_cast<uint32_t>(job.tokens.size());
+  return std::min(block, prompt - static_cast<uint32_t>(i) * block);
+}
+
+// The bytes block i takes in the pool: its page, or what the codec encodes it to.
+uint64_t stored_bytes(prefill_ptr self, const prefill_job& job, size_t i) {
+  const auto& codec = self->state.parts.codec;
+  if (!codec)
+    return self->state.parts.engine->page_memory_bytes();
+  return codec->block_bytes(static_cast<uint32_t>(i), tokens_of_block(self, job, i),
+                            i + 1 == job.keys.size());
+}
+
+std::span<std::byte> codec_scratch(prefill_ptr self) {
+  auto& scratch = self->state.codec_scratch;
+  scratch.resize(self->state.parts.engine->page_memory_bytes());
+  return scratch;
+}
+
+// Encodes page i of the storing job into the front of its own memory (the page is not read
+// again: the decode worker has its KV), so the write needs no other registered memory.
+caf::error encode_in_place(prefill_ptr self, const prefill_job& job, size_t i, size_t bytes) {
+  auto page = page_span(self, job, i);
+  auto out = codec_scratch(self);
+  auto n = self->state.parts.codec->encode(
+      page, static_cast<uint32_t>(i), tokens_of_block(self, job, i), i + 1 == job.keys.size(), out);
+  if (!n)
+    return std::move(n.error());
+  if (*n != bytes)
+    return make_error(errc::internal, "the codec wrote another size than it said");
+  std::memcpy(page.data(), out.data(), bytes);
+  return {};
+}
+
+// Decodes the block read into the front of page i back into the whole page.
+caf::error decode_in_place(prefill_ptr self, const prefill_job& job, size_t i, size_t bytes) {
+  auto page = page_span(self, job, i);
+  auto in = codec_scratch(self).first(bytes);
+  std::memcpy(in.data(), page.data(), bytes);
+  return self->state.parts.codec->decode(in, static_cast<uint32_t>(i), page);
 }
 
 // The job a phase works on: the current one loads and computes; the storing one stores.
@@ -156,13 +203,19 @@ void load_round(prefill_ptr self) {
     if (b.verified)
       continue;
     auto page = page_span(self, job, i);
-    while (b.next < b.replicas.size() && b.replicas[b.next].length != page.size()) {
+    // A compressed block is no larger than its page, and is read into the page's front.
+    const bool codec = self->state.parts.codec != nullptr;
+    auto fits = [&](const transport::region_handle& h) {
+      return codec ? h.length > 0 && h.length <= page.size() : h.length == page.size();
+    };
+    while (b.next < b.replicas.size() && !fits(b.replicas[b.next])) {
       b.last_error = make_error(errc::invalid_argument, "replica of the wrong size");
       ++b.next;
     }
     if (b.next == b.replicas.size())
       break; // the prefix ends here: later blocks are of no use
-    ops.push_back({transport::op_kind::read, page, b.replicas[b.next]});
+    ops.push_back(
+        {transport::op_kind::read, page.first(b.replicas[b.next].length), b.replicas[b.next]});
     job.loading.push_back(i);
   }
   if (ops.empty()) {
@@ -303,12 +356,22 @@ void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     return;
   }
   for (size_t k = 0; k < results.size(); ++k) {
-    auto& b = job.loads[job.loading[k]];
+    const size_t i = job.loading[k];
+    auto& b = job.loads[i];
     const auto& h = b.replicas[b.next];
-    if (!results[k] &&
-        storage::block_checksum(page_span(self, job, job.loading[k])) == b.checksum) {
-      b.verified = true;
-      b.remote = h.node != self->state.options.node;
+    const auto read = page_span(self, job, i).first(h.length);
+    if (!results[k] && storage::block_checksum(read) == b.checksum) {
+      // The pool's checksum covers the stored bytes; a block the codec does not know (another
+      // format, codec or calibration) is a miss, never data.
+      auto err = self->state.parts.codec ? decode_in_place(self, job, i, h.length) : caf::error{};
+      if (!err) {
+        b.verified = true;
+        b.remote = h.node != self->state.options.node;
+        continue;
+      }
+      ++self->state.codec_errors_total;
+      b.last_error = std::move(err);
+      ++b.next;
       continue;
     }
     if (!results[k]) {
@@ -350,16 +413,28 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
     const auto& s = slots[i];
     if (s.replicas.empty())
       continue; // exists already (a copy: this node has it), or no room
+    const uint64_t bytes = stored_bytes(self, job, blocks[i]);
     auto page = page_span(self, job, blocks[i]);
-    bool fits = s.key == job.keys[blocks[i]];
+    bool fits = s.key == job.keys[blocks[i]] && bytes > 0 && bytes <= page.size();
     for (const auto& h : s.replicas)
-      fits = fits && h.length == page.size() && (!copies || h.node == node);
+      fits = fits && h.length == bytes && (!copies || h.node == node);
     if (!fits || (copies && s.replicas.size() != 1)) {
       store.revoke.push_back(s.key);
       continue;
     }
+    if (self->state.parts.codec) {
+      if (auto err = encode_in_place(self, job, blocks[i], bytes)) {
+        spdlog::warn("prefill_worker {}: block {} of request {} not stored: {}",
+                     self->state.options.instance, blocks[i], job.request_id, describe(err));
+        ++self->state.codec_errors_total;
+        store.revoke.push_back(s.key);
+        continue;
+      }
+      page = page.first(bytes);
+    }
     store.keys.push_back(s.key);
     store.blocks.push_back(blocks[i]);
+    store.bytes.push_back(bytes);
     store.ops.emplace_back();
     uint64_t mask = 0;
     for (const auto& h : s.replicas)
@@ -391,10 +466,12 @@ void store_new_blocks(prefill_ptr self) {
     end_store(self, {});
     return;
   }
-  const std::vector<uint64_t> sizes(last - first, st.parts.engine->page_memory_bytes());
+  std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
-  for (size_t i = first; i < last; ++i)
+  for (size_t i = first; i < last; ++i) {
+    sizes.push_back(stored_bytes(self, job, i));
     positions.push_back(static_cast<uint32_t>(i));
+  }
   auto msg = pool_protocol::make_put_start(
       {st.options.node, st.options.replicas, to_wire(st.options.placement),
        std::span{job.keys}.subspan(first, last - first), sizes, positions});
@@ -440,7 +517,8 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     }
     written.keys.push_back(store.keys[i]);
     written.nodes.push_back(store.nodes[i]);
-    sums.push_back(storage::block_checksum(page_span(self, job, store.blocks[i])));
+    sums.push_back(
+        storage::block_checksum(page_span(self, job, store.blocks[i]).first(store.bytes[i])));
   }
   if (store.replicate)
     commit_copies(self, std::move(written), std::move(sums), std::move(store.revoke));
@@ -495,12 +573,13 @@ void end_store(prefill_ptr self, stored_blocks stored) {
   }
   job.stored = std::move(stored);
   std::vector<uint64_t> keys;
+  std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
   for (auto i : pulled) {
     keys.push_back(job.keys[i]);
+    sizes.push_back(stored_bytes(self, job, i));
     positions.push_back(static_cast<uint32_t>(i));
   }
-  const std::vector<uint64_t> sizes(keys.size(), st.parts.engine->page_memory_bytes());
   auto msg = pool_protocol::make_put_start(
       {st.options.node, 1, wire::ReplicaPlacement::LOCAL_FIRST, keys, sizes, positions, true});
   ask_master(

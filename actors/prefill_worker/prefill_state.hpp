@@ -37,6 +37,7 @@ struct block_store {
   std::vector<size_t> blocks;           // their indices in the prompt
   std::vector<uint64_t> nodes;          // a mask of the nodes holding each one's replicas
   std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
+  std::vector<size_t> bytes;            // per block: its stored bytes (encoded, with a codec)
   std::vector<uint64_t> revoke;         // granted blocks that could not even be written
   bool replicate = false; // copies of pulled blocks (committed as replicas), not new blocks
 };
@@ -173,6 +174,8 @@ struct prefill_state {
   std::vector<std::byte*> stream_ptrs;
   uint32_t chunks_max = 0;
   bad_message_counter bad;
+  std::vector<std::byte> codec_scratch; // a page: what is encoded or decoded in place goes here
+  uint64_t codec_errors_total = 0;      // blocks a codec could not encode or decode
   uint64_t compute_ns_total = 0;
   uint64_t load_misses_total = 0;
 };

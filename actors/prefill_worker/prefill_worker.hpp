@@ -11,6 +11,7 @@
 #include "actors/cluster/directory.hpp"
 #include "actors/common/placement.hpp"
 #include "actors/prefill_worker/prefill_worker_actor.hpp"
+#include "gpu/block_codec.hpp"
 #include "gpu/engine.hpp"
 #include "storage/dram_pool.hpp"
 #include "transport/transfer_engine.hpp"
@@ -55,6 +56,10 @@ struct prefill_worker_parts {
   /// With group_instances > 1: registered memory for the streams between stages, two slots of
   /// engine->stream_bytes(chunk_tokens) per chunk of the longest prompt (an inbox and an outbox).
   std::shared_ptr<storage::dram_pool> streams;
+  /// The pool's block codec (kv_codec): blocks are encoded into the storing job's pages before
+  /// they are written and decoded in place after they are read (pool_io.cpp). Null: the
+  /// engine's pages are stored as they are.
+  std::shared_ptr<const gpu::block_codec> codec;
 };
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,

@@ -1,6 +1,7 @@
 #include "apps/bench/bench_kv_codec.hpp"
 
 #include "apps/bench/median.hpp"
+#include "gpu/block_codec.hpp"
 #include "gpu/model_config.hpp"
 #include "gpu/reference_model.hpp"
 #include "storage/codec/kv_codec.hpp"
@@ -264,36 +265,21 @@ int bench_kv_codec(const bench_kv_codec_options& o) {
   const auto t_start = clock_type::now();
   std::vector<float> stream(m.d_model);
 
-  // KVQuant's calibration run: other prompts of the same engine, every page of them.
-  std::mt19937_64 calibration_rng{o.seed ^ 0x6b7671756e74ull};
-  std::vector<std::unique_ptr<sequence>> calibration_seqs;
-  std::vector<codec::calibration_block> calibration_blocks;
-  for (uint32_t i = 0; i < o.calibration_prompts; ++i) {
-    const auto tokens = random_prompt(calibration_rng, o.prompt_tokens_max, m.vocab);
-    auto seq = std::make_unique<sequence>(m, o.prompt_tokens_max);
-    prefill(*model, *seq, tokens);
-    for (size_t p = 0; p < seq->pages.size(); ++p) {
-      const uint32_t first = static_cast<uint32_t>(p * m.block_tokens);
-      calibration_blocks.push_back(
-          {seq->pages[p], std::min(m.block_tokens, o.prompt_tokens_max - first), first});
-    }
-    calibration_seqs.push_back(std::move(seq));
+  // KVQuant's calibration run: other prompts of the same engine, every page of them (as a
+  // cluster with kv_codec kvquant3/4 fits it at bring-up).
+  gpu::block_codec_options calibration;
+  calibration.sink_tokens = o.sink_tokens;
+  calibration.calibration_prompts = o.calibration_prompts;
+  calibration.calibration_prompt_tokens = o.prompt_tokens_max;
+  calibration.calibration_seed = o.seed;
+  const uint32_t bits[] = {3, 4};
+  auto fitted = gpu::calibrate_reference(m, bits, calibration);
+  if (!fitted) {
+    fmt::print(stderr, "crescent bench kv-codec: calibration: {}\n", to_string(fitted.error()));
+    return 1;
   }
-  std::shared_ptr<const codec::kvquant_calibration> calibrations[2];
-  for (uint32_t bits : {3u, 4u}) {
-    codec::calibration_options options;
-    options.bits = bits;
-    options.rope_theta = m.rope_theta;
-    options.sink_tokens = o.sink_tokens;
-    options.positions_max = m.context_tokens_max;
-    auto cal = codec::calibrate_kvquant(shape, options, calibration_blocks);
-    if (!cal) {
-      fmt::print(stderr, "crescent bench kv-codec: calibration: {}\n", to_string(cal.error()));
-      return 1;
-    }
-    calibrations[bits - 3] = *cal;
-  }
-  calibration_seqs.clear();
+  const std::shared_ptr<const codec::kvquant_calibration> calibrations[2] = {(*fitted)[0],
+                                                                             (*fitted)[1]};
   const double calibration_s = std::chrono::duration<double>(clock_type::now() - t_start).count();
 
   // The full-precision runs.

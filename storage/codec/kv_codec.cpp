@@ -378,6 +378,21 @@ size_t encoded_bytes(const codec_config& config, uint32_t tokens, uint32_t first
          plan_of(config, tokens, first_position, last_of_sequence).payload_bytes;
 }
 
+size_t encoded_bytes_of(codec_kind kind, const kv_shape& shape, uint32_t group_tokens,
+                        uint32_t sink_tokens, uint32_t tokens, uint32_t first_position,
+                        bool last_of_sequence) {
+  codec_config probe;
+  probe.kind = is_kvquant(kind) ? codec_kind::int8 : kind; // validated without a calibration
+  probe.shape = shape;
+  probe.group_tokens = group_tokens;
+  if (validate(probe) || sink_tokens > codec_sink_tokens_max || tokens == 0 ||
+      tokens > shape.block_tokens)
+    return 0;
+  return block_header_bytes + detail::make_plan(kind, shape, group_tokens, sink_tokens, tokens,
+                                                first_position, last_of_sequence)
+                                  .payload_bytes;
+}
+
 size_t encoded_bytes_max(const codec_config& config) {
   // Float32 rows cost the most, so the largest block keeps the most of them: the first block
   // (sinks) or a last one with the longest residual (block_tokens - 1 tokens past a group).

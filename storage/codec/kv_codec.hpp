@@ -136,6 +136,13 @@ size_t encoded_bytes(const codec_config& config, uint32_t tokens, uint32_t first
                      bool last_of_sequence);
 /// The most any block of this config takes: what a pool allocates per block.
 size_t encoded_bytes_max(const codec_config& config);
+/// What encoded_bytes() gives for a block of `kind` and `shape` without a config to validate:
+/// KVQuant's size needs only the calibration's sink_tokens, so a simulation sizes blocks of a
+/// model it never computes (gpu/block_codec.hpp). 0 if the shape, group or tokens are outside
+/// the limits.
+size_t encoded_bytes_of(codec_kind kind, const kv_shape& shape, uint32_t group_tokens,
+                        uint32_t sink_tokens, uint32_t tokens, uint32_t first_position,
+                        bool last_of_sequence);
 
 /// Encodes `block` into the front of `out`; returns the bytes written (encoded_bytes(...)).
 caf::expected<size_t> encode(const codec_config& config, const block_in& block,

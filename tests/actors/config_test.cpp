@@ -136,6 +136,42 @@ TEST(cluster_config, coupled_instances_and_their_errors) {
   EXPECT_NE(e.find("nodes[0].coupled"), std::string::npos) << e;
 }
 
+TEST(cluster_config, kv_codec_and_its_settings) {
+  auto cfg =
+      parse_cluster_config("kv_codec: kvquant3\n"
+                           "codec: {group_tokens: 32, sink_tokens: 2, calibration_prompts: 3,"
+                           " calibration_prompt_tokens: 100, calibration_seed: 7}\n",
+                           "k.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->codec.kind, storage::codec::codec_kind::kvquant3);
+  EXPECT_EQ(cfg->codec.group_tokens, 32u);
+  EXPECT_EQ(cfg->codec.sink_tokens, 2u);
+  EXPECT_EQ(cfg->codec.calibration_prompts, 3u);
+  EXPECT_EQ(cfg->codec.calibration_prompt_tokens, 100u);
+  EXPECT_EQ(cfg->codec.calibration_seed, 7u);
+  auto back = parse_cluster_config(format_cluster_config(*cfg), "printed.yaml");
+  ASSERT_TRUE(back) << describe(back.error());
+  EXPECT_EQ(back->codec.kind, storage::codec::codec_kind::kvquant3);
+  EXPECT_EQ(back->codec.calibration_seed, 7u);
+
+  auto e = error_of("kv_codec: zstd\n");
+  EXPECT_NE(e.find("kv_codec: expected none, int8, kivi2, kivi4, kvquant3 or kvquant4, got 'zstd'"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
+  e = error_of("kv_codec: kivi4\ncodec: {group_tokens: 12}\n");
+  EXPECT_NE(e.find("codec.group_tokens"), std::string::npos) << e;
+  e = error_of("codec: {calibration_prompts: 0}\n");
+  EXPECT_NE(e.find("codec.calibration_prompts"), std::string::npos) << e;
+  e = error_of("codec: {level: 3}\n");
+  EXPECT_NE(e.find("codec.level: unknown field"), std::string::npos) << e;
+  e = error_of("kv_codec: int8\nmodel: {d_model: 40, heads: 4}\n");
+  EXPECT_NE(e.find("codecs' limits"), std::string::npos) << e;
+  e = error_of("kv_codec: int8\nnodes: [{coupled: 1}]\nconductor: {policy: least_loaded, "
+               "admission: none}\n");
+  EXPECT_NE(e.find("kv_codec"), std::string::npos) << e;
+}
+
 TEST(cluster_config, nodes_hosted_by_other_processes) {
   auto cfg = parse_cluster_config(R"(
 nodes:
