@@ -241,6 +241,30 @@ def plot_prefill_time(r, wall, path):
     finish(fig, "Prefill GPU time per request (Fig. 8)", path)
 
 
+def plot_compression(r, wall, path):
+    runs = r["runs"]
+    pools = []
+    for run in runs:
+        if run["pool_tokens_per_node"] not in pools and run["codec"] != "none x3.5":
+            pools.append(run["pool_tokens_per_node"])
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.8))
+    for ax, pool in zip(axes, pools):
+        mine = [x for x in runs if x["pool_tokens_per_node"] == pool and x["codec"] != "none x3.5"]
+        larger = [x for x in runs if x["codec"] == "none x3.5"][pools.index(pool)]
+        names = [x["codec"] for x in mine]
+        bars = ax.bar(names, [x["summary"]["hit_rate"] for x in mine], color="tab:blue")
+        bar_labels(ax, bars, lambda v: f"{v:.3f}")
+        ax.axhline(larger["summary"]["hit_rate"], color="tab:orange", linewidth=1, linestyle="--",
+                   label="none, pool x3.5")
+        ax.set_title(f"{pool:,} tokens of pool a node", fontsize=9)
+        ax.set_ylabel("hit rate (share of prompt tokens)")
+        ax.set_ylim(0, 1)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="y", linewidth=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    finish(fig, "KV block codecs in the pool: hit rate by codec", path)
+
+
 PLOTS = {
     "capacity": plot_capacity,
     "local-vs-global": plot_local_vs_global,
@@ -252,6 +276,7 @@ PLOTS = {
     "effective-capacity": plot_effective_capacity,
     "prefill-time": plot_prefill_time,
     "scale": plot_scale,
+    "compression": plot_compression,
 }
 
 

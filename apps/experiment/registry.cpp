@@ -17,6 +17,7 @@ const std::vector<std::unique_ptr<experiment>>& experiments() {
     v.push_back(make_effective_capacity_experiment());
     v.push_back(make_prefill_time_experiment());
     v.push_back(make_scale_experiment());
+    v.push_back(make_compression_experiment());
     return v;
   }();
   return list;

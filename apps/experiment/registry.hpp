@@ -27,5 +27,6 @@ std::unique_ptr<experiment> make_overload_experiment();
 std::unique_ptr<experiment> make_scale_experiment();
 std::unique_ptr<experiment> make_effective_capacity_experiment();
 std::unique_ptr<experiment> make_prefill_time_experiment();
+std::unique_ptr<experiment> make_compression_experiment();
 
 } // namespace crescent::experiment

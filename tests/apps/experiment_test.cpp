@@ -309,6 +309,27 @@ TEST(experiment, prefill_time_covers_all_four_systems) {
             r["systems"][1]["prefill_gpu_s_mean"].get<double>());
 }
 
+TEST(experiment, compression_runs_every_codec_at_both_pool_sizes) {
+  const auto& r = results_of("compression");
+  const std::vector<std::string> codecs{"none",     "int8",  "kivi4",    "kvquant4",
+                                        "kvquant3", "kivi2", "none x3.5"};
+  ASSERT_EQ(r["runs"].size(), 2 * codecs.size());
+  for (size_t i = 0; i < r["runs"].size(); ++i) {
+    const auto& run = r["runs"][i];
+    EXPECT_EQ(run["codec"], codecs[i % codecs.size()]);
+    expect_summary(run["summary"], trace().size());
+  }
+  // The short pool (its second half): every codec holds at least what none holds, and 2-bit
+  // KIVI's blocks, 6.4 times smaller, at least what 4-bit ones hold.
+  const auto hit = [&](size_t i) { return r["runs"][i]["summary"]["hit_rate"].get<double>(); };
+  const size_t s = codecs.size();
+  for (size_t k = 1; k + 1 < s; ++k)
+    EXPECT_GE(hit(s + k), hit(s)) << codecs[k];
+  EXPECT_GE(hit(s + 5), hit(s + 3));
+  EXPECT_GT(r["runs"][5]["ratio_vs_fp16"].get<double>(), 6.0);
+  ASSERT_EQ(r["analysis"].size(), 4u);
+}
+
 TEST(experiment, the_same_seed_gives_the_same_json_byte_for_byte) {
   const auto& first = json_of("local-vs-global");
   EXPECT_EQ(run_json("local-vs-global", 1), first);
@@ -326,7 +347,7 @@ TEST(experiment, the_registry_names_each_experiment_once) {
   }
   EXPECT_EQ(names, (std::set<std::string>{"capacity", "local-vs-global", "policies", "replicas",
                                           "bandwidth", "pd-ratio", "overload", "effective-capacity",
-                                          "prefill-time", "scale"}));
+                                          "prefill-time", "scale", "compression"}));
   EXPECT_EQ(find_experiment("all"), nullptr);
 }
 
