@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -56,10 +58,71 @@ class reference_codec final : public block_codec {
 
   caf::error decode(std::span<const std::byte> block, uint32_t index,
                     std::span<std::byte> page) const override {
-    if (page.size() != cfg_.shape.page_floats() * sizeof(float))
+    if (page.size() != page_bytes())
       return make_error(errc::invalid_argument,
                         "a page of " + std::to_string(page.size()) + " bytes for the codec");
-    auto info = codec::decode(cfg_, block, floats(page));
+    return decode_with(cfg_, block, index, page);
+  }
+
+  size_t slice_bytes(uint32_t first, uint32_t count, uint32_t index, uint32_t tokens,
+                     bool last) const override {
+    auto c = range_config(first, count);
+    if (!c)
+      return 0;
+    const size_t n = codec::encoded_bytes(*c, tokens, first_position(index), last);
+    return n <= count * layer_bytes() ? n : 0;
+  }
+
+  caf::expected<size_t> encode_slice(std::span<const std::byte> page, uint32_t first,
+                                     uint32_t count, uint32_t index, uint32_t tokens, bool last,
+                                     std::span<std::byte> out) const override {
+    if (page.size() != page_bytes())
+      return make_error(errc::invalid_argument,
+                        "a page of " + std::to_string(page.size()) + " bytes for the codec");
+    auto c = range_config(first, count);
+    if (!c)
+      return std::move(c.error());
+    const auto range = page.subspan(first * layer_bytes(), count * layer_bytes());
+    return codec::encode(*c, {floats(range), tokens, first_position(index), last}, out);
+  }
+
+  caf::error decode_slices(std::span<std::byte> page, uint32_t index,
+                           std::span<std::byte> scratch) const override {
+    if (page.size() != page_bytes() || scratch.size() < page_bytes())
+      return make_error(errc::invalid_argument,
+                        "a page of " + std::to_string(page.size()) + " bytes for the codec");
+    for (uint32_t l = 0; l < cfg_.shape.layers;) {
+      const auto at = page.subspan(l * layer_bytes());
+      auto info = codec::read_header(at);
+      if (!info)
+        return std::move(info.error());
+      const uint32_t count = info->shape.layers;
+      if (count == 0 || count > cfg_.shape.layers - l ||
+          info->encoded_bytes > count * layer_bytes())
+        return make_error(errc::invalid_argument, "a block of layers [" + std::to_string(l) + ", " +
+                                                      std::to_string(l + count) +
+                                                      ") that overruns page " +
+                                                      std::to_string(index));
+      auto c = range_config(l, count);
+      if (!c)
+        return std::move(c.error());
+      auto in = scratch.first(info->encoded_bytes);
+      std::memcpy(in.data(), at.data(), in.size());
+      if (auto err = decode_with(*c, in, index, at.first(count * layer_bytes())))
+        return err;
+      l += count;
+    }
+    return {};
+  }
+
+ private:
+  uint32_t first_position(uint32_t index) const { return index * cfg_.shape.block_tokens; }
+  size_t page_bytes() const { return cfg_.shape.page_floats() * sizeof(float); }
+  size_t layer_bytes() const { return page_bytes() / cfg_.shape.layers; }
+
+  caf::error decode_with(const codec::codec_config& c, std::span<const std::byte> block,
+                         uint32_t index, std::span<std::byte> page) const {
+    auto info = codec::decode(c, block, floats(page));
     if (!info)
       return std::move(info.error());
     if (info->first_position != first_position(index))
@@ -69,16 +132,43 @@ class reference_codec final : public block_codec {
     return {};
   }
 
- private:
-  uint32_t first_position(uint32_t index) const { return index * cfg_.shape.block_tokens; }
+  // The codec of layers [first, first + count) alone: KVQuant's with those layers of the
+  // calibration (made once per range and kept: a cluster uses a handful of ranges).
+  caf::expected<codec::codec_config> range_config(uint32_t first, uint32_t count) const {
+    const uint32_t layers = cfg_.shape.layers;
+    if (count == 0 || first >= layers || count > layers - first)
+      return make_error(errc::invalid_argument, "layers [" + std::to_string(first) + ", " +
+                                                    std::to_string(first + count) + ") of " +
+                                                    std::to_string(layers));
+    if (first == 0 && count == layers)
+      return cfg_;
+    auto c = cfg_;
+    c.shape.layers = count;
+    if (!cfg_.calibration)
+      return c;
+    std::lock_guard guard{mutex_};
+    auto& cal = ranges_[{first, count}];
+    if (!cal) {
+      auto cut = codec::kvquant_layers(*cfg_.calibration, first, count);
+      if (!cut)
+        return std::move(cut.error());
+      cal = std::move(*cut);
+    }
+    c.calibration = cal;
+    return c;
+  }
 
   codec::codec_config cfg_;
+  mutable std::mutex mutex_; // workers on threads of their own share one codec
+  mutable std::map<std::pair<uint32_t, uint32_t>, std::shared_ptr<const codec::kvquant_calibration>>
+      ranges_;
 };
 
-// A modeled block: this header, the page's stand-in slot (every slot of a complete page holds
-// the same but for its layer), then zeros up to the modeled size.
+// A modeled block: this header, the stand-in slot of its first layer (every slot of a complete
+// page holds the same but for its layer), then zeros up to the modeled size. A pool block holds
+// all of a page's layers; a hand-off block a range of them.
 constexpr uint64_t modeled_block_magic = 0x314b4c424d535243ull; // "CRSMBLK1"
-constexpr size_t modeled_header_bytes = 32;
+constexpr size_t modeled_header_bytes = 40;
 constexpr size_t modeled_block_min_bytes = modeled_header_bytes + standin_layer_bytes;
 constexpr size_t modeled_block_align = 8; // the pool arena's unit for codec blocks
 
@@ -89,6 +179,8 @@ struct modeled_header {
   uint32_t index = 0;
   uint32_t bytes = 0;
   uint64_t fingerprint = 0;
+  uint32_t first = 0; // layers [first, first + count)
+  uint32_t count = 0;
 };
 
 void write_header(std::byte* out, const modeled_header& h) {
@@ -100,6 +192,8 @@ void write_header(std::byte* out, const modeled_header& h) {
   std::memcpy(out + 16, &h.index, 4);
   std::memcpy(out + 20, &h.bytes, 4);
   std::memcpy(out + 24, &h.fingerprint, 8);
+  std::memcpy(out + 32, &h.first, 4);
+  std::memcpy(out + 36, &h.count, 4);
 }
 
 class modeled_codec final : public block_codec {
@@ -111,10 +205,11 @@ class modeled_codec final : public block_codec {
   codec::codec_kind kind() const override { return o_.kind; }
 
   size_t block_bytes(uint32_t index, uint32_t tokens, bool last) const override {
-    return bytes_of(o_.kind, index, tokens, last);
+    return bytes_of(o_.kind, 0, m_.layers, index, tokens, last);
   }
 
   size_t full_block_bytes() const override { return block_bytes(1, m_.block_tokens, false); }
+
   size_t full_block_model_bytes() const override {
     return codec::encoded_bytes_of(o_.kind, shape_, o_.group_tokens, o_.sink_tokens,
                                    m_.block_tokens, m_.block_tokens, false);
@@ -122,23 +217,7 @@ class modeled_codec final : public block_codec {
 
   caf::expected<size_t> encode(std::span<const std::byte> page, uint32_t index, uint32_t tokens,
                                bool last, std::span<std::byte> out) const override {
-    if (page.size() != standin_page_bytes(m_))
-      return make_error(errc::invalid_argument, "a page of " + std::to_string(page.size()) +
-                                                    " bytes for the modeled codec");
-    const size_t n = block_bytes(index, tokens, last);
-    if (n == 0)
-      return make_error(errc::invalid_argument, "block " + std::to_string(index) + " of " +
-                                                    std::to_string(tokens) + " tokens");
-    if (out.size() < n)
-      return make_error(errc::no_space, "a modeled block of " + std::to_string(n) + " bytes");
-    const auto s = read_standin(page.data(), 0);
-    if (auto err = check_page(page, s, index, tokens))
-      return err;
-    std::memset(out.data(), 0, n);
-    write_header(out.data(), {static_cast<uint8_t>(o_.kind), last, tokens, index,
-                              static_cast<uint32_t>(n), m_.fingerprint()});
-    std::memcpy(out.data() + modeled_header_bytes, page.data(), standin_layer_bytes);
-    return n;
+    return encode_range(page, 0, m_.layers, index, tokens, last, out);
   }
 
   caf::error decode(std::span<const std::byte> block, uint32_t index,
@@ -146,32 +225,72 @@ class modeled_codec final : public block_codec {
     if (page.size() != standin_page_bytes(m_))
       return make_error(errc::invalid_argument, "a page of " + std::to_string(page.size()) +
                                                     " bytes for the modeled codec");
-    auto h = read_header(block);
+    auto h = read_block(block, index, 0);
     if (!h)
       return std::move(h.error());
-    if (h->index != index)
-      return make_error(errc::invalid_argument, "a block of page " + std::to_string(h->index) +
-                                                    " read as page " + std::to_string(index));
-    // Everything past the slot is padding: a block whose padding changed is not ours.
-    const auto* tail = block.data() + modeled_block_min_bytes;
-    if (std::any_of(tail, block.data() + block.size(),
-                    [](std::byte b) { return b != std::byte{}; }))
-      return make_error(errc::checksum_mismatch, "a modeled block's padding is not zero");
-    auto s = read_standin(block.data() + modeled_header_bytes, 0);
-    if (s.magic != standin_magic || s.fingerprint != m_.fingerprint() || s.page_index != index ||
-        s.tokens != h->tokens || s.layer != 0)
-      return make_error(errc::invalid_argument, "a modeled block whose stand-in is not page " +
-                                                    std::to_string(index) + "'s");
-    for (uint32_t l = 0; l < m_.layers; ++l) {
-      s.layer = l;
-      write_standin(page.data(), s);
+    if (h->count != m_.layers)
+      return make_error(errc::invalid_argument, "a modeled block of " + std::to_string(h->count) +
+                                                    " layers for a whole page");
+    restore(page, block, *h);
+    return {};
+  }
+
+  size_t slice_bytes(uint32_t first, uint32_t count, uint32_t index, uint32_t tokens,
+                     bool last) const override {
+    const size_t n = bytes_of(o_.kind, first, count, index, tokens, last);
+    return n <= count * standin_layer_bytes ? n : 0;
+  }
+
+  caf::expected<size_t> encode_slice(std::span<const std::byte> page, uint32_t first,
+                                     uint32_t count, uint32_t index, uint32_t tokens, bool last,
+                                     std::span<std::byte> out) const override {
+    return encode_range(page, first, count, index, tokens, last, out);
+  }
+
+  caf::error decode_slices(std::span<std::byte> page, uint32_t index,
+                           std::span<std::byte> scratch) const override {
+    if (page.size() != standin_page_bytes(m_) || scratch.size() < page.size())
+      return make_error(errc::invalid_argument, "a page of " + std::to_string(page.size()) +
+                                                    " bytes for the modeled codec");
+    for (uint32_t l = 0; l < m_.layers;) {
+      auto at = page.subspan(l * standin_layer_bytes);
+      uint64_t magic = 0;
+      std::memcpy(&magic, at.data(), 8);
+      if (magic == standin_magic) { // a range too small to encode: it came as it is
+        const auto s = read_standin(page.data(), l);
+        if (s.layer != l || s.fingerprint != m_.fingerprint() || s.page_index != index)
+          return make_error(errc::invalid_argument, "layer " + std::to_string(l) + " of page " +
+                                                        std::to_string(index) + " is not its KV");
+        ++l;
+        continue;
+      }
+      std::memcpy(scratch.data(), at.data(), std::min(at.size(), modeled_header_bytes));
+      uint32_t bytes = 0;
+      std::memcpy(&bytes, at.data() + 20, 4);
+      if (bytes < modeled_block_min_bytes || bytes > at.size())
+        return make_error(errc::invalid_argument,
+                          "a modeled block that overruns page " + std::to_string(index));
+      auto block = scratch.first(bytes);
+      std::memcpy(block.data(), at.data(), bytes);
+      auto h = read_block(block, index, l);
+      if (!h)
+        return std::move(h.error());
+      restore(page, block, *h);
+      l += h->count;
     }
     return {};
   }
 
  private:
-  size_t bytes_of(codec::codec_kind kind, uint32_t index, uint32_t tokens, bool last) const {
-    const size_t real = codec::encoded_bytes_of(kind, shape_, o_.group_tokens, o_.sink_tokens,
+  // The modeled size of a block of layers [first, first + count): the codec's bytes for that
+  // much of the model's true page, over the stand-ins' scale, at least a header and a slot.
+  size_t bytes_of(codec::codec_kind kind, uint32_t first, uint32_t count, uint32_t index,
+                  uint32_t tokens, bool last) const {
+    if (count == 0 || first >= m_.layers || count > m_.layers - first)
+      return 0;
+    auto shape = shape_;
+    shape.layers = count;
+    const size_t real = codec::encoded_bytes_of(kind, shape, o_.group_tokens, o_.sink_tokens,
                                                 tokens, index * m_.block_tokens, last);
     if (real == 0)
       return 0;
@@ -180,15 +299,38 @@ class modeled_codec final : public block_codec {
     return (n + modeled_block_align - 1) / modeled_block_align * modeled_block_align;
   }
 
-  // A page whose every slot holds page `index` of this model, with `tokens` tokens.
-  caf::error check_page(std::span<const std::byte> page, const standin_page& s, uint32_t index,
-                        uint32_t tokens) const {
+  caf::expected<size_t> encode_range(std::span<const std::byte> page, uint32_t first,
+                                     uint32_t count, uint32_t index, uint32_t tokens, bool last,
+                                     std::span<std::byte> out) const {
+    if (page.size() != standin_page_bytes(m_))
+      return make_error(errc::invalid_argument, "a page of " + std::to_string(page.size()) +
+                                                    " bytes for the modeled codec");
+    const size_t n = bytes_of(o_.kind, first, count, index, tokens, last);
+    if (n == 0)
+      return make_error(errc::invalid_argument, "block " + std::to_string(index) + " of " +
+                                                    std::to_string(tokens) + " tokens");
+    if (out.size() < n)
+      return make_error(errc::no_space, "a modeled block of " + std::to_string(n) + " bytes");
+    if (auto err = check_page(page, first, count, index, tokens))
+      return err;
+    std::memset(out.data(), 0, n);
+    write_header(out.data(), {static_cast<uint8_t>(o_.kind), last, tokens, index,
+                              static_cast<uint32_t>(n), m_.fingerprint(), first, count});
+    std::memcpy(out.data() + modeled_header_bytes, page.data() + first * standin_layer_bytes,
+                standin_layer_bytes);
+    return n;
+  }
+
+  // Layers [first, first + count) of the page hold page `index` of this model, `tokens` tokens.
+  caf::error check_page(std::span<const std::byte> page, uint32_t first, uint32_t count,
+                        uint32_t index, uint32_t tokens) const {
+    const auto s = read_standin(page.data(), first);
     if (s.magic != standin_magic || s.fingerprint != m_.fingerprint() || s.page_index != index ||
-        s.tokens != tokens)
+        s.tokens != tokens || s.layer != first)
       return make_error(errc::invalid_argument, "page " + std::to_string(index) +
                                                     " does not hold its " + std::to_string(tokens) +
                                                     " tokens of KV");
-    for (uint32_t l = 1; l < m_.layers; ++l) {
+    for (uint32_t l = first + 1; l < first + count; ++l) {
       const auto x = read_standin(page.data(), l);
       if (x.layer != l || x.magic != s.magic || x.fingerprint != s.fingerprint ||
           x.content != s.content || x.content_before != s.content_before || x.tokens != s.tokens ||
@@ -199,7 +341,10 @@ class modeled_codec final : public block_codec {
     return {};
   }
 
-  caf::expected<modeled_header> read_header(std::span<const std::byte> block) const {
+  // A block of page `index` starting at layer `first`, all of it checked: its size, its padding
+  // and its stand-in.
+  caf::expected<modeled_header> read_block(std::span<const std::byte> block, uint32_t index,
+                                           uint32_t first) const {
     auto bad = [](const std::string& what) {
       return make_error(errc::invalid_argument, "not a modeled block: " + what);
     };
@@ -216,16 +361,40 @@ class modeled_codec final : public block_codec {
     std::memcpy(&h.index, block.data() + 16, 4);
     std::memcpy(&h.bytes, block.data() + 20, 4);
     std::memcpy(&h.fingerprint, block.data() + 24, 8);
+    std::memcpy(&h.first, block.data() + 32, 4);
+    std::memcpy(&h.count, block.data() + 36, 4);
     if (h.kind == 0 || h.kind >= codec::codec_kind_count || flag > 1)
       return bad("codec or flags");
     h.last = flag == 1;
     if (h.fingerprint != m_.fingerprint())
       return bad("another model's");
+    if (h.index != index || h.first != first)
+      return bad("page " + std::to_string(h.index) + " layer " + std::to_string(h.first) +
+                 " read as page " + std::to_string(index) + " layer " + std::to_string(first));
     // Sized as the header's codec sizes it: a reader decodes blocks of every codec.
-    const auto want = bytes_of(static_cast<codec::codec_kind>(h.kind), h.index, h.tokens, h.last);
+    const auto want = bytes_of(static_cast<codec::codec_kind>(h.kind), h.first, h.count, h.index,
+                               h.tokens, h.last);
     if (want == 0 || h.bytes != want || block.size() != want)
       return bad("a size other than its header's");
+    // Everything past the slot is padding: a block whose padding changed is not ours.
+    if (std::any_of(block.begin() + modeled_block_min_bytes, block.end(),
+                    [](std::byte b) { return b != std::byte{}; }))
+      return make_error(errc::checksum_mismatch, "a modeled block's padding is not zero");
+    const auto s = read_standin(block.data() + modeled_header_bytes, 0);
+    if (s.magic != standin_magic || s.fingerprint != m_.fingerprint() || s.page_index != index ||
+        s.tokens != h.tokens || s.layer != h.first)
+      return bad("its stand-in is not page " + std::to_string(index) + "'s");
     return h;
+  }
+
+  // Writes the block's stand-in into the slots of its layers.
+  void restore(std::span<std::byte> page, std::span<const std::byte> block,
+               const modeled_header& h) const {
+    auto s = read_standin(block.data() + modeled_header_bytes, 0);
+    for (uint32_t l = h.first; l < h.first + h.count; ++l) {
+      s.layer = l;
+      write_standin(page.data(), s);
+    }
   }
 
   model_config m_;

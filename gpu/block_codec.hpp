@@ -54,6 +54,26 @@ class block_codec {
   /// position than page `index`'s is refused.
   virtual caf::error decode(std::span<const std::byte> block, uint32_t index,
                             std::span<std::byte> page) const = 0;
+
+  // The hand-off's blocks (actors/prefill_worker/handoff.cpp): layers [first, first + count) of
+  // a page alone, so that each range of layers goes out as soon as it is computed. The block is
+  // written at the range's own offset in the receiver's page (engine::layer_slice), and the
+  // receiver decodes the page in place once all of it is there.
+
+  /// Bytes of the block of layers [first, first + count) of page `index`: 0 when such a block
+  /// would not fit the range's bytes in the page (the range then travels as it is: only the
+  /// modeled engine's stand-ins, whose one-layer ranges are 64 bytes, ever need that).
+  virtual size_t slice_bytes(uint32_t first, uint32_t count, uint32_t index, uint32_t tokens,
+                             bool last) const = 0;
+  /// Encodes layers [first, first + count) of `page` into the front of `out`.
+  virtual caf::expected<size_t> encode_slice(std::span<const std::byte> page, uint32_t first,
+                                             uint32_t count, uint32_t index, uint32_t tokens,
+                                             bool last, std::span<std::byte> out) const = 0;
+  /// Decodes page `index` in place: from layer 0, each range's block at its offset (or, for the
+  /// modeled engine, a range sent as it is), through `scratch` (a page's bytes). Any block that
+  /// is not one of this codec's, of this page, or that overruns the page fails the whole page.
+  virtual caf::error decode_slices(std::span<std::byte> page, uint32_t index,
+                                   std::span<std::byte> scratch) const = 0;
 };
 
 /// The cluster file's codec settings (kv_codec and codec:).
@@ -64,6 +84,7 @@ struct block_codec_options {
   uint32_t calibration_prompts = 4; // KVQuant: the reference engine's calibration run
   uint32_t calibration_prompt_tokens = 512;
   uint64_t calibration_seed = 1;
+  bool handoff = true; // the prefill-to-decode hand-off carries blocks too (false: full pages)
 };
 inline constexpr uint32_t calibration_prompts_max = 64;
 

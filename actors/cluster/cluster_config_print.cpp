@@ -119,9 +119,10 @@ void print_workers(std::string& out, const cluster_config& c) {
   fmt::format_to(std::back_inserter(out),
                  "kv_codec: {}\ncodec:\n  group_tokens: {}\n  sink_tokens: {}\n"
                  "  calibration_prompts: {}\n  calibration_prompt_tokens: {}\n"
-                 "  calibration_seed: {}\n",
+                 "  calibration_seed: {}\n  handoff: {}\n",
                  storage::codec::to_string(x.kind), x.group_tokens, x.sink_tokens,
-                 x.calibration_prompts, x.calibration_prompt_tokens, x.calibration_seed);
+                 x.calibration_prompts, x.calibration_prompt_tokens, x.calibration_seed,
+                 to_text(x.handoff));
 }
 
 void print_transfer(std::string& out, const cluster_config& c) {

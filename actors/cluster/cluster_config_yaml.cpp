@@ -207,7 +207,8 @@ caf::error read_codec(yaml_reader& r, const YAML::Node& n, gpu::block_codec_opti
        {"calibration_prompt_tokens",
         u32(o.calibration_prompt_tokens, 2, gpu::model_context_tokens_max)},
        {"calibration_seed",
-        [&](auto& v, auto& f) { return r.read_uint(v, f, o.calibration_seed, 0, UINT64_MAX); }}});
+        [&](auto& v, auto& f) { return r.read_uint(v, f, o.calibration_seed, 0, UINT64_MAX); }},
+       {"handoff", [&](auto& v, auto& f) { return r.read_bool(v, f, o.handoff); }}});
 }
 
 caf::error read_coupled(yaml_reader& r, const YAML::Node& n, coupled_config& c) {

@@ -65,8 +65,11 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
   auto codec = block_codec_of(cfg);
   if (!codec)
     return std::move(codec.error());
-  if (*codec)
+  if (*codec) {
     m->set_pool_block_bytes((*codec)->full_block_model_bytes());
+    if (cfg.codec.handoff)
+      m->set_handoff_page_bytes((*codec)->full_block_model_bytes());
+  }
   return std::make_shared<const time_model>(std::move(*m));
 }
 

@@ -134,6 +134,17 @@ caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const clus
     for (uint32_t tokens : {bt, std::max(1u, bt - 1)})
       for (bool last : {false, true})
         largest = std::max(largest, (*codec)->block_bytes(index, tokens, last));
+  // The reference engine's hand-off blocks must fit their ranges, the smallest (one layer)
+  // too: its decoder has no way to tell floats that came as they are from a block.
+  if (cfg.codec.handoff && cfg.engine.kind != gpu::engine_kind::modeled)
+    for (uint32_t index : {0u, 1u})
+      for (uint32_t tokens : {1u, bt})
+        for (bool last : {false, true})
+          if ((*codec)->slice_bytes(0, 1, index, tokens, last) == 0)
+            return make_error(errc::bad_config,
+                              fmt::format("kv_codec {}: a one-layer block of the hand-off does not "
+                                          "fit its range of the page; set codec.handoff: false",
+                                          storage::codec::to_string(cfg.codec.kind)));
   if (largest > memory_page_bytes(cfg))
     return make_error(errc::bad_config,
                       fmt::format("kv_codec {}: a block takes up to {} bytes, more than the {} "
@@ -144,6 +155,12 @@ caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const clus
     built.erase(built.begin());
   built.push_back({fingerprint, cfg.codec, modeled, *codec});
   return *codec;
+}
+
+caf::expected<std::shared_ptr<const gpu::block_codec>> handoff_codec_of(const cluster_config& cfg) {
+  if (!cfg.codec.handoff)
+    return std::shared_ptr<const gpu::block_codec>{};
+  return block_codec_of(cfg);
 }
 
 uint64_t memory_page_bytes(const cluster_config& cfg) {
@@ -188,13 +205,17 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
   auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
   if (!kit)
     return std::move(kit.error());
+  auto codec = handoff_codec_of(cfg);
+  if (!codec)
+    return std::move(codec.error());
   decode_worker_options opt{instance,
                             node,
                             cfg.decode.batch_max,
                             cfg.decode.request_tokens_max,
                             cfg.simulated_time,
                             own_threads(cfg)};
-  return spawn_decode_worker(sys, opt, {kit->engine, kit->pages, transfer, std::move(dir)});
+  return spawn_decode_worker(
+      sys, opt, {kit->engine, kit->pages, transfer, std::move(dir), std::move(*codec)});
 }
 
 caf::expected<prefill_worker_actor>
@@ -236,9 +257,19 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
   auto codec = block_codec_of(cfg);
   if (!codec)
     return std::move(codec.error());
-  return spawn_prefill_worker(
-      sys, opt,
-      {kit->engine, kit->pages, transfer, std::move(dir), std::move(streams), std::move(*codec)});
+  std::shared_ptr<storage::dram_pool> staging;
+  if (*codec && cfg.codec.handoff) {
+    // Where ranges of layers are encoded before they go to decode (handoff.cpp).
+    const uint32_t pages = (cfg.model.context_tokens_max + block - 1) / block;
+    auto pool = storage::dram_pool::create(transfer, node, kit->engine->page_memory_bytes(),
+                                           2 * pages, memory_touch(cfg));
+    if (!pool)
+      return std::move(pool.error());
+    staging = std::move(*pool);
+  }
+  return spawn_prefill_worker(sys, opt,
+                              {kit->engine, kit->pages, transfer, std::move(dir),
+                               std::move(streams), std::move(*codec), std::move(staging)});
 }
 
 caf::expected<coupled_worker_actor>

@@ -32,6 +32,8 @@ uint64_t memory_page_bytes(const cluster_config& cfg);
 /// are). Built once per process and cluster file, since KVQuant's takes a calibration run of
 /// the reference engine; every process of a cluster fits the same (it is deterministic).
 caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const cluster_config& cfg);
+/// The same when it compresses the prefill-to-decode hand-off too (codec.handoff), else null.
+caf::expected<std::shared_ptr<const gpu::block_codec>> handoff_codec_of(const cluster_config& cfg);
 
 /// When the cluster's pool and worker memory is faulted in: up front in real time (no page
 /// fault inside a transfer), on use in simulated time (no copy is timed, and a paper cluster's

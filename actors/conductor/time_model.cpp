@@ -82,6 +82,7 @@ caf::expected<time_model> time_model::fit(time_model_source source, const gpu::m
   m.block_tokens_ = model.block_tokens;
   m.page_bytes_ = model.page_bytes();
   m.pool_block_bytes_ = m.page_bytes_;
+  m.handoff_page_bytes_ = m.page_bytes_;
   std::vector<std::vector<double>> rows;
   std::vector<double> times;
   for (auto [prompt, reused] : fit_grid(model.context_tokens_max)) {
@@ -140,6 +141,11 @@ void time_model::set_pool_block_bytes(uint64_t bytes) {
   pool_block_bytes_ = bytes;
 }
 
+void time_model::set_handoff_page_bytes(uint64_t bytes) {
+  assert(bytes > 0);
+  handoff_page_bytes_ = bytes;
+}
+
 uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {
   if (blocks == 0)
     return 0;
@@ -184,7 +190,7 @@ void time_model::learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint
 uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns) const {
   const auto& p = source_;
   const double bytes = static_cast<double>(ceil_div(prompt_tokens, block_tokens_)) *
-                       static_cast<double>(page_bytes_);
+                       static_cast<double>(handoff_page_bytes_);
   double send_s = bytes / p.nic_bytes_per_s;
   if (prompt_tokens >= stream_min_tokens_ && prompt_tokens > 0) {
     const double last_chunk = std::min<double>(chunk_tokens_, prompt_tokens) / prompt_tokens;

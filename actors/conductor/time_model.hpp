@@ -90,9 +90,12 @@ class time_model {
   const std::string& name() const { return source_.name; }
   uint64_t page_bytes() const { return page_bytes_; }
   /// Bytes of a full block in the pool, which pool loads and pulls move: the page, or what the
-  /// cluster's codec (kv_codec) stores it as. The hand-off moves pages.
+  /// cluster's codec (kv_codec) stores it as.
   uint64_t pool_block_bytes() const { return pool_block_bytes_; }
   void set_pool_block_bytes(uint64_t bytes);
+  /// Bytes of a page on the hand-off: the page, or its blocks when the codec compresses the
+  /// hand-off too (codec.handoff).
+  void set_handoff_page_bytes(uint64_t bytes);
 
  private:
   time_model() = default;
@@ -106,6 +109,7 @@ class time_model {
   uint32_t block_tokens_ = 1;
   uint64_t page_bytes_ = 0;
   uint64_t pool_block_bytes_ = 0;
+  uint64_t handoff_page_bytes_ = 0;
   std::vector<double> coefficients_;
   double fit_error_ = 0;
   double correction_ = 1.0;

@@ -7,6 +7,7 @@
 #include "messages/schema/worker.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -32,6 +33,23 @@ void emit_pending(decode_ptr self) {
     if (e.final)
       drop_reservation(self, e.request_id);
   }
+}
+
+// With a codec that compresses the hand-off, the prompt's pages hold blocks of ranges of
+// layers: each is decoded in place into the engine's layout.
+caf::error decode_handoff(decode_ptr self, const reservation& r) {
+  auto& st = self->state;
+  if (!st.parts.codec)
+    return caf::none;
+  const auto page_bytes = st.parts.engine->page_memory_bytes();
+  st.codec_scratch.resize(page_bytes);
+  const uint32_t block = st.parts.engine->config().block_tokens;
+  const uint32_t pages = (r.prompt_tokens + block - 1) / block;
+  for (uint32_t i = 0; i < pages && i < r.page_ptrs.size(); ++i)
+    if (auto err = st.parts.codec->decode_slices({r.page_ptrs[i], page_bytes}, i, st.codec_scratch))
+      return make_error(errc::invalid_argument,
+                        "page " + std::to_string(i) + " of the hand-off: " + describe(err));
+  return caf::none;
 }
 
 } // namespace
@@ -73,6 +91,13 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
                                              "kv_ready does not match the reservation of request " +
                                                  std::to_string(a->request_id)));
   revoke_grants(self, r); // the KV is in; nobody writes these pages from outside any more
+  if (auto err = decode_handoff(self, r)) {
+    // Not KV this worker can use (changed on the way, or another codec's): the prefill fails
+    // the request with the reason; the reservation goes with the request's release.
+    spdlog::warn("decode_worker {}: the KV of request {} does not decode: {}", st.options.instance,
+                 r.request_id, describe(err));
+    return err;
+  }
   r.active = true;
   r.length = r.prompt_tokens;
   r.next_input = a->first_token;

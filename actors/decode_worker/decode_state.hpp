@@ -51,6 +51,7 @@ struct decode_state {
   std::vector<emitted_token> pending; // computed, emitted at the next step
   bool stepping = false;
   bad_message_counter bad;
+  std::vector<std::byte> codec_scratch; // a page, for decoding the hand-off's blocks in place
   uint64_t compute_ns_total = 0;
 };
 

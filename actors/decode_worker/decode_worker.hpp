@@ -12,6 +12,7 @@
 
 #include "actors/cluster/directory.hpp"
 #include "actors/decode_worker/decode_worker_actor.hpp"
+#include "gpu/block_codec.hpp"
 #include "gpu/engine.hpp"
 #include "storage/dram_pool.hpp"
 #include "transport/transfer_engine.hpp"
@@ -37,6 +38,10 @@ struct decode_worker_parts {
   std::shared_ptr<storage::dram_pool> kv_pages;
   std::shared_ptr<transport::transfer_engine> transfer;
   std::shared_ptr<const directory> dir;
+  /// The cluster's codec when it compresses the hand-off (codec.handoff): the KV arrives as
+  /// blocks of ranges of layers, decoded in place into the pages when kv_ready says all of it
+  /// is there. Null: pages arrive as they are.
+  std::shared_ptr<const gpu::block_codec> codec;
 };
 
 decode_worker_actor spawn_decode_worker(caf::actor_system& sys, decode_worker_options options,

@@ -100,18 +100,22 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
   auto& st = self->state;
   auto& job = *st.current;
   assert(first < end && end <= job.pages.size());
-  const auto slice = st.parts.engine->layer_slice(r);
   std::vector<transport::transfer_op> ops;
   ops.reserve(end - first);
   // Checked end to end (an xxh3 of each slice at the decode side): KV that changed on the way
   // would decode other tokens, silently (crescent chaos, corrupt faults); a slice that fails its
   // check fails the hand-off and the request, with the reason.
-  for (uint32_t i = first; i < end; ++i)
-    ops.push_back({transport::op_kind::write,
-                   {job.page_ptrs[i] + slice.offset, slice.length},
-                   job.decode_pages[i].slice(slice.offset, slice.length),
-                   0,
-                   true});
+  const auto prompt = static_cast<uint32_t>(job.tokens.size());
+  for (uint32_t i = first; i < end; ++i) {
+    auto op =
+        kv_write(self, job.page_ptrs[i], st.staging_ptrs.empty() ? nullptr : st.staging_ptrs[i],
+                 job.decode_pages[i], r, i, prompt);
+    if (!op) {
+      fail_job(self, "KV hand-off to decode failed: " + describe(op.error()));
+      return;
+    }
+    ops.push_back(*op);
+  }
   auto me = caf::actor_cast<prefill_worker_actor>(self);
   const auto id = job.request_id;
   const auto batch = static_cast<uint32_t>(job.batch_submitted_ns.size());
@@ -140,6 +144,50 @@ void all_submitted(prefill_ptr self) {
 }
 
 } // namespace
+
+caf::error make_staging_slots(prefill_ptr self) {
+  auto& st = self->state;
+  if (!st.parts.staging)
+    return caf::none;
+  const auto& m = st.parts.engine->config();
+  st.staging_pages = (m.context_tokens_max + m.block_tokens - 1) / m.block_tokens;
+  if (!st.parts.codec || st.parts.staging->capacity_slots() != 2 * st.staging_pages ||
+      st.parts.staging->slot_bytes() < st.parts.engine->page_memory_bytes())
+    return make_error(errc::bad_config, "the hand-off's staging memory is too small, or there is "
+                                        "no codec to encode with");
+  st.staging_slots = st.parts.staging->allocate(2 * st.staging_pages);
+  return map_slots(*st.parts.staging, st.staging_slots, st.staging_ptrs);
+}
+
+caf::expected<transport::transfer_op> kv_write(prefill_ptr self, std::byte* page,
+                                               std::byte* staging,
+                                               const transport::region_handle& remote,
+                                               gpu::layer_range r, uint32_t index,
+                                               uint32_t prompt_tokens) {
+  const auto& st = self->state;
+  const auto slice = st.parts.engine->layer_slice(r);
+  const auto& codec = st.parts.codec;
+  if (codec && staging != nullptr) {
+    const uint32_t block = st.parts.engine->config().block_tokens;
+    const uint32_t tokens = std::min(block, prompt_tokens - index * block);
+    const bool last = index + 1 == (prompt_tokens + block - 1) / block;
+    // 0: the range is too small to encode (modeled stand-ins only); it goes as it is.
+    if (const size_t n = codec->slice_bytes(r.first, r.count(), index, tokens, last); n > 0) {
+      const std::span<std::byte> out{staging + slice.offset, slice.length};
+      auto k = codec->encode_slice({page, st.parts.engine->page_memory_bytes()}, r.first, r.count(),
+                                   index, tokens, last, out);
+      if (!k)
+        return std::move(k.error());
+      return transport::transfer_op{transport::op_kind::write, out.first(*k),
+                                    remote.slice(slice.offset, *k), 0, true};
+    }
+  }
+  return transport::transfer_op{transport::op_kind::write,
+                                {page + slice.offset, slice.length},
+                                remote.slice(slice.offset, slice.length),
+                                0,
+                                true};
+}
 
 void hand_off(prefill_ptr self) {
   auto& job = *self->state.current;

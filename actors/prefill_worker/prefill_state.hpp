@@ -175,7 +175,12 @@ struct prefill_state {
   uint32_t chunks_max = 0;
   bad_message_counter bad;
   std::vector<std::byte> codec_scratch; // a page: what is encoded or decoded in place goes here
-  uint64_t codec_errors_total = 0;      // blocks a codec could not encode or decode
+  // The hand-off's staging (parts.staging): slot i for page i of the current job, slot
+  // staging_pages + i for page i of a group stage's job.
+  std::vector<transport::region_handle> staging_slots;
+  std::vector<std::byte*> staging_ptrs;
+  uint32_t staging_pages = 0;
+  uint64_t codec_errors_total = 0; // blocks a codec could not encode or decode
   uint64_t compute_ns_total = 0;
   uint64_t load_misses_total = 0;
 };
@@ -259,6 +264,16 @@ void on_stage_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t 
 void on_stage_step(prefill_ptr self);
 void on_stage_peer_down(prefill_ptr self, const caf::actor_addr& who, const caf::error& reason);
 // handoff.cpp
+caf::error make_staging_slots(prefill_ptr self);
+/// The write of layers `r` of local page `index` (at `page`) of a prompt of `prompt_tokens`
+/// tokens into `remote`, its page at the decode worker: encoded into `staging` (a page's bytes,
+/// or null) first when the cluster's codec compresses the hand-off, else as it is. Checked end
+/// to end (an xxh3 at the decode side) either way.
+caf::expected<transport::transfer_op> kv_write(prefill_ptr self, std::byte* page,
+                                               std::byte* staging,
+                                               const transport::region_handle& remote,
+                                               gpu::layer_range r, uint32_t index,
+                                               uint32_t prompt_tokens);
 void signal_decode_when_ready(prefill_ptr self);
 void hand_off(prefill_ptr self);
 void send_cached_prefix(prefill_ptr self);

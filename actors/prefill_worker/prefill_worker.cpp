@@ -41,6 +41,8 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
   // finishes, and its hand-off fails harmlessly because the decode reservation is revoked.
   if (auto err = make_stream_slots(self))
     spdlog::error("prefill_worker {}: {}", options.instance, describe(err)); // checked at config
+  if (auto err = make_staging_slots(self))
+    spdlog::error("prefill_worker {}: {}", options.instance, describe(err)); // as spawned
   keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     on_stage_peer_down(self, down.source, down.reason);

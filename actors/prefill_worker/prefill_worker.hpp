@@ -60,6 +60,11 @@ struct prefill_worker_parts {
   /// they are written and decoded in place after they are read (pool_io.cpp). Null: the
   /// engine's pages are stored as they are.
   std::shared_ptr<const gpu::block_codec> codec;
+  /// With a codec that also compresses the hand-off (codec.handoff): registered memory where
+  /// ranges of layers are encoded before they are written to decode, two slots of a page per
+  /// page of the longest prompt (the job's, then a group stage's). Null: the hand-off writes
+  /// the pages as they are.
+  std::shared_ptr<storage::dram_pool> staging;
 };
 
 prefill_worker_actor spawn_prefill_worker(caf::actor_system& sys, prefill_worker_options options,

@@ -143,11 +143,19 @@ void submit_stage_kv(prefill_ptr self) {
   const auto slice = st.parts.engine->layer_slice(range);
   std::vector<transport::transfer_op> ops;
   ops.reserve(2 * (end - first));
+  const auto prompt = static_cast<uint32_t>(job.tokens.size());
   for (uint32_t i = first; i < end; ++i) {
     const std::span<std::byte> local{job.page_ptrs[i] + slice.offset, slice.length};
-    // Checked end to end, as the hand-off is (handoff.cpp): changed KV decodes other tokens.
-    ops.push_back({transport::op_kind::write, local,
-                   job.decode_pages[i].slice(slice.offset, slice.length), 0, true});
+    // To decode as the hand-off goes (handoff.cpp: compressed where the codec says so, checked
+    // end to end); to the head as it is, for the pool.
+    auto op = kv_write(self, job.page_ptrs[i],
+                       st.staging_ptrs.empty() ? nullptr : st.staging_ptrs[st.staging_pages + i],
+                       job.decode_pages[i], range, i, prompt);
+    if (!op) {
+      fail_stage(self, make_error(errc::internal, "KV of a stage: " + describe(op.error())));
+      return;
+    }
+    ops.push_back(*op);
     ops.push_back({transport::op_kind::write, local,
                    job.head_pages[i].slice(slice.offset, slice.length), 0, true});
   }

@@ -261,4 +261,24 @@ calibrate_kvquant(const kv_shape& shape, const calibration_options& options,
   }
 }
 
+caf::expected<std::shared_ptr<const kvquant_calibration>>
+kvquant_layers(const kvquant_calibration& cal, uint32_t first, uint32_t count) {
+  if (count == 0 || first >= cal.shape.layers || count > cal.shape.layers - first)
+    return bad("layers [" + std::to_string(first) + ", " + std::to_string(first + count) +
+               ") of a calibration of " + std::to_string(cal.shape.layers));
+  auto out = std::make_shared<kvquant_calibration>(cal);
+  out->shape.layers = count;
+  // Every per-layer table is [layer][...]: the range is one contiguous run of each.
+  auto cut = [&](std::vector<float>& table) {
+    const size_t per_layer = table.size() / cal.shape.layers;
+    table = std::vector<float>(table.begin() + static_cast<ptrdiff_t>(first * per_layer),
+                               table.begin() + static_cast<ptrdiff_t>((first + count) * per_layer));
+  };
+  for (auto* table : {&out->key_levels, &out->value_levels, &out->key_centre, &out->key_half_range,
+                      &out->key_inv_half_range, &out->key_thresholds, &out->value_thresholds})
+    cut(*table);
+  out->hash = hash_of(*out);
+  return std::shared_ptr<const kvquant_calibration>{std::move(out)};
+}
+
 } // namespace crescent::storage::codec

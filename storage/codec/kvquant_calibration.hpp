@@ -84,4 +84,10 @@ caf::expected<std::shared_ptr<const kvquant_calibration>>
 calibrate_kvquant(const kv_shape& shape, const calibration_options& options,
                   std::span<const calibration_block> blocks);
 
+/// The calibration of layers [first, first + count) of `cal` alone, for blocks that hold only
+/// those layers of a page (a range of layers sent on its own: the layer-wise KV hand-off). Its
+/// hash is its own. Errors: a range outside the calibration's layers (invalid_argument).
+caf::expected<std::shared_ptr<const kvquant_calibration>>
+kvquant_layers(const kvquant_calibration& cal, uint32_t first, uint32_t count);
+
 } // namespace crescent::storage::codec

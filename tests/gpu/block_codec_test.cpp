@@ -147,6 +147,48 @@ TEST(block_codec, bad_options_name_the_field) {
       << "none is no codec: pages are stored as they are";
 }
 
+TEST(block_codec, a_page_sent_as_ranges_of_layers_decodes_in_place) {
+  const auto m = small_model(); // 2 layers
+  auto kv = prefill_reference(m, 24);
+  const size_t layer_bytes = m.page_bytes() / m.layers;
+  for (auto kind : {codec_kind::int8, codec_kind::kivi4, codec_kind::kvquant4}) {
+    SCOPED_TRACE(storage::codec::to_string(kind));
+    auto codec = make_reference_codec(m, options(kind));
+    ASSERT_TRUE(codec);
+    for (uint32_t i = 0; i < kv.pages.size(); ++i) {
+      const bool last = i + 1 == kv.pages.size();
+      const uint32_t tokens = last ? 8 : 16;
+      // Layer 0 and layer 1 as two blocks, each at its range's offset, as the hand-off writes.
+      std::vector<std::byte> received(m.page_bytes(), std::byte{0x33});
+      for (uint32_t l = 0; l < m.layers; ++l) {
+        const size_t n = (*codec)->slice_bytes(l, 1, i, tokens, last);
+        ASSERT_GT(n, 0u);
+        EXPECT_LT(n, layer_bytes);
+        auto k = (*codec)->encode_slice(kv.pages[i], l, 1, i, tokens, last,
+                                        std::span{received}.subspan(l * layer_bytes, layer_bytes));
+        ASSERT_TRUE(k) << describe(k.error());
+        EXPECT_EQ(*k, n);
+      }
+      std::vector<std::byte> scratch(m.page_bytes());
+      ASSERT_FALSE((*codec)->decode_slices(received, i, scratch));
+      EXPECT_LT(relative_error(kv.pages[i], received), kind == codec_kind::int8 ? 0.01 : 0.5);
+      // The whole page as one block decodes the same way.
+      std::vector<std::byte> whole(m.page_bytes(), std::byte{0x33});
+      ASSERT_TRUE((*codec)->encode_slice(kv.pages[i], 0, m.layers, i, tokens, last, whole));
+      ASSERT_FALSE((*codec)->decode_slices(whole, i, scratch));
+      EXPECT_EQ(whole, received) << "the same values, ranges or not";
+      // Read as another page, or with a layer that never came, it fails.
+      EXPECT_TRUE((*codec)->decode_slices(whole, i + 1, scratch));
+    }
+  }
+  auto codec = make_reference_codec(m, options(codec_kind::int8));
+  std::vector<std::byte> page(m.page_bytes()), scratch(m.page_bytes());
+  ASSERT_TRUE((*codec)->encode_slice(kv.pages[0], 0, 1, 0, 16, false, page));
+  EXPECT_TRUE((*codec)->decode_slices(page, 0, scratch)) << "layer 1 never came";
+  EXPECT_FALSE((*codec)->encode_slice(kv.pages[0], 1, 2, 0, 16, false, page))
+      << "layers past the model";
+}
+
 // The paper's model: LLaMA3-70B, 80 layers of 8 KV heads of 128 channels, fp16, 512-token pages.
 model_config paper_model() {
   model_config m;
@@ -251,6 +293,21 @@ TEST(block_codec, a_modeled_block_decodes_to_the_very_stand_in_page) {
     EXPECT_TRUE((*codec)->decode(std::span{block}.first(*n - 8), i, page));
     EXPECT_FALSE((*codec)->encode(kv.pages[i], i, tokens - 1, last, block));
   }
+  // Sent as ranges of layers: a one-layer range (64 bytes of stand-in) is too small for a block
+  // and goes as it is; longer ones are blocks. Decoded in place, the page is the very same.
+  const auto& page1 = kv.pages[1];
+  EXPECT_EQ((*codec)->slice_bytes(0, 1, 1, 16, false), 0u);
+  std::vector<std::byte> received(standin_page_bytes(m));
+  std::memcpy(received.data(), page1.data(), standin_layer_bytes); // layer 0 as it is
+  for (uint32_t first = 1; first < m.layers; first += 8) {
+    const uint32_t count = std::min(8u, m.layers - first);
+    ASSERT_GT((*codec)->slice_bytes(first, count, 1, 16, false), 0u) << first;
+    auto out = std::span{received}.subspan(first * standin_layer_bytes);
+    ASSERT_TRUE((*codec)->encode_slice(page1, first, count, 1, 16, false, out));
+  }
+  std::vector<std::byte> scratch(standin_page_bytes(m));
+  ASSERT_FALSE((*codec)->decode_slices(received, 1, scratch));
+  EXPECT_EQ(received, page1);
   // A page with a layer that never arrived is not a block.
   auto broken = kv.pages[0];
   std::memset(broken.data() + standin_layer_bytes, 0, standin_layer_bytes);

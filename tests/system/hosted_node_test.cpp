@@ -176,6 +176,29 @@ TEST_F(hosted_nodes, kv_reaches_decode_processes_over_shared_memory_and_tokens_m
   expect_decoded_across_processes(true);
 }
 
+TEST_F(hosted_nodes, compressed_kv_decodes_in_node_processes_that_fit_their_own_calibration) {
+  // kvquant4 on the hand-off: every process fits KVQuant's calibration at bring-up, and a
+  // decode process refuses blocks of any other (their hash): all complete only if they agree.
+  const auto yaml = cluster_yaml(false) +
+                    "kv_codec: kvquant4\n"
+                    "codec: {calibration_prompts: 2, calibration_prompt_tokens: 128}\n";
+  auto cfg = main_config(yaml);
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  auto reqs = trace_requests(cfg, 12, 0.1);
+  auto results = replay_on(sys, **cl, reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (const auto& r : results) {
+    ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+    EXPECT_EQ(r.tokens.size(), reqs[r.id].max_new_tokens);
+  }
+  EXPECT_GT(written(**cl, "tcp", 2) + written(**cl, "tcp", 3), 0u);
+  (*cl)->stop();
+  sys.await_all_actors_done();
+}
+
 // Worker statistics of a prefill or decode worker, wherever it runs.
 // A worker's stats: its compute so far and its free KV pages.
 std::pair<uint64_t, uint32_t> worker_stats(caf::actor_system& sys, const caf::actor& worker) {

@@ -74,15 +74,32 @@ TEST(kv_codec_cluster, every_codec_stores_blocks_smaller_than_pages_and_reuses_t
   }
 }
 
-TEST(kv_codec_cluster, int8_decodes_the_same_tokens_as_no_codec) {
-  auto records = replay::read_trace(CRESCENT_TEST_DATA_DIR "/trace_head.jsonl", 20);
-  ASSERT_TRUE(records) << describe(records.error());
+// The head of the test trace under no codec and under int8, on pools that evict nothing under
+// either (so the same blocks are reused and only their bytes differ: with smaller pools int8
+// keeps blocks that none evicts), with `repeats` late repeats of its first prompts, whose
+// prefixes then come from the pool for certain. Per run: the results and the bytes written.
+struct int8_against_none {
   std::vector<replay::request_result> runs[2];
+  uint64_t written[2] = {};
+};
+
+uint64_t bytes_written(cluster_harness& h) {
+  uint64_t n = 0;
+  for (const auto& p : h.cl->transfer().metrics())
+    n += p.bytes_written;
+  return n;
+}
+
+int8_against_none run_both(size_t head, size_t repeats, const prefill_config& prefill) {
+  int8_against_none out;
+  auto records = replay::read_trace(CRESCENT_TEST_DATA_DIR "/trace_head.jsonl", head);
+  EXPECT_TRUE(records) << describe(records.error());
+  if (!records)
+    return out;
   const codec_kind kinds[2] = {codec_kind::none, codec_kind::int8};
   for (int k = 0; k < 2; ++k) {
-    // Pools that evict nothing under either: the same blocks are reused, only their bytes
-    // differ (with smaller pools int8 keeps blocks that none evicts: more reuse, other timing).
     auto cfg = with_codec(kinds[k]);
+    cfg.prefill = prefill;
     for (auto& n : cfg.nodes)
       n.pool_bytes = 64ull << 20;
     cluster_harness h{cfg};
@@ -91,15 +108,22 @@ TEST(kv_codec_cluster, int8_decodes_the_same_tokens_as_no_codec) {
     std::vector<replay::synthetic_request> reqs;
     for (size_t i = 0; i < records->size(); ++i)
       reqs.push_back(replay::synthesize((*records)[i], i, w));
-    // Two late repeats of the first prompts: their prefixes come from the pool for certain.
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < repeats; ++i) {
       auto again = (*records)[i];
       again.timestamp_ms += 600'000;
-      reqs.push_back(replay::synthesize(again, 20 + i, w));
+      reqs.push_back(replay::synthesize(again, reqs.size(), w));
     }
-    runs[k] = h.replay(reqs);
-    ASSERT_EQ(runs[k].size(), reqs.size());
+    out.runs[k] = h.replay(reqs);
+    EXPECT_EQ(out.runs[k].size(), reqs.size());
+    out.written[k] = bytes_written(h);
   }
+  return out;
+}
+
+TEST(kv_codec_cluster, int8_decodes_the_same_tokens_as_no_codec) {
+  const auto both = run_both(20, 2, small_cluster().prefill);
+  const auto& runs = both.runs;
+  ASSERT_EQ(runs[0].size(), runs[1].size());
   uint64_t reused = 0;
   for (size_t i = 0; i < runs[0].size(); ++i) {
     ASSERT_EQ(runs[1][i].status, replay::outcome_status::completed) << runs[1][i].reason;
@@ -108,6 +132,38 @@ TEST(kv_codec_cluster, int8_decodes_the_same_tokens_as_no_codec) {
     reused += runs[1][i].reused_tokens;
   }
   EXPECT_GT(reused, 0u) << "some prefixes were decoded from int8 blocks";
+}
+
+TEST(kv_codec_cluster, a_streamed_hand_off_carries_blocks_and_decodes_the_same_tokens) {
+  // Every prompt streams, a layer a step, in chunks of 40 tokens (chunks end inside pages), and
+  // the cached prefix goes out whole: the decode worker decodes ranges of layers in place.
+  auto prefill = small_cluster().prefill;
+  prefill.stream_min_tokens = 0;
+  prefill.stream_layers = 1;
+  prefill.chunk_tokens = 40;
+  const auto both = run_both(12, 1, prefill);
+  const auto& runs = both.runs;
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    ASSERT_EQ(runs[1][i].status, replay::outcome_status::completed) << runs[1][i].reason;
+    EXPECT_EQ(runs[1][i].tokens, runs[0][i].tokens) << "request " << i;
+  }
+  EXPECT_GT(runs[1].back().reused_tokens, 0u);
+  // int8 blocks are about a quarter of float32 pages, on the hand-off and into the pool.
+  EXPECT_LT(both.written[1] * 3, both.written[0])
+      << both.written[1] << " against " << both.written[0];
+}
+
+TEST(kv_codec_cluster, without_handoff_the_pages_go_as_they_are) {
+  auto cfg = with_codec(codec_kind::kivi2);
+  cfg.codec.handoff = false;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  auto a = replay::synthesize(record_of({1, 2, 3, 4}, 4), 0, w);
+  auto r = h.replay({a})[0];
+  ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+  EXPECT_EQ(r.tokens, monolithic_tokens(cfg.model, a.tokens, a.max_new_tokens))
+      << "the decode worker computes on the prefill's very KV";
 }
 
 TEST(kv_codec_cluster, a_block_the_codec_does_not_know_is_a_miss) {
