@@ -92,6 +92,7 @@ caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
                                                  std::to_string(a->request_id)));
   revoke_grants(self, r); // the KV is in; nobody writes these pages from outside any more
   if (auto err = decode_handoff(self, r)) {
+    ++st.codec_errors_total;
     // Not KV this worker can use (changed on the way, or another codec's): the prefill fails
     // the request with the reason; the reservation goes with the request's release.
     spdlog::warn("decode_worker {}: the KV of request {} does not decode: {}", st.options.instance,

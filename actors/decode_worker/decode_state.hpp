@@ -52,6 +52,7 @@ struct decode_state {
   bool stepping = false;
   bad_message_counter bad;
   std::vector<std::byte> codec_scratch; // a page, for decoding the hand-off's blocks in place
+  uint64_t codec_errors_total = 0;      // hand-offs whose blocks did not decode
   uint64_t compute_ns_total = 0;
 };
 

@@ -19,6 +19,7 @@ envelope make_stats(decode_ptr self) {
     out.setFreePages(st.parts.kv_pages->capacity_slots() - st.parts.kv_pages->used_slots());
     out.setBadMessages(st.bad.count);
     out.setComputeNs(st.compute_ns_total);
+    out.setCodecErrors(st.codec_errors_total);
   });
 }
 

@@ -23,6 +23,7 @@ envelope make_stats(prefill_ptr self) {
     out.setBadMessages(st.bad.count);
     out.setComputeNs(st.compute_ns_total);
     out.setLoadMisses(st.load_misses_total);
+    out.setCodecErrors(st.codec_errors_total);
   });
 }
 

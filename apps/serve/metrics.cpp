@@ -286,7 +286,8 @@ void collect_workers(const char* role, const std::vector<std::optional<envelope>
                                   in.getFreePages(),
                                   in.getBadMessages(),
                                   in.getComputeNs(),
-                                  in.getLoadMisses()};
+                                  in.getLoadMisses(),
+                                  in.getCodecErrors()};
           }))
         row = *r;
     if (row)
@@ -315,6 +316,9 @@ void write_workers(prom_writer& w, const std::vector<worker_numbers>& rows) {
       {"crescent_instance_load_misses_total", "counter",
        "Pool blocks an instance refused on loading (checksum or transport)",
        [](const worker_numbers& r) { return double(r.load_misses); }},
+      {"crescent_instance_codec_errors_total", "counter",
+       "Blocks an instance's KV codec could not encode or decode (kv_codec)",
+       [](const worker_numbers& r) { return double(r.codec_errors); }},
   };
   for (const auto& c : columns) {
     w.family(c.name, c.type, c.help);

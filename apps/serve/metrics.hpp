@@ -132,7 +132,7 @@ struct worker_numbers {
   uint32_t instance = 0;
   uint32_t node = 0; // where it runs
   uint32_t queued = 0, active = 0, free_pages = 0;
-  uint64_t bad = 0, compute_ns = 0, load_misses = 0;
+  uint64_t bad = 0, compute_ns = 0, load_misses = 0, codec_errors = 0;
 };
 
 /// The cluster's numbers, asked of its actors at one moment: what /metrics and GET / show.

@@ -158,7 +158,7 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
   out += "<h2>Instances</h2><table><tr><th>role</th><th>instance</th><th>node</th>"
          "<th>queued jobs</th><th>active requests</th><th>conductor's count</th>"
          "<th>predicted queue</th>"
-         "<th>free KV pages</th><th>compute</th><th>load misses</th></tr>\n";
+         "<th>free KV pages</th><th>compute</th><th>load misses</th><th>codec errors</th></tr>\n";
   for (const auto& w : c.workers) {
     const labels l{{"role", w.role}, {"instance", std::to_string(w.instance)}};
     out += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>", w.role, w.instance, w.node);
@@ -186,6 +186,7 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
     out += cell("crescent_instance_compute_seconds_total", l, compute_s,
                 fmt::format("{:.3f} s", compute_s));
     out += count_cell("crescent_instance_load_misses_total", l, double(w.load_misses));
+    out += count_cell("crescent_instance_codec_errors_total", l, double(w.codec_errors));
     out += "</tr>\n";
   }
   out += "</table></section>\n";

@@ -67,6 +67,7 @@ struct WorkerStats {
   badMessages @4 :UInt64;
   computeNs @5 :UInt64;
   loadMisses @6 :UInt64;                   # pool blocks rejected by checksum or transport
+  codecErrors @7 :UInt64;                  # blocks a KV codec could not encode or decode
 }
 
 # Chunked pipeline parallelism (docs/prefill.md): a prefill group of X instances shares the

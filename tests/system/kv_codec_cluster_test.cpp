@@ -6,6 +6,7 @@
 #include "apps/replay/trace.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
+#include "messages/schema/worker.capnp.h"
 #include "storage/block_key.hpp"
 #include "storage/checksum.hpp"
 #include "support/test_cluster.hpp"
@@ -154,6 +155,39 @@ TEST(kv_codec_cluster, a_streamed_hand_off_carries_blocks_and_decodes_the_same_t
       << both.written[1] << " against " << both.written[0];
 }
 
+TEST(kv_codec_cluster, compressed_blocks_go_to_ssd_and_come_back) {
+  // One prefill node whose DRAM holds about 16 kvquant4 blocks (of some 2 KiB against 8 KiB
+  // pages), with an SSD: five prompts of five blocks push the first one's blocks to SSD; read
+  // again, they are promoted and decoded.
+  auto cfg = with_codec(codec_kind::kvquant4);
+  cfg.nodes = {{1, 0, 32u << 10}, {0, 1, 4u << 20}};
+  cfg.nodes[0].ssd_bytes = 4u << 20;
+  cfg.pool.lease_ttl_ms = 1;
+  cluster_harness h{cfg};
+  auto w = h.workload();
+  std::vector<replay::synthetic_request> reqs;
+  for (uint64_t p = 0; p < 5; ++p)
+    reqs.push_back(replay::synthesize(
+        record_of({10 * p + 1, 10 * p + 2, 10 * p + 3, 10 * p + 4, 10 * p + 5}, 4, 1000 * p), p,
+        w));
+  reqs.push_back(replay::synthesize(record_of({1, 2, 3, 4, 5}, 4, 60'000), 5, w));
+  auto results = h.replay(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (const auto& r : results)
+    ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+  auto stat = [&](auto f) {
+    auto reply = h.ask(h.cl->dir().block_owners[0], stats_atom::value);
+    EXPECT_TRUE(reply);
+    return reply ? *read_as<wire::OwnerStats>(*reply, f) : uint64_t{0};
+  };
+  EXPECT_GT(stat([](wire::OwnerStats::Reader in) { return in.getOffloads(); }), 0u);
+  EXPECT_GT(stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); }), 0u);
+  // The oldest blocks went to SSD first; what the get could promote (DRAM is nearly full of the
+  // other prompts' blocks) was read and decoded, none a miss.
+  EXPECT_GE(results[5].reused_tokens, cfg.model.block_tokens);
+  EXPECT_EQ(results[5].load_misses, 0u);
+}
+
 TEST(kv_codec_cluster, without_handoff_the_pages_go_as_they_are) {
   auto cfg = with_codec(codec_kind::kivi2);
   cfg.codec.handoff = false;
@@ -214,6 +248,14 @@ TEST(kv_codec_cluster, a_block_the_codec_does_not_know_is_a_miss) {
       << "the garbage was never used as KV";
   EXPECT_EQ(r.reused_tokens, 0u);
   EXPECT_EQ(r.load_misses, 1u) << "counted as a miss";
+  uint64_t codec_errors = 0;
+  for (const auto& worker : h.cl->dir().prefill) {
+    auto stats = h.ask(worker, stats_atom::value);
+    ASSERT_TRUE(stats);
+    codec_errors += *read_as<wire::WorkerStats>(
+        *stats, [](wire::WorkerStats::Reader in) { return in.getCodecErrors(); });
+  }
+  EXPECT_EQ(codec_errors, 1u) << "and as a block the codec refused (crescent serve's /metrics)";
 }
 
 } // namespace
