@@ -1,6 +1,7 @@
 // What must hold after a run, whatever was broken during it (docs/faults.md): every request
 // ended, with one outcome (a failure with its reason), and every completed request decoded the
-// tokens of one monolithic run of the reference engine.
+// tokens of one monolithic run of the reference engine (not checked under a kv_codec, which
+// changes the KV on purpose: the report says so).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -19,6 +20,10 @@ struct invariant_report {
   size_t ended = 0;          // with exactly one outcome
   size_t tokens_checked = 0; // completed requests compared with the reference engine
   size_t tokens_wrong = 0;   // of them, with other tokens
+  // Why completed requests' tokens were not compared (empty: they were): a kv_codec quantizes
+  // the KV that prefill reuses and decode reads, so another token than the exact reference's is
+  // not an error there.
+  std::string tokens_unchecked;
   std::vector<std::string> violations;
   bool held() const { return violations.empty(); }
 };
