@@ -203,6 +203,10 @@ std::string format_header(const run_options& opt, const cluster_config& cfg, siz
       "  cluster     {} nodes ({}), {}, a block owner per node; model {} layers, d_model {}, "
       "vocab {}, reference engine on the CPU\n",
       cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab);
+  if (cfg.codec.kind != storage::codec::codec_kind::none)
+    out += fmt::format("  kv_codec    {}: pool blocks{} compressed (docs/kv_compression.md)\n",
+                       storage::codec::to_string(cfg.codec.kind),
+                       cfg.codec.handoff ? " and the hand-off" : "");
   return out;
 }
 

@@ -296,6 +296,22 @@ TEST(cli, run_serves_on_coupled_instances_in_real_time) {
       << r.output;
 }
 
+TEST(cli, run_with_a_kv_codec_says_so_and_a_bad_codec_names_the_field) {
+  auto cluster = write_file("cli_codec.yaml", "kv_codec: kvquant4\n"
+                                              "codec: {calibration_prompts: 2, "
+                                              "calibration_prompt_tokens: 128}\n");
+  auto r = run("run --no-progress --requests 6 --trace " + trace + " --config " + cluster);
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {"kv_codec    kvquant4: pool blocks and the hand-off compressed",
+                           "requests      completed 6"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  auto bad = write_file("cli_codec_bad.yaml", "kv_codec: int3\n");
+  r = run("run --no-progress --requests 6 --trace " + trace + " --config " + bad);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("cli_codec_bad.yaml:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("kv_codec: expected none, int8"), std::string::npos) << r.output;
+}
+
 TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
   auto sim = write_file("cli_simulated.yaml", "simulated_time: true\n");
   auto r = run("run --no-progress --requests 1 --trace " + trace + " --config " + sim);
