@@ -3,6 +3,7 @@
 #include "gpu/modeled_engine.hpp"
 #include "gpu/modeled_profile.hpp"
 #include "messages/errors.hpp"
+#include "transport/peer_wire.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <algorithm>
@@ -215,7 +216,12 @@ caf::error validate(const cluster_config& cfg) {
   if (auto err = validate_engine(cfg))
     return err;
   if (cfg.nodes.empty() || cfg.nodes.size() > cluster_nodes_max)
-    return field_error("nodes", "a cluster has 1 to 64 nodes");
+    return field_error("nodes",
+                       "a cluster has 1 to " + std::to_string(cluster_nodes_max) + " nodes");
+  // A process learns every other's transfer address from one directory message.
+  if (spans_processes(cfg) && cfg.nodes.size() > transport::peer_nodes_max)
+    return field_error("nodes", "a cluster across processes has at most " +
+                                    std::to_string(transport::peer_nodes_max) + " nodes");
   uint32_t prefill = 0;
   uint32_t decode = 0;
   const uint64_t page = cfg.model.page_bytes();

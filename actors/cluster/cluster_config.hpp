@@ -168,7 +168,7 @@ struct cluster_config {
 };
 
 /// Limits on the cluster shape.
-inline constexpr size_t cluster_nodes_max = 64;
+inline constexpr size_t cluster_nodes_max = 256; // node_set::capacity: the prefix index's sets
 inline constexpr uint32_t instances_per_node_max = 16;
 
 /// A node process's address, "host:port" with a port in [1, 65535].

@@ -3,6 +3,8 @@
 // read, so a stale or missing entry costs a worse placement, never wrong data.
 #pragma once
 
+#include "actors/common/node_set.hpp"
+
 #include <array>
 #include <cstdint>
 #include <span>
@@ -12,15 +14,15 @@ namespace crescent {
 
 /// Leading keys of a prompt that each node holds, and the longest of them.
 struct prefix_match {
-  std::array<uint32_t, 64> length{}; // per node
-  uint32_t best = 0;                 // the longest
-  uint32_t best_node = 0;            // the lowest node holding the longest (0 when best is 0)
+  std::array<uint32_t, node_set::capacity> length{}; // per node
+  uint32_t best = 0;                                 // the longest
+  uint32_t best_node = 0; // the lowest node holding the longest (0 when best is 0)
 };
 
 class prefix_index {
  public:
   /// Entries kept at most; beyond it new blocks are not indexed (placement gets worse, nothing
-  /// breaks). Nodes are a 64-bit mask, hence at most 64 nodes.
+  /// breaks). Nodes are a node_set, hence at most node_set::capacity (256) nodes.
   static constexpr size_t entries_max = 1u << 22;
 
   void add(uint64_t key, uint32_t node);
@@ -35,10 +37,18 @@ class prefix_index {
   /// first miss): time proportional to the prompt's blocks, not to nodes times blocks.
   prefix_match match(std::span<const uint64_t> keys) const;
 
-  size_t size() const { return holders_.size(); }
+  size_t size() const { return is_wide_ ? wide_.size() : narrow_.size(); }
 
  private:
-  std::unordered_map<uint64_t, uint64_t> holders_; // key -> mask of nodes
+  // Key -> the nodes holding it: a 64-bit mask while every node id seen is below 64 (most
+  // clusters; an entry half the size, which is what a placement's lookups touch), a node_set
+  // from the first add of a node past 63 on.
+  void widen();
+  bool holds(uint64_t key, uint32_t node) const;
+
+  std::unordered_map<uint64_t, uint64_t> narrow_;
+  std::unordered_map<uint64_t, node_set> wide_;
+  bool is_wide_ = false;
 };
 
 } // namespace crescent

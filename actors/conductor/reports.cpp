@@ -77,7 +77,7 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     uint32_t computed_tokens, reused_tokens;
     uint64_t compute_ns;
     std::vector<uint64_t> stored;
-    std::vector<uint64_t> stored_on; // per stored key: the nodes holding it
+    std::vector<uint64_t> stored_on; // per stored key, node_set::words: the nodes holding it
     uint32_t pulled_blocks;
     uint64_t pull_ns;
     uint32_t pulled_from;
@@ -91,9 +91,9 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     if (in.getDroppedKeys().size() > report_keys_max)
       return caf::expected<report>{make_error(errc::limit_exceeded, "report of too many keys")};
     auto on = in.getStoredOn();
-    if (on.size() != 0 && on.size() != keys.size())
-      return caf::expected<report>{
-          make_error(errc::invalid_argument, "a report needs a node mask per stored key")};
+    if (on.size() != 0 && on.size() != keys.size() * node_set::words)
+      return caf::expected<report>{make_error(
+          errc::invalid_argument, "a report needs the holding nodes of every stored key")};
     return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
                                         in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
                                         in.getComputeNs(), to_vector(keys), to_vector(on),
@@ -117,10 +117,16 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     st.index.remove(key, r->node);
   // Where the replicas went (the store master placed them), else the reporting node.
   for (size_t k = 0; k < r->stored.size(); ++k) {
-    const uint64_t mask = k < r->stored_on.size() ? r->stored_on[k] : uint64_t{1} << r->node;
-    for (uint64_t m = mask; m != 0; m &= m - 1)
-      if (const auto n = static_cast<uint32_t>(std::countr_zero(m)); n < st.node_last_seen.size())
+    node_set holders;
+    if (r->stored_on.empty())
+      holders.insert(r->node);
+    else
+      holders = node_set::from_words(std::span<const uint64_t, node_set::words>{
+          &r->stored_on[k * node_set::words], node_set::words});
+    holders.for_each([&](uint32_t n) {
+      if (n < st.node_last_seen.size())
         st.index.add(r->stored[k], n);
+    });
   }
   // What a pull took teaches the bandwidth between the two nodes (in the model's bytes of pool
   // blocks: the worker's pages may be stand-ins, the blocks compressed).

@@ -15,6 +15,7 @@
 // Pure and deterministic: a policy is a function of a view that holds one of these.
 #pragma once
 
+#include "actors/common/node_set.hpp"
 #include "gpu/model_config.hpp"
 #include "gpu/modeled_profile.hpp"
 
@@ -63,7 +64,7 @@ class time_model {
   void learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint64_t ns);
   /// Bytes per second from `from` to `to`: learned, or the profile's NIC.
   double bandwidth(uint32_t from, uint32_t to) const;
-  static constexpr uint32_t nodes_max = 64;
+  static constexpr uint32_t nodes_max = node_set::capacity;
   /// Writing `blocks` new blocks into this node's pool.
   uint64_t store_ns(uint32_t blocks) const { return load_ns(blocks, false); }
   /// The prompt's KV to a decode instance on another node after its prefill's `compute_ns`:

@@ -38,9 +38,11 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     auto keys = out.initStoredKeys(static_cast<unsigned>(stored.keys.size()));
     for (unsigned i = 0; i < stored.keys.size(); ++i)
       keys.set(i, stored.keys[i]);
-    auto nodes = out.initStoredOn(static_cast<unsigned>(stored.nodes.size()));
+    // node_set::words words per key.
+    auto nodes = out.initStoredOn(static_cast<unsigned>(stored.nodes.size() * node_set::words));
     for (unsigned i = 0; i < stored.nodes.size(); ++i)
-      nodes.set(i, stored.nodes[i]);
+      for (unsigned w = 0; w < node_set::words; ++w)
+        nodes.set(i * node_set::words + w, stored.nodes[i].to_words()[w]);
   });
   self->request(st.parts.dir->conductor, control_timeout, report_atom::value, msg)
       .then([] {},

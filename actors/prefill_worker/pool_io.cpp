@@ -436,10 +436,11 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
     store.blocks.push_back(blocks[i]);
     store.bytes.push_back(bytes);
     store.ops.emplace_back();
-    uint64_t mask = 0;
+    node_set holders;
     for (const auto& h : s.replicas)
-      mask |= h.node < 64 ? uint64_t{1} << h.node : 0;
-    store.nodes.push_back(mask);
+      if (h.node < node_set::capacity)
+        holders.insert(h.node);
+    store.nodes.push_back(holders);
     for (const auto& h : s.replicas) {
       store.ops.back().push_back(ops.size());
       ops.push_back({transport::op_kind::write, page, h});

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "actors/common/handler_guard.hpp"
+#include "actors/common/node_set.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "actors/request/request_actor.hpp"
 #include "transport/region_handle.hpp"
@@ -35,17 +36,17 @@ struct block_load {
 struct block_store {
   std::vector<uint64_t> keys;           // granted blocks
   std::vector<size_t> blocks;           // their indices in the prompt
-  std::vector<uint64_t> nodes;          // a mask of the nodes holding each one's replicas
+  std::vector<node_set> nodes;          // the nodes holding each one's replicas
   std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
   std::vector<size_t> bytes;            // per block: its stored bytes (encoded, with a codec)
   std::vector<uint64_t> revoke;         // granted blocks that could not even be written
   bool replicate = false; // copies of pulled blocks (committed as replicas), not new blocks
 };
 
-/// Stored blocks: their keys and, per key, a mask of the nodes holding them.
+/// Stored blocks: their keys and, per key, the nodes holding them.
 struct stored_blocks {
   std::vector<uint64_t> keys;
-  std::vector<uint64_t> nodes;
+  std::vector<node_set> nodes;
 };
 
 /// Streams going to the next stage of a prefill group (CPP, stage.cpp): chunk c's is copied to

@@ -7,6 +7,7 @@
 // committed them), and the store master's BlocksGone names the node a block was evicted from. A
 // block's use is the number of requests whose ScheduleRequest names it. Nothing is added to the
 // actors: the run is the plain replay (its message hash is unchanged), watched.
+#include "actors/common/node_set.hpp"
 #include "apps/experiment/measures.hpp"
 #include "apps/experiment/registry.hpp"
 #include "apps/sim/sim_system.hpp"
@@ -27,7 +28,7 @@ constexpr std::array<size_t, 4> ranks = {10, 100, 1000, 10000};
 constexpr size_t samples = 200; // points of each curve over the run
 
 struct block_state {
-  uint64_t nodes = 0; // mask of the nodes holding a replica
+  node_set nodes; // the nodes holding a replica
   uint32_t uses = 0;
   uint32_t first_seen = 0; // order of first use: ties in use rank by it
   uint32_t position = 0;   // its index in the prompt that first named it
@@ -84,9 +85,16 @@ class replica_tracker {
     });
     if (!r)
       return;
-    for (size_t k = 0; k < r->keys.size(); ++k)
-      set(time_ns, r->keys[k],
-          blocks_[r->keys[k]].nodes | (k < r->on.size() ? r->on[k] : uint64_t{1} << r->node));
+    for (size_t k = 0; k < r->keys.size(); ++k) {
+      node_set holders;
+      if (r->on.size() == r->keys.size() * node_set::words)
+        holders = node_set::from_words(std::span<const uint64_t, node_set::words>{
+            &r->on[k * node_set::words], node_set::words});
+      else if (r->node < node_set::capacity)
+        holders.insert(r->node);
+      holders |= blocks_[r->keys[k]].nodes;
+      set(time_ns, r->keys[k], holders);
+    }
   }
 
   void on_gone(int64_t time_ns, const envelope& e) {
@@ -97,19 +105,22 @@ class replica_tracker {
     auto g = read_as<wire::BlocksGone>(e, [](wire::BlocksGone::Reader in) {
       return gone{in.getNode(), to_vector(in.getKeys())};
     });
-    if (!g || g->node >= 64)
+    if (!g || g->node >= node_set::capacity)
       return;
     for (auto key : g->keys)
-      if (auto b = blocks_.find(key); b != blocks_.end())
-        set(time_ns, key, b->second.nodes & ~(uint64_t{1} << g->node));
+      if (auto b = blocks_.find(key); b != blocks_.end()) {
+        auto holders = b->second.nodes;
+        holders.erase(g->node);
+        set(time_ns, key, holders);
+      }
   }
 
-  void set(int64_t time_ns, uint64_t key, uint64_t nodes) {
+  void set(int64_t time_ns, uint64_t key, const node_set& nodes) {
     auto& b = blocks_[key];
     if (b.nodes == nodes)
       return;
     b.nodes = nodes;
-    changes_.push_back({time_ns, key, static_cast<uint32_t>(std::popcount(nodes))});
+    changes_.push_back({time_ns, key, nodes.size()});
   }
 
   std::unordered_map<uint64_t, block_state> blocks_;

@@ -95,9 +95,10 @@ schedule_view conductor_bench_state::view() const {
 
 caf::expected<std::unique_ptr<conductor_bench_state>>
 make_conductor_bench_state(const bench_conductor_options& opt) {
-  if (opt.instances == 0 || opt.instances > 64)
-    return make_error(errc::invalid_argument, "--instances: 1 to 64 (one node each; the prefix "
-                                              "index's node masks hold 64)");
+  if (opt.instances == 0 || opt.instances > node_set::capacity)
+    return make_error(errc::invalid_argument,
+                      "--instances: 1 to " + std::to_string(node_set::capacity) +
+                          " (one node each: a cluster has at most that many nodes)");
   auto cfg = paper_cluster();
   if (!cfg)
     return std::move(cfg.error());

@@ -43,7 +43,8 @@ struct PrefillReport {
   reusedTokens @5 :UInt32;
   computeNs @6 :UInt64;
   storedKeys @7 :List(UInt64);    # blocks newly committed to the pool by this job
-  storedOn @8 :List(UInt64);      # per stored key: a mask of the nodes holding its replicas
+  storedOn @8 :List(UInt64);      # per stored key, 4 words: the nodes holding its replicas
+                                  # (bit n % 64 of word n / 64: node ids below 256)
                                   # (empty: the reporting node)
   pulledBlocks @9 :UInt32;        # cached blocks read from another node (0: none)
   pullNs @10 :UInt64;             # the loads' time, from the first read to the last verified

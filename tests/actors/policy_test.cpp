@@ -31,6 +31,53 @@ TEST(prefix_index, counts_leading_blocks_per_node) {
   EXPECT_EQ(idx.match(keys).best_node, 3u);
 }
 
+TEST(prefix_index, nodes_past_the_first_64_are_held_apart) {
+  // Node ids in every word of the set: 63 and 64 sit on either side of a word's edge.
+  prefix_index idx;
+  for (uint32_t node : {63u, 64u, 130u, 255u})
+    idx.add(1, node);
+  idx.add(2, 64);
+  idx.add(2, 255);
+  idx.add(3, 255);
+  std::vector<uint64_t> keys{1, 2, 3};
+  auto m = idx.match(keys);
+  EXPECT_EQ(m.length[63], 1u);
+  EXPECT_EQ(m.length[64], 2u);
+  EXPECT_EQ(m.length[130], 1u);
+  EXPECT_EQ(m.length[255], 3u);
+  EXPECT_EQ(m.length[0], 0u);
+  EXPECT_EQ(m.best, 3u);
+  EXPECT_EQ(m.best_node, 255u);
+  EXPECT_EQ(idx.cached_prefix(keys, 64), 2u);
+  idx.remove(3, 255);
+  idx.remove_node(64);
+  m = idx.match(keys);
+  EXPECT_EQ(m.length[64], 0u);
+  EXPECT_EQ(m.best, 2u);
+  EXPECT_EQ(m.best_node, 255u);
+}
+
+TEST(node_set, holds_every_id_below_its_capacity_in_order) {
+  node_set s;
+  EXPECT_TRUE(s.empty());
+  for (uint32_t n : {255u, 0u, 64u, 63u, 128u})
+    s.insert(n);
+  std::vector<uint32_t> seen;
+  s.for_each([&](uint32_t n) { seen.push_back(n); });
+  EXPECT_EQ(seen, (std::vector<uint32_t>{0, 63, 64, 128, 255}));
+  EXPECT_EQ(s.size(), 5u);
+  EXPECT_TRUE(s.contains(128));
+  EXPECT_FALSE(s.contains(127));
+  EXPECT_FALSE(s.contains(256)) << "past the capacity: never held";
+  auto round = node_set::from_words(std::span<const uint64_t, node_set::words>{s.to_words()});
+  EXPECT_EQ(round, s);
+  node_set other;
+  other.insert(64);
+  EXPECT_EQ(s.without(other).size(), 4u);
+  s &= other;
+  EXPECT_EQ(s, other);
+}
+
 time_model simple_model() {
   return testing::simple_time_model();
 }

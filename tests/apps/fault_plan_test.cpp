@@ -83,8 +83,8 @@ TEST(fault_plan, bad_values_are_named_with_their_line) {
   EXPECT_NE(e.find("faults[0].at_ms: expected a non-negative integer"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 5, pause: 2, for_ms: 0}\n");
   EXPECT_NE(e.find("faults[0].for_ms: 0 is not in [1,"), std::string::npos) << e;
-  e = error_of("faults:\n  - {at_ms: 5, kill: 64}\n");
-  EXPECT_NE(e.find("faults[0].kill: 64 is not in [0, 63]"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 5, kill: 256}\n");
+  EXPECT_NE(e.find("faults[0].kill: 256 is not in [0, 255]"), std::string::npos) << e;
   e = error_of("faults: {at_ms: 5}\n");
   EXPECT_NE(e.find("expected a list of faults"), std::string::npos) << e;
   e = error_of("fault:\n  - {at_ms: 5, kill: 1}\n");

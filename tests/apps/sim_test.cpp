@@ -379,8 +379,8 @@ TEST(sim, the_conductor_bench_decides_on_the_state_it_says) {
       policy.place(state.view(), {state.prompt_tokens[0], state.max_new_tokens[0], state.keys[0]});
   EXPECT_TRUE(d.placed) << d.reason;
   EXPECT_GT(d.predicted_ttft_ns, 0u);
-  opt.instances = 65;
-  EXPECT_FALSE(make_conductor_bench_state(opt)) << "node masks hold 64 nodes";
+  opt.instances = 257;
+  EXPECT_FALSE(make_conductor_bench_state(opt)) << "a cluster has at most 256 nodes";
 }
 
 TEST(sim, the_paper_cluster_prints_as_a_file_that_reads_back_the_same) {
