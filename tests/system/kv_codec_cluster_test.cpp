@@ -155,6 +155,27 @@ TEST(kv_codec_cluster, a_streamed_hand_off_carries_blocks_and_decodes_the_same_t
       << both.written[1] << " against " << both.written[0];
 }
 
+TEST(kv_codec_cluster, a_prefill_group_hands_off_each_stages_layers_as_blocks) {
+  // Two instances share the model's two layers (CPP): each stage sends its own layer of every
+  // page as a block of its own, and the head the cached prefix's pages whole.
+  auto prefill = small_cluster().prefill;
+  prefill.group_instances = 2;
+  prefill.stream_min_tokens = 0;
+  prefill.stream_layers = 1;
+  prefill.chunk_tokens = 40;
+  const auto both = run_both(12, 1, prefill);
+  const auto& runs = both.runs;
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t i = 0; i < runs[0].size(); ++i) {
+    ASSERT_EQ(runs[1][i].status, replay::outcome_status::completed) << runs[1][i].reason;
+    EXPECT_EQ(runs[1][i].tokens, runs[0][i].tokens) << "request " << i;
+  }
+  EXPECT_GT(runs[1].back().reused_tokens, 0u);
+  // Less, not a quarter: a stage's layers also go to its head as they are (for the pool), and
+  // the residual streams between stages are not KV.
+  EXPECT_LT(both.written[1], both.written[0]);
+}
+
 TEST(kv_codec_cluster, compressed_blocks_go_to_ssd_and_come_back) {
   // One prefill node whose DRAM holds about 16 kvquant4 blocks (of some 2 KiB against 8 KiB
   // pages), with an SSD: five prompts of five blocks push the first one's blocks to SSD; read
