@@ -6,6 +6,7 @@
 #include "gpu/modeled_engine.hpp"
 #include "gpu/modeled_profile.hpp"
 #include "messages/errors.hpp"
+#include "tests/gpu/tiny_profile.hpp"
 
 #include <gtest/gtest.h>
 
@@ -234,28 +235,7 @@ struct standin_prompt {
 };
 
 standin_prompt prefill_modeled(const model_config& m, uint32_t tokens) {
-  modeled_profile p;
-  p.name = "tiny";
-  p.layers = m.layers;
-  p.d_model = m.d_model;
-  p.heads = m.heads;
-  p.kv_heads = m.kv_heads;
-  p.ffn = m.ffn;
-  p.vocab = m.vocab;
-  p.kv_element_bytes = m.kv_element_bytes;
-  p.parameters = 1000;
-  p.weight_element_bytes = 2;
-  p.cost_a = 4;
-  p.cost_b = 22;
-  p.gpus = 1;
-  p.gpu_flops_per_s = 1e9;
-  p.gpu_hbm_bytes = 1e9;
-  p.gpu_hbm_bytes_per_s = 1e9;
-  p.h2d_bytes_per_s = 1e9;
-  p.nic_bytes_per_s = 1e9;
-  p.prefill_mfu = 1;
-  p.decode_mfu = 1;
-  p.hbm_efficiency = 1;
+  const auto p = tiny_profile_of(m);
   auto engine = make_modeled_engine(m, std::make_shared<const modeled_profile>(p));
   EXPECT_TRUE(engine) << describe(engine.error());
   standin_prompt out;

@@ -2,6 +2,7 @@
 // must carry the same data-path guarantees as the reference engine's real KV.
 #include "gpu/modeled_engine.hpp"
 #include "messages/errors.hpp"
+#include "tests/gpu/tiny_profile.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,34 +13,6 @@
 
 namespace crescent::gpu {
 namespace {
-
-// Small numbers, so that the formulas of modeled_profile.hpp can be followed by hand.
-modeled_profile tiny_profile() {
-  modeled_profile p;
-  p.name = "tiny";
-  p.layers = 2;
-  p.d_model = 4;
-  p.heads = 2;
-  p.kv_heads = 1;
-  p.ffn = 8;
-  p.vocab = 1000;
-  p.kv_element_bytes = 2;
-  p.parameters = 1000;
-  p.weight_element_bytes = 2;
-  p.cost_a = 4;
-  p.cost_b = 22;
-  p.gpus = 1;
-  p.gpu_flops_per_s = 1e9; // 1 flop per ns
-  p.gpu_hbm_bytes = 1e9;
-  p.gpu_hbm_bytes_per_s = 1e9; // 1 byte per ns
-  p.h2d_bytes_per_s = 1e9;
-  p.nic_bytes_per_s = 1e9;
-  p.nic_latency_s = 0;
-  p.prefill_mfu = 1;
-  p.decode_mfu = 1;
-  p.hbm_efficiency = 1;
-  return p;
-}
 
 model_config tiny_model(uint32_t block_tokens = 4) {
   return model_of(tiny_profile(), block_tokens, 256);
