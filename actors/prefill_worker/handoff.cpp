@@ -168,9 +168,8 @@ caf::expected<transport::transfer_op> kv_write(prefill_ptr self, std::byte* page
   const auto slice = st.parts.engine->layer_slice(r);
   const auto& codec = st.parts.codec;
   if (codec && staging != nullptr) {
-    const uint32_t block = st.parts.engine->config().block_tokens;
-    const uint32_t tokens = std::min(block, prompt_tokens - index * block);
-    const bool last = index + 1 == (prompt_tokens + block - 1) / block;
+    const auto [tokens, last] =
+        extent_of(index, prompt_tokens, st.parts.engine->config().block_tokens);
     // 0: the range is too small to encode (modeled stand-ins only); it goes as it is.
     if (const size_t n = codec->slice_bytes(r.first, r.count(), index, tokens, last); n > 0) {
       const std::span<std::byte> out{staging + slice.offset, slice.length};

@@ -32,12 +32,11 @@ std::span<std::byte> page_span(prefill_ptr self, const prefill_job& job, size_t 
   return {job.page_ptrs[i], self->state.parts.engine->page_memory_bytes()};
 }
 
-// Pool blocks under a codec (parts.codec): block i holds the prompt's tokens from
-// i x block_tokens, and the prompt's last block is its sequence's last.
-uint32_t tokens_of_block(prefill_ptr self, const prefill_job& job, size_t i) {
-  const uint32_t block = self->state.parts.engine->config().block_tokens;
-  const auto prompt = static_cast<uint32_t>(job.tokens.size());
-  return std::min(block, prompt - static_cast<uint32_t>(i) * block);
+// Block i of a job's prompt as the codec sees it (its keys: one per page, the last may be
+// partial).
+page_extent extent(prefill_ptr self, const prefill_job& job, size_t i) {
+  return extent_of(static_cast<uint32_t>(i), static_cast<uint32_t>(job.tokens.size()),
+                   self->state.parts.engine->config().block_tokens);
 }
 
 // The bytes block i takes in the pool: its page, or what the codec encodes it to.
@@ -45,8 +44,8 @@ uint64_t stored_bytes(prefill_ptr self, const prefill_job& job, size_t i) {
   const auto& codec = self->state.parts.codec;
   if (!codec)
     return self->state.parts.engine->page_memory_bytes();
-  return codec->block_bytes(static_cast<uint32_t>(i), tokens_of_block(self, job, i),
-                            i + 1 == job.keys.size());
+  const auto e = extent(self, job, i);
+  return codec->block_bytes(static_cast<uint32_t>(i), e.tokens, e.last);
 }
 
 std::span<std::byte> codec_scratch(prefill_ptr self) {
@@ -60,8 +59,8 @@ std::span<std::byte> codec_scratch(prefill_ptr self) {
 caf::error encode_in_place(prefill_ptr self, const prefill_job& job, size_t i, size_t bytes) {
   auto page = page_span(self, job, i);
   auto out = codec_scratch(self);
-  auto n = self->state.parts.codec->encode(
-      page, static_cast<uint32_t>(i), tokens_of_block(self, job, i), i + 1 == job.keys.size(), out);
+  const auto e = extent(self, job, i);
+  auto n = self->state.parts.codec->encode(page, static_cast<uint32_t>(i), e.tokens, e.last, out);
   if (!n)
     return std::move(n.error());
   if (*n != bytes)

@@ -9,6 +9,7 @@
 #include "actors/request/request_actor.hpp"
 #include "transport/region_handle.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -207,6 +208,17 @@ unsent_kv take_unsent(Job& job, uint32_t stage_end) {
   if (out.range.end == stage_end)
     job.pages_sent = out.end;
   return out;
+}
+
+/// Page `index` of a prompt of `prompt_tokens` tokens, as a codec sees it: its valid tokens, and
+/// whether it is the prompt's last (the pool's blocks and the hand-off's are encoded so).
+struct page_extent {
+  uint32_t tokens = 0;
+  bool last = false;
+};
+inline page_extent extent_of(uint32_t index, uint32_t prompt_tokens, uint32_t block_tokens) {
+  return {std::min(block_tokens, prompt_tokens - index * block_tokens),
+          index + 1 == (prompt_tokens + block_tokens - 1) / block_tokens};
 }
 
 /// The memory behind each of `slots` of `pool`, appended to `out`.
