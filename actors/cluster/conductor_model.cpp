@@ -3,6 +3,7 @@
 #include "actors/cluster/node_spawn.hpp"
 
 #include "actors/cluster/profile_yaml.hpp"
+#include "actors/prefill_worker/prefill_worker.hpp"
 #include "gpu/engine.hpp"
 #include "messages/errors.hpp"
 
@@ -60,7 +61,8 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
   auto m = time_model::fit(std::move(*src), cfg.model, cfg.prefill.chunk_tokens);
   if (!m)
     return std::move(m.error());
-  m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers);
+  m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers,
+                   prefill_prefix_load_batches);
   m->set_pipeline(cfg.prefill.group_instances);
   auto codec = block_codec_of(cfg);
   if (!codec)

@@ -87,9 +87,10 @@ uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32
       p.queue_ns == 0 && holder < v.pull_backlog_bytes.size() ? v.pull_backlog_bytes[holder] : 0;
   const uint64_t compute_ns =
       m.prefill_ns(r.prompt_tokens, reused_tokens(v, r, local_blocks + pulled_blocks));
-  return v.prefill[instance].queue_ns + m.load_ns(local_blocks, false) +
-         m.pull_ns(pulled_blocks, holder, v.prefill[instance].node, backlog) + compute_ns +
-         m.handoff_ns(r.prompt_tokens, compute_ns);
+  const uint64_t load_ns = m.load_ns(local_blocks, false) +
+                           m.pull_ns(pulled_blocks, holder, v.prefill[instance].node, backlog);
+  return v.prefill[instance].queue_ns + load_ns + compute_ns +
+         m.handoff_ns(r.prompt_tokens, compute_ns, load_ns, local_blocks + pulled_blocks);
 }
 
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,

@@ -133,8 +133,10 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
     job.pull_ns = m.pull_ns(pulled, d.pull_from, node, 0);
   }
   // The store of new blocks runs beside the next job: it does not hold the compute slot.
-  job.occupancy_ns = m.load_ns(d.local_blocks, false) + job.pull_ns + job.compute_ns +
-                     m.handoff_ns(a.prompt_tokens, job.compute_ns);
+  const uint64_t load_ns = m.load_ns(d.local_blocks, false) + job.pull_ns;
+  job.occupancy_ns = load_ns + job.compute_ns +
+                     m.handoff_ns(a.prompt_tokens, job.compute_ns, load_ns,
+                                  d.pull ? d.reuse_blocks : d.local_blocks);
   auto& t = st.prefill[d.prefill];
   if (t.jobs.empty())
     t.running_since_ns = v.now_ns; // an idle instance starts it at once

@@ -187,22 +187,37 @@ void time_model::learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint
   bw += (sample - bw) / 8.0;
 }
 
-uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns) const {
+uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns, uint64_t load_ns,
+                                uint32_t load_blocks) const {
   const auto& p = source_;
-  const double bytes = static_cast<double>(ceil_div(prompt_tokens, block_tokens_)) *
-                       static_cast<double>(handoff_page_bytes_);
-  double send_s = bytes / p.nic_bytes_per_s;
+  const uint32_t pages = ceil_div(prompt_tokens, block_tokens_);
+  const double page_s = static_cast<double>(handoff_page_bytes_) / p.nic_bytes_per_s;
+  double send_s = pages * page_s;
   if (prompt_tokens >= stream_min_tokens_ && prompt_tokens > 0) {
-    const double last_chunk = std::min<double>(chunk_tokens_, prompt_tokens) / prompt_tokens;
-    send_s = std::max(send_s * last_chunk * stream_step_share_,
-                      send_s - static_cast<double>(compute_ns) / 1e9);
+    // The last step sends its layers of the pages that the last chunk wrote, which starts
+    // after the reused prefix (the prompt's last token is always computed).
+    const uint32_t reused =
+        static_cast<uint32_t>(std::min<uint64_t>(uint64_t{load_blocks} * block_tokens_,
+                                                 prompt_tokens - 1));
+    const uint32_t last_chunk = (prompt_tokens - reused - 1) % chunk_tokens_ + 1;
+    const uint32_t last_pages = pages - (prompt_tokens - last_chunk) / block_tokens_;
+    // The first batch of the prefix's reads is all of its load that the hand-off waits for.
+    const double first_batch =
+        load_blocks == 0
+            ? 1.0
+            : static_cast<double>(ceil_div(load_blocks, stream_load_batches_)) / load_blocks;
+    const double overlap_s =
+        (static_cast<double>(compute_ns) + static_cast<double>(load_ns) * (1 - first_batch)) / 1e9;
+    send_s = std::max(last_pages * page_s * stream_step_share_, send_s - overlap_s);
   }
   return static_cast<uint64_t>(std::llround((send_s + p.nic_latency_s) * 1e9));
 }
 
-void time_model::set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers) {
-  assert(step_layers >= 1 && layers >= 1);
+void time_model::set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers,
+                               uint32_t load_batches) {
+  assert(step_layers >= 1 && layers >= 1 && load_batches >= 1);
   stream_min_tokens_ = min_tokens;
+  stream_load_batches_ = load_batches;
   stream_step_share_ = static_cast<double>(std::min(step_layers, layers)) / layers;
 }
 

@@ -68,12 +68,16 @@ class time_model {
   /// Writing `blocks` new blocks into this node's pool.
   uint64_t store_ns(uint32_t blocks) const { return load_ns(blocks, false); }
   /// The prompt's KV to a decode instance on another node after its prefill's `compute_ns`:
-  /// all of it when sent after prefill; streamed layer by layer (set_streaming), what cannot
-  /// hide behind the compute, and at least the last step's layers of the last chunk.
-  uint64_t handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns = 0) const;
-  /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step
-  /// (the prefill worker's stream_min_tokens and stream_layers). Not called: none stream.
-  void set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers);
+  /// all of it when sent after prefill. Streamed (set_streaming), what cannot hide behind the
+  /// compute and the load of the cached prefix (`load_blocks` blocks in `load_ns`, whose first
+  /// batch's pages start it), and at least the last step's layers of the last chunk.
+  uint64_t handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns = 0, uint64_t load_ns = 0,
+                      uint32_t load_blocks = 0) const;
+  /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step, and
+  /// read their prefix in up to `load_batches` batches (the prefill worker's stream_min_tokens,
+  /// stream_layers and prefill_prefix_load_batches). Not called: none stream.
+  void set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers,
+                     uint32_t load_batches);
   /// Prefill instances work in groups of `stages` (CPP): a prompt's chunks go through the
   /// stages in a pipeline, so its compute is about 1/stages of the chunks' sum plus the last
   /// chunk's time through the other stages (prefill_ns). 1: none.
@@ -117,7 +121,8 @@ class time_model {
   std::vector<double> pair_bytes_per_s_; // from * nodes_max + to; 0: not learned (empty: none)
   uint32_t stream_min_tokens_ = UINT32_MAX;
   double stream_step_share_ = 1; // of a chunk's KV, what one step sends
-  uint32_t stages_ = 1;          // of a prefill group
+  uint32_t stream_load_batches_ = 1;
+  uint32_t stages_ = 1; // of a prefill group
 };
 
 } // namespace crescent

@@ -187,12 +187,13 @@ void begin_compute(prefill_ptr self) {
   if (end_if_cancelled(self))
     return;
   auto& job = *self->state.current;
-  // A group's jobs always stream: every stage sends its own layers.
   const bool grouped = self->state.options.group_instances > 1;
-  job.streaming = grouped || job.tokens.size() >= self->state.options.stream_min_tokens;
+  job.streaming = streams(self->state, job);
   if (job.streaming) {
     const auto id = job.request_id;
-    send_cached_prefix(self); // may fail the job
+    // What did not go out as it loaded (the last page, when the prompt was found whole, does
+    // not: its last token is computed again).
+    send_cached_prefix(self, job.reused_blocks); // may fail the job
     if (!self->state.current || self->state.current->request_id != id)
       return;
     if (grouped)
@@ -223,13 +224,32 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   start_next_job(self);
 }
 
+bool streams(const prefill_state& st, const prefill_job& job) {
+  // A group's jobs always stream: every stage sends its own layers.
+  return st.options.group_instances > 1 || job.tokens.size() >= st.options.stream_min_tokens;
+}
+
 bool end_if_cancelled(prefill_ptr self) {
   auto& job = *self->state.current;
   if (!job.cancelled)
     return false;
-  if (!job.step_due && !job.loads_due && job.batches_in_flight == 0)
-    fail_job(self, "cancelled: its request ended");
+  if (!job.step_due && job.loads_in_flight == 0 && job.batches_in_flight == 0)
+    fail_job(self, job.failure.empty() ? "cancelled: its request ended" : job.failure);
   return true;
+}
+
+void fail_when_idle(prefill_ptr self, const std::string& reason) {
+  auto& job = *self->state.current;
+  if (job.loads_in_flight == 0) {
+    fail_job(self, reason);
+    return;
+  }
+  // Reads still land in its pages: freed now, they could be another job's by then.
+  spdlog::debug("prefill_worker {}: request {} fails once its reads have landed: {}",
+                self->state.options.instance, job.request_id, reason);
+  if (!job.cancelled || job.failure.empty())
+    job.failure = reason;
+  job.cancelled = true;
 }
 
 // The current job's KV is with decode: it moves to the store slot, where its new blocks are

@@ -3,12 +3,13 @@
 // when the decode worker lives in another process), then the request learns its first token and
 // the decode worker is signalled. Storing new blocks comes after, off the TTFT path.
 //
-// A prompt of at least prefill.stream_min_tokens streams: the cached prefix goes out as compute
-// begins, then each range of layers of each chunk as soon as it is computed, while the next
-// range computes (only the pages the chunk completed: one it leaves part-filled goes with the
-// next chunk, so that no region is written twice by batches in flight together). A shorter
-// prompt sends all of its pages in one batch after its last chunk. Either way kv_ready goes out
-// once every batch has ended well; the first that fails fails the job.
+// A prompt of at least prefill.stream_min_tokens streams: the cached prefix goes out as it
+// loads (its reads come in several batches, and each batch's verified pages go at its end), then
+// each range of layers of each chunk as soon as it is computed, while the next range computes (only
+// the pages the chunk completed: one it leaves part-filled goes with the next chunk, so that no
+// region is written twice by batches in flight together). A shorter prompt sends all of its pages
+// in one batch after its last chunk. Either way kv_ready goes out once every batch has ended well;
+// the first that fails fails the job.
 //
 // Batches run while the worker serves its mailbox; each end comes back as handed_off_atom (from
 // the engine's thread that ended it, or from this one for in-process copies; in simulated time
@@ -111,7 +112,7 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
         kv_write(self, job.page_ptrs[i], st.staging_ptrs.empty() ? nullptr : st.staging_ptrs[i],
                  job.decode_pages[i], r, i, prompt);
     if (!op) {
-      fail_job(self, "KV hand-off to decode failed: " + describe(op.error()));
+      fail_when_idle(self, "KV hand-off to decode failed: " + describe(op.error()));
       return;
     }
     ops.push_back(*op);
@@ -133,7 +134,7 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
                           first_failure(results));
       });
   if (err)
-    fail_job(self, "KV hand-off to decode failed: " + describe(err));
+    fail_when_idle(self, "KV hand-off to decode failed: " + describe(err));
 }
 
 // Every batch is submitted: kv_ready once the last has ended.
@@ -198,12 +199,18 @@ void hand_off(prefill_ptr self) {
     all_submitted(self);
 }
 
-void send_cached_prefix(prefill_ptr self) {
+void send_cached_prefix(prefill_ptr self, uint32_t verified) {
   auto& job = *self->state.current;
   const auto& cfg = self->state.parts.engine->config();
-  job.pages_sent = job.position / cfg.block_tokens; // whole pages, all of their layers
-  if (job.pages_sent > 0)
-    submit_pages(self, 0, job.pages_sent, {0, cfg.layers});
+  // Whole pages, all of their layers, before the page of the prompt's last token (computed
+  // again over its reused KV when the prompt was found whole).
+  const auto prompt = static_cast<uint32_t>(job.tokens.size());
+  const uint32_t end = std::min(verified, prompt == 0 ? 0 : (prompt - 1) / cfg.block_tokens);
+  if (end <= job.pages_sent)
+    return;
+  const uint32_t first = job.pages_sent;
+  job.pages_sent = end;
+  submit_pages(self, first, end, {0, cfg.layers});
 }
 
 void stream_computed(prefill_ptr self) {
@@ -243,7 +250,7 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const 
   // A failed write means the reservation is gone (the request ended, and the decode worker
   // revoked the handles) or the decode worker's process is: the request needs no other answer.
   if (err) {
-    fail_job(self, "KV hand-off to decode failed: " + describe(err));
+    fail_when_idle(self, "KV hand-off to decode failed: " + describe(err));
     return;
   }
   signal_decode_when_ready(self);

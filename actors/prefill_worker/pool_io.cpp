@@ -18,8 +18,10 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cassert>
 #include <cstring>
 #include <numeric>
+#include <utility>
 
 namespace crescent {
 
@@ -134,19 +136,20 @@ uint64_t remote_end_ns(const std::vector<transport::transfer_op>& ops,
 // batch's modeled time in simulated time (a load's with the modeled time of its reads from
 // other nodes, what the conductor learns bandwidth from). A batch that cannot start ends at
 // once, failed.
+// `batch` numbers a load's batches within its round.
 template <class Atom>
 void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::transfer_op>& ops,
-                  Atom atom) {
+                  Atom atom, uint32_t batch = 0) {
   auto& st = self->state;
   auto me = caf::actor_cast<prefill_worker_actor>(self);
   // The pages are read or written until the batch ends, which may be after this worker exits:
   // the callback keeps their memory mapped until then (see handoff.cpp).
   auto err = st.parts.transfer->submit(
       ops, transport::clock_type::now() + pool_io_timeout,
-      [me, id, atom, ops, node = st.options.node,
+      [me, id, atom, ops, batch, node = st.options.node,
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
         if constexpr (std::is_same_v<Atom, loaded_atom>)
-          send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results),
+          send_at_batch_end(me, batch_end_ns(results), atom, id, batch, outcomes(results),
                             remote_end_ns(ops, results, node));
         else
           send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
@@ -154,7 +157,7 @@ void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::tr
   if (!err)
     return;
   if constexpr (std::is_same_v<Atom, loaded_atom>)
-    self->send(me, atom, id, std::vector<caf::error>(ops.size(), err), uint64_t{0});
+    self->send(me, atom, id, batch, std::vector<caf::error>(ops.size(), err), uint64_t{0});
   else
     self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
 }
@@ -192,11 +195,15 @@ bool is_batch_end(prefill_ptr self, job_slot slot, uint64_t request_id, const ch
 void finish_loading(prefill_ptr self);
 
 // Reads, for every block up to the first that has no replica left to try, the next replica of
-// each that is not verified yet.
+// each that is not verified yet. A streaming job reads in up to prefill_prefix_load_batches
+// batches, in prompt order, so that the first pages can go to decode while the rest load (the
+// modeled links run a node's operations FIFO, so the batches end one after another there).
 void load_round(prefill_ptr self) {
   auto& job = *self->state.current;
   std::vector<transport::transfer_op> ops;
+  std::vector<size_t> loading;
   job.loading.clear();
+  job.round_remote_ns = 0;
   for (size_t i = 0; i < job.loads.size(); ++i) {
     auto& b = job.loads[i];
     if (b.verified)
@@ -215,14 +222,38 @@ void load_round(prefill_ptr self) {
       break; // the prefix ends here: later blocks are of no use
     ops.push_back(
         {transport::op_kind::read, page.first(b.replicas[b.next].length), b.replicas[b.next]});
-    job.loading.push_back(i);
+    loading.push_back(i);
   }
   if (ops.empty()) {
     finish_loading(self);
     return;
   }
-  job.loads_due = true;
-  submit_batch(self, job.request_id, ops, loaded_atom::value);
+  const size_t batches = streams(self->state, job) ? prefill_prefix_load_batches : 1;
+  const size_t per_batch = (ops.size() + batches - 1) / batches;
+  for (size_t first = 0; first < ops.size(); first += per_batch) {
+    const size_t end = std::min(ops.size(), first + per_batch);
+    job.loading.emplace_back(loading.begin() + static_cast<ptrdiff_t>(first),
+                             loading.begin() + static_cast<ptrdiff_t>(end));
+  }
+  // Every batch is counted in flight before any is submitted: one that cannot start ends at
+  // once, and must not end the round.
+  job.loads_in_flight = static_cast<uint32_t>(job.loading.size());
+  const auto id = job.request_id;
+  for (size_t b = 0, first = 0; first < ops.size(); ++b, first += per_batch) {
+    const size_t end = std::min(ops.size(), first + per_batch);
+    submit_batch(self, id,
+                 std::vector<transport::transfer_op>(ops.begin() + static_cast<ptrdiff_t>(first),
+                                                     ops.begin() + static_cast<ptrdiff_t>(end)),
+                 loaded_atom::value, static_cast<uint32_t>(b));
+  }
+}
+
+// The leading blocks of the prefix that are verified.
+uint32_t verified_prefix(const prefill_job& job) {
+  uint32_t n = 0;
+  while (n < job.loads.size() && job.loads[n].verified)
+    ++n;
+  return n;
 }
 
 // The verified prefix is reused; a block that failed for another reason than being gone is a
@@ -231,9 +262,7 @@ void load_round(prefill_ptr self) {
 void finish_loading(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
-  size_t reused = 0;
-  while (reused < job.loads.size() && job.loads[reused].verified)
-    ++reused;
+  const size_t reused = verified_prefix(job);
   if (reused < job.loads.size()) {
     const auto& miss = job.loads[reused];
     if (miss.last_error && !is(miss.last_error, errc::not_found)) {
@@ -340,22 +369,26 @@ void lookup_prefix(prefill_ptr self) {
       });
 }
 
-void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,
-               uint64_t remote_ns) {
+void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
+               const std::vector<caf::error>& results, uint64_t remote_ns) {
   if (!is_batch_end(self, computing, request_id, "a prefix load"))
     return;
-  self->state.current->loads_due = false;
-  if (end_if_cancelled(self)) // the batch has ended: nothing reads into its pages any more
-    return;
   auto& job = *self->state.current;
-  job.pull_modeled_ns += remote_ns; // rounds run one after another
-  if (results.size() != job.loading.size()) {
+  // A batch ends once: its reads are then forgotten.
+  if (batch >= job.loading.size() || results.size() != job.loading[batch].size() ||
+      results.empty()) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "a load's results do not match"));
     return;
   }
+  const auto loading = std::exchange(job.loading[batch], {});
+  assert(job.loads_in_flight > 0);
+  --job.loads_in_flight;
+  if (end_if_cancelled(self)) // the batch has ended: it reads into its pages no more
+    return;
+  job.round_remote_ns = std::max(job.round_remote_ns, remote_ns); // the batches run together
   for (size_t k = 0; k < results.size(); ++k) {
-    const size_t i = job.loading[k];
+    const size_t i = loading[k];
     auto& b = job.loads[i];
     const auto& h = b.replicas[b.next];
     const auto read = page_span(self, job, i).first(h.length);
@@ -381,6 +414,15 @@ void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     }
     ++b.next;
   }
+  if (streams(self->state, job)) {
+    const auto id = job.request_id;
+    send_cached_prefix(self, verified_prefix(job)); // may fail the job, or mark it to fail
+    if (!self->state.current || self->state.current->request_id != id || end_if_cancelled(self))
+      return;
+  }
+  if (job.loads_in_flight > 0)
+    return;                                   // the round's other batches
+  job.pull_modeled_ns += job.round_remote_ns; // rounds run one after another
   load_round(self);
 }
 

@@ -99,8 +99,11 @@ struct prefill_job {
   // Progress, filled while the job runs.
   std::vector<transport::region_handle> pages; // local KV pages
   std::vector<std::byte*> page_ptrs;
-  std::vector<block_load> loads;      // the cached prefix, while it loads
-  std::vector<size_t> loading;        // indices into loads of the reads in flight
+  std::vector<block_load> loads; // the cached prefix, while it loads
+  // Per batch of the current round of reads: indices into loads (emptied when it ends). A
+  // streaming job reads in several batches, so that its pages go to decode as they land.
+  std::vector<std::vector<size_t>> loading;
+  uint64_t round_remote_ns = 0;       // the longest of this round's reads from other nodes
   std::optional<block_store> storing; // the new blocks' writes in flight
   std::vector<size_t> pulled;         // reused blocks read from other nodes: copied here last
   stored_blocks stored;               // committed new blocks, kept while the copies are made
@@ -120,7 +123,8 @@ struct prefill_job {
   bool computed = false;        // every token computed; hand-off is next
   bool cancelled = false;       // its request ended: it stops once nothing of it is in flight
   bool step_due = false;        // a step_atom for it is on its way
-  bool loads_due = false;       // a batch of reads into its pages is on its way (loaded_atom)
+  uint32_t loads_in_flight = 0; // batches of reads into its pages on their way (loaded_atom)
+  std::string failure;          // with cancelled: why it fails, once nothing is in flight
   bool signalling = false;      // KV written, kv_ready sent to the decode worker, no answer yet
   bool signalled = false;       // kv_ready was sent (once)
   bool awaiting_store = false;  // handed off, waiting for the store slot
@@ -252,8 +256,8 @@ void begin_store(prefill_ptr self);
 void finish_store(prefill_ptr self, stored_blocks stored);
 // pool_io.cpp
 void lookup_prefix(prefill_ptr self);
-void on_loaded(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results,
-               uint64_t remote_ns);
+void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
+               const std::vector<caf::error>& results, uint64_t remote_ns);
 void store_new_blocks(prefill_ptr self);
 void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::error>& results);
 // stage.cpp: chunked pipeline parallelism
@@ -289,7 +293,14 @@ caf::expected<transport::transfer_op> kv_write(prefill_ptr self, std::byte* page
                                                uint32_t prompt_tokens);
 void signal_decode_when_ready(prefill_ptr self);
 void hand_off(prefill_ptr self);
-void send_cached_prefix(prefill_ptr self);
+/// Whether the current job streams its KV (decided before its prefix loads).
+bool streams(const prefill_state& st, const prefill_job& job);
+/// Sends the whole pages of the cached prefix that are loaded and not sent (streaming jobs):
+/// the first `verified` pages are in the local pages, verified.
+void send_cached_prefix(prefill_ptr self, uint32_t verified);
+/// Fails the current job now, or once no read into its pages is in flight (the pages are then
+/// freed, and must not be written after).
+void fail_when_idle(prefill_ptr self, const std::string& reason);
 void stream_computed(prefill_ptr self);
 void end_streaming(prefill_ptr self);
 void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const caf::error& err);

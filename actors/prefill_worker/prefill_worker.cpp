@@ -84,8 +84,8 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](handed_off_atom, uint64_t request_id, uint32_t batch, const caf::error& err) {
         on_handed_off(self, request_id, batch, err);
       },
-      [=](loaded_atom, uint64_t request_id, const std::vector<caf::error>& results,
-          uint64_t remote_ns) { on_loaded(self, request_id, results, remote_ns); },
+      [=](loaded_atom, uint64_t request_id, uint32_t batch, const std::vector<caf::error>& results,
+          uint64_t remote_ns) { on_loaded(self, request_id, batch, results, remote_ns); },
       [=](stored_atom, uint64_t request_id, const std::vector<caf::error>& results) {
         on_stored(self, request_id, results);
       },

@@ -22,6 +22,10 @@
 
 namespace crescent {
 
+/// A streaming job reads its cached prefix in up to this many batches, in prompt order, so
+/// that its first pages go to decode while the rest load (pool_io.cpp).
+inline constexpr uint32_t prefill_prefix_load_batches = 8;
+
 struct prefill_worker_options {
   uint32_t instance = 0;
   uint32_t node = 0;

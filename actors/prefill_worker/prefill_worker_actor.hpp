@@ -38,8 +38,9 @@ using prefill_worker_actor = caf::typed_actor<
     caf::reacts_to<step_atom>,
     // internal: batch n of the KV writes of this request's hand-off ended (none: all written)
     caf::reacts_to<handed_off_atom, uint64_t, uint32_t, caf::error>,
-    // internal: reads of cached blocks into this request's pages ended (one result per read)
-    caf::reacts_to<loaded_atom, uint64_t, std::vector<caf::error>, uint64_t>,
+    // internal: batch n of the reads of cached blocks into this request's pages ended (one
+    // result per read; the modeled time of its reads from other nodes)
+    caf::reacts_to<loaded_atom, uint64_t, uint32_t, std::vector<caf::error>, uint64_t>,
     // internal: writes of this request's new blocks into the pool ended (one result per write)
     caf::reacts_to<stored_atom, uint64_t, std::vector<caf::error>>>;
 

@@ -45,18 +45,6 @@ std::optional<envelope> ask_stats(sim::sim_system& sim, const caf::actor& who) {
   return *got;
 }
 
-void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& plan,
-                      std::vector<std::string>& violations) {
-  const auto until = sim.elapsed() + settle_time;
-  sim.run_until([&] { return sim.elapsed() >= until; });
-  std::set<uint32_t> killed;
-  for (const auto& f : plan.faults)
-    if (f.kind == up::fault_kind::kill)
-      killed.insert(f.node);
-  violations =
-      up::audit_once(cl, killed, [&](const caf::actor& who) { return ask_stats(sim, who); });
-}
-
 // What a crash prints: the seed it happened in (set before each seed; async-signal-safe).
 char crash_note[1024];
 size_t crash_note_length = 0;
@@ -143,6 +131,18 @@ caf::expected<campaign> prepare_campaign(const chaos_options& opt) {
         (replay::arrival_ns_of(c.records.back(), w) - replay::arrival_ns_of(c.records.front(), w)) /
         1'000'000;
   return c;
+}
+
+void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& plan,
+                      std::vector<std::string>& violations) {
+  const auto until = sim.elapsed() + settle_time;
+  sim.run_until([&] { return sim.elapsed() >= until; });
+  std::set<uint32_t> killed;
+  for (const auto& f : plan.faults)
+    if (f.kind == up::fault_kind::kill)
+      killed.insert(f.node);
+  violations =
+      up::audit_once(cl, killed, [&](const caf::actor& who) { return ask_stats(sim, who); });
 }
 
 seed_result run_seed(campaign& c, uint64_t seed, const std::string& messages_path) {

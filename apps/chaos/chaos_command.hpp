@@ -23,6 +23,13 @@
 #include <string>
 #include <vector>
 
+namespace crescent {
+class cluster;
+namespace sim {
+class sim_system;
+} // namespace sim
+} // namespace crescent
+
 namespace crescent::chaos {
 
 struct chaos_options {
@@ -77,6 +84,12 @@ seed_result run_seed(campaign& c, uint64_t seed, const std::string& messages_pat
 /// its faults take.
 seed_result run_plan(campaign& c, const up::fault_plan& plan, uint64_t seed,
                      const std::string& messages_path = "");
+
+/// After a simulated run's last request (simulate_options::after): lets every timeout that
+/// releases something run out, then audits the cluster once (up::audit_once, the nodes `plan`
+/// kills excepted); what does not hold goes to `violations`, one line each.
+void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& plan,
+                      std::vector<std::string>& violations);
 
 /// The command that runs `seed` of this campaign alone.
 std::string reproduce_command(const chaos_options& opt, uint64_t seed);

@@ -130,6 +130,24 @@ TEST(time_model, fits_the_engine_and_predicts_loads_and_hand_offs) {
   EXPECT_NEAR(m.correction(), 1 + 1.0 / 32, 1e-9);
 }
 
+TEST(time_model, a_streamed_hand_off_hides_behind_the_prefix_load_after_its_first_batch) {
+  auto m = simple_model(); // 1 us a token, chunks of 128, pages of 16 tokens, 2 layers
+  m.set_streaming(16, 1, 2, 8);
+  // 1,024 tokens: 64 pages at 16,384 ns each over the NIC. 48 cached blocks load in 8 batches
+  // of 6; the hand-off waits for the first, then overlaps the other 7 and the compute.
+  const uint64_t send = 64 * remote_block_ns;
+  const uint64_t load = 48 * local_block_ns;
+  const uint64_t compute = m.prefill_ns(1024, 768);
+  ASSERT_EQ(compute, 256'000u);
+  EXPECT_EQ(m.handoff_ns(1024, compute, load, 48), send - compute - load * 42 / 48);
+  EXPECT_EQ(m.handoff_ns(1024, compute), send - compute) << "nothing loaded: the compute only";
+  // All of it hidden: what goes after the last step is its layer (1 of 2) of the last chunk's
+  // pages, 128 tokens after the 768 reused: pages 56 to 63.
+  EXPECT_EQ(m.handoff_ns(1024, 10 * send, load, 48), 8 * remote_block_ns / 2);
+  // Sent after prefill (shorter than the streaming threshold): all of it.
+  EXPECT_EQ(m.handoff_ns(15, compute, load, 1), remote_block_ns);
+}
+
 TEST(time_model, predicts_a_prefill_groups_pipeline) {
   auto m = simple_model(); // 1 us a token, chunks of 128
   m.set_pipeline(4);

@@ -3,6 +3,8 @@
 // seed giving the same run, and the seeds that found bugs (the campaign: chaos_campaign_test.cpp).
 #include "apps/chaos/chaos_command.hpp"
 #include "apps/chaos/fault_budget.hpp"
+#include "apps/sim/paper_cluster.hpp"
+#include "apps/sim/replay_command.hpp"
 #include "messages/errors.hpp"
 
 #include <gtest/gtest.h>
@@ -131,6 +133,57 @@ TEST(chaos, a_failed_kv_slice_fails_its_request_with_the_reason) {
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_GT(failed_with(r, "the slice failed (injected fault)"), 0u);
   EXPECT_GT(r.completed, 0u) << "decode instance 0 (node 2) takes the others";
+}
+
+TEST(chaos, a_hand_off_that_fails_while_its_prefix_still_loads_ends_after_the_loads) {
+  // On the paper cluster, a prompt of 32 cached blocks (stored by the one a minute before) and
+  // 100 new tokens streams its prefix to decode as it loads, over about 40 ms. Its decode node
+  // dies 10 ms in: the hand-off's batches fail at once while reads still land in the job's
+  // pages. The job fails once they have; the next one, queued
+  // behind it, then runs, and every page is free at the end (the audit).
+  std::vector<replay::trace_record> records(3);
+  for (uint64_t i = 0; i < records.size(); ++i) {
+    auto& r = records[i];
+    r.line = i + 1;
+    r.timestamp_ms = i == 0 ? 0 : 59'980 + 20 * i;
+    r.input_tokens = 32 * replay::trace_block_tokens + (i == 0 ? 0 : 100);
+    r.output_tokens = 4;
+    for (uint64_t b = 0; b < 32; ++b)
+      r.hash_ids.push_back(b);
+    if (i > 0)
+      r.hash_ids.push_back(1000 + i);
+  }
+  auto cfg = sim::paper_cluster();
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  auto clean = sim::simulate(*cfg, records, {});
+  ASSERT_TRUE(clean) << describe(clean.error());
+  ASSERT_EQ(clean->report.summary.completed, 3u);
+  const auto& second = clean->report.results[1];
+  ASSERT_EQ(second.reused_tokens, 32 * replay::trace_block_tokens);
+  uint32_t node = 0;
+  for (uint32_t n = 0, seen = 0; n < cfg->nodes.size(); ++n) {
+    if (second.decode_instance < seen + cfg->nodes[n].decode_instances) {
+      node = n;
+      break;
+    }
+    seen += cfg->nodes[n].decode_instances;
+  }
+  sim::simulate_options opt;
+  opt.faults = plan_of("faults: [{at_ms: 60010, kill: " + std::to_string(node) + "}]", *cfg);
+  std::vector<std::string> audit;
+  opt.after = [&](sim::sim_system& s, cluster& cl) { settle_and_audit(s, cl, opt.faults, audit); };
+  auto s = sim::simulate(*cfg, records, opt);
+  ASSERT_TRUE(s) << describe(s.error());
+  EXPECT_TRUE(audit.empty()) << audit.front();
+  const auto& r = s->report.results;
+  EXPECT_EQ(r[0].status, replay::outcome_status::completed);
+  // The request hears of its decode instance's end first, and fails with that reason.
+  EXPECT_EQ(r[1].status, replay::outcome_status::failed);
+  EXPECT_EQ(r[2].status, replay::outcome_status::completed) << r[2].reason;
+  EXPECT_EQ(r[2].prefill_instance, r[1].prefill_instance) << "queued behind the failed job";
+  EXPECT_GT(r[2].prefill_queue_ns, 0u);
+  EXPECT_EQ(r[2].reused_tokens, 32 * replay::trace_block_tokens) << "the prefix is intact";
+  EXPECT_EQ(r[2].tokens, clean->report.results[2].tokens);
 }
 
 TEST(chaos, a_short_pause_delays_and_loses_nothing) {

@@ -216,6 +216,50 @@ TEST(sim, a_streamed_prompt_hides_its_kv_transfer_behind_compute) {
       << "at least 90% of the send-after transfer is off the TTFT";
 }
 
+TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
+  // A prompt of 32 blocks, then (a minute later, alone) the same 32 blocks and 100 new
+  // tokens: the second loads 32 blocks from its node's DRAM and computes 100 tokens, less time
+  // than its 16k tokens of KV take over the NIC. Sent as they load, the pages overlap the load
+  // as well as the compute.
+  std::vector<replay::trace_record> records(2);
+  for (uint64_t i = 0; i < 2; ++i) {
+    auto& r = records[i];
+    r.line = i + 1;
+    r.timestamp_ms = 60'000 * i;
+    r.input_tokens = 32 * replay::trace_block_tokens + (i == 0 ? 0 : 100);
+    r.output_tokens = 4;
+    for (uint64_t b = 0; b < 32; ++b)
+      r.hash_ids.push_back(b);
+    if (i == 1)
+      r.hash_ids.push_back(1000);
+  }
+  auto after = paper();
+  after.prefill.stream_min_tokens = std::numeric_limits<uint32_t>::max();
+  auto streamed = paper(); // stream_min_tokens 1024, 8 layers a step
+  auto a = run(after, records);
+  auto b = run(streamed, records);
+  ASSERT_EQ(a.report.summary.completed, 2u);
+  ASSERT_EQ(b.report.summary.completed, 2u);
+  const auto& x = a.report.results[1];
+  const auto& y = b.report.results[1];
+  EXPECT_EQ(x.tokens, y.tokens);
+  ASSERT_EQ(y.reused_tokens, 32 * replay::trace_block_tokens);
+  ASSERT_EQ(y.computed_tokens, 100u);
+  // The send-after transfer is longer than the load and compute together: only the prefix's
+  // load can hide the rest of it.
+  const auto links = link_profile_of(streamed);
+  const double load_ns = 32.0 * streamed.model.page_bytes() / links.local_bytes_per_s * 1e9;
+  ASSERT_GT(static_cast<double>(x.kv_tail_ns), load_ns / 2 + y.prefill_compute_ns);
+  EXPECT_GT(y.kv_hidden(), 0.9) << y.kv_tail_ns << " ns after compute of " << y.kv_busy_ns;
+  const auto ttft = [](const replay::request_result& r) {
+    return r.token_times_ns.front() - r.arrival_ns;
+  };
+  EXPECT_LT(ttft(y), ttft(x) - static_cast<int64_t>(x.kv_tail_ns * 9 / 10));
+  // The conductor knows: within 1%.
+  EXPECT_NEAR(static_cast<double>(y.predicted_ttft_ns), static_cast<double>(ttft(y)),
+              0.01 * static_cast<double>(ttft(y)));
+}
+
 TEST(sim, the_next_job_computes_while_the_last_one_stores_its_blocks) {
   // Two prompts of 32 new blocks each, 1 ms apart, on the only prefill instance: the second
   // waits for the first's compute and hand-off, and (overlap off) for its store phase too.
