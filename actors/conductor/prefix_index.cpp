@@ -15,13 +15,11 @@ uint64_t bit_of(uint32_t node) {
 } // namespace
 
 void prefix_index::widen() {
-  wide_.reserve(narrow_.size());
-  for (const auto& [key, mask] : narrow_) {
-    node_set s;
+  narrow_.for_each([&](uint64_t key, uint64_t mask) {
+    node_set& s = wide_.insert(key);
     for (uint64_t m = mask; m != 0; m &= m - 1)
       s.insert(static_cast<uint32_t>(std::countr_zero(m)));
-    wide_.emplace(key, s);
-  }
+  });
   narrow_ = {};
   is_wide_ = true;
 }
@@ -31,67 +29,59 @@ void prefix_index::add(uint64_t key, uint32_t node) {
   if (!is_wide_ && node >= 64)
     widen();
   if (!is_wide_) {
-    auto i = narrow_.find(key);
-    if (i == narrow_.end()) {
-      if (narrow_.size() >= entries_max)
-        return;
-      i = narrow_.emplace(key, 0).first;
-    }
-    i->second |= bit_of(node);
+    if (narrow_.find(key) == nullptr && narrow_.size() >= entries_max)
+      return;
+    narrow_.insert(key) |= bit_of(node);
     return;
   }
-  auto i = wide_.find(key);
-  if (i == wide_.end()) {
-    if (wide_.size() >= entries_max)
-      return;
-    i = wide_.emplace(key, node_set{}).first;
-  }
-  i->second.insert(node);
+  if (wide_.find(key) == nullptr && wide_.size() >= entries_max)
+    return;
+  wide_.insert(key).insert(node);
 }
 
 void prefix_index::remove(uint64_t key, uint32_t node) {
   assert(node < node_set::capacity);
   if (!is_wide_) {
-    auto i = node < 64 ? narrow_.find(key) : narrow_.end();
-    if (i == narrow_.end())
+    auto* mask = node < 64 ? narrow_.find(key) : nullptr;
+    if (mask == nullptr)
       return;
-    i->second &= ~bit_of(node);
-    if (i->second == 0)
-      narrow_.erase(i);
+    if ((*mask &= ~bit_of(node)) == 0) {
+      *mask = bit_of(node); // erase finds the entry by a non-empty value
+      narrow_.erase(key);
+    }
     return;
   }
-  auto i = wide_.find(key);
-  if (i == wide_.end())
+  auto* nodes = wide_.find(key);
+  if (nodes == nullptr)
     return;
-  i->second.erase(node);
-  if (i->second.empty())
-    wide_.erase(i);
+  if (nodes->size() == 1 && nodes->contains(node)) {
+    wide_.erase(key);
+    return;
+  }
+  nodes->erase(node);
 }
 
 void prefix_index::remove_node(uint32_t node) {
   assert(node < node_set::capacity);
+  // Values emptied here are dropped by the rebuild after: a rare path (a node that failed).
   if (!is_wide_) {
     if (node >= 64)
       return;
-    for (auto i = narrow_.begin(); i != narrow_.end();) {
-      i->second &= ~bit_of(node);
-      i = i->second == 0 ? narrow_.erase(i) : std::next(i);
-    }
+    narrow_.for_each([&](uint64_t, uint64_t& mask) { mask &= ~bit_of(node); });
+    narrow_.drop_empty();
     return;
   }
-  for (auto i = wide_.begin(); i != wide_.end();) {
-    i->second.erase(node);
-    i = i->second.empty() ? wide_.erase(i) : std::next(i);
-  }
+  wide_.for_each([&](uint64_t, node_set& s) { s.erase(node); });
+  wide_.drop_empty();
 }
 
 bool prefix_index::holds(uint64_t key, uint32_t node) const {
   if (!is_wide_) {
-    auto i = node < 64 ? narrow_.find(key) : narrow_.end();
-    return i != narrow_.end() && (i->second & bit_of(node)) != 0;
+    const auto* mask = node < 64 ? narrow_.find(key) : nullptr;
+    return mask != nullptr && (*mask & bit_of(node)) != 0;
   }
-  auto i = wide_.find(key);
-  return i != wide_.end() && i->second.contains(node);
+  const auto* nodes = wide_.find(key);
+  return nodes != nullptr && nodes->contains(node);
 }
 
 uint32_t prefix_index::cached_prefix(std::span<const uint64_t> keys, uint32_t node) const {
@@ -111,8 +101,8 @@ prefix_match prefix_index::match(std::span<const uint64_t> keys) const {
   if (!is_wide_) {
     uint64_t still = ~uint64_t{0}; // nodes that hold every key so far
     for (; i < keys.size() && still != 0; ++i) {
-      auto h = narrow_.find(keys[i]);
-      const uint64_t held = h == narrow_.end() ? 0 : h->second;
+      const auto* h = narrow_.find(keys[i]);
+      const uint64_t held = h == nullptr ? 0 : *h;
       for (uint64_t dropped = still & ~held; dropped != 0; dropped &= dropped - 1)
         out.length[std::countr_zero(dropped)] = static_cast<uint32_t>(i);
       still &= held;
@@ -122,8 +112,8 @@ prefix_match prefix_index::match(std::span<const uint64_t> keys) const {
   } else {
     node_set still = node_set::all();
     for (; i < keys.size() && !still.empty(); ++i) {
-      auto h = wide_.find(keys[i]);
-      const node_set held = h == wide_.end() ? node_set{} : h->second;
+      const auto* h = wide_.find(keys[i]);
+      const node_set held = h == nullptr ? node_set{} : *h;
       still.without(held).for_each([&](uint32_t n) { out.length[n] = static_cast<uint32_t>(i); });
       still &= held;
     }

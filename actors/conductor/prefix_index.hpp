@@ -4,11 +4,11 @@
 #pragma once
 
 #include "actors/common/node_set.hpp"
+#include "actors/conductor/flat_key_map.hpp"
 
 #include <array>
 #include <cstdint>
 #include <span>
-#include <unordered_map>
 
 namespace crescent {
 
@@ -46,8 +46,14 @@ class prefix_index {
   void widen();
   bool holds(uint64_t key, uint32_t node) const;
 
-  std::unordered_map<uint64_t, uint64_t> narrow_;
-  std::unordered_map<uint64_t, node_set> wide_;
+  struct no_bits {
+    bool operator()(uint64_t mask) const { return mask == 0; }
+  };
+  struct no_nodes {
+    bool operator()(const node_set& s) const { return s.empty(); }
+  };
+  flat_key_map<uint64_t, no_bits> narrow_;
+  flat_key_map<node_set, no_nodes> wide_;
   bool is_wide_ = false;
 };
 
