@@ -31,16 +31,26 @@ void decode_track::add(uint64_t request_id, decode_load load) {
       loads_.begin(), loads_.end(), load, [](const decode_load& a, const decode_load& b) {
         return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.tokens < b.tokens;
       });
-  ids_.insert(ids_.begin() + (at - loads_.begin()), request_id);
+  const auto first = static_cast<size_t>(at - loads_.begin());
+  ids_.insert(ids_.begin() + static_cast<ptrdiff_t>(first), request_id);
   loads_.insert(at, load);
+  sum_from(first);
 }
 
 void decode_track::remove(uint64_t request_id) {
   auto i = std::find(ids_.begin(), ids_.end(), request_id);
   if (i == ids_.end())
     return;
-  loads_.erase(loads_.begin() + (i - ids_.begin()));
+  const auto first = static_cast<size_t>(i - ids_.begin());
+  loads_.erase(loads_.begin() + static_cast<ptrdiff_t>(first));
   ids_.erase(i);
+  sum_from(first);
+}
+
+void decode_track::sum_from(size_t first) {
+  tokens_before_.resize(loads_.size() + 1);
+  for (size_t k = first; k < loads_.size(); ++k)
+    tokens_before_[k + 1] = tokens_before_[k] + loads_[k].tokens;
 }
 
 namespace {

@@ -51,11 +51,16 @@ class decode_track {
   void add(uint64_t request_id, decode_load load);
   void remove(uint64_t request_id);
   std::span<const decode_load> loads() const { return loads_; }
+  /// Cumulative tokens of loads() (decode_view::tokens_before).
+  std::span<const uint64_t> tokens_before() const { return tokens_before_; }
   size_t size() const { return loads_.size(); }
 
  private:
+  void sum_from(size_t first);
+
   std::vector<decode_load> loads_;
-  std::vector<uint64_t> ids_; // of loads_, in the same order
+  std::vector<uint64_t> ids_;                 // of loads_, in the same order
+  std::vector<uint64_t> tokens_before_ = {0}; // loads_.size() + 1 entries
 };
 
 struct conductor_state {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 
 namespace crescent {
@@ -22,6 +23,20 @@ decode_batch batch_at(const schedule_view& v, const decode_view& d, const reques
   decode_batch b;
   // The request's own context over its life: its prompt, and on average half its output.
   b.context_tokens = r.prompt_tokens + r.max_new_tokens / 2;
+  if (!d.tokens_before.empty()) {
+    // In end order with their sums: those that finish by then are a prefix of them.
+    assert(d.tokens_before.size() == d.requests.size() + 1);
+    size_t gone = 0;
+    if (v.admission == admission_mode::predicted_load)
+      gone = static_cast<size_t>(
+          std::upper_bound(d.requests.begin(), d.requests.end(), arrival_ns,
+                           [](int64_t t, const decode_load& x) { return t < x.end_ns; }) -
+          d.requests.begin());
+    b.reserved_tokens = d.tokens_before.back();
+    b.batch += static_cast<uint32_t>(d.requests.size() - gone);
+    b.context_tokens += d.tokens_before.back() - d.tokens_before[gone];
+    return b;
+  }
   for (const auto& x : d.requests) {
     b.reserved_tokens += x.tokens;
     if (v.admission == admission_mode::predicted_load && x.end_ns <= arrival_ns)

@@ -94,7 +94,7 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   for (uint32_t i = 0; i < st.decode.size(); ++i) {
     const auto node = st.options.decode_node[i];
     decode.push_back({node, node_alive(self, node, clock_now), st.options.decode_capacity_tokens,
-                      st.decode[i].loads()});
+                      st.decode[i].loads(), st.decode[i].tokens_before()});
   }
   pull_backlog(self, now, backlog);
   schedule_view v;

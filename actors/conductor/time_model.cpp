@@ -196,9 +196,8 @@ uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns, uin
   if (prompt_tokens >= stream_min_tokens_ && prompt_tokens > 0) {
     // The last step sends its layers of the pages that the last chunk wrote, which starts
     // after the reused prefix (the prompt's last token is always computed).
-    const uint32_t reused =
-        static_cast<uint32_t>(std::min<uint64_t>(uint64_t{load_blocks} * block_tokens_,
-                                                 prompt_tokens - 1));
+    const uint32_t reused = static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{load_blocks} * block_tokens_, prompt_tokens - 1));
     const uint32_t last_chunk = (prompt_tokens - reused - 1) % chunk_tokens_ + 1;
     const uint32_t last_pages = pages - (prompt_tokens - last_chunk) / block_tokens_;
     // The first batch of the prefix's reads is all of its load that the hand-off waits for.

@@ -58,6 +58,10 @@ struct decode_view {
   bool alive = true;
   uint64_t capacity_tokens = 0;
   std::span<const decode_load> requests; // those it holds or will hold
+  // Empty, or: `requests` are in the order of their end_ns, and tokens_before[i] is the sum of
+  // the tokens of requests [0, i) (requests.size() + 1 entries). A placement then finds the
+  // batch at a time by one binary search instead of a pass over the requests.
+  std::span<const uint64_t> tokens_before{};
 };
 
 struct schedule_view {

@@ -75,8 +75,13 @@ void fill_loads(conductor_bench_state& s, uint32_t instances, std::mt19937_64& r
     std::sort(loads.begin(), loads.end(),
               [](const decode_load& a, const decode_load& b) { return a.end_ns < b.end_ns; });
   }
+  for (const auto& loads : s.loads) {
+    auto& sums = s.tokens_before.emplace_back(1, 0);
+    for (const auto& x : loads)
+      sums.push_back(sums.back() + x.tokens);
+  }
   for (uint32_t i = 0; i < instances; ++i)
-    s.decode.push_back({i, true, s.decode_capacity_tokens, s.loads[i]});
+    s.decode.push_back({i, true, s.decode_capacity_tokens, s.loads[i], s.tokens_before[i]});
 }
 
 } // namespace

@@ -40,6 +40,7 @@ struct bench_conductor_options {
 struct conductor_bench_state {
   std::vector<prefill_view> prefill;
   std::vector<std::vector<decode_load>> loads;
+  std::vector<std::vector<uint64_t>> tokens_before; // per instance: as the conductor keeps them
   std::vector<decode_view> decode;
   prefix_index index;
   std::shared_ptr<const time_model> model;

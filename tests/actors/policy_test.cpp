@@ -1,10 +1,13 @@
 // Placement policies on hand-built views, with exact expected choices (docs/scheduling.md).
+#include "actors/conductor/conductor_state.hpp"
+#include "actors/conductor/estimate.hpp"
 #include "actors/conductor/policy.hpp"
 #include "support/simple_time_model.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
 #include <vector>
 
 namespace crescent {
@@ -423,6 +426,59 @@ TEST(placement, names_parse_back) {
   EXPECT_TRUE(parse("predicted_load", m));
   EXPECT_EQ(m, admission_mode::predicted_load);
   EXPECT_FALSE(parse("v0", m));
+}
+
+} // namespace
+} // namespace crescent
+
+namespace crescent {
+namespace {
+
+TEST(decode_choice, the_conductors_sorted_sums_give_what_a_pass_over_the_requests_gives) {
+  // The conductor keeps each decode instance's requests in end order with their cumulative
+  // tokens (decode_track), so a placement finds the batch at a time by binary search. On random
+  // states, at random times and memory limits, in both admission modes that count the batch,
+  // that path and the plain pass over the requests choose alike.
+  time_model_source src;
+  src.name = "context";
+  src.prefill_call_ns = [](uint64_t, uint64_t tokens) { return 1000 * tokens; };
+  src.decode_step_ns = [](uint32_t batch, uint64_t context) {
+    return 1'000'000ull * batch + context;
+  };
+  src.h2d_bytes_per_s = 1e9;
+  src.nic_bytes_per_s = 0.5e9;
+  auto model = time_model::fit(src, gpu::model_config{}, 128);
+  ASSERT_TRUE(model);
+  std::mt19937_64 rng(11);
+  for (int round = 0; round < 2000; ++round) {
+    std::vector<decode_track> tracks(4);
+    for (auto& t : tracks)
+      for (uint64_t id = 0, n = rng() % 40; id < n; ++id)
+        t.add(id, {1 + rng() % 5000, static_cast<int64_t>(rng() % 1000) * 1'000'000});
+    std::vector<decode_view> plain, summed;
+    for (uint32_t i = 0; i < tracks.size(); ++i) {
+      const uint64_t capacity = 20'000 + rng() % 100'000;
+      plain.push_back({i, rng() % 8 != 0, capacity, tracks[i].loads()});
+      summed.push_back(plain.back());
+      summed.back().tokens_before = tracks[i].tokens_before();
+    }
+    schedule_view v;
+    v.model = &*model;
+    v.block_tokens = 16;
+    v.now_ns = static_cast<int64_t>(rng() % 500) * 1'000'000;
+    v.admission = round % 2 == 0 ? admission_mode::predicted_load : admission_mode::current_load;
+    const request_view r{static_cast<uint32_t>(1 + rng() % 4000), 8, {}};
+    const uint64_t ttft_ns = (rng() % 400) * 1'000'000; // ends at the arrival too
+    v.decode = plain;
+    const auto a = choose_decode(v, r, ttft_ns);
+    v.decode = summed;
+    const auto b = choose_decode(v, r, ttft_ns);
+    ASSERT_EQ(a.has_value(), b.has_value()) << round;
+    if (a) {
+      EXPECT_EQ(a->instance, b->instance) << round;
+      EXPECT_EQ(a->tbt_ns, b->tbt_ns) << round;
+    }
+  }
 }
 
 } // namespace
