@@ -48,8 +48,9 @@ struct slice_record {
   bool checksum = false;
   memory_location local_location; // of `local`
   uint32_t attempts = 0;
-  uint32_t path = 0;  // index into the operation's paths
-  bool ended = false; // asserts that a slice ends exactly once
+  uint32_t path = 0;                     // index into the operation's paths
+  bool ended = false;                    // asserts that a slice ends exactly once
+  slice_fault fault = slice_fault::none; // injected (transfer_engine::set_fault_hook)
   // Why the first path that could not carry it gave it to the next: should the next fail too,
   // the operation's reason names both (the first is usually the one that explains it).
   std::string given_way{}; // "cuda: unavailable: ..."
@@ -143,7 +144,13 @@ struct transfer_engine::impl {
   rdma::responder* rdma_responder = nullptr; // the RDMA backend's, for the TCP server
   caf::error rdma_status;                    // why there is no RDMA backend
   std::unique_ptr<backend> tcp;
-  slice_fault_hook fault_hook; // transfer_engine::set_fault_hook: the local backend's
+  slice_fault_hook fault_hook; // transfer_engine::set_fault_hook
+
+  /// What the fault hook says of slice `s` as it starts (none without a hook); kept in it.
+  slice_fault consult_fault_hook(slice_record& s) const {
+    s.fault = fault_hook ? fault_hook({s.kind, s.remote.node, s.length}) : slice_fault::none;
+    return s.fault;
+  }
 
   /// Every path this engine has, the TCP one first (stopped first, as its server's connections
   /// release the RDMA queue pairs they accepted). Route preference is another order

@@ -20,9 +20,7 @@ class local_backend final : public backend {
   const char* name() const override { return "local"; }
 
   void start(slice_record& s) override {
-    const slice_fault fault = engine_.fault_hook
-                                  ? engine_.fault_hook({s.kind, s.remote.node, s.length})
-                                  : slice_fault::none;
+    const slice_fault fault = engine_.consult_fault_hook(s);
     if (fault == slice_fault::fail)
       return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
     auto remote = engine_.table->pin(s.remote, s.remote_offset, s.length);

@@ -164,10 +164,12 @@ class transfer_engine {
   /// Forgets a region: later operations on its handles fail with not_found.
   caf::error unregister_region(const region_handle& region);
 
-  /// Consults `hook` before every slice of the in-process path (the path of simulated time and
-  /// of one-process clusters; the shared-memory, TCP, RDMA and CUDA paths do not take it yet);
-  /// empty: none. For fault injection only: set it while no batch is in flight; it runs on the
-  /// thread that starts a slice.
+  /// Consults `hook` before every slice of the in-process, shared-memory and TCP paths (the
+  /// RDMA and CUDA paths do not take it yet); empty: none. On TCP a `corrupt` changes a read's
+  /// bytes as they arrive, and makes a checksummed write fail its check at the receiver; a
+  /// write without a checksum arrives intact there (its payload is sent from the caller's
+  /// memory, which a fault must not change). For fault injection only: set it while no batch is
+  /// in flight; it runs on the thread that starts a slice.
   void set_fault_hook(slice_fault_hook hook);
 
   // -- peers --------------------------------------------------------------------------------

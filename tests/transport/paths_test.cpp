@@ -1,6 +1,7 @@
 // Two engines, each with its own region table, server and nodes, talking over the TCP and the
 // shared-memory paths as two processes on one host would: random-data integrity from 1 byte to
-// 64 MiB at unaligned offsets, batches, concurrent batches, refusals and a peer that goes away.
+// 64 MiB at unaligned offsets, batches, concurrent batches, refusals, a peer that goes away, and
+// injected slice faults.
 #include "messages/errors.hpp"
 #include "support/integrity_cases.hpp"
 #include "support/random_bytes.hpp"
@@ -195,6 +196,58 @@ TEST_P(two_engines, a_vanished_peer_fails_operations_with_a_reason_before_the_de
   // The owner may have served some reads before it went; after it, nothing can succeed.
   std::vector<std::byte> one(8);
   EXPECT_TRUE(initiator->read(region, 0, one));
+}
+
+TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_process_path) {
+  // What crescent chaos injects (apps/sim/fault_injector.hpp), on the paths between processes.
+  auto run = [&](transfer_op op) {
+    const std::vector<transfer_op> ops{op};
+    auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
+    EXPECT_TRUE(id);
+    auto results = initiator->wait(*id);
+    EXPECT_TRUE(results);
+    return results ? results->at(0) : op_result{};
+  };
+  auto data = random_bytes(200u << 10, 9);
+  const auto zeros = std::vector<std::byte>(data.size());
+  auto remote = [&] { return std::vector<std::byte>(memory.data(), memory.data() + data.size()); };
+  std::memset(memory.data(), 0, data.size());
+
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::fail; });
+  auto r = run(transfer_op{op_kind::write, data, region, 0, true});
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_TRUE(is(r.reason, errc::io_error)) << describe(r.reason);
+  EXPECT_NE(describe(r.reason).find("injected fault"), std::string::npos) << describe(r.reason);
+  EXPECT_EQ(remote(), zeros) << "a failed slice writes nothing";
+
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  r = run(transfer_op{op_kind::write, data, region, 0, true});
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
+  r = run(transfer_op{op_kind::write, data, region, 0, false});
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  if (GetParam() == path::shm)
+    EXPECT_NE(remote(), data) << "without a checksum the change goes unseen";
+  else
+    EXPECT_EQ(remote(), data) << "TCP sends the caller's bytes as they are";
+
+  initiator->set_fault_hook({});
+  ASSERT_EQ(run(transfer_op{op_kind::write, data, region, 0, true}).state, op_state::completed);
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  std::vector<std::byte> back(data.size());
+  r = run(transfer_op{op_kind::read, back, region, 0, true});
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
+  r = run(transfer_op{op_kind::read, back, region, 0, false});
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_NE(back, data) << "a read's bytes change on arrival";
+  EXPECT_EQ(remote(), data) << "the source does not";
+
+  initiator->set_fault_hook({});
+  r = run(transfer_op{op_kind::read, back, region, 0, true});
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_EQ(back, data);
+  expect_path_used();
 }
 
 INSTANTIATE_TEST_SUITE_P(paths, two_engines, ::testing::Values(path::tcp, path::shm), name_of);

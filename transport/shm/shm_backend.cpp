@@ -33,6 +33,9 @@ class shm_backend final : public backend {
   }
 
   void start(slice_record& s) override {
+    const slice_fault fault = engine_.consult_fault_hook(s);
+    if (fault == slice_fault::fail)
+      return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
     auto peer = peers_.find(s.remote.node);
     if (!peer)
       return complete_slice(s, make_error(errc::unavailable, "no shared-memory route"));
@@ -47,7 +50,7 @@ class shm_backend final : public backend {
     auto bytes = peer->host_bytes(*e, s.remote, s.remote_offset, s.length);
     if (!bytes)
       return complete_slice(s, std::move(bytes.error()));
-    complete_slice(s, copy_slice(s, bytes->second, false));
+    complete_slice(s, copy_slice(s, bytes->second, fault == slice_fault::corrupt));
   }
 
  private:

@@ -121,6 +121,10 @@ connection::late_slices connection::send_burst(const burst_t& burst, bool from_c
     req.length = s.length;
     if (s.checksum && s.kind == op_kind::write)
       req.checksum = XXH3_64bits(s.local, s.length);
+    // An injected corruption: the receiver finds the payload does not match (the source's
+    // bytes stay as they are; a write without a checksum arrives intact on this path).
+    if (s.checksum && s.kind == op_kind::write && s.fault == slice_fault::corrupt)
+      req.checksum ^= 0x5a;
     if (s.kind == op_kind::write)
       payloads[i] = {s.local, static_cast<size_t>(s.length)};
   }
