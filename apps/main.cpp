@@ -63,9 +63,11 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   up_cmd
       ->add_option("--faults", up.faults_path,
-                   "Fault plan (YAML): kill and pause node processes; with --netns also "
-                   "partition them and drop their packets")
+                   "Fault plan (YAML): kill and pause node processes, fail and corrupt their "
+                   "KV slices; with --netns also partition them and drop their packets")
       ->check(CLI::ExistingFile);
+  up_cmd->add_option("--seed", up.seed, "Seed of the transfer faults' draws")
+      ->capture_default_str();
   up_cmd->add_flag("--netns", up.netns,
                    "Each node process in a network namespace of its own (root; nftables)");
   up_cmd->add_option("--run-dir", up.run_dir,
@@ -611,6 +613,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 65535));
   host_cmd->add_option("--ssd-dir", node.ssd_dir,
                        "Directory of its SSD tier (default: store.ssd_dir/node-<n>)");
+  host_cmd->add_option("--transfer-faults", node.transfer_faults,
+                       "KV slice faults that crescent up switches on and off with signals: "
+                       "KIND:PROBABILITY:NODE,... (KIND fail_transfer or corrupt, NODE the "
+                       "slice's remote end or 'any')");
+  host_cmd->add_option("--fault-seed", node.fault_seed, "Seed of the transfer faults' draws")
+      ->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("node"))

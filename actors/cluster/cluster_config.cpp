@@ -201,9 +201,10 @@ caf::error check_launcher(const std::string& launcher) {
     const auto end = launcher.find('}', at);
     const auto name = launcher.substr(at + 1, end == std::string::npos ? 0 : end - at - 1);
     if (end == std::string::npos || (name != "crescent" && name != "config" && name != "node" &&
-                                     name != "host" && name != "port"))
+                                     name != "host" && name != "port" && name != "faults"))
       return field_error("launcher", "'{" + name + (end == std::string::npos ? "" : "}") +
-                                         "' is not {crescent}, {config}, {node}, {host} or {port}");
+                                         "' is not {crescent}, {config}, {node}, {host}, {port} "
+                                         "or {faults}");
   }
   return caf::none;
 }

@@ -149,9 +149,10 @@ struct cluster_config {
   uint32_t trace_block_tokens = 0;
   uint32_t join_timeout_ms = 30000; // bring-up waits this long for each hosted node
   // How `crescent up` starts a hosted node's process: a shell command with {crescent} (this
-  // binary), {config} (the cluster file), {node}, {host} and {port} filled in, e.g.
-  // "ssh {host} exec crescent node --config {config} --node {node}". Empty: `{crescent} node
-  // --config {config} --node {node}` on this host, without a shell.
+  // binary), {config} (the cluster file), {node}, {host}, {port} and {faults} (the node's
+  // transfer-fault flags under a fault plan, quoted; else nothing) filled in, e.g.
+  // "ssh {host} exec crescent node --config {config} --node {node} {faults}". Empty: `{crescent}
+  // node --config {config} --node {node}` on this host, without a shell.
   std::string launcher;
   uint32_t heartbeat_interval_ms = 1000;
   uint32_t request_deadline_ms = 300000;

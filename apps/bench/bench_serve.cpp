@@ -199,7 +199,7 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
              requests.size(), opt.speedup);
   std::fflush(stdout);
   auto run = replay::replay_in_real_time(cfg, requests, nullptr,
-                                         [] { std::this_thread::sleep_for(settle); });
+                                         [](cluster&) { std::this_thread::sleep_for(settle); });
   if (!run)
     return fail("in-process replay: " + describe(run.error()));
   const auto local = in_process_side(*run);

@@ -5,6 +5,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "actors/node_agent/node_agent.hpp"
 #include "apps/replay/transfer_report.hpp"
+#include "apps/up/transfer_faults.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -18,6 +19,7 @@
 
 #include <atomic>
 #include <csignal>
+#include <optional>
 #include <thread>
 
 namespace crescent::cli {
@@ -147,6 +149,16 @@ int node_command(const node_options& opt) {
   auto engine = node_engine(*cfg, opt.node, host);
   if (!engine)
     return fail(describe(engine.error()));
+  std::optional<std::vector<up::transfer_fault_spec>> transfer_faults;
+  if (!opt.transfer_faults.empty()) {
+    auto faults = up::parse_transfer_faults(opt.transfer_faults);
+    if (!faults)
+      return fail(describe(faults.error()));
+    // Before the engine moves anything: the hook may not change under a batch in flight.
+    if (auto err = up::install_transfer_faults(**engine, *faults, opt.fault_seed, opt.node))
+      return fail(describe(err));
+    transfer_faults = std::move(*faults);
+  }
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, true);
   caf::actor_system sys{sys_cfg};
@@ -171,6 +183,11 @@ int node_command(const node_options& opt) {
   // What this process moved: `crescent run` counts only its own process's transfers.
   fmt::print("crescent-node node={} exits\n{}", opt.node,
              replay::format_transfer_metrics((*engine)->metrics()));
+  if (transfer_faults) {
+    const auto taken = up::transfer_faults_taken_here();
+    fmt::print("crescent-node node={} transfer faults: {} slice attempts failed, {} corrupted\n",
+               opt.node, taken.failed, taken.corrupted);
+  }
   std::fflush(stdout);
   return 0;
 }

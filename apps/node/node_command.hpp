@@ -7,7 +7,9 @@
 // for a node given none), the agent on the address's port or --port. Prints one line when ready:
 //   crescent-node node=<n> port=<p> pid=<pid>
 // then serves until its cluster's main process goes away after joining, SIGINT or SIGTERM, or
-// its standard input closes where that is a pipe (a parent process holding the other end).
+// its standard input closes where that is a pipe (a parent process holding the other end). As
+// it exits it prints its transfer counters, and with --transfer-faults the slices taken:
+//   crescent-node node=<n> transfer faults: <f> slice attempts failed, <c> corrupted
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,10 @@ struct node_options {
   uint32_t node = 0;
   int32_t port = -1;   // -1: the port of nodes[node].address; 0: any free port
   std::string ssd_dir; // empty: store.ssd_dir/node-<n>, where an SSD tier is configured
+  // crescent up's transfer faults (apps/up/transfer_faults.hpp): each off until the run's
+  // fault runner switches it on with a signal. Empty: none, and no hook on the engine.
+  std::string transfer_faults;
+  uint64_t fault_seed = 1;
 };
 
 /// Returns the process exit status: 0 after serving, 2 if the node could not start.

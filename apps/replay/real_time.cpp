@@ -15,7 +15,7 @@ namespace crescent::replay {
 
 caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
-                    std::FILE* progress, const std::function<void()>& started,
+                    std::FILE* progress, const std::function<void(cluster&)>& started,
                     const std::function<void(caf::actor_system&, cluster&)>& finished) {
   caf::actor_system_config sys_cfg;
   setup_actor_system(sys_cfg, spans_processes(cfg));
@@ -25,7 +25,7 @@ replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> re
     return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));
   auto results = std::make_shared<std::vector<request_result>>();
   if (started)
-    started();
+    started(**cl);
   const auto start_time = std::chrono::steady_clock::now();
   caf::error err;
   {

@@ -25,11 +25,12 @@ struct real_time_run {
 
 /// Errors: bring-up (with the reason), or the replay driver's. `progress`: a progress line every
 /// second there (null: none). `started`, if given, is called once the cluster is up, just before
-/// the first request is submitted; `finished`, once every request has ended, before the cluster
-/// stops (to audit it: crescent up).
+/// the first request is submitted, with nothing in flight yet on its transfer engine (crescent
+/// up hooks its transfer faults there); `finished`, once every request has ended, before the
+/// cluster stops (to audit it: crescent up).
 caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
-                    std::FILE* progress, const std::function<void()>& started = {},
+                    std::FILE* progress, const std::function<void(cluster&)>& started = {},
                     const std::function<void(caf::actor_system&, cluster&)>& finished = {});
 
 } // namespace crescent::replay

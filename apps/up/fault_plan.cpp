@@ -353,11 +353,27 @@ caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool n
   return caf::none;
 }
 
+// The processes take a transfer fault through flags at their start and a signal when it
+// begins and ends (transfer_faults.hpp): a launcher must pass the flags on.
+caf::error check_transfer_fault(const cluster_config& cfg, const std::string& where,
+                                size_t ordinal) {
+  if (ordinal > transfer_faults_max)
+    return make_error(errc::bad_config, where + "more than " + std::to_string(transfer_faults_max) +
+                                            " transfer faults in one plan");
+  if (!cfg.launcher.empty() && cfg.launcher.find("{faults}") == std::string::npos)
+    return make_error(errc::bad_config,
+                      where + "transfer faults reach node processes through flags their launcher "
+                              "must pass on: add {faults} to the cluster file's launcher (after "
+                              "'node --config {config} --node {node}')");
+  return caf::none;
+}
+
 } // namespace
 
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                             const std::string& source, bool netns) {
   node_timeline timeline;
+  size_t transfer_faults = 0;
   for (const auto& f : plan.faults) {
     const std::string where = source + ":" + std::to_string(f.line) + ": ";
     if (auto err = check_nodes_exist(f, cfg, where))
@@ -373,12 +389,18 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
       if (auto err = check_network_fault(f, cfg, netns, where))
         return err;
       break;
+    case fault_kind::fail_transfer:
+    case fault_kind::corrupt:
+      if (auto err = check_transfer_fault(cfg, where, ++transfer_faults))
+        return err;
+      break;
     default:
       return make_error(errc::bad_config,
                         where + "'" + kind_name(f.kind) +
                             "' faults run in simulated time only so far (crescent replay --sim "
                             "--faults, crescent chaos): crescent up kills and pauses node "
-                            "processes, and with --netns cuts them off and drops their packets");
+                            "processes, fails and corrupts their KV slices, and with --netns "
+                            "cuts them off and drops their packets");
     }
     if (auto err = timeline.add(f, where))
       return err;

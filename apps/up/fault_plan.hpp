@@ -18,12 +18,12 @@
 // `from` and `to` (roles), `node` (one end there) and `peer` (the other end there; "main": the
 // main process), each with the fault's probability, drawn from the run's seed.
 //
-// Transfer faults (fail_transfer, corrupt) take KV slices of the transfer engine's in-process
-// path whose remote end is on `node` (any, without it).
+// Transfer faults (fail_transfer, corrupt) take KV slices of the transfer engine (in-process,
+// shared-memory and TCP paths) whose remote end is on `node` (any, without it).
 //
-// What each mode carries out: `crescent up` kills and pauses node processes, and with --netns
-// partitions them and drops their packets (check_fault_plan); simulated time carries out every
-// kind (check_sim_fault_plan).
+// What each mode carries out: `crescent up` kills and pauses node processes, fails and corrupts
+// their KV slices (transfer_faults.hpp), and with --netns partitions them and drops their
+// packets (check_fault_plan); simulated time carries out every kind (check_sim_fault_plan).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -79,6 +79,8 @@ struct fault_plan {
 };
 
 inline constexpr size_t faults_max = 1024;
+/// Transfer faults of a plan that crescent up carries out (one bit each: transfer_faults.hpp).
+inline constexpr size_t transfer_faults_max = 64;
 inline constexpr uint64_t fault_time_ms_max = 24ull * 3600 * 1000;
 inline constexpr uint64_t fault_delay_ms_max = 3600ull * 1000;
 
@@ -91,8 +93,9 @@ inline constexpr const char* fault_roles[] = {"conductor",   "store_master", "re
 caf::expected<fault_plan> parse_fault_plan(const std::string& yaml_text, const std::string& source);
 caf::expected<fault_plan> load_fault_plan(const std::string& path);
 
-/// Checks the plan for `crescent up` (real time): kills and pauses, and with `netns` (node
-/// processes in network namespaces, netns.hpp) partitions and drops chosen by node and peer;
+/// Checks the plan for `crescent up` (real time): kills, pauses and transfer faults (at most
+/// transfer_faults_max; a launcher must pass `{faults}` on), and with `netns` (node processes in
+/// network namespaces, netns.hpp) partitions and drops chosen by node and peer;
 /// every node named runs in a process of its own; a node is not killed twice, nor paused after
 /// it was killed or while paused. Other kinds are refused by name.
 caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,

@@ -1,9 +1,11 @@
 #include "apps/up/fault_runner.hpp"
 
+#include "apps/up/transfer_faults.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 
@@ -12,8 +14,17 @@ namespace crescent::up {
 fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
                            const std::string& log_path, netns_network* network)
     : faults_(plan.faults), network_(network), nodes_(nodes), log_(log_path, std::ios::app) {
+  size_t transfer = 0;
   for (size_t i = 0; i < plan.faults.size(); ++i) {
     const auto& f = plan.faults[i];
+    if (f.is_transfer_fault()) {
+      const auto what = describe(f);
+      actions_.push_back({f.at_ms, 0, 0, what, i, false, transfer});
+      if (f.for_ms > 0) // else: to the end of the run
+        actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true, transfer});
+      ++transfer;
+      continue;
+    }
     if (f.kind == fault_kind::partition || f.kind == fault_kind::drop) {
       // Packets, not messages: the kernel drops them in the nodes' namespaces.
       const auto what = describe(f) + " [nftables]";
@@ -52,6 +63,45 @@ void fault_runner::stop() {
   if (thread_.joinable())
     thread_.join();
   end_network_faults();
+  end_transfer_faults();
+}
+
+// Every process of the run that still runs, this one included: each has its own engine.
+// `at_ms` < 0: the run's end.
+void fault_runner::apply_transfer(const action& a, double at_ms) {
+  std::vector<pid_t> pids{getpid()};
+  for (const auto& x : nodes_)
+    if (!x.killed)
+      pids.push_back(x.process.pid());
+  std::string errors;
+  for (auto pid : pids)
+    if (auto err = switch_transfer_fault(pid, *a.transfer, !a.ends))
+      errors += "; " + crescent::describe(err);
+  const auto when = at_ms < 0 ? std::string{"end of the run"} : fmt::format("{:.1f} ms", at_ms);
+  log_ << fmt::format("{}: {} [{} processes]{}\n", when, a.what, pids.size(), errors) << std::flush;
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto& active = transfer_active_;
+  if (a.ends) {
+    active.erase(std::remove_if(active.begin(), active.end(),
+                                [&](const action& b) { return b.fault == a.fault; }),
+                 active.end());
+    return;
+  }
+  active.push_back(a);
+  ++injected_;
+}
+
+void fault_runner::end_transfer_faults() {
+  std::vector<action> active;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    active.swap(transfer_active_);
+  }
+  for (auto& a : active) {
+    a.ends = true;
+    a.what = "end: " + a.what;
+    apply_transfer(a, -1);
+  }
 }
 
 void fault_runner::end_network_faults() {
@@ -106,6 +156,12 @@ void fault_runner::run(std::chrono::steady_clock::time_point start) {
 }
 
 void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
+  if (a.transfer) {
+    apply_transfer(
+        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count());
+    return;
+  }
   if (a.signal == 0) {
     apply_network(
         a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -1,7 +1,8 @@
 // Carries out a fault plan against the node processes of a `crescent up` run, on a thread of its
-// own, at the plan's times from start(): signals for kills and pauses, nftables rules in the
-// nodes' namespaces for partitions and drops (--netns); each fault is logged with the time it
-// happened, and so is its end.
+// own, at the plan's times from start(): signals for kills and pauses, queued signals that switch
+// transfer faults on and off in every process (transfer_faults.hpp: the processes' hooks must be
+// installed before start), nftables rules in the nodes' namespaces for partitions and drops
+// (--netns); each fault is logged with the time it happened, and so is its end.
 #pragma once
 
 #include "apps/up/fault_plan.hpp"
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,8 +33,8 @@ class fault_runner {
 
   /// Times count from now.
   void start();
-  /// No more faults from now: partitions and drops under way end; a paused node stays paused
-  /// (stop_nodes resumes it).
+  /// No more faults from now: partitions, drops and transfer faults under way end; a paused node
+  /// stays paused (stop_nodes resumes it).
   void stop();
   /// Faults carried out so far (a pause and its end count once).
   size_t injected() const;
@@ -43,14 +45,17 @@ class fault_runner {
     int signal = 0; // kill, pause and resume; 0: a network fault's start or end
     uint32_t node = 0;
     std::string what;
-    size_t fault = 0; // network faults: the plan's index
+    size_t fault = 0; // network and transfer faults: the plan's index
     bool ends = false;
+    std::optional<size_t> transfer; // a transfer fault's ordinal (transfer_faults_of)
   };
 
   void run(std::chrono::steady_clock::time_point start);
   void apply(const action& a, std::chrono::steady_clock::time_point start);
   void apply_network(const action& a, double at_ms);
   void end_network_faults();
+  void apply_transfer(const action& a, double at_ms);
+  void end_transfer_faults();
 
   std::vector<action> actions_; // in time order
   std::vector<fault> faults_;   // the plan's
@@ -60,7 +65,8 @@ class fault_runner {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  std::vector<size_t> network_active_; // faults started, not ended
+  std::vector<size_t> network_active_;  // faults started, not ended
+  std::vector<action> transfer_active_; // switched on, not off
   size_t injected_ = 0;
   std::thread thread_;
 };

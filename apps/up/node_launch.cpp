@@ -19,13 +19,28 @@ std::string fill(std::string text, const std::string& name, const std::string& v
   return text;
 }
 
+// 'text', any ' in it closed, escaped and reopened.
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text)
+    out += c == '\'' ? std::string{"'\\''"} : std::string(1, c);
+  return out + "'";
+}
+
 } // namespace
 
 std::vector<std::string> launch_command(const cluster_config& cfg, const std::string& config_path,
-                                        uint32_t node) {
+                                        uint32_t node, const std::vector<std::string>& flags) {
   const auto self = bench::self_executable();
-  if (cfg.launcher.empty())
-    return {self, "node", "--config", config_path, "--node", std::to_string(node)};
+  if (cfg.launcher.empty()) {
+    std::vector<std::string> out{self,        "node",   "--config",
+                                 config_path, "--node", std::to_string(node)};
+    out.insert(out.end(), flags.begin(), flags.end());
+    return out;
+  }
+  std::string quoted;
+  for (const auto& f : flags)
+    quoted += (quoted.empty() ? "" : " ") + shell_quote(f);
   auto address = parse_node_address(cfg.nodes.at(node).address);
   std::string command = cfg.launcher;
   command = fill(command, "crescent", self);
@@ -33,12 +48,14 @@ std::vector<std::string> launch_command(const cluster_config& cfg, const std::st
   command = fill(command, "node", std::to_string(node));
   command = fill(command, "host", address ? address->host : "");
   command = fill(command, "port", address ? std::to_string(address->port) : "");
+  command = fill(command, "faults", quoted);
   return {"/bin/sh", "-c", command};
 }
 
 caf::expected<std::vector<node_process>>
 launch_nodes(const cluster_config& cfg, const std::string& config_path, const std::string& run_dir,
-             std::chrono::milliseconds timeout, const netns_network* network) {
+             std::chrono::milliseconds timeout, const netns_network* network,
+             const std::vector<std::string>& flags) {
   std::vector<node_process> nodes;
   auto fail = [&](const std::string& what) {
     stop_nodes(nodes);
@@ -48,7 +65,7 @@ launch_nodes(const cluster_config& cfg, const std::string& config_path, const st
   for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
     if (!cfg.nodes[n].hosted_elsewhere())
       continue;
-    auto cmd = launch_command(cfg, config_path, n);
+    auto cmd = launch_command(cfg, config_path, n, flags);
     if (network != nullptr) {
       auto prefix = network->exec_prefix(n);
       cmd.insert(cmd.begin(), prefix.begin(), prefix.end());

@@ -31,15 +31,18 @@ struct node_process {
 };
 
 /// The command that starts node `node` (cluster_config::launcher): a program and its arguments.
+/// `flags` go after `crescent node`'s own (a launcher's command takes them at `{faults}`, each
+/// quoted for the shell; nothing there without flags).
 std::vector<std::string> launch_command(const cluster_config& cfg, const std::string& config_path,
-                                        uint32_t node);
+                                        uint32_t node, const std::vector<std::string>& flags = {});
 
 /// Starts every hosted node's process and waits for each to be ready (at most `timeout` each);
 /// with `network`, each in its node's namespace. On an error the processes already started are
-/// stopped, and the error names the node and its log.
+/// stopped, and the error names the node and its log. `flags`: every node's (launch_command).
 caf::expected<std::vector<node_process>>
 launch_nodes(const cluster_config& cfg, const std::string& config_path, const std::string& run_dir,
-             std::chrono::milliseconds timeout, const netns_network* network = nullptr);
+             std::chrono::milliseconds timeout, const netns_network* network = nullptr,
+             const std::vector<std::string>& flags = {});
 
 /// Ends them: resumes paused ones, closes their input (they exit), waits for what they print as
 /// they go (their transfer counters) to reach their logs, kills any still running after a

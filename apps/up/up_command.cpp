@@ -6,6 +6,7 @@
 #include "apps/up/netns.hpp"
 #include "apps/up/node_launch.hpp"
 #include "apps/up/settled_audit.hpp"
+#include "apps/up/transfer_faults.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -189,6 +190,35 @@ void write_requests(const std::string& run_dir,
   }
 }
 
+// The KV slice attempts the transfer faults took: this process's, and each node's from the line it
+// printed as it exited (a killed node printed none: its count is missing, said so).
+std::string format_slices_taken(const std::vector<std::string>& node_logs) {
+  auto taken = up::transfer_faults_taken_here();
+  size_t silent = 0;
+  for (const auto& path : node_logs) {
+    std::ifstream in{path};
+    std::string line;
+    bool found = false;
+    while (std::getline(in, line)) {
+      unsigned long long f = 0, c = 0;
+      const auto at = line.find("transfer faults: ");
+      if (line.rfind("crescent-node ", 0) == 0 && at != std::string::npos &&
+          std::sscanf(line.c_str() + at,
+                      "transfer faults: %llu slice attempts failed, %llu corrupted", &f, &c) == 2) {
+        taken.failed += f;
+        taken.corrupted += c;
+        found = true;
+      }
+    }
+    silent += found ? 0 : 1;
+  }
+  return fmt::format(
+      "transfer      {} KV slice attempts failed, {} corrupted by the plan{}\n", taken.failed,
+      taken.corrupted,
+      silent == 0 ? std::string{}
+                  : fmt::format(" ({} node processes did not say: killed or ended early)", silent));
+}
+
 void write_processes(const std::string& run_dir, const std::vector<up::node_process>& nodes) {
   std::ofstream out{run_dir + "/processes.txt"};
   out << "main " << getpid() << "\n";
@@ -214,8 +244,14 @@ int up_command(const up_options& opt, up_result* out) {
       return fail("--netns: " + describe(net.error()));
     network = std::move(*net);
   }
+  const auto transfer_faults = up::transfer_faults_of(p->plan);
+  std::vector<std::string> node_flags;
+  if (!transfer_faults.empty())
+    node_flags = {"--transfer-faults", up::format_transfer_faults(transfer_faults), "--fault-seed",
+                  std::to_string(opt.seed)};
   auto nodes = up::launch_nodes(p->cfg, config_path, p->run_dir,
-                                std::chrono::milliseconds(p->cfg.join_timeout_ms), network.get());
+                                std::chrono::milliseconds(p->cfg.join_timeout_ms), network.get(),
+                                node_flags);
   if (!nodes)
     return fail(describe(nodes.error()));
   {
@@ -244,9 +280,20 @@ int up_command(const up_options& opt, up_result* out) {
                                                   2 * p->cfg.heartbeat_interval_ms + 5000);
     unsettled = up::audit_settled(sys, cl, killed, within);
   };
-  auto run = replay::replay_in_real_time(
-      p->cfg, p->requests, opt.run.progress ? stderr : nullptr, [&] { faults.start(); }, settle);
+  // This process's engine serves its own nodes: it takes the transfer faults too.
+  auto started = [&](cluster& cl) {
+    if (!transfer_faults.empty())
+      if (auto err = up::install_transfer_faults(cl.transfer(), transfer_faults, opt.seed,
+                                                 cluster_nodes_max))
+        fmt::print(stderr, "crescent up: transfer faults in the main process: {}\n", describe(err));
+    faults.start();
+  };
+  auto run = replay::replay_in_real_time(p->cfg, p->requests, opt.run.progress ? stderr : nullptr,
+                                         started, settle);
   faults.stop();
+  std::vector<std::string> node_logs;
+  for (const auto& x : *nodes)
+    node_logs.push_back(x.log_path);
   up::stop_nodes(*nodes);
   {
     std::lock_guard<std::mutex> guard{registry().mutex};
@@ -261,6 +308,7 @@ int up_command(const up_options& opt, up_result* out) {
   const auto report = header + format_report(*run, p->cfg) + format_failures(run->results) +
                       fmt::format("faults        {} of {} carried out (faults.log)\n",
                                   faults.injected(), p->plan.faults.size()) +
+                      (transfer_faults.empty() ? std::string{} : format_slices_taken(node_logs)) +
                       up::format_invariants(invariants) +
                       (unsettled.empty() ? "settled       the conductor counts every node not "
                                            "killed as live; no decode reservation is left\n"

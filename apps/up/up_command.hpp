@@ -3,7 +3,8 @@
 // the cluster up in this process once they are ready, replays the workload, carries out a fault
 // plan meanwhile (--faults), checks the invariants, and tears every process down, also on SIGINT
 // or SIGTERM and when a start fails. Everything lands in the run directory: report.txt,
-// faults.log, node-N.log (each node's log and transfer counters), processes.txt, the metadata.
+// faults.log, node-N.log (each node's log and transfer counters, and the KV slices its transfer
+// faults took), processes.txt, the metadata.
 // docs/faults.md.
 #pragma once
 
@@ -19,6 +20,7 @@ struct up_options {
   std::string faults_path; // empty: no faults
   std::string run_dir;     // empty: crescent-up-<seconds since the epoch> here
   bool netns = false;      // node processes in network namespaces (apps/up/netns.hpp)
+  uint64_t seed = 1;       // of the transfer faults' draws (each process's own, from this)
   run_options run;         // the workload, as crescent run's (its config_path is cluster_path)
 };
 

@@ -83,8 +83,9 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
 
   e = error_of("launcher: \"ssh {hots} exec crescent node --node {node}\"\n");
-  EXPECT_NE(e.find("launcher: '{hots}' is not {crescent}, {config}, {node}, {host} or {port}"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("launcher: '{hots}' is not {crescent}, {config}, {node}, {host}, {port} or {faults}"),
+      std::string::npos)
       << e;
 }
 

@@ -176,8 +176,33 @@ TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) 
   e = crescent::describe(check("faults:\n  - {at_ms: 0, drop: 0.5, node: 1, peer: 3}\n"));
   EXPECT_NE(e.find("node 3 runs in the cluster's main process"), std::string::npos) << e;
   EXPECT_NE(e.find("peer: main"), std::string::npos) << e;
-  e = crescent::describe(check("faults:\n  - {at_ms: 0, corrupt: 0.5}\n"));
-  EXPECT_NE(e.find("'corrupt' faults run in simulated time only"), std::string::npos) << e;
+  EXPECT_FALSE(check("faults:\n  - {at_ms: 0, corrupt: 0.5}\n"));
+}
+
+TEST(fault_plan, crescent_up_takes_transfer_faults_that_its_launcher_passes_on) {
+  auto check = [](const std::string& yaml, const cluster_config& cfg) {
+    auto plan = parse_fault_plan(yaml, "p.yaml");
+    EXPECT_TRUE(plan) << crescent::describe(plan.error());
+    return crescent::describe(check_fault_plan(*plan, cfg, "p.yaml"));
+  };
+  const std::string both = "faults:\n"
+                           "  - {at_ms: 0, corrupt: 0.5, node: 3}\n"
+                           "  - {at_ms: 10, fail_transfer: 0.1, for_ms: 20}\n";
+  auto cfg = four_nodes();
+  EXPECT_EQ(check(both, cfg), "no error") << "nodes in the main process take them too";
+  cfg.launcher = "exec {crescent} node --config {config} --node {node} {faults}";
+  EXPECT_EQ(check(both, cfg), "no error");
+  cfg.launcher = "exec {crescent} node --config {config} --node {node}";
+  auto e = check(both, cfg);
+  EXPECT_NE(e.find("p.yaml:2: transfer faults reach node processes through flags their launcher "
+                   "must pass on: add {faults}"),
+            std::string::npos)
+      << e;
+  std::string many = "faults:\n";
+  for (size_t i = 0; i <= transfer_faults_max; ++i)
+    many += "  - {at_ms: " + std::to_string(i) + ", fail_transfer: 0.5}\n";
+  e = check(many, four_nodes());
+  EXPECT_NE(e.find("p.yaml:66: more than 64 transfer faults in one plan"), std::string::npos) << e;
 }
 
 TEST(fault_plan, simulated_time_checks_nodes_but_needs_no_process) {

@@ -99,6 +99,21 @@ class up : public ::testing::Test {
     return status ? *status : -1;
   }
 
+  // Runs 40 requests under a plan of two faults, and returns the report once the run ended with
+  // status 0 or 1, both faults carried out, and every request ended correctly.
+  std::string run_two_faults(const std::string& faults) {
+    std::ofstream{dir / "plan.yaml"} << "faults:\n" << faults;
+    auto p = start({"--requests", "40", "--faults", (dir / "plan.yaml").string()});
+    EXPECT_TRUE(p) << describe(p.error());
+    auto status = p ? p->wait_exit(std::chrono::seconds(120)) : caf::expected<int>{-1};
+    EXPECT_TRUE(status) << describe(status.error());
+    const auto report = read_file(run_dir / "report.txt");
+    EXPECT_TRUE(status && (*status == 0 || *status == 1)) << read_file(dir / "up.err");
+    EXPECT_NE(report.find("faults        2 of 2 carried out"), std::string::npos) << report;
+    EXPECT_NE(report.find("invariants    held: 40 of 40"), std::string::npos) << report;
+    return report;
+  }
+
   std::filesystem::path dir, cluster;
   std::filesystem::path run_dir = dir / "run";
 };
@@ -124,19 +139,10 @@ TEST_F(up, brings_a_cluster_up_from_one_file_and_leaves_no_process_behind) {
 
 TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   run_dir = dir / "run";
-  std::ofstream{dir / "plan.yaml"} << "faults:\n"
-                                      "  - {at_ms: 100, pause: 1, for_ms: 500}\n"
-                                      "  - {at_ms: 300, kill: 2}\n";
-  auto p = start({"--requests", "40", "--faults", (dir / "plan.yaml").string()});
-  ASSERT_TRUE(p) << describe(p.error());
-  auto status = p->wait_exit(std::chrono::seconds(120));
-  ASSERT_TRUE(status) << describe(status.error());
-  const auto report = read_file(run_dir / "report.txt");
   // Requests on the killed node may fail (status 1), with their reason; none may be lost or
   // decode other tokens.
-  EXPECT_TRUE(*status == 0 || *status == 1) << *status << "\n" << read_file(dir / "up.err");
-  EXPECT_NE(report.find("faults        2 of 2 carried out"), std::string::npos) << report;
-  EXPECT_NE(report.find("invariants    held: 40 of 40"), std::string::npos) << report;
+  const auto report = run_two_faults("  - {at_ms: 100, pause: 1, for_ms: 500}\n"
+                                     "  - {at_ms: 300, kill: 2}\n");
   // After the faults: the paused node counts as live again, the killed one does not.
   EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
             std::string::npos)
@@ -212,6 +218,45 @@ TEST_F(up, a_bad_plan_or_a_node_that_does_not_start_is_exit_status_two) {
   EXPECT_NE(read_file(dir / "up.err").find("did not start"), std::string::npos)
       << read_file(dir / "up.err");
 }
+
+// In the slow suite: one of 20 runs beside other multi-process tests here did not end within
+// 120 s (after 19 that took 4 to 14 s; its run directory was removed with it), as the fault
+// runs in namespaces below now and then do not; not understood yet.
+#ifdef CRESCENT_UP_SLOW
+TEST_F(up, failed_and_corrupted_kv_slices_in_every_process_break_no_invariant) {
+  run_dir = dir / "run";
+  // The launcher passes the node processes' transfer-fault flags on.
+  auto text = read_file(cluster);
+  const std::string plain = "--node {node}\"";
+  ASSERT_NE(text.find(plain), std::string::npos);
+  text.replace(text.find(plain), plain.size(), "--node {node} {faults}\"");
+  std::ofstream{cluster} << text;
+  // A slice whose every attempt was taken fails its request with the reason; none may be lost,
+  // decode other tokens (the hand-off's and the pool's slices are checked), or leave a page.
+  const auto report = run_two_faults("  - {at_ms: 0, fail_transfer: 0.2}\n"
+                                     "  - {at_ms: 0, corrupt: 0.2, for_ms: 60000}\n");
+  EXPECT_NE(report.find("settled       "), std::string::npos) << report;
+  unsigned long long failed = 0, corrupted = 0;
+  const auto at = report.find("transfer      ");
+  ASSERT_NE(at, std::string::npos) << report;
+  ASSERT_EQ(std::sscanf(report.c_str() + at,
+                        "transfer      %llu KV slice attempts failed, %llu corrupted", &failed,
+                        &corrupted),
+            2)
+      << report;
+  EXPECT_GT(failed, 0u) << report;
+  EXPECT_GT(corrupted, 0u) << report;
+  for (const auto* node : {"node-1.log", "node-2.log"})
+    EXPECT_NE(read_file(run_dir / node).find("transfer faults: "), std::string::npos) << node;
+  const auto faults = read_file(run_dir / "faults.log");
+  EXPECT_NE(faults.find("fail 20% of KV slices [3 processes]"), std::string::npos) << faults;
+  EXPECT_NE(faults.find("end of the run: end: fail 20% of KV slices [3 processes]"),
+            std::string::npos)
+      << faults;
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+#endif
 
 // --netns: node processes in network namespaces, faults as packets the kernel drops.
 class up_netns : public up {

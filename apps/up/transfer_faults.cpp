@@ -1,0 +1,192 @@
+#include "apps/up/transfer_faults.hpp"
+
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cassert>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace crescent::up {
+
+namespace {
+
+// What the signal handler touches: lock-free atomics only (async-signal-safe).
+std::atomic<uint64_t> switched_on{0}; // bit k: fault k is on
+std::atomic<uint64_t> draws{0};
+std::atomic<uint64_t> failed{0};
+std::atomic<uint64_t> corrupted{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+int switch_signal() {
+  return SIGRTMIN + 1;
+}
+
+// sigqueue's value: the ordinal, shifted past the on/off bit.
+void on_switch(int, siginfo_t* info, void*) {
+  const auto value = static_cast<uint64_t>(info->si_value.sival_int);
+  const uint64_t ordinal = value >> 1;
+  if (ordinal >= transfer_faults_max)
+    return; // not ours to act on: a stray sender
+  const uint64_t bit = uint64_t{1} << ordinal;
+  if (value & 1)
+    switched_on.fetch_or(bit);
+  else
+    switched_on.fetch_and(~bit);
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct hook_state {
+  std::vector<transfer_fault_spec> faults;
+  uint64_t stream = 0; // of the seed and the node
+};
+
+transport::slice_fault judge(const hook_state& st, const transport::slice_view& v) {
+  const uint64_t on = switched_on.load(std::memory_order_relaxed);
+  if (on == 0)
+    return transport::slice_fault::none;
+  for (size_t k = 0; k < st.faults.size(); ++k) {
+    const auto& f = st.faults[k];
+    if (!(on & (uint64_t{1} << k)) || (f.node && *f.node != v.remote_node))
+      continue;
+    const uint64_t x = splitmix64(st.stream ^ splitmix64(draws.fetch_add(1)));
+    if (static_cast<double>(x >> 11) * 0x1.0p-53 >= f.probability)
+      continue;
+    if (f.kind == fault_kind::corrupt) {
+      corrupted.fetch_add(1);
+      return transport::slice_fault::corrupt;
+    }
+    failed.fetch_add(1);
+    return transport::slice_fault::fail;
+  }
+  return transport::slice_fault::none;
+}
+
+caf::error bad(size_t entry, const std::string& text, const std::string& what) {
+  return make_error(errc::bad_config,
+                    fmt::format("--transfer-faults: entry {} ('{}'): {}", entry + 1, text, what));
+}
+
+caf::expected<transfer_fault_spec> parse_entry(size_t entry, const std::string& text) {
+  const auto first = text.find(':');
+  const auto second = first == std::string::npos ? first : text.find(':', first + 1);
+  if (second == std::string::npos || text.find(':', second + 1) != std::string::npos)
+    return bad(entry, text, "expected KIND:PROBABILITY:NODE (NODE a number or 'any')");
+  transfer_fault_spec f;
+  const auto kind = text.substr(0, first);
+  if (kind == "fail_transfer")
+    f.kind = fault_kind::fail_transfer;
+  else if (kind == "corrupt")
+    f.kind = fault_kind::corrupt;
+  else
+    return bad(entry, text, "the kind is fail_transfer or corrupt");
+  const auto probability = text.substr(first + 1, second - first - 1);
+  char* end = nullptr;
+  errno = 0;
+  f.probability = std::strtod(probability.c_str(), &end);
+  if (probability.empty() || *end != '\0' || errno != 0 || !(f.probability > 0) ||
+      f.probability > 1)
+    return bad(entry, text, "the probability is a number in (0, 1]");
+  const auto node = text.substr(second + 1);
+  if (node != "any") {
+    errno = 0;
+    const unsigned long long n = std::strtoull(node.c_str(), &end, 10);
+    if (node.empty() || node[0] == '-' || *end != '\0' || errno != 0 || n >= cluster_nodes_max)
+      return bad(entry, text,
+                 fmt::format("the node is 'any' or a number below {}", cluster_nodes_max));
+    f.node = static_cast<uint32_t>(n);
+  }
+  return f;
+}
+
+} // namespace
+
+std::vector<transfer_fault_spec> transfer_faults_of(const fault_plan& plan) {
+  std::vector<transfer_fault_spec> out;
+  for (const auto& f : plan.faults)
+    if (f.is_transfer_fault())
+      out.push_back(
+          {f.kind, f.probability,
+           f.match.node ? std::optional<uint32_t>{uint32_t(*f.match.node)} : std::nullopt});
+  return out;
+}
+
+std::string format_transfer_faults(const std::vector<transfer_fault_spec>& faults) {
+  std::string out;
+  for (const auto& f : faults)
+    out += fmt::format("{}{}:{}:{}", out.empty() ? "" : ",",
+                       f.kind == fault_kind::corrupt ? "corrupt" : "fail_transfer", f.probability,
+                       f.node ? std::to_string(*f.node) : std::string{"any"});
+  return out;
+}
+
+caf::expected<std::vector<transfer_fault_spec>> parse_transfer_faults(const std::string& text) {
+  std::vector<transfer_fault_spec> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const auto comma = std::min(text.find(',', at), text.size());
+    if (out.size() == transfer_faults_max)
+      return make_error(errc::bad_config,
+                        fmt::format("--transfer-faults: more than {} faults", transfer_faults_max));
+    auto f = parse_entry(out.size(), text.substr(at, comma - at));
+    if (!f)
+      return std::move(f.error());
+    out.push_back(*f);
+    at = comma + 1;
+  }
+  return out;
+}
+
+caf::error install_transfer_faults(transport::transfer_engine& engine,
+                                   std::vector<transfer_fault_spec> faults, uint64_t seed,
+                                   uint32_t node) {
+  if (faults.size() > transfer_faults_max)
+    return make_error(errc::bad_config, fmt::format("{} transfer faults: at most {}", faults.size(),
+                                                    transfer_faults_max));
+  switched_on = 0;
+  draws = 0;
+  failed = 0;
+  corrupted = 0;
+  struct sigaction action {};
+  action.sa_sigaction = on_switch;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(switch_signal(), &action, nullptr) != 0)
+    return make_error(errc::io_error,
+                      std::string{"the transfer faults' signal handler: "} + std::strerror(errno));
+  auto st = std::make_shared<hook_state>();
+  st->faults = std::move(faults);
+  st->stream = splitmix64(seed) ^ splitmix64(0x5eed0000ull + node);
+  engine.set_fault_hook([st](const transport::slice_view& v) { return judge(*st, v); });
+  return caf::none;
+}
+
+caf::error switch_transfer_fault(pid_t pid, size_t ordinal, bool on) {
+  assert(ordinal < transfer_faults_max);
+  sigval value{};
+  value.sival_int = static_cast<int>(ordinal << 1 | (on ? 1 : 0));
+  if (sigqueue(pid, switch_signal(), value) != 0)
+    return make_error(errc::unavailable,
+                      fmt::format("switching transfer fault {} {} in process "
+                                  "{}: {}",
+                                  ordinal, on ? "on" : "off", pid, std::strerror(errno)));
+  return caf::none;
+}
+
+transfer_faults_taken transfer_faults_taken_here() {
+  return {failed.load(), corrupted.load()};
+}
+
+} // namespace crescent::up
