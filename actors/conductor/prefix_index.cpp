@@ -20,7 +20,7 @@ void prefix_index::widen() {
     for (uint64_t m = mask; m != 0; m &= m - 1)
       s.insert(static_cast<uint32_t>(std::countr_zero(m)));
   });
-  narrow_ = {};
+  narrow_ = decltype(narrow_){};
   is_wide_ = true;
 }
 

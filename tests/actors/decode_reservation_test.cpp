@@ -88,7 +88,7 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   dir->prefill = {caf::actor_cast<prefill_worker_actor>(first),
                   caf::actor_cast<prefill_worker_actor>(second)};
   *decode = spawn_decode_worker(h.sys, {0, 0, 8, 1024, true, false},
-                                {std::move(*engine), std::move(*pages), *transfer, dir});
+                                {std::move(*engine), std::move(*pages), *transfer, dir, {}});
   // Request 5 reserves, placed on prefill instance 1.
   auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(5);

@@ -79,7 +79,7 @@ TEST(flat_key_map, grows_past_a_million_keys_at_most_five_eighths_full) {
   EXPECT_LE(m.size() * 8, m.capacity_slots() * 5);
   for (uint64_t k = 1; k <= 1'200'000; k += 7919)
     EXPECT_EQ(*m.find(k * 0x10001), k);
-  EXPECT_EQ(m.find(0x10001 * 1'200'001), nullptr);
+  EXPECT_EQ(m.find(uint64_t{0x10001} * 1'200'001), nullptr);
 }
 
 TEST(flat_key_map, drops_the_values_emptied_in_place) {

@@ -275,8 +275,9 @@ TEST(modeled_engine, a_chunk_in_layer_ranges_writes_what_a_fresh_engine_writes) 
       ASSERT_TRUE(e->prefill_layers({layered.ptrs, first}, chunk, {0, 1}, stream));
       auto last = e->prefill_layers({layered.ptrs, first}, chunk, {1, 2}, stream);
       ASSERT_TRUE(last) << describe(last.error());
-      if (first == 100)
+      if (first == 100) {
         EXPECT_EQ(last->next_token, a->next_token);
+      }
     }
     EXPECT_EQ(whole.memory, layered.memory);
   }

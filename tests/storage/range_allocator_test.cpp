@@ -45,8 +45,9 @@ TEST(range_allocator, random_workload_keeps_every_invariant) {
       a.free(live[i]);
       live.erase(live.begin() + static_cast<long>(i));
     }
-    if (step % 1000 == 0)
+    if (step % 1000 == 0) {
       ASSERT_TRUE(a.consistent()) << "step " << step;
+    }
   }
   // No two live ranges overlap.
   std::sort(live.begin(), live.end(), [](auto& p, auto& q) { return p.offset < q.offset; });
