@@ -28,18 +28,23 @@ fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& no
     if (f.kind == fault_kind::partition || f.kind == fault_kind::drop) {
       // Packets, not messages: the kernel drops them in the nodes' namespaces.
       const auto what = describe(f) + " [nftables]";
-      actions_.push_back({f.at_ms, 0, 0, what, i, false});
+      actions_.push_back({f.at_ms, 0, 0, what, i, false, {}});
       if (f.for_ms > 0) // else: to the end of the run
-        actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true});
+        actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true, {}});
       continue;
     }
     if (f.kind == fault_kind::kill) {
-      actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f), i, false});
+      actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f), i, false, {}});
       continue;
     }
-    actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f), i, false});
-    actions_.push_back(
-        {f.at_ms + f.for_ms, SIGCONT, f.node, "resume node " + std::to_string(f.node), i, true});
+    actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f), i, false, {}});
+    actions_.push_back({f.at_ms + f.for_ms,
+                        SIGCONT,
+                        f.node,
+                        "resume node " + std::to_string(f.node),
+                        i,
+                        true,
+                        {}});
   }
   std::stable_sort(actions_.begin(), actions_.end(),
                    [](const action& a, const action& b) { return a.at_ms < b.at_ms; });
