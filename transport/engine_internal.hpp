@@ -146,12 +146,6 @@ struct transfer_engine::impl {
   std::unique_ptr<backend> tcp;
   slice_fault_hook fault_hook; // transfer_engine::set_fault_hook
 
-  /// What the fault hook says of slice `s` as it starts (none without a hook); kept in it.
-  slice_fault consult_fault_hook(slice_record& s) const {
-    s.fault = fault_hook ? fault_hook({s.kind, s.remote.node, s.length}) : slice_fault::none;
-    return s.fault;
-  }
-
   /// Every path this engine has, the TCP one first (stopped first, as its server's connections
   /// release the RDMA queue pairs they accepted). Route preference is another order
   /// (transfer_peers.cpp).
@@ -194,6 +188,19 @@ struct transfer_engine::impl {
 /// Ends a slice (err: none for success). Retries transient failures on another connection or
 /// path while attempts and the deadline allow; ends the operation and the batch when last.
 void complete_slice(slice_record& s, caf::error err);
+
+/// Moves one slice between its local buffer and `remote` (already checked): the in-process and
+/// shared-memory paths. With a checksum, the copy is verified by hashing source and destination.
+/// An injected `corrupt` (s.fault) changes bytes on the way, before the check.
+caf::error copy_slice(slice_record& s, std::byte* remote);
+
+/// What an injected `corrupt` does to a slice's bytes.
+void corrupt_bytes(std::byte* bytes, uint64_t length);
+
+/// Consults the fault hook (transfer_engine::set_fault_hook) as a path starts slice `s`, and
+/// keeps its word in s.fault for the path to act on (corrupt). A `fail` ends the slice here with
+/// io_error, and this returns true: the path must not start it.
+bool injected_failure(slice_record& s);
 
 /// True for failures worth another attempt: a connection or device that went away.
 bool retryable(const caf::error& err);

@@ -9,8 +9,6 @@
 
 namespace crescent::transport {
 
-caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt = false);
-
 namespace {
 
 class local_backend final : public backend {
@@ -20,13 +18,12 @@ class local_backend final : public backend {
   const char* name() const override { return "local"; }
 
   void start(slice_record& s) override {
-    const slice_fault fault = engine_.consult_fault_hook(s);
-    if (fault == slice_fault::fail)
-      return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
+    if (injected_failure(s))
+      return;
     auto remote = engine_.table->pin(s.remote, s.remote_offset, s.length);
     if (!remote)
       return complete_slice(s, std::move(remote.error()));
-    auto err = copy_slice(s, *remote, fault == slice_fault::corrupt);
+    auto err = copy_slice(s, *remote);
     engine_.table->unpin(s.remote);
     complete_slice(s, std::move(err));
   }
@@ -37,22 +34,23 @@ class local_backend final : public backend {
 
 } // namespace
 
-// Moves one slice between its local buffer and `remote` (already checked). With a checksum, the
-// copy is verified by hashing source and destination. `corrupt` (an injected fault) changes
-// bytes on the way, before the check.
-caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt) {
+caf::error copy_slice(slice_record& s, std::byte* remote) {
   std::byte* dst = s.kind == op_kind::read ? s.local : remote;
   const std::byte* src = s.kind == op_kind::read ? remote : s.local;
   const uint64_t before = s.checksum ? XXH3_64bits(src, s.length) : 0;
   std::memcpy(dst, src, s.length);
-  // Eight bytes at the middle: whatever the element type, some value changes a lot (a float's
-  // exponent byte among them), as a corrupted packet would.
-  if (corrupt)
-    for (uint64_t k = s.length / 2; k < s.length && k < s.length / 2 + 8; ++k)
-      dst[k] ^= std::byte{0x5a};
+  if (s.fault == slice_fault::corrupt)
+    corrupt_bytes(dst, s.length);
   if (s.checksum && XXH3_64bits(dst, s.length) != before)
     return make_error(errc::checksum_mismatch, "slice changed while being copied");
   return caf::none;
+}
+
+void corrupt_bytes(std::byte* bytes, uint64_t length) {
+  // Eight bytes at the middle: whatever the element type, some value changes a lot (a float's
+  // exponent byte among them), as a corrupted packet would.
+  for (uint64_t k = length / 2; k < length && k < length / 2 + 8; ++k)
+    bytes[k] ^= std::byte{0x5a};
 }
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine) {

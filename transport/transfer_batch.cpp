@@ -120,6 +120,15 @@ bool retryable(const caf::error& err) {
   return is(err, errc::io_error) || is(err, errc::unavailable) || is(err, errc::checksum_mismatch);
 }
 
+bool injected_failure(slice_record& s) {
+  const auto& hook = s.batch->engine->fault_hook;
+  s.fault = hook ? hook({s.kind, s.remote.node, s.length}) : slice_fault::none;
+  if (s.fault != slice_fault::fail)
+    return false;
+  complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
+  return true;
+}
+
 void complete_slice(slice_record& s, caf::error err) {
   auto& b = *s.batch;
   auto& op = *b.ops[s.op];

@@ -8,8 +8,6 @@
 
 namespace crescent::transport {
 
-caf::error copy_slice(slice_record& s, std::byte* remote, bool corrupt);
-
 namespace {
 
 class shm_backend final : public backend {
@@ -33,9 +31,8 @@ class shm_backend final : public backend {
   }
 
   void start(slice_record& s) override {
-    const slice_fault fault = engine_.consult_fault_hook(s);
-    if (fault == slice_fault::fail)
-      return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
+    if (injected_failure(s))
+      return;
     auto peer = peers_.find(s.remote.node);
     if (!peer)
       return complete_slice(s, make_error(errc::unavailable, "no shared-memory route"));
@@ -50,7 +47,7 @@ class shm_backend final : public backend {
     auto bytes = peer->host_bytes(*e, s.remote, s.remote_offset, s.length);
     if (!bytes)
       return complete_slice(s, std::move(bytes.error()));
-    complete_slice(s, copy_slice(s, bytes->second, fault == slice_fault::corrupt));
+    complete_slice(s, copy_slice(s, bytes->second));
   }
 
  private:

@@ -78,8 +78,8 @@ class tcp_backend final : public backend {
   void start(slice_record& s) override {
     // corrupt: a read's bytes change on arrival (tcp_connection_receive.cpp); a checksummed
     // write's payload fails its check at the receiver (tcp_connection_send.cpp).
-    if (engine_.consult_fault_hook(s) == slice_fault::fail)
-      return complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
+    if (injected_failure(s))
+      return;
     auto p = find(s.remote.node);
     for (size_t tries = 0; p && tries <= p->connections.size(); ++tries) {
       auto c = pick(*p, s.remote.node);

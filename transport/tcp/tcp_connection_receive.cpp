@@ -62,9 +62,8 @@ void connection::receive_loop() {
                                            std::to_string(res.status) + ", not a refusal");
     } else if (res.length > 0) {
       verdict = in.read(s->local, res.length);
-      if (!verdict && s->fault == slice_fault::corrupt) // injected: as copy_slice changes them
-        for (uint64_t k = res.length / 2; k < res.length && k < res.length / 2 + 8; ++k)
-          s->local[k] ^= std::byte{0x5a};
+      if (!verdict && s->fault == slice_fault::corrupt) // injected
+        corrupt_bytes(s->local, res.length);
       if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)
         verdict = make_error(errc::checksum_mismatch, "read payload does not match its checksum");
     }
