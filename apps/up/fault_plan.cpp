@@ -13,9 +13,7 @@
 
 namespace crescent::up {
 
-namespace {
-
-constexpr const char* kind_name(fault_kind k) {
+const char* kind_name(fault_kind k) {
   switch (k) {
   case fault_kind::kill:
     return "kill";
@@ -38,6 +36,8 @@ constexpr const char* kind_name(fault_kind k) {
   }
   return "?";
 }
+
+namespace {
 
 bool is_role(const std::string& s) {
   return std::any_of(std::begin(fault_roles), std::end(fault_roles),

@@ -106,6 +106,9 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
 caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                                 const std::string& source);
 
+/// The plan's word for a kind: "kill", "fail_transfer", ...
+const char* kind_name(fault_kind k);
+
 /// "kill node 3", "pause node 2 for 2000 ms", "drop 5% of messages between node 2 and node 3".
 std::string describe(const fault& f);
 

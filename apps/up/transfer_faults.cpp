@@ -1,5 +1,6 @@
 #include "apps/up/transfer_faults.hpp"
 
+#include "gpu/reference_math.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -41,11 +42,9 @@ void on_switch(int, siginfo_t* info, void*) {
     switched_on.fetch_and(~bit);
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
+// One splitmix64 step from `x`: a counter's draw, the same from any thread.
+uint64_t mix(uint64_t x) {
+  return gpu::ref::splitmix64(x);
 }
 
 struct hook_state {
@@ -61,7 +60,7 @@ transport::slice_fault judge(const hook_state& st, const transport::slice_view& 
     const auto& f = st.faults[k];
     if (!(on & (uint64_t{1} << k)) || (f.node && *f.node != v.remote_node))
       continue;
-    const uint64_t x = splitmix64(st.stream ^ splitmix64(draws.fetch_add(1)));
+    const uint64_t x = mix(st.stream ^ mix(draws.fetch_add(1)));
     if (static_cast<double>(x >> 11) * 0x1.0p-53 >= f.probability)
       continue;
     if (f.kind == fault_kind::corrupt) {
@@ -86,9 +85,9 @@ caf::expected<transfer_fault_spec> parse_entry(size_t entry, const std::string& 
     return bad(entry, text, "expected KIND:PROBABILITY:NODE (NODE a number or 'any')");
   transfer_fault_spec f;
   const auto kind = text.substr(0, first);
-  if (kind == "fail_transfer")
+  if (kind == kind_name(fault_kind::fail_transfer))
     f.kind = fault_kind::fail_transfer;
-  else if (kind == "corrupt")
+  else if (kind == kind_name(fault_kind::corrupt))
     f.kind = fault_kind::corrupt;
   else
     return bad(entry, text, "the kind is fail_transfer or corrupt");
@@ -126,8 +125,7 @@ std::vector<transfer_fault_spec> transfer_faults_of(const fault_plan& plan) {
 std::string format_transfer_faults(const std::vector<transfer_fault_spec>& faults) {
   std::string out;
   for (const auto& f : faults)
-    out += fmt::format("{}{}:{}:{}", out.empty() ? "" : ",",
-                       f.kind == fault_kind::corrupt ? "corrupt" : "fail_transfer", f.probability,
+    out += fmt::format("{}{}:{}:{}", out.empty() ? "" : ",", kind_name(f.kind), f.probability,
                        f.node ? std::to_string(*f.node) : std::string{"any"});
   return out;
 }
@@ -168,7 +166,7 @@ caf::error install_transfer_faults(transport::transfer_engine& engine,
                       std::string{"the transfer faults' signal handler: "} + std::strerror(errno));
   auto st = std::make_shared<hook_state>();
   st->faults = std::move(faults);
-  st->stream = splitmix64(seed) ^ splitmix64(0x5eed0000ull + node);
+  st->stream = mix(seed) ^ mix(0x5eed0000ull + node);
   engine.set_fault_hook([st](const transport::slice_view& v) { return judge(*st, v); });
   return caf::none;
 }

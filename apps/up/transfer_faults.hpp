@@ -5,9 +5,10 @@
 // own included, as it pauses and kills node processes with signals: a signal reaches a process
 // whatever its actors are doing, and one queued to a stopped process waits until it continues.
 // While a fault is on, the hook takes each attempt at a slice whose remote end is on the fault's
-// node (any node, without one) with the fault's probability, drawn from the run's seed and the process's
-// node; the engine then fails the slice or changes its bytes (transfer_engine::set_fault_hook:
-// the in-process, shared-memory and TCP paths; RDMA and CUDA slices are not taken).
+// node (any node, without one) with the fault's probability, drawn from the run's seed and the
+// process's node; the engine then fails the slice or changes its bytes
+// (transfer_engine::set_fault_hook: the in-process, shared-memory and TCP paths; RDMA and CUDA
+// slices are not taken).
 //
 // Limits: at most transfer_faults_max transfer faults a plan (fault_plan.hpp); the processes must
 // be on this host (signals), started by crescent up itself or by a launcher whose command passes
