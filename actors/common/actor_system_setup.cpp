@@ -4,6 +4,16 @@
 
 #include <caf/atom.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/logger.hpp>
+#include <caf/scoped_actor.hpp>
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 namespace crescent {
 
@@ -17,6 +27,73 @@ void setup_actor_system(caf::actor_system_config& cfg, bool networked) {
     // each way (CAF's default is one worker on machines of under 8 cores).
     cfg.set("middleman.workers", size_t{0});
   }
+}
+
+struct process_actor_system::parts {
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys; // made once cfg is set up; ends before it
+};
+
+namespace {
+
+// Ended actors' last messages to other processes leave the broker's mailbox before the middleman
+// stops. An actor's down messages to its remote monitors are sent just after it counts as ended,
+// so a second round trip takes those that the first overtook. A broker that does not answer in
+// time changes nothing but the wait.
+void empty_broker_mailbox(caf::actor_system& sys) {
+  constexpr auto answer_timeout = std::chrono::seconds(2);
+  caf::scoped_actor self{sys, true};
+  for (int round = 0; round < 2; ++round)
+    self->request(sys.middleman().actor_handle(), answer_timeout, caf::get_atom::value, sys.node())
+        .receive([](const caf::node_id&, const std::string&, uint16_t) {},
+                 [](const caf::error&) {});
+}
+
+struct ending {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool ended = false;
+};
+
+} // namespace
+
+process_actor_system::process_actor_system(bool networked) : p_(new parts) {
+  setup_actor_system(p_->cfg, networked);
+  p_->sys.emplace(p_->cfg);
+}
+
+caf::actor_system& process_actor_system::get() noexcept {
+  return *p_->sys;
+}
+
+process_actor_system::~process_actor_system() {
+  auto& sys = *p_->sys;
+  sys.await_all_actors_done();
+  if (sys.has_middleman())
+    empty_broker_mailbox(sys);
+  // The system's logger lives until no thread's current logger is it, and ~actor_system waits
+  // for that, releasing only the ending thread's: this thread's goes first.
+  if (caf::logger::current_logger() == &sys.logger())
+    caf::logger::set_current_actor_system(nullptr);
+  auto state = std::make_shared<ending>();
+  std::thread ender{[p = p_, state] {
+    delete p;
+    std::lock_guard<std::mutex> guard{state->mutex};
+    state->ended = true;
+    state->cv.notify_all();
+  }};
+  std::unique_lock<std::mutex> guard{state->mutex};
+  if (state->cv.wait_for(guard, actor_system_end_limit, [&] { return state->ended; })) {
+    guard.unlock();
+    ender.join();
+    return;
+  }
+  guard.unlock();
+  ender.detach();
+  fmt::print(stderr,
+             "crescent: the actor system did not end within {} s of its actors (CAF waits for an "
+             "ended actor that something still references); going on without it\n",
+             actor_system_end_limit.count());
 }
 
 } // namespace crescent

@@ -9,7 +9,6 @@
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -140,9 +139,8 @@ int bench_store(const bench_store_options& opt) {
     total_mib += std::max<uint64_t>(opt.mib_per_phase, (s * opt.clients + 1023) / 1024);
   total_mib *= opt.trials * opt.replicas;
   const uint64_t dram_mib = total_mib * 5 / 4 / opt.nodes + 64; // below the eviction watermark
-  caf::actor_system_config cfg;
-  setup_actor_system(cfg, true);
-  caf::actor_system sys{cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   pool_processes pool;
   if (auto err = start_pool(pool, opt, dram_mib)) {
     fmt::print(stderr, "bench store: cannot start the pool: {}\n", describe(err));

@@ -8,7 +8,6 @@
 #include "messages/errors.hpp"
 #include "transport/trace_points.hpp"
 
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 
@@ -209,9 +208,8 @@ int bench_transfer(const bench_transfer_options& opt) {
     fmt::print(stderr, "bench transfer: --cpus: {}\n", describe(cpus.error()));
     return 2;
   }
-  caf::actor_system_config cfg;
-  setup_actor_system(cfg, true);
-  caf::actor_system sys{cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   const bool cuda = opt.only.empty() || opt.only == "cuda";
   transfer_peer_options peer_opt;
   peer_opt.region_mib = opt.region_mib;

@@ -11,7 +11,6 @@
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/stateful_actor.hpp>
 #include <fmt/format.h>
@@ -151,9 +150,8 @@ int run_transfer_peer(const transfer_peer_options& opt) {
   // process that opens it through CUDA IPC, has closed our standard input.
   transport::device_memory gpu_memory;
   auto gpu_region = serve_gpu_memory(**engine, opt, gpu_memory);
-  caf::actor_system_config cfg;
-  setup_actor_system(cfg, true);
-  caf::actor_system sys{cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   auto actor = sys.spawn(transfer_peer, *engine, *region, memory->data(), std::move(gpu_region));
   auto port = sys.middleman().publish(actor, 0, "127.0.0.1");
   if (!port) {

@@ -9,7 +9,6 @@
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
@@ -159,9 +158,8 @@ int node_command(const node_options& opt) {
       return fail(describe(err));
     transfer_faults = std::move(*faults);
   }
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, true);
-  caf::actor_system sys{sys_cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   auto hosted = spawn_node(sys, *cfg, opt, *engine);
   if (!hosted)
     return fail(describe(hosted.error()));

@@ -4,7 +4,6 @@
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -24,9 +23,8 @@ int run_master_process(const master_process_options& opt) {
     fmt::print(stderr, "pool-master: {}\n", describe(objects.error()));
     return 2;
   }
-  caf::actor_system_config cfg;
-  setup_actor_system(cfg, true);
-  caf::actor_system sys{cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   store_master_options mopt;
   mopt.nodes = opt.nodes;
   mopt.put_timeout = std::chrono::milliseconds(opt.put_timeout_ms);

@@ -5,7 +5,6 @@
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
@@ -98,9 +97,8 @@ int run_node_process(const node_process_options& opt) {
     }
     ssd = std::move(*tier);
   }
-  caf::actor_system_config cfg;
-  setup_actor_system(cfg, true);
-  caf::actor_system sys{cfg};
+  process_actor_system actors{true};
+  auto& sys = actors.get();
   block_owner_options bopt;
   bopt.node = opt.node;
   bopt.policy = opt.policy;

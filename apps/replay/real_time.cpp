@@ -6,7 +6,6 @@
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include <chrono>
@@ -17,9 +16,8 @@ caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
                     std::FILE* progress, const std::function<void(cluster&)>& started,
                     const std::function<void(caf::actor_system&, cluster&)>& finished) {
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, spans_processes(cfg));
-  caf::actor_system sys{sys_cfg};
+  process_actor_system actors{spans_processes(cfg)};
+  auto& sys = actors.get();
   auto cl = cluster::start(sys, cfg);
   if (!cl)
     return make_error(errc::bad_config, "cluster bring-up: " + describe(cl.error()));

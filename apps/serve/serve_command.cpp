@@ -7,7 +7,6 @@
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <fmt/format.h>
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -101,9 +100,8 @@ int serve_command(const serve_options& opt) {
       return fail(describe(started.error()));
     nodes = std::move(*started);
   }
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, spans_processes(cfg));
-  caf::actor_system sys{sys_cfg};
+  process_actor_system actors{spans_processes(cfg)};
+  auto& sys = actors.get();
   // Stopped on every way out, after the cluster (their agents see the conductor go) and before
   // the actor system ends (whose end could otherwise wait on actors their connections hold).
   struct stopper {
