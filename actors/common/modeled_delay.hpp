@@ -8,6 +8,8 @@
 
 #include "transport/transfer_types.hpp"
 
+#include <caf/actor_addr.hpp>
+#include <caf/actor_cast.hpp>
 #include <caf/send.hpp>
 
 #include <algorithm>
@@ -26,10 +28,17 @@ inline uint64_t batch_end_ns(std::span<const transport::op_result> results) {
   return end;
 }
 
-/// Sends xs to `dest` `delay_ns` from now on CAF's clock, anonymously; at once for 0, which is
-/// what every real engine says (and from any thread: a real engine's callback runs on its own).
+/// Sends xs to the actor at `dest`, of type Handle, `delay_ns` from now on CAF's clock,
+/// anonymously; at once for 0, which is what every real engine says (and from any thread: a real
+/// engine's callback runs on its own). Nothing when that actor has ended. The address is weak
+/// because the engine holds the callback until its batch ends, which may be after the actor:
+/// a strong handle would keep an ended actor alive, and CAF 0.17 waits for every actor with a
+/// thread of its own to be destroyed before a process can end.
 template <class Handle, class... Ts>
-void send_at_batch_end(const Handle& dest, uint64_t delay_ns, Ts&&... xs) {
+void send_at_batch_end(const caf::actor_addr& dest_addr, uint64_t delay_ns, Ts&&... xs) {
+  auto dest = caf::actor_cast<Handle>(dest_addr);
+  if (!dest)
+    return;
   if (delay_ns == 0)
     caf::anon_send(dest, std::forward<Ts>(xs)...);
   else

@@ -117,7 +117,7 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
     }
     ops.push_back(*op);
   }
-  auto me = caf::actor_cast<prefill_worker_actor>(self);
+  auto me = caf::actor_cast<caf::actor_addr>(self); // weak: see send_at_batch_end
   const auto id = job.request_id;
   const auto batch = static_cast<uint32_t>(job.batch_submitted_ns.size());
   job.batch_submitted_ns.push_back(clock_ns(self));
@@ -130,8 +130,8 @@ void submit_pages(prefill_ptr self, uint32_t first, uint32_t end, gpu::layer_ran
       ops, transport::clock_type::now() + kv_handoff_timeout,
       [me, id, batch,
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
-        send_at_batch_end(me, batch_end_ns(results), handed_off_atom::value, id, batch,
-                          first_failure(results));
+        send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), handed_off_atom::value,
+                                                id, batch, first_failure(results));
       });
   if (err)
     fail_when_idle(self, "KV hand-off to decode failed: " + describe(err));

@@ -141,7 +141,7 @@ template <class Atom>
 void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::transfer_op>& ops,
                   Atom atom, uint32_t batch = 0) {
   auto& st = self->state;
-  auto me = caf::actor_cast<prefill_worker_actor>(self);
+  auto me = caf::actor_cast<caf::actor_addr>(self); // weak: see send_at_batch_end
   // The pages are read or written until the batch ends, which may be after this worker exits:
   // the callback keeps their memory mapped until then (see handoff.cpp).
   auto err = st.parts.transfer->submit(
@@ -149,17 +149,21 @@ void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::tr
       [me, id, atom, ops, batch, node = st.options.node,
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
         if constexpr (std::is_same_v<Atom, loaded_atom>)
-          send_at_batch_end(me, batch_end_ns(results), atom, id, batch, outcomes(results),
-                            remote_end_ns(ops, results, node));
+          send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), atom, id, batch,
+                                                  outcomes(results),
+                                                  remote_end_ns(ops, results, node));
         else
-          send_at_batch_end(me, batch_end_ns(results), atom, id, outcomes(results));
+          send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), atom, id,
+                                                  outcomes(results));
       });
   if (!err)
     return;
   if constexpr (std::is_same_v<Atom, loaded_atom>)
-    self->send(me, atom, id, batch, std::vector<caf::error>(ops.size(), err), uint64_t{0});
+    self->send(caf::actor_cast<prefill_worker_actor>(self), atom, id, batch,
+               std::vector<caf::error>(ops.size(), err), uint64_t{0});
   else
-    self->send(me, atom, id, std::vector<caf::error>(ops.size(), err));
+    self->send(caf::actor_cast<prefill_worker_actor>(self), atom, id,
+               std::vector<caf::error>(ops.size(), err));
 }
 
 // Asks the store master; its answer continues the job only while that job is still in its slot

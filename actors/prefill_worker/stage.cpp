@@ -67,7 +67,7 @@ template <class Fn>
 void submit_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t index,
                const std::vector<transport::transfer_op>& ops, Fn on_refused) {
   auto& st = self->state;
-  auto me = caf::actor_cast<prefill_worker_actor>(self);
+  auto me = caf::actor_cast<caf::actor_addr>(self); // weak: see send_at_batch_end
   // The memory is read or written until the batch ends, which may be after this worker exits.
   auto err = st.parts.transfer->submit(
       ops, transport::clock_type::now() + kv_handoff_timeout,
@@ -81,8 +81,8 @@ void submit_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t in
                                                                transport::to_string(r.state));
             break;
           }
-        send_at_batch_end(me, batch_end_ns(results), stage_io_atom::value, request_id, kind, index,
-                          failed);
+        send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), stage_io_atom::value,
+                                                request_id, kind, index, failed);
       });
   if (err)
     on_refused(std::move(err));
