@@ -327,6 +327,13 @@ caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node,
   return lost;
 }
 
+uint64_t object_store::leased_count(int64_t now_ns) const {
+  uint64_t n = 0;
+  for (const auto& [key, r] : objects_)
+    n += r.lease_until_ns > now_ns ? 1 : 0;
+  return n;
+}
+
 void object_store::lease(uint64_t key, int64_t until_ns) {
   auto i = objects_.find(key);
   if (i != objects_.end() && i->second.state == object_state::complete)

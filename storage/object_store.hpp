@@ -127,6 +127,8 @@ class object_store {
   const object_record* find(uint64_t key) const;
   uint64_t complete_count() const { return complete_; }
   uint64_t pending_count() const { return pending_; }
+  /// Blocks whose read lease has not ended at `now_ns` (a pass over every block: for stats).
+  uint64_t leased_count(int64_t now_ns) const;
   /// What open() read back and what it dropped.
   const load_report& loaded() const { return loaded_; }
   /// Batches commit() wrote (each one synced write, however many blocks it held).

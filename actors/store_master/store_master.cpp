@@ -43,6 +43,7 @@ envelope make_stats(master_ptr self) {
     out.setReplicasAdded(st.replicas_added);
     out.setDroppedOnLoad(st.objects->loaded().dropped_blocks +
                          st.objects->loaded().dropped_replicas);
+    out.setLeasedBlocks(st.objects->leased_count(now_ns(self)));
   });
 }
 

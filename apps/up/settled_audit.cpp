@@ -4,6 +4,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
 #include "messages/schema/conductor.capnp.h"
+#include "messages/schema/store.capnp.h"
 #include "messages/schema/worker.capnp.h"
 
 #include <caf/scoped_actor.hpp>
@@ -18,6 +19,11 @@ caf::expected<uint32_t> reservations_in(const envelope& worker_stats) {
   return read_as<wire::WorkerStats>(worker_stats, [](wire::WorkerStats::Reader in) {
     return in.getQueuedJobs() + in.getActiveRequests();
   });
+}
+
+caf::expected<uint64_t> leased_blocks_in(const envelope& store_stats) {
+  return read_as<wire::StoreStats>(
+      store_stats, [](wire::StoreStats::Reader in) { return in.getLeasedBlocks(); });
 }
 
 caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats) {
@@ -58,6 +64,15 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
                                 "request ended",
                                 i, *held));
   }
+  auto store = ask(caf::actor_cast<caf::actor>(dir.store_master));
+  auto leased = store ? leased_blocks_in(*store)
+                      : caf::expected<uint64_t>{make_error(errc::not_found, "no answer")};
+  if (!leased)
+    out.push_back("the store master did not answer for its stats: " + describe(leased.error()));
+  else if (*leased != 0)
+    out.push_back(fmt::format("the store master still holds read leases on {} blocks after the "
+                              "last request ended",
+                              *leased));
   auto stats = ask(caf::actor_cast<caf::actor>(dir.conductor));
   auto live = stats ? live_nodes_in(*stats)
                     : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};

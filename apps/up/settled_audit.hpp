@@ -1,5 +1,6 @@
 // What must hold once a run's requests have all ended and its faults stopped (docs/faults.md):
-// no decode instance still holds a reservation, and the conductor counts every node that was
+// no decode instance still holds a reservation, the store master holds no read lease (each
+// ends its lease time after the get that took it), and the conductor counts every node that was
 // not killed as live (it places on all of them again). Asked of the actors themselves, in real
 // time here (crescent up); crescent chaos asks the same in simulated time.
 #pragma once
@@ -22,6 +23,8 @@ namespace crescent::up {
 
 /// Reservations a decode instance holds (queued and active), from its WorkerStats.
 caf::expected<uint32_t> reservations_in(const envelope& worker_stats);
+/// Blocks whose read lease has not ended, from the store master's StoreStats.
+caf::expected<uint64_t> leased_blocks_in(const envelope& store_stats);
 /// Nodes the conductor counts as live, from its ConductorStats.
 caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats);
 
@@ -32,7 +35,7 @@ using stats_asker = std::function<std::optional<envelope>(const caf::actor&)>;
 std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>& killed,
                                     const stats_asker& ask);
 
-/// Asks until both hold or `within` has passed (a silent node needs the conductor's heartbeat
+/// Asks until all hold or `within` has passed (a silent node needs the conductor's heartbeat
 /// timeout to count as live again); what still does not hold then, one line each (empty: held).
 std::vector<std::string> audit_settled(caf::actor_system& sys, cluster& cl,
                                        const std::set<uint32_t>& killed,

@@ -116,6 +116,7 @@ struct StoreStats {
   commitWrites @11 :UInt64;   # synced writes for put_commits: concurrent commits share one
   replicasAdded @12 :UInt64;  # replicas of existing blocks committed (copies of pulled blocks)
   droppedOnLoad @13 :UInt64;  # blocks and replicas dropped reading the metadata back (bad ones)
+  leasedBlocks @14 :UInt64;   # blocks a reader may be reading now: their read lease has not ended
 }
 
 # -- block owners -------------------------------------------------------------------------

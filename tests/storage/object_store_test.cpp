@@ -74,9 +74,12 @@ TEST_F(objects, leases_and_pins_decide_what_may_be_evicted) {
   std::vector<uint64_t> keys{1}, sums{5};
   ASSERT_FALSE(s->commit(keys, sums));
   EXPECT_TRUE(s->evictable(*s->find(1), 1000));
+  EXPECT_EQ(s->leased_count(1000), 0u);
   s->lease(1, 2000);
   EXPECT_FALSE(s->evictable(*s->find(1), 1000));
   EXPECT_TRUE(s->evictable(*s->find(1), 2000));
+  EXPECT_EQ(s->leased_count(1999), 1u);
+  EXPECT_EQ(s->leased_count(2000), 0u) << "a lease ends at its time";
   ASSERT_FALSE(s->pin(1, false, 3000));
   EXPECT_FALSE(s->evictable(*s->find(1), 2500)) << "soft pin";
   EXPECT_TRUE(s->evictable(*s->find(1), 3000)) << "soft pins expire";
