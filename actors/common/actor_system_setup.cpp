@@ -5,6 +5,7 @@
 #include <caf/atom.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/local_actor.hpp>
 #include <caf/logger.hpp>
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
@@ -13,7 +14,10 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace crescent {
 
@@ -36,6 +40,39 @@ struct process_actor_system::parts {
 
 namespace {
 
+// Detached actors by system, for the message of a system that does not end.
+struct detached_registry {
+  std::mutex mutex;
+  std::vector<std::pair<const void*, caf::actor_addr>> actors; // by system
+};
+
+detached_registry& detached() {
+  static detached_registry r;
+  return r;
+}
+
+// Those of system `sys` still referenced ("prefill_worker #7 (1 references)"); all of its
+// entries forgotten.
+std::string take_detached(const void* sys) {
+  std::string out;
+  auto& r = detached();
+  std::lock_guard<std::mutex> guard{r.mutex};
+  for (auto i = r.actors.begin(); i != r.actors.end();) {
+    if (i->first != sys) {
+      ++i;
+      continue;
+    }
+    if (auto a = caf::actor_cast<caf::strong_actor_ptr>(i->second)) {
+      const auto* local = dynamic_cast<const caf::local_actor*>(a->get());
+      out += fmt::format("{}{} #{} ({} references)", out.empty() ? "" : ", ",
+                         local != nullptr ? local->name() : "actor", a->id(),
+                         a->strong_refs.load() - 1);
+    }
+    i = r.actors.erase(i);
+  }
+  return out;
+}
+
 // Ended actors' last messages to other processes leave the broker's mailbox before the middleman
 // stops. An actor's down messages to its remote monitors are sent just after it counts as ended,
 // so a second round trip takes those that the first overtook. A broker that does not answer in
@@ -57,6 +94,12 @@ struct ending {
 
 } // namespace
 
+void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who) {
+  auto& r = detached();
+  std::lock_guard<std::mutex> guard{r.mutex};
+  r.actors.emplace_back(static_cast<const void*>(&sys), who);
+}
+
 process_actor_system::process_actor_system(bool networked) : p_(new parts) {
   setup_actor_system(p_->cfg, networked);
   p_->sys.emplace(p_->cfg);
@@ -75,6 +118,7 @@ process_actor_system::~process_actor_system() {
   // for that, releasing only the ending thread's: this thread's goes first.
   if (caf::logger::current_logger() == &sys.logger())
     caf::logger::set_current_actor_system(nullptr);
+  const void* key = &sys;
   auto state = std::make_shared<ending>();
   std::thread ender{[p = p_, state] {
     delete p;
@@ -86,14 +130,17 @@ process_actor_system::~process_actor_system() {
   if (state->cv.wait_for(guard, actor_system_end_limit, [&] { return state->ended; })) {
     guard.unlock();
     ender.join();
+    take_detached(key);
     return;
   }
   guard.unlock();
   ender.detach();
+  // Those not destroyed yet are the ones it waits for (their objects live while referenced).
+  const auto waited_for = take_detached(key);
   fmt::print(stderr,
              "crescent: the actor system did not end within {} s of its actors (CAF waits for an "
-             "ended actor that something still references); going on without it\n",
-             actor_system_end_limit.count());
+             "ended actor that something still references{}{}); going on without it\n",
+             actor_system_end_limit.count(), waited_for.empty() ? "" : ": ", waited_for);
 }
 
 } // namespace crescent

@@ -2,6 +2,7 @@
 // behave alike.
 #pragma once
 
+#include <caf/actor_addr.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
@@ -20,6 +21,10 @@ namespace crescent {
 /// is the case work sharing serves well.
 void setup_actor_system(caf::actor_system_config& cfg, bool networked);
 
+/// Records an actor spawned with a thread of its own (spawn_placed), so that a system that does
+/// not end within its limit can name the ones it still waits for.
+void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who);
+
 /// The longest a real-time process waits for its actor system to end once its actors have.
 inline constexpr std::chrono::seconds actor_system_end_limit{3};
 
@@ -36,7 +41,8 @@ inline constexpr std::chrono::seconds actor_system_end_limit{3};
 /// actors' last messages still there, none of them is ever destroyed. The destructor therefore
 /// sees that mailbox emptied first (a request the broker answers after what was queued before
 /// it). Should the system still not end within the limit (a reference not found yet: 2 of 40
-/// node processes of `crescent up` at the time of writing), it says so on stderr and the process
+/// node processes of `crescent up` at the time of writing), it says so on stderr, naming the
+/// detached actors still referenced (note_detached_actor), and the process
 /// goes on without it: its threads wait, harmless, until the process exits, and its memory is
 /// not freed.
 class process_actor_system {

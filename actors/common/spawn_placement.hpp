@@ -8,6 +8,9 @@
 // scheduler: a thread of its own would escape the virtual clock.
 #pragma once
 
+#include "actors/common/actor_system_setup.hpp"
+
+#include <caf/actor_cast.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/spawn_options.hpp>
 
@@ -22,8 +25,11 @@ namespace crescent {
 /// Spawns `fn(xs...)` on its own thread when `own_thread`, else on the shared scheduler.
 template <class Fn, class... Ts>
 auto spawn_placed(caf::actor_system& sys, bool own_thread, Fn fn, Ts&&... xs) {
-  if (own_thread)
-    return sys.spawn<caf::detached>(fn, std::forward<Ts>(xs)...);
+  if (own_thread) {
+    auto handle = sys.spawn<caf::detached>(fn, std::forward<Ts>(xs)...);
+    note_detached_actor(sys, caf::actor_cast<caf::actor_addr>(handle));
+    return handle;
+  }
   return sys.spawn(fn, std::forward<Ts>(xs)...);
 }
 

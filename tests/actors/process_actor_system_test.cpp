@@ -1,6 +1,7 @@
 // A real-time process's actor system ends, within its limit, whatever its ended actors left
 // behind (actors/common/actor_system_setup.hpp).
 #include "actors/common/actor_system_setup.hpp"
+#include "actors/common/spawn_placement.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
@@ -14,7 +15,7 @@ namespace {
 
 // An actor with a thread of its own, and a timer pending when it ends.
 caf::actor spawn_ticking(caf::actor_system& sys) {
-  return sys.spawn<caf::detached>([](caf::event_based_actor* self) -> caf::behavior {
+  return spawn_placed(sys, true, [](caf::event_based_actor* self) -> caf::behavior {
     self->delayed_send(self, std::chrono::hours(1), std::string{"tick"});
     return {[](const std::string&) {}};
   });
@@ -42,6 +43,7 @@ TEST(process_actor_system, goes_on_without_a_system_that_does_not_end_within_its
   }
   const auto err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("the actor system did not end within 3 s"), std::string::npos) << err;
+  EXPECT_NE(err.find(" #"), std::string::npos) << "it names the actor it waits for: " << err;
 }
 
 } // namespace
