@@ -41,6 +41,8 @@ struct process_actor_system::parts {
 namespace {
 
 // Detached actors by system, for the message of a system that does not end.
+constexpr size_t detached_noted_max = 4096;
+
 struct detached_registry {
   std::mutex mutex;
   std::vector<std::pair<const void*, caf::actor_addr>> actors; // by system
@@ -97,7 +99,14 @@ struct ending {
 void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who) {
   auto& r = detached();
   std::lock_guard<std::mutex> guard{r.mutex};
-  r.actors.emplace_back(static_cast<const void*>(&sys), who);
+  // Destroyed actors go (a weak entry keeps their memory), so that a process whose systems
+  // end otherwise (tests, the simulation's) keeps only the live ones; past the limit, none.
+  std::erase_if(r.actors, [](const auto& x) {
+    const auto* ctrl = x.second.get();
+    return ctrl == nullptr || ctrl->strong_refs.load() == 0;
+  });
+  if (r.actors.size() < detached_noted_max)
+    r.actors.emplace_back(static_cast<const void*>(&sys), who);
 }
 
 process_actor_system::process_actor_system(bool networked) : p_(new parts) {
