@@ -40,11 +40,11 @@ inline constexpr std::chrono::seconds actor_system_end_limit{3};
 /// sender and the receiver's proxy, which holds the broker, so when the middleman stops with the
 /// actors' last messages still there, none of them is ever destroyed. The destructor therefore
 /// sees that mailbox emptied first (a request the broker answers after what was queued before
-/// it). Should the system still not end within the limit (a reference not found yet: 2 of 40
-/// node processes of `crescent up` at the time of writing), it says so on stderr, naming the
-/// detached actors still referenced (note_detached_actor), and the process
-/// goes on without it: its threads wait, harmless, until the process exits, and its memory is
-/// not freed.
+/// it). Should the system still not end within the limit (2 of 40 node processes of `crescent
+/// up` at the time of writing, likely CAF 0.17's own bug: a private thread could keep a
+/// reference to its detached actor, CAF issue #1196, fixed in 0.18), it says so on stderr, naming
+/// the detached actors still referenced (note_detached_actor), and the process goes on without it:
+/// its threads wait, harmless, until the process exits, and its memory is not freed.
 class process_actor_system {
  public:
   explicit process_actor_system(bool networked);
