@@ -10,8 +10,7 @@
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
 
-#include <condition_variable>
-#include <memory>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -88,12 +87,6 @@ void empty_broker_mailbox(caf::actor_system& sys) {
                  [](const caf::error&) {});
 }
 
-struct ending {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool ended = false;
-};
-
 } // namespace
 
 void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who) {
@@ -128,21 +121,17 @@ process_actor_system::~process_actor_system() {
   if (caf::logger::current_logger() == &sys.logger())
     caf::logger::set_current_actor_system(nullptr);
   const void* key = &sys;
-  auto state = std::make_shared<ending>();
-  std::thread ender{[p = p_, state] {
+  std::promise<void> ended;
+  auto done = ended.get_future();
+  std::thread ender{[p = p_, ended = std::move(ended)]() mutable {
     delete p;
-    std::lock_guard<std::mutex> guard{state->mutex};
-    state->ended = true;
-    state->cv.notify_all();
+    ended.set_value();
   }};
-  std::unique_lock<std::mutex> guard{state->mutex};
-  if (state->cv.wait_for(guard, actor_system_end_limit, [&] { return state->ended; })) {
-    guard.unlock();
+  if (done.wait_for(actor_system_end_limit) == std::future_status::ready) {
     ender.join();
     take_detached(key);
     return;
   }
-  guard.unlock();
   ender.detach();
   // Those not destroyed yet are the ones it waits for (their objects live while referenced).
   const auto waited_for = take_detached(key);

@@ -29,7 +29,8 @@ void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who);
 inline constexpr std::chrono::seconds actor_system_end_limit{3};
 
 /// The actor system of a real-time process (`crescent run`, `node`, `serve`, `up`, the pool's
-/// and the benchmarks' processes), set up by setup_actor_system, whose end is bounded.
+/// processes, `bench store` and `bench transfer`), set up by setup_actor_system, whose end is
+/// bounded.
 ///
 /// Its destructor waits for every actor to end, as CAF's does, then for the messages they left
 /// for other processes to leave, and ends the system within actor_system_end_limit. CAF 0.17

@@ -44,6 +44,13 @@ std::optional<envelope> ask_stats(caf::actor_system& sys, const caf::actor& who)
   return got;
 }
 
+// What `read` makes of the stats of `who`; an error when it does not answer.
+template <class Handle, class Read>
+auto asked(const stats_asker& ask, const Handle& who, Read read) {
+  auto stats = ask(caf::actor_cast<caf::actor>(who));
+  return stats ? read(*stats) : decltype(read(*stats)){make_error(errc::not_found, "no answer")};
+}
+
 } // namespace
 
 std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>& killed,
@@ -53,9 +60,7 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
   for (size_t i = 0; i < dir.decode.size(); ++i) {
     if (killed.count(dir.decode_node[i]) != 0)
       continue;
-    auto stats = ask(caf::actor_cast<caf::actor>(dir.decode[i]));
-    auto held = stats ? reservations_in(*stats)
-                      : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+    auto held = asked(ask, dir.decode[i], reservations_in);
     if (!held)
       out.push_back(fmt::format("decode instance {} did not answer for its stats: {}", i,
                                 describe(held.error())));
@@ -64,18 +69,14 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
                                 "request ended",
                                 i, *held));
   }
-  auto store = ask(caf::actor_cast<caf::actor>(dir.store_master));
-  auto leased = store ? leased_blocks_in(*store)
-                      : caf::expected<uint64_t>{make_error(errc::not_found, "no answer")};
+  auto leased = asked(ask, dir.store_master, leased_blocks_in);
   if (!leased)
     out.push_back("the store master did not answer for its stats: " + describe(leased.error()));
   else if (*leased != 0)
     out.push_back(fmt::format("the store master still holds read leases on {} blocks after the "
                               "last request ended",
                               *leased));
-  auto stats = ask(caf::actor_cast<caf::actor>(dir.conductor));
-  auto live = stats ? live_nodes_in(*stats)
-                    : caf::expected<uint32_t>{make_error(errc::not_found, "no answer")};
+  auto live = asked(ask, dir.conductor, live_nodes_in);
   const auto expected = static_cast<uint32_t>(cl.config().nodes.size() - killed.size());
   if (!live)
     out.push_back("the conductor did not answer for its stats: " + describe(live.error()));
