@@ -2,6 +2,8 @@
 
 #include "messages/errors.hpp"
 
+#include <cassert>
+
 namespace crescent::storage {
 
 caf::expected<std::unique_ptr<dram_arena>>
@@ -38,14 +40,23 @@ dram_arena::~dram_arena() {
   [[maybe_unused]] auto err = engine_->unregister_region(region_);
 }
 
-std::optional<arena_block> dram_arena::allocate(uint64_t size_bytes) {
+caf::expected<arena_block> dram_arena::allocate(uint64_t size_bytes) {
   auto r = space_.allocate(size_bytes);
   if (!r)
-    return std::nullopt;
-  return arena_block{*r, region_.slice(r->offset, size_bytes)};
+    return make_error(errc::no_space, "the DRAM tier has no room for " +
+                                          std::to_string(size_bytes) + " more bytes");
+  auto grant = engine_->grant(region_.slice(r->offset, size_bytes));
+  if (!grant) {
+    space_.free(*r);
+    return std::move(grant.error());
+  }
+  return arena_block{*r, *grant};
 }
 
 void dram_arena::free(const arena_block& b) {
+  // The grant was made by allocate() and is revoked only here: failing would be a bug.
+  [[maybe_unused]] auto err = engine_->revoke(b.handle);
+  assert(!err);
   space_.free(b.where);
 }
 

@@ -1,6 +1,9 @@
 // A block owner's DRAM tier: one registered region of shared memory, carved into blocks of any
-// size by a range_allocator. A block is handed out as a region handle that covers exactly it;
-// anyone holding the handle reads or writes it through the transfer engine.
+// size by a range_allocator. A block is handed out as a grant (transfer_engine::grant) that
+// covers exactly it: anyone holding the handle reads or writes that block through the transfer
+// engine, and no other; freeing the block revokes the grant, so a handle kept past the block's
+// end fails (not_found) instead of reaching whatever is stored there next. The region's own
+// handle never leaves the arena.
 //
 // Not thread-safe: owned by one block owner actor.
 #pragma once
@@ -40,8 +43,10 @@ class dram_arena {
   dram_arena(const dram_arena&) = delete;
   dram_arena& operator=(const dram_arena&) = delete;
 
-  /// Space for a block of `size_bytes`, or nothing when the arena is full.
-  std::optional<arena_block> allocate(uint64_t size_bytes);
+  /// Space for a block of `size_bytes` and its grant. no_space when the arena is full;
+  /// limit_exceeded when the engine's region table has no slot left for the grant.
+  caf::expected<arena_block> allocate(uint64_t size_bytes);
+  /// Revokes the block's grant and frees its space.
   void free(const arena_block& b);
 
   /// The bytes of a block (its first `size_bytes`).

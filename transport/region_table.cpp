@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -119,24 +120,42 @@ void region_table::publish(uint32_t i, const region_entry& e) {
   s->seq.store(seq + 2, std::memory_order_release);
 }
 
-caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base, uint64_t length,
-                                                  uint64_t access_key,
-                                                  const device_export& device) {
-  std::lock_guard guard{mutex_};
+caf::expected<uint32_t> region_table::take_slot() {
   if (free_.empty() && local_.size() >= capacity_)
     return make_error(errc::limit_exceeded,
-                      "all " + std::to_string(capacity_) + " region table slots are in use");
+                      "all " + std::to_string(capacity_) +
+                          " region table slots (regions and grants) are in use");
   if (free_.empty()) {
     free_.push_back(static_cast<uint32_t>(local_.size()));
     local_.emplace_back(); // a deque: references to the other slots stay valid
   }
   const uint32_t i = free_.back();
   free_.pop_back();
+  return i;
+}
+
+region_table::local_slot* region_table::live_slot(const region_handle& h) {
+  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  if (i >= local_.size() || !local_[i].live || local_[i].entry.region_id != h.region_id)
+    return nullptr;
+  return &local_[i];
+}
+
+caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base, uint64_t length,
+                                                  uint64_t access_key,
+                                                  const device_export& device) {
+  std::lock_guard guard{mutex_};
+  auto taken = take_slot();
+  if (!taken)
+    return std::move(taken.error());
+  const uint32_t i = *taken;
   auto& l = local_[i];
   const uint64_t generation = (l.entry.region_id >> slot_bits) + 1;
   l.base = base;
   l.live = true;
   l.pins = 0;
+  l.parent = no_parent;
+  l.grants = 0;
   l.entry = region_entry{(generation << slot_bits) | i, access_key, length, node};
   l.entry.address = reinterpret_cast<uintptr_t>(base);
   l.entry.device = device;
@@ -154,24 +173,106 @@ caf::expected<region_handle> region_table::insert(uint32_t node, std::byte* base
   return region_handle{node, l.entry.region_id, 0, length, access_key};
 }
 
-caf::error region_table::remove(const region_handle& h) {
-  std::unique_lock guard{mutex_};
-  const auto i = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
-  if (i >= local_.size() || !local_[i].live || local_[i].entry.region_id != h.region_id)
-    return make_error(errc::not_found, "unregister of unknown " + to_string(h));
+caf::expected<region_handle> region_table::insert_grant(const region_handle& within,
+                                                        uint64_t access_key) {
+  std::lock_guard guard{mutex_};
+  auto* region = live_slot(within);
+  if (region == nullptr)
+    return make_error(errc::not_found, "no registered region for " + to_string(within));
+  if (region->parent != no_parent)
+    return make_error(errc::invalid_argument,
+                      "a grant is cut from its region's handle, not from " + to_string(within));
+  if (auto err = check_access(region->entry, within, 0, within.length))
+    return err;
+  if (within.length == 0)
+    return make_error(errc::invalid_argument, "a grant of no bytes: " + to_string(within));
+  const auto parent = static_cast<uint32_t>(within.region_id & (capacity_max - 1));
+  auto taken = take_slot();
+  if (!taken)
+    return std::move(taken.error());
+  const uint32_t i = *taken;
   auto& l = local_[i];
+  auto& p = local_[parent];
+  const uint64_t generation = (l.entry.region_id >> slot_bits) + 1;
+  l.base = p.base + within.offset;
+  l.live = true;
+  l.pins = 0;
+  l.parent = parent;
+  l.grants = 0;
+  l.entry = p.entry; // where the bytes are, for other processes: moved by the grant's offset
+  l.entry.region_id = (generation << slot_bits) | i;
+  l.entry.access_key = access_key;
+  l.entry.length = within.length;
+  l.entry.address += within.offset;
+  if (l.entry.segment_id != 0)
+    l.entry.segment_offset += within.offset;
+  if (l.entry.device.location.is_gpu())
+    l.entry.device.alloc_offset += within.offset;
+  publish(i, l.entry);
+  ++p.grants;
+  ++grants_;
+  return region_handle{l.entry.node, l.entry.region_id, 0, within.length, access_key};
+}
+
+caf::error region_table::remove(const region_handle& h, slot_kind kind) {
+  std::unique_lock guard{mutex_};
+  auto* found = live_slot(h);
+  if (found == nullptr)
+    return make_error(errc::not_found, "unregister of unknown " + to_string(h));
+  auto& l = *found;
   if (l.entry.access_key != h.access_key)
     return make_error(errc::access_denied, "wrong access key to unregister " + to_string(h));
-  l.live = false; // no new pins
-  by_address_.erase({reinterpret_cast<uintptr_t>(l.base), i});
-  lengths_.erase(lengths_.find(l.entry.length));
-  region_entry hidden = l.entry;
-  hidden.region_id = 0;
-  publish(i, hidden); // other processes stop seeing it now
-  unpinned_.wait(guard, [&] { return l.pins == 0; });
-  l.base = nullptr;
-  free_.push_back(i);
+  const bool is_grant = l.parent != no_parent;
+  if (is_grant != (kind == slot_kind::grant))
+    return make_error(errc::invalid_argument,
+                      to_string(h) + (is_grant ? " is a grant: revoke it, not its region"
+                                               : " is a whole region, not a grant"));
+  const auto self = static_cast<uint32_t>(h.region_id & (capacity_max - 1));
+  // Everything that goes: the slot, and a region's grants. Hidden from new operations here and
+  // in other processes first; then this process's copies in flight end; then the slots are free.
+  std::vector<uint32_t> going{self};
+  if (!is_grant && l.grants > 0)
+    for (uint32_t g = 0; g < local_.size(); ++g)
+      if (local_[g].live && local_[g].parent == self)
+        going.push_back(g);
+  for (auto i : going) {
+    auto& s = local_[i];
+    s.live = false; // no new pins
+    region_entry hidden = s.entry;
+    hidden.region_id = 0;
+    publish(i, hidden); // other processes stop seeing it now
+  }
+  if (!is_grant) {
+    by_address_.erase({reinterpret_cast<uintptr_t>(l.base), self});
+    lengths_.erase(lengths_.find(l.entry.length));
+  }
+  unpinned_.wait(guard, [&] {
+    return std::all_of(going.begin(), going.end(), [&](uint32_t i) { return local_[i].pins == 0; });
+  });
+  for (auto i : going) {
+    auto& s = local_[i];
+    if (s.parent != no_parent) {
+      --local_[s.parent].grants;
+      --grants_;
+    }
+    s.base = nullptr;
+    s.parent = no_parent;
+    free_.push_back(i);
+  }
   return caf::none;
+}
+
+uint64_t region_table::registered_id(const region_handle& h) {
+  std::lock_guard guard{mutex_};
+  const auto* l = live_slot(h);
+  if (l == nullptr)
+    return 0;
+  return l->parent == no_parent ? l->entry.region_id : local_[l->parent].entry.region_id;
+}
+
+uint32_t region_table::grant_count() {
+  std::lock_guard guard{mutex_};
+  return grants_;
 }
 
 caf::expected<region_table::local_slot*> region_table::pin_slot(const region_handle& h,

@@ -9,6 +9,12 @@
 // remove() hides the region from new operations at once, then waits for this process's pins to
 // drop. A copy that another process started before the removal may still finish.
 //
+// Grants: a slot of its own (region id, access key) for a sub-range of a registered region, cut
+// by the region's owner without registering memory again. Other processes see a grant as a
+// region of exactly its bytes; nothing in a grant's handle reaches the bytes around it, and a
+// removed grant's handle fails at once on every path that checks the table. Removing a region
+// removes its grants with it. A grant is never cut from another grant.
+//
 // pin_address() finds the region that holds a local buffer: one-sided RDMA needs the buffer of
 // an operation to be registered memory, and keeps its region pinned while the NIC uses it.
 //
@@ -85,7 +91,23 @@ class region_table {
 
   caf::expected<region_handle> insert(uint32_t node, std::byte* base, uint64_t length,
                                       uint64_t access_key, const device_export& device = {});
-  caf::error remove(const region_handle& h);
+
+  /// A grant for exactly the bytes of `within`, a handle of a live region (not of a grant) with
+  /// that region's key, under `access_key`. limit_exceeded when the table is full.
+  caf::expected<region_handle> insert_grant(const region_handle& within, uint64_t access_key);
+
+  enum class slot_kind : uint8_t { region, grant };
+
+  /// Removes a region (with its grants) or a grant: `kind` says which `h` must be, so that a
+  /// caller never ends a whole region when it meant one grant (invalid_argument otherwise).
+  caf::error remove(const region_handle& h, slot_kind kind = slot_kind::region);
+
+  /// The id of the registered region whose memory `h` lies in: its own, or its region's for a
+  /// grant; 0 when `h` names nothing live. Its memory registrations (RDMA) are that region's.
+  uint64_t registered_id(const region_handle& h);
+
+  /// Live grants, for tests and statistics.
+  uint32_t grant_count();
 
   /// Host memory behind [offset, offset + length) of `h`, held registered until unpin.
   /// unavailable for a GPU region.
@@ -121,12 +143,21 @@ class region_table {
   detail::table_slot* slot(uint32_t i) const;
   void publish(uint32_t i, const region_entry& e);
 
+  static constexpr uint32_t no_parent = UINT32_MAX;
+
   struct local_slot {
     std::byte* base = nullptr;
     region_entry entry;
     uint32_t pins = 0;
     bool live = false;
+    uint32_t parent = no_parent; // a grant: the slot of its region
+    uint32_t grants = 0;         // a region: its live grants
   };
+
+  /// A free slot, made if need be; the caller holds mutex_.
+  caf::expected<uint32_t> take_slot();
+  /// The live slot `h` names (id and generation), or nullptr; the caller holds mutex_.
+  local_slot* live_slot(const region_handle& h);
 
   /// Checks `h` and the range against a live region and pins it; the caller holds mutex_.
   caf::expected<local_slot*> pin_slot(const region_handle& h, uint64_t offset, uint64_t length);
@@ -139,7 +170,8 @@ class region_table {
   std::condition_variable unpinned_;
   std::deque<local_slot> local_; // slots made so far (remove() holds a reference while waiting)
   std::vector<uint32_t> free_;   // of those, the unused ones
-  std::set<std::pair<uintptr_t, uint32_t>> by_address_; // live regions: (base, slot)
+  uint32_t grants_ = 0;          // live grants
+  std::set<std::pair<uintptr_t, uint32_t>> by_address_; // live regions, not grants: (base, slot)
   std::multiset<uint64_t> lengths_;                     // of live regions, for the scan's bound
 };
 

@@ -157,6 +157,9 @@ caf::expected<std::shared_ptr<transfer_engine>> transfer_engine::create_local(ui
   options.enable_tcp = false;
   options.enable_shm = false;
   options.enable_rdma = false;
+  // Every node's pool blocks and decode pages are grants of this one engine. The table's file
+  // is sized to the largest table, but only the slots used are ever touched.
+  options.region_capacity = region_table::capacity_max;
   return create(std::move(options));
 }
 
@@ -171,6 +174,7 @@ transfer_engine::create_modeled(uint64_t key_seed, std::shared_ptr<modeled_links
   options.enable_shm = false;
   options.enable_rdma = false;
   options.enable_cuda = false;
+  options.region_capacity = region_table::capacity_max; // as create_local's
   auto engine = create(std::move(options));
   if (!engine)
     return engine;
@@ -231,11 +235,27 @@ void transfer_engine::set_fault_hook(slice_fault_hook hook) {
 caf::error transfer_engine::unregister_region(const region_handle& region) {
   // remove() waits for this engine's slices that use the region (RDMA ones pin it as their
   // local buffer); only then may its memory registrations go.
-  if (auto err = impl_->table->remove(region))
+  if (auto err = impl_->table->remove(region, region_table::slot_kind::region))
     return err;
   if (impl_->rdma)
     impl_->rdma->on_unregister(region); // a no-op for GPU regions, which it never registered
   return caf::none;
+}
+
+caf::expected<region_handle> transfer_engine::grant(const region_handle& within) {
+  if (!impl_->is_local(within.node))
+    return make_error(errc::invalid_argument,
+                      "node " + std::to_string(within.node) + " is not served by this engine");
+  return impl_->table->insert_grant(within, impl_->next_key());
+}
+
+caf::error transfer_engine::revoke(const region_handle& grant) {
+  // A grant has no memory registration of its own: its region's stays, for its other grants.
+  return impl_->table->remove(grant, region_table::slot_kind::grant);
+}
+
+uint32_t transfer_engine::grant_count() const {
+  return impl_->table->grant_count();
 }
 
 // -- conveniences ------------------------------------------------------------------------------

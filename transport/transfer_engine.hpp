@@ -21,7 +21,9 @@
 // - Handles are checked by the owner when a region is first used (its address and remote keys
 //   come back over the TCP server) and by the initiator on each use after that; a remote key
 //   grants the NIC access to the whole region, so a peer's engine is trusted to keep to its
-//   handles, as a peer with the region's access key is anyway.
+//   handles, as a peer with the region's access key is anyway. A grant (grant() below) is
+//   described on its own, once per grant, with its region's remote keys: the NIC enforces the
+//   region, not the grant.
 // - A region unregistered while a peer still addresses it makes that peer's NIC report an
 //   access error (the peer then asks again and gets not_found); as with shared memory, a
 //   protocol above must keep regions registered while peers may still use them.
@@ -161,8 +163,34 @@ class transfer_engine {
                                                uint64_t length_bytes,
                                                memory_location where = memory_location::cpu());
 
-  /// Forgets a region: later operations on its handles fail with not_found.
+  /// Forgets a region and its grants: later operations on their handles fail with not_found.
+  /// invalid_argument for a grant's handle (revoke() ends a grant).
   caf::error unregister_region(const region_handle& region);
+
+  /// A capability for exactly the bytes of `within`, a handle (the region's own, or a slice
+  /// of it) to a region this engine registered: a handle with a region id and access key of
+  /// its own, that reaches those bytes and no others. Nothing is registered with a device: a
+  /// grant costs one region table slot (transfer_options::region_capacity counts regions and
+  /// grants together; limit_exceeded when they are all in use). Give grants, never the region's
+  /// own handle, to whoever may reach only part of a region.
+  ///
+  /// Checked as a region is, before any byte moves: in this process (in-process and cuda
+  /// paths), by the peer's engine from this engine's region table (shm; a peer there maps the
+  /// memory itself, so this protects members from stale and mistaken handles, not from a
+  /// hostile process on the host), and by this engine's TCP server (tcp; and each RDMA describe).
+  /// RDMA: the NIC enforces the region's memory registration, not the grant. A peer that
+  /// described a grant holds the region's remote key, so a revoked grant stops a peer's engine
+  /// at its next describe but not a peer that keeps the key (per-grant NIC enforcement needs
+  /// memory windows: not built, docs/security.md).
+  caf::expected<region_handle> grant(const region_handle& within);
+
+  /// Ends a grant: later operations on its handle fail with not_found on every path that checks
+  /// the table; this process's copies in flight finish first, as for unregister_region.
+  /// invalid_argument for a whole region's handle.
+  caf::error revoke(const region_handle& grant);
+
+  /// Live grants of this engine (regions' grants that are not yet revoked).
+  uint32_t grant_count() const;
 
   /// Consults `hook` before every slice of the in-process, shared-memory and TCP paths (the
   /// RDMA and CUDA paths do not take it yet); empty: none. On TCP a `corrupt` changes a read's

@@ -86,7 +86,7 @@ struct transfer_options {
   uint64_t slice_bytes = 64u << 10;
   uint64_t tcp_slice_bytes = 1u << 20;
   uint64_t copy_slice_bytes = 16u << 20;
-  uint32_t region_capacity = 1u << 18; // regions registered at once, at most
+  uint32_t region_capacity = 1u << 18; // regions and grants at once, at most (up to 2^20)
   uint64_t key_seed = 0;               // 0: random access keys
   bool enable_shm = true;
   bool enable_tcp = true;

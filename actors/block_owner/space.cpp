@@ -62,8 +62,13 @@ std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owne
                                               uint32_t position) {
   auto& st = self->state;
   auto space = st.parts.dram->allocate(b.size_bytes);
-  if (!space)
+  if (!space) {
+    // Full is load (eviction makes room); no slot for the block's grant is a limit of the
+    // transfer engine's region table that eviction also frees, but one to see in the log.
+    if (!is(space.error(), errc::no_space))
+      spdlog::warn("block_owner {}: {}", st.options.node, describe(space.error()));
     return std::nullopt;
+  }
   b.dram = *space;
   st.order->insert(key, b.size_bytes, position);
   return space->handle;

@@ -4,6 +4,7 @@
 #include "gpu/modeled_profile.hpp"
 #include "messages/errors.hpp"
 #include "transport/peer_wire.hpp"
+#include "transport/region_table.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <algorithm>
@@ -370,6 +371,9 @@ transport::transfer_options transfer_options_for(const cluster_config& cfg,
   o.enable_shm = cfg.transfer.shm;
   o.tcp_bind_host = host;
   o.tcp_port = 0; // any free port: peers learn it through actor messages (TransportPeer)
+  // Each pool block and each reserved decode page is a grant, a slot of the region table: the
+  // largest table, whose slots cost memory only once used (peers map it, untouched, read-only).
+  o.region_capacity = transport::region_table::capacity_max;
   return o;
 }
 

@@ -20,12 +20,12 @@ struct reserve_args {
   uint32_t prefill_instance;
 };
 
-// Registers each page under its own key: these handles are what the prefill side may write.
+// A grant per page, under its own key, cut from the page pool's one registered region (no
+// memory registration per page): these handles are what the prefill side may write.
 caf::error grant_pages(decode_ptr self, reservation& r) {
   auto& st = self->state;
-  for (auto* p : r.page_ptrs) {
-    auto grant =
-        st.parts.transfer->register_region(st.options.node, p, st.parts.kv_pages->slot_bytes());
+  for (const auto& page : r.pool_pages) {
+    auto grant = st.parts.transfer->grant(page);
     if (!grant)
       return std::move(grant.error());
     r.grants.push_back(*grant);
@@ -73,13 +73,13 @@ decode_state::~decode_state() {
     return;
   for (auto& [id, r] : reservations)
     for (const auto& g : r.grants)
-      if (auto err = parts.transfer->unregister_region(g))
+      if (auto err = parts.transfer->revoke(g))
         spdlog::error("decode_worker: revoking a page grant at exit failed: {}", describe(err));
 }
 
 void revoke_grants(decode_ptr self, reservation& r) {
   for (const auto& g : r.grants)
-    if (auto err = self->state.parts.transfer->unregister_region(g))
+    if (auto err = self->state.parts.transfer->revoke(g))
       spdlog::error("decode_worker: revoking a page grant failed: {}", describe(err));
   r.grants.clear();
 }

@@ -2,6 +2,7 @@
 #include "actors/common/actor_system_setup.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "messages/errors.hpp"
+#include "transport/region_table.hpp"
 #include "transport/transfer_engine.hpp"
 
 #include <caf/actor_system.hpp>
@@ -12,6 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -69,17 +71,20 @@ int run_node_process(const node_process_options& opt) {
   transport::transfer_options topt;
   topt.local_nodes = {opt.node};
   topt.enable_shm = opt.shm;
-  // The node registers one region, its arena: a small table keeps the shared file that other
-  // processes map at a few KiB instead of 16 MiB.
-  topt.region_capacity = 64;
+  // The node registers one region, its arena, and a grant per block in it: a table sized to
+  // that keeps the shared file that other processes map at what the arena needs (192 bytes a
+  // slot) instead of 48 MiB.
+  const uint64_t dram = opt.dram_mib << 20;
+  const uint64_t blocks_max =
+      std::min<uint64_t>(dram / block_unit, transport::region_table::capacity_max - 64);
+  topt.region_capacity = static_cast<uint32_t>(blocks_max + 64);
   auto engine = transport::transfer_engine::create(topt);
   if (!engine) {
     fmt::print(stderr, "pool-node: {}\n", describe(engine.error()));
     return 2;
   }
-  const uint64_t dram = opt.dram_mib << 20;
-  auto arena = storage::dram_arena::create(*engine, opt.node, dram,
-                                           static_cast<uint32_t>(dram / block_unit));
+  auto arena =
+      storage::dram_arena::create(*engine, opt.node, dram, static_cast<uint32_t>(blocks_max));
   if (!arena) {
     fmt::print(stderr, "pool-node: {}\n", describe(arena.error()));
     return 2;

@@ -104,6 +104,9 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
     return {[](const caf::message&) {}};
   });
   ASSERT_TRUE(h.run_until([&] { return *reserved; }));
+  // A grant per page, cut from the page pool's one region: nothing registered per page.
+  const uint32_t pages_of_request = (100 + 4 - 1 + model.block_tokens - 1) / model.block_tokens;
+  EXPECT_EQ((*transfer)->grant_count(), pages_of_request);
   auto ready = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
     out.setRequestId(5);
     out.setPromptTokens(100);
@@ -112,6 +115,7 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   auto err = h.ask_void(first, kv_ready_atom::value, ready);
   EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
   EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready));
+  EXPECT_EQ((*transfer)->grant_count(), 0u) << "the KV has landed: the prefill side's grants end";
   // A reservation naming an instance the cluster does not have is refused.
   auto nowhere = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(6);

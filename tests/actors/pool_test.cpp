@@ -82,8 +82,8 @@ class pool : public cluster_harness {
     return stored;
   }
 
-  std::vector<uint64_t> put_batch(const std::vector<uint64_t>& keys, uint32_t replicas,
-                                  bool commit) {
+  std::vector<uint64_t> put_batch(const std::vector<uint64_t>& keys, uint32_t replicas, bool commit,
+                                  std::vector<transport::region_handle>* granted = nullptr) {
     auto msg = make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
       out.setNode(0);
       out.setReplicaCount(replicas);
@@ -108,6 +108,8 @@ class pool : public cluster_harness {
         for (auto h : s.getReplicas()) {
           auto handle = transport::from_wire(h);
           nodes.insert(handle.node);
+          if (granted != nullptr)
+            granted->push_back(handle);
           EXPECT_FALSE(cl->transfer().write(handle, 0, bytes_of(s.getKey())));
         }
         EXPECT_EQ(nodes.size(), s.getReplicas().size()) << "replicas on distinct nodes";
@@ -201,6 +203,51 @@ TEST(kv_pool, an_unfinished_put_is_reclaimed) {
   }));
   EXPECT_EQ(used(), 0u) << "the owner got its space back";
   EXPECT_TRUE(p.get({7})[0].empty());
+}
+
+// A block's handle is a grant of exactly that block (docs/security.md): rewritten to reach the
+// next block's bytes, it is refused and they keep what their writer stored.
+TEST(kv_pool, a_block_handle_reaches_its_block_and_no_other) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  ASSERT_EQ(p.put({1, 2}).size(), 2u);
+  auto found = p.get({1, 2});
+  ASSERT_EQ(found.size(), 2u);
+  ASSERT_EQ(found[0].size(), 1u);
+  ASSERT_EQ(found[1].size(), 1u);
+  const auto one = found[0][0];
+  const auto two = found[1][0];
+  EXPECT_NE(one.region_id, two.region_id) << "a capability per block, not per arena";
+  EXPECT_NE(one.access_key, two.access_key);
+  const std::vector<std::byte> junk(block_bytes, std::byte{0xee});
+  auto next = one; // where the next block of an arena slice would be
+  next.offset += block_bytes;
+  auto err = p.cl->transfer().write(next, 0, junk);
+  EXPECT_TRUE(is(err, errc::out_of_range)) << describe(err);
+  auto wider = one;
+  wider.length = 2 * block_bytes;
+  err = p.cl->transfer().write(wider, block_bytes, junk);
+  EXPECT_TRUE(is(err, errc::out_of_range)) << describe(err);
+  auto keyed = two;
+  keyed.access_key = one.access_key;
+  err = p.cl->transfer().write(keyed, 0, junk);
+  EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
+  p.get({1, 2}); // reads both back and checks their bytes
+}
+
+// Space the owner takes back (here an unfinished put, reclaimed) takes its grant with it: the
+// writer's handle fails instead of reaching whatever is stored there next.
+TEST(kv_pool, a_handle_to_space_taken_back_is_refused) {
+  pool p{pool_cluster(2, 1u << 20, 1)};
+  std::vector<transport::region_handle> granted;
+  p.put_batch({7}, 1, false, &granted);
+  ASSERT_EQ(granted.size(), 1u);
+  ASSERT_TRUE(p.run_until([&] {
+    return p.master_stat([](wire::StoreStats::Reader in) { return in.getReclaimedPuts(); }) == 1;
+  }));
+  ASSERT_EQ(p.put({8}).size(), 1u); // takes the space block 7 had
+  auto err = p.cl->transfer().write(granted[0], 0, bytes_of(7));
+  EXPECT_TRUE(is(err, errc::not_found)) << describe(err);
+  p.get({8}); // intact
 }
 
 TEST(kv_pool, concurrent_commits_share_one_synced_write) {

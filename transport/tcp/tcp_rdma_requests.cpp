@@ -9,8 +9,8 @@
 
 namespace crescent::transport::tcp::serving {
 
-// Where the region lies and its remote keys: what an RDMA initiator needs to address it. The
-// handle is checked as for a read; the region stays pinned while its keys are read, so its
+// Where the region (or grant) lies and its remote keys: what an RDMA initiator needs to address
+// it. The handle is checked as for a read; the region stays pinned while its keys are read, so its
 // registrations exist meanwhile.
 caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd, ack_queue& acks,
                           const request_header& req) {
@@ -18,9 +18,10 @@ caf::error serve_describe(region_table& table, rdma::responder* rdma, int fd, ac
   auto region = table.pin_region(h, req.offset, req.length);
   if (!region)
     return respond(fd, acks, req, region.error());
+  // A grant's bytes lie in its region's memory registration: the region's keys reach them.
   std::vector<rdma::region_key> keys;
   if (rdma != nullptr)
-    keys = rdma->keys_of(req.region_id);
+    keys = rdma->keys_of(table.registered_id(h));
   table.unpin(h);
   if (keys.size() > rdma_devices_max)
     keys.resize(rdma_devices_max);
