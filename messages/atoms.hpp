@@ -44,6 +44,7 @@ using put_commit_atom = caf::atom_constant<caf::atom("put_commit")>;
 using put_revoke_atom = caf::atom_constant<caf::atom("put_revoke")>;
 using get_prefix_atom = caf::atom_constant<caf::atom("get_prefix")>;
 using corrupt_atom = caf::atom_constant<caf::atom("corrupt")>;
+using verify_atom = caf::atom_constant<caf::atom("verify")>;
 using allocate_atom = caf::atom_constant<caf::atom("allocate")>;
 using free_atom = caf::atom_constant<caf::atom("free")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;

@@ -145,6 +145,27 @@ caf::error object_store::forget(uint64_t key, bool sync) {
   return s.ok() ? caf::none : db_error("cannot forget block " + std::to_string(key), s);
 }
 
+uint8_t distinct_nodes(const std::vector<replica>& replicas) {
+  std::vector<uint32_t> nodes;
+  for (const auto& x : replicas)
+    if (std::find(nodes.begin(), nodes.end(), x.node) == nodes.end())
+      nodes.push_back(x.node);
+  return static_cast<uint8_t>(nodes.size()); // at most replicas_max
+}
+
+void object_store::note_acknowledged(uint64_t key) {
+  auto i = objects_.find(key);
+  if (i == objects_.end() || i->second.state != object_state::complete)
+    return;
+  auto& r = i->second;
+  r.acknowledged_nodes = std::max(r.acknowledged_nodes, distinct_nodes(r.replicas));
+}
+
+void object_store::note_thinned(uint64_t key) {
+  if (auto i = objects_.find(key); i != objects_.end())
+    i->second.thinned = true;
+}
+
 std::vector<object_record> object_store::take(std::vector<uint64_t> keys) {
   std::vector<object_record> out;
   for (auto key : keys) {

@@ -54,7 +54,16 @@ struct object_record {
   int64_t soft_pin_until_ns = 0; // not evicted before
   int64_t lease_until_ns = 0;    // a reader may be reading until then
   int64_t put_deadline_ns = 0;   // pending: reclaimed after
+  // For the replica-survival invariant (docs/faults.md), in memory only (a restarted master
+  // judges no block it read back): the distinct nodes that held the block when a put or a copy
+  // of it was last acknowledged, and whether the pool has since removed one of its replicas on
+  // purpose (an approved eviction), which lowers what a node's loss may take on purpose too.
+  uint8_t acknowledged_nodes = 0;
+  bool thinned = false;
 };
+
+/// Distinct nodes among a block's replicas.
+uint8_t distinct_nodes(const std::vector<replica>& replicas);
 
 struct object_options {
   bool sync_commits = true;
@@ -125,6 +134,12 @@ class object_store {
   bool evictable(const object_record& r, int64_t now_ns) const;
 
   const object_record* find(uint64_t key) const;
+
+  /// A put or a copy of this complete block was acknowledged: it is on as many nodes as its
+  /// replicas name now (or more, if it was before). In memory only.
+  void note_acknowledged(uint64_t key);
+  /// The pool removed one of this block's replicas on purpose (an approved eviction).
+  void note_thinned(uint64_t key);
   uint64_t complete_count() const { return complete_; }
   uint64_t pending_count() const { return pending_; }
   /// Blocks whose read lease has not ended at `now_ns` (a pass over every block: for stats).

@@ -123,6 +123,7 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
       [=](free_atom, const envelope& msg) { return on_free(self, msg); },
       [=](promote_atom, const envelope& msg) { return on_promote(self, msg); },
       [=](touch_atom, const envelope& msg) { on_touch(self, msg); },
+      [=](verify_atom, const envelope& msg) { return on_verify(self, msg); },
       [=](report_atom) { return make_report(self); },
       [=](stats_atom) { return make_stats(self); },
       [=](start_atom) {

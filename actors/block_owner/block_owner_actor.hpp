@@ -21,6 +21,8 @@ using block_owner_actor = caf::typed_actor<
     caf::replies_to<promote_atom, envelope>::with<envelope>,
     // Touch: these blocks were used, in this order (from the store master only; no reply)
     caf::reacts_to<touch_atom, envelope>,
+    // VerifyBlock -> VerifyReply: is the DRAM copy intact? (from the store master only)
+    caf::replies_to<verify_atom, envelope>::with<envelope>,
     // -> OwnerReport: what this owner holds (the store master asks after it restarted)
     caf::replies_to<report_atom>::with<envelope>,
     // -> OwnerStats

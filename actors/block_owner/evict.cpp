@@ -182,6 +182,26 @@ void on_touch(owner_ptr self, const envelope& msg) {
       st.order->touch(key);
 }
 
+caf::result<envelope> on_verify(owner_ptr self, const envelope& msg) {
+  auto& st = self->state;
+  // Only the master acts on the answer (it keeps or drops the replica); a check costs a pass
+  // over the block's bytes, which nobody else may make this actor spend.
+  if (auto err = refuse_unless_sent_by(self, caf::actor_cast<caf::actor_addr>(st.parts.master),
+                                       "a verify", "the store master"))
+    return err;
+  auto a = read_as<wire::VerifyBlock>(msg, [](wire::VerifyBlock::Reader in) {
+    return std::make_pair(in.getKey(), in.getChecksum());
+  });
+  if (!a)
+    return st.bad.refuse(st.name, std::move(a.error()));
+  bool intact = false;
+  if (auto i = st.blocks.find(a->first); i != st.blocks.end() && i->second.dram)
+    intact = storage::block_checksum(st.parts.dram->bytes(*i->second.dram, i->second.size_bytes)) ==
+             a->second;
+  return make_envelope<wire::VerifyReply>(
+      [&](wire::VerifyReply::Builder out) { out.setIntact(intact); });
+}
+
 void maybe_evict(owner_ptr self) {
   auto& st = self->state;
   const double capacity = static_cast<double>(st.parts.dram->capacity_bytes());

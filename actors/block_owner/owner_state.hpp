@@ -62,5 +62,6 @@ void maybe_evict(owner_ptr self);
 /// the master, malformed) is counted, never answered, since an error sent back to an actor
 /// that did not ask for a reply ends it.
 void on_touch(owner_ptr self, const envelope& msg);
+caf::result<envelope> on_verify(owner_ptr self, const envelope& msg);
 
 } // namespace crescent

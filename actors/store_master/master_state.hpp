@@ -64,8 +64,13 @@ struct master_state {
   bool started = false;
   bad_message_counter bad;
   uint64_t corrupt_reports = 0;
+  uint64_t intact_on_verify = 0; // reported corrupt by a reader, intact at its owner: kept
   uint64_t reclaimed = 0;
   uint64_t lost = 0;
+  // Of the lost blocks, those acknowledged on two or more nodes and never thinned by an
+  // approved eviction: what one node's loss must not take (docs/faults.md, the invariants).
+  uint64_t lost_replicated = 0;
+  std::vector<bool> ever_lost; // by node: it left the pool at least once in this master's life
   uint64_t approved = 0;
   uint64_t refused = 0;
   std::vector<queued_commit> commits; // acknowledged by the next flush_commits
@@ -109,6 +114,9 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg);
 caf::result<envelope> on_evict(master_ptr self, const envelope& msg);
 void sweep(master_ptr self);
 void node_lost(master_ptr self, uint32_t node, const char* why);
+
+/// Counts blocks that lost their last replica (to a node's loss, a bad or missing copy).
+void count_lost(master_state& st, const std::vector<storage::object_record>& gone);
 /// Takes `owner` as node `node`'s owner: watched from now on, the node alive.
 void adopt_owner(master_ptr self, uint32_t node, block_owner_actor owner);
 caf::result<envelope> on_peers(master_ptr self);

@@ -93,6 +93,13 @@ caf::result<envelope> on_peers(master_ptr self) {
   });
 }
 
+void count_lost(master_state& st, const std::vector<storage::object_record>& gone) {
+  st.lost += gone.size();
+  for (const auto& r : gone)
+    if (r.state == storage::object_state::complete && r.acknowledged_nodes >= 2 && !r.thinned)
+      ++st.lost_replicated;
+}
+
 void node_lost(master_ptr self, uint32_t node, const char* why) {
   auto& st = self->state;
   if (node >= st.nodes.size() || !st.nodes[node].alive)
@@ -107,7 +114,10 @@ void node_lost(master_ptr self, uint32_t node, const char* why) {
     spdlog::error("store_master: dropping node {}: {}", node, describe(lost.error()));
     return;
   }
-  st.lost += lost->size();
+  if (st.ever_lost.size() < st.nodes.size())
+    st.ever_lost.resize(st.nodes.size(), false);
+  st.ever_lost[node] = true;
+  count_lost(st, *lost);
   spdlog::warn("store_master: node {} left the pool ({}); {} blocks lost their last replica", node,
                why, lost->size());
   free_replicas(self, *lost); // other replicas of pending blocks
@@ -130,7 +140,7 @@ void sweep(master_ptr self) {
     if (!v.alive && v.ssd_waiting && now - v.lost_at > st.options.ssd_grace) {
       v.ssd_waiting = false; // [rare] the node did not come back: its SSD copies are gone too
       if (auto lost = st.objects->drop_node(n)) {
-        st.lost += lost->size();
+        count_lost(st, *lost);
         spdlog::warn("store_master: node {} did not come back; {} blocks only on its SSD are lost",
                      n, lost->size());
       }
@@ -241,10 +251,13 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
       }
       next.push_back(x);
     }
+    const bool thins = next.size() < rec->replicas.size();
     if (auto done = st.objects->set_replicas(r->keys[i], std::move(next)); !done) {
       approved.push_back(false);
       continue;
     }
+    if (thins)
+      st.objects->note_thinned(r->keys[i]); // on purpose: fewer nodes hold it from now on
     approved.push_back(true);
     ++st.approved;
     gone.push_back(r->keys[i]);
@@ -320,7 +333,7 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
       next.push_back(x);
     }
     if (auto gone = st.objects->set_replicas(key, std::move(next)); gone)
-      st.lost += gone->size();
+      count_lost(st, *gone);
   }
   std::vector<uint64_t> drop;
   for (const auto& [key, h] : r->blocks) {

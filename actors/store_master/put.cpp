@@ -392,6 +392,7 @@ caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
       first = first ? first : std::move(done.error());
       continue;
     }
+    st.objects->note_acknowledged(keys[i]);
     ++st.replicas_added;
   }
   return first;
@@ -493,8 +494,10 @@ void flush_commits(master_ptr self) {
     return;
   auto err = st.objects->commit(keys, sums);
   if (!err)
-    for (auto key : keys)
+    for (auto key : keys) {
       st.writers.erase(key);
+      st.objects->note_acknowledged(key); // acknowledged below, on the nodes it is on now
+    }
   for (auto& c : group)
     if (err)
       c.promise.deliver(err);

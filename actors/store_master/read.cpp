@@ -123,7 +123,7 @@ caf::expected<std::optional<storage::object_record>> take_replicas(master_ptr se
   auto gone = st.objects->set_replicas(key, std::move(keep));
   if (!gone)
     return std::move(gone.error());
-  st.lost += gone->size();
+  count_lost(st, *gone);
   return taken;
 }
 
@@ -266,17 +266,56 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
-  const auto* r = st.objects->find(a->first);
+  const auto [key, node] = *a;
+  const auto* r = st.objects->find(key);
   if (r == nullptr || r->state != storage::object_state::complete)
     return caf::unit; // already gone: several readers may report the same replica
   ++st.corrupt_reports;
-  auto taken = take_replicas(self, a->first, a->second);
-  if (!taken)
-    return std::move(taken.error());
-  // The bad copy's space goes back; without leases on it now, nobody reads it any more.
-  if (*taken)
-    free_replicas(self, {**taken});
-  return caf::unit;
+  auto drop = [self, key, node]() -> caf::error {
+    auto taken = take_replicas(self, key, node);
+    if (!taken)
+      return std::move(taken.error());
+    // The bad copy's space goes back; without leases on it now, nobody reads it any more.
+    if (*taken)
+      free_replicas(self, {**taken});
+    return caf::none;
+  };
+  // The owner reporting its own copy knows; a reader only saw bytes that may have changed on
+  // their way (a link, a faulty NIC): the owner checks its copy before the replica is dropped,
+  // so that damage in transit never costs the pool a good copy. No answer: dropped, as before.
+  if (node >= st.nodes.size() || !st.nodes[node].alive || !st.nodes[node].owner ||
+      sent_by(self, st.nodes[node].owner.address())) {
+    if (auto err = drop())
+      return err;
+    return caf::unit;
+  }
+  auto rp = self->make_response_promise<caf::unit_t>();
+  const auto ask = make_envelope<wire::VerifyBlock>([&](wire::VerifyBlock::Builder out) {
+    out.setKey(key);
+    out.setChecksum(r->checksum);
+  });
+  self->request(st.nodes[node].owner, control_timeout, verify_atom::value, ask)
+      .then(
+          [=](const envelope& reply) mutable {
+            auto intact = read_as<wire::VerifyReply>(
+                reply, [](wire::VerifyReply::Reader in) { return in.getIntact(); });
+            if (intact && *intact) {
+              ++self->state.intact_on_verify;
+              rp.deliver(caf::unit);
+              return;
+            }
+            if (auto err = drop())
+              rp.deliver(std::move(err));
+            else
+              rp.deliver(caf::unit);
+          },
+          [=](caf::error&) mutable {
+            if (auto err = drop())
+              rp.deliver(std::move(err));
+            else
+              rp.deliver(caf::unit);
+          });
+  return rp;
 }
 
 } // namespace crescent

@@ -7,6 +7,8 @@
 #include <caf/stateful_actor.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace crescent {
 
 int64_t now_ns(master_ptr self) {
@@ -44,6 +46,10 @@ envelope make_stats(master_ptr self) {
     out.setDroppedOnLoad(st.objects->loaded().dropped_blocks +
                          st.objects->loaded().dropped_replicas);
     out.setLeasedBlocks(st.objects->leased_count(now_ns(self)));
+    out.setLostReplicatedBlocks(st.lost_replicated);
+    out.setIntactOnVerify(st.intact_on_verify);
+    out.setNodesLost(
+        static_cast<uint32_t>(std::count(st.ever_lost.begin(), st.ever_lost.end(), true)));
   });
 }
 

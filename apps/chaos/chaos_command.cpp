@@ -91,6 +91,9 @@ cluster_config chaos_cluster() {
   for (auto& n : cfg.nodes)
     n.pool_bytes = 4ull << 20;
   cfg.decode.kv_bytes = 8ull << 20;
+  // Two replicas of every block: an acknowledged block must then survive one node's loss, which
+  // the audit checks after every seed.
+  cfg.pool.replicas = 2;
   cfg.engine.timing = gpu::timing_mode::modeled;
   return cfg;
 }

@@ -36,13 +36,13 @@ std::string schema_name(uint64_t schema_id) {
       wire::RequestFailed, wire::RequestOutcome, wire::PutStart, wire::PutSlot, wire::PutStartReply,
       wire::PutCommit, wire::PutRevoke, wire::Get, wire::BlockLocation, wire::GetReply,
       wire::Exists, wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin, wire::ReportCorrupt,
-      wire::StoreStats, wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::Promote,
-      wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply,
-      wire::OwnerBlock, wire::OwnerReport, wire::PoolPeers, wire::OwnerReportReply,
-      wire::OwnerStats, wire::Replica, wire::ObjectRecord, wire::ReserveRequest, wire::ReserveReply,
-      wire::ReleaseRequest, wire::PrefillJob, wire::CoupledJob, wire::PrefillAccepted,
-      wire::KvReady, wire::WorkerStats, wire::StageJob, wire::StageAccepted, wire::StageInbox,
-      wire::StageChunk, wire::StageDone, wire::StageAbort>();
+      wire::VerifyBlock, wire::VerifyReply, wire::StoreStats, wire::Allocate, wire::AllocateReply,
+      wire::FreeBlocks, wire::Promote, wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat,
+      wire::EvictRequest, wire::EvictReply, wire::OwnerBlock, wire::OwnerReport, wire::PoolPeers,
+      wire::OwnerReportReply, wire::OwnerStats, wire::Replica, wire::ObjectRecord,
+      wire::ReserveRequest, wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob,
+      wire::CoupledJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::StageJob,
+      wire::StageAccepted, wire::StageInbox, wire::StageChunk, wire::StageDone, wire::StageAbort>();
   auto i = names.find(schema_id);
   return i != names.end() ? i->second : fmt::format("{:#x}", schema_id);
 }

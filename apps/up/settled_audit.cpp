@@ -26,6 +26,12 @@ caf::expected<uint64_t> leased_blocks_in(const envelope& store_stats) {
       store_stats, [](wire::StoreStats::Reader in) { return in.getLeasedBlocks(); });
 }
 
+caf::expected<replica_losses> replica_losses_in(const envelope& store_stats) {
+  return read_as<wire::StoreStats>(store_stats, [](wire::StoreStats::Reader in) {
+    return replica_losses{in.getLostReplicatedBlocks(), in.getNodesLost()};
+  });
+}
+
 caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats) {
   return read_as<wire::ConductorStats>(
       conductor_stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); });
@@ -76,6 +82,11 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
     out.push_back(fmt::format("the store master still holds read leases on {} blocks after the "
                               "last request ended",
                               *leased));
+  auto losses = asked(ask, dir.store_master, replica_losses_in);
+  if (losses && losses->nodes_lost <= 1 && losses->lost_replicated_blocks != 0)
+    out.push_back(fmt::format("{} blocks acknowledged on two or more nodes were lost while {} "
+                              "node(s) were lost",
+                              losses->lost_replicated_blocks, losses->nodes_lost));
   auto live = asked(ask, dir.conductor, live_nodes_in);
   const auto expected = static_cast<uint32_t>(cl.config().nodes.size() - killed.size());
   if (!live)

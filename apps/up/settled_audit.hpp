@@ -1,7 +1,8 @@
 // What must hold once a run's requests have all ended and its faults stopped (docs/faults.md):
 // no decode instance still holds a reservation, the store master holds no read lease (each
-// ends its lease time after the get that took it), and the conductor counts every node that was
-// not killed as live (it places on all of them again). Asked of the actors themselves, in real
+// ends its lease time after the get that took it), no block acknowledged on two or more nodes
+// was lost while at most one node was lost, and the conductor counts every node that was not
+// killed as live (it places on all of them again). Asked of the actors themselves, in real
 // time here (crescent up); crescent chaos asks the same in simulated time.
 #pragma once
 
@@ -25,6 +26,13 @@ namespace crescent::up {
 caf::expected<uint32_t> reservations_in(const envelope& worker_stats);
 /// Blocks whose read lease has not ended, from the store master's StoreStats.
 caf::expected<uint64_t> leased_blocks_in(const envelope& store_stats);
+/// Blocks acknowledged on two or more nodes that were lost anyway (never thinned by an approved
+/// eviction), and the distinct nodes lost, from the store master's StoreStats.
+struct replica_losses {
+  uint64_t lost_replicated_blocks = 0;
+  uint32_t nodes_lost = 0;
+};
+caf::expected<replica_losses> replica_losses_in(const envelope& store_stats);
 /// Nodes the conductor counts as live, from its ConductorStats.
 caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats);
 

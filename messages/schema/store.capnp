@@ -95,10 +95,22 @@ struct Unpin {
   keys @0 :List(UInt64);
 }
 
-# A reader found a replica whose bytes do not match the checksum: drop that replica.
+# A reader found a replica whose bytes do not match the checksum: drop that replica (once its
+# owner, asked with VerifyBlock, does not find its own copy intact: the bytes may have changed
+# on their way to the reader, not at rest).
 struct ReportCorrupt {
   key @0 :UInt64;
   node @1 :UInt32;
+}
+
+# store master -> owner: does your DRAM copy of this block still match its checksum?
+struct VerifyBlock {
+  key @0 :UInt64;
+  checksum @1 :UInt64;
+}
+
+struct VerifyReply {
+  intact @0 :Bool; # held in DRAM, and its bytes match
 }
 
 struct StoreStats {
@@ -117,6 +129,9 @@ struct StoreStats {
   replicasAdded @12 :UInt64;  # replicas of existing blocks committed (copies of pulled blocks)
   droppedOnLoad @13 :UInt64;  # blocks and replicas dropped reading the metadata back (bad ones)
   leasedBlocks @14 :UInt64;   # blocks a reader may be reading now: their read lease has not ended
+  lostReplicatedBlocks @15 :UInt64; # of lostBlocks: acknowledged on 2+ nodes, never thinned on purpose
+  nodesLost @16 :UInt32;      # distinct nodes that left the pool at least once
+  intactOnVerify @17 :UInt64; # replicas a reader reported corrupt, intact at their owner: kept
 }
 
 # -- block owners -------------------------------------------------------------------------

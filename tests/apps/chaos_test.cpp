@@ -245,6 +245,14 @@ TEST(chaos, the_seeds_that_found_bugs_hold) {
   }
 }
 
+// Seed 88 of 200 requests: slices corrupted on their way to readers dropped both good replicas
+// of a block acknowledged on two nodes, with no node lost (before owners verified reports).
+TEST(chaos, seed_88_loses_no_replicated_block_to_damage_in_transit) {
+  auto c = prepared(200);
+  auto r = run_seed(c, 88);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+}
+
 TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   auto b = parse_fault_budget("budget:\n  faults_max: 5\n  kinds: [drop, kill]\n"
                               "  probability_max: 0.2\n  delay_ms_max: 9\n  for_ms_max: 99\n"

@@ -25,12 +25,12 @@ using envelope_roots = ::testing::Types<
     wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::RequestSpec, wire::PrefillDone,
     wire::TokenBatch, wire::RequestFailed, wire::RequestOutcome, wire::PutStart,
     wire::PutStartReply, wire::PutCommit, wire::PutRevoke, wire::Get, wire::GetReply, wire::Exists,
-    wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin, wire::ReportCorrupt, wire::StoreStats,
-    wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::Promote, wire::PromoteReply,
-    wire::Touch, wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply, wire::OwnerReport,
-    wire::OwnerReportReply, wire::PoolPeers, wire::OwnerStats, wire::ByteRange, wire::Digest,
-    wire::ObjectRecord, wire::StageJob, wire::StageAccepted, wire::StageInbox, wire::StageChunk,
-    wire::StageDone, wire::StageAbort>;
+    wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin, wire::ReportCorrupt, wire::VerifyBlock,
+    wire::VerifyReply, wire::StoreStats, wire::Allocate, wire::AllocateReply, wire::FreeBlocks,
+    wire::Promote, wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat, wire::EvictRequest,
+    wire::EvictReply, wire::OwnerReport, wire::OwnerReportReply, wire::PoolPeers, wire::OwnerStats,
+    wire::ByteRange, wire::Digest, wire::ObjectRecord, wire::StageJob, wire::StageAccepted,
+    wire::StageInbox, wire::StageChunk, wire::StageDone, wire::StageAbort>;
 
 /// Sets every field of `s` (the first member of each union) to a value other than its default.
 void fill_struct(capnp::DynamicStruct::Builder s, uint64_t seed, int depth = 0);
