@@ -290,6 +290,12 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
     return caf::unit;
   }
   auto rp = self->make_response_promise<caf::unit_t>();
+  auto drop_and_answer = [rp, drop]() mutable {
+    if (auto err = drop())
+      rp.deliver(std::move(err));
+    else
+      rp.deliver(caf::unit);
+  };
   const auto ask = make_envelope<wire::VerifyBlock>([&](wire::VerifyBlock::Builder out) {
     out.setKey(key);
     out.setChecksum(r->checksum);
@@ -299,22 +305,12 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
           [=](const envelope& reply) mutable {
             auto intact = read_as<wire::VerifyReply>(
                 reply, [](wire::VerifyReply::Reader in) { return in.getIntact(); });
-            if (intact && *intact) {
-              ++self->state.intact_on_verify;
-              rp.deliver(caf::unit);
-              return;
-            }
-            if (auto err = drop())
-              rp.deliver(std::move(err));
-            else
-              rp.deliver(caf::unit);
+            if (!intact || !*intact)
+              return drop_and_answer();
+            ++self->state.intact_on_verify;
+            rp.deliver(caf::unit);
           },
-          [=](caf::error&) mutable {
-            if (auto err = drop())
-              rp.deliver(std::move(err));
-            else
-              rp.deliver(caf::unit);
-          });
+          [=](caf::error&) mutable { drop_and_answer(); });
   return rp;
 }
 
