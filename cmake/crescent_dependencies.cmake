@@ -8,6 +8,8 @@ find_package(yaml-cpp CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG QUIET)
+# SHA-256 of block keys (messages/block_key.cpp).
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(URING IMPORTED_TARGET liburing)
 # `crescent serve`'s HTTP server (Debian's libcpp-httplib-dev, 0.11).

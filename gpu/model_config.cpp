@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <span>
 #include <string>
 
 namespace crescent::gpu {
@@ -102,9 +103,10 @@ caf::error check_reference_limits(const model_config& cfg) {
   return {};
 }
 
-uint64_t model_config::fingerprint() const {
-  // A fixed little-endian record of every field that changes the bytes of a KV page;
-  // context_tokens_max is left out because it only bounds how far a sequence may grow.
+// A fixed little-endian record of every field that changes the bytes of a KV page, the KV
+// layout's version first; context_tokens_max is left out because it only bounds how far a
+// sequence may grow.
+std::array<std::byte, 96> model_config::kv_record() const {
   const std::array<uint64_t, 12> fields = {
       kv_format_version,
       layers,
@@ -119,11 +121,23 @@ uint64_t model_config::fingerprint() const {
       std::bit_cast<uint32_t>(norm_eps),
       kv_element_bytes,
   };
-  std::array<unsigned char, fields.size() * 8> bytes{};
+  std::array<std::byte, fields.size() * 8> bytes{};
   for (size_t i = 0; i < fields.size(); ++i)
     for (size_t b = 0; b < 8; ++b)
-      bytes[i * 8 + b] = static_cast<unsigned char>(fields[i] >> (8 * b));
-  return XXH3_64bits(bytes.data(), bytes.size());
+      bytes[i * 8 + b] = static_cast<std::byte>(fields[i] >> (8 * b));
+  return bytes;
+}
+
+uint64_t model_config::fingerprint() const {
+  const auto record = kv_record();
+  return XXH3_64bits(record.data(), record.size());
+}
+
+block_key model_config::key_root() const {
+  // 0x00 and a name set the root apart from every chain step (0x01, storage/block_key.hpp).
+  static constexpr char tag[] = "\0crescent block key root v1";
+  const auto record = kv_record();
+  return sha256_key({std::as_bytes(std::span{tag, sizeof(tag) - 1}), record});
 }
 
 } // namespace crescent::gpu

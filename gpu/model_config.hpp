@@ -1,8 +1,11 @@
 // Shape of a Llama-style model and of its paged KV cache.
 #pragma once
 
+#include "messages/block_key.hpp"
+
 #include <caf/expected.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -34,9 +37,15 @@ struct model_config {
   }
   /// Bytes of KV one token holds (all layers, K and V).
   size_t kv_bytes_per_token() const { return page_bytes() / block_tokens; }
-  /// A stable fingerprint of everything that changes KV bytes; roots the block-key chain so
-  /// two models never share cache entries.
+  /// Every field that changes KV bytes, the layout's version (kv_format_version) first, as a
+  /// fixed little-endian record: what fingerprint() and key_root() are taken over.
+  std::array<std::byte, 96> kv_record() const;
+  /// A stable 64-bit fingerprint of kv_record(): nodes and stored pages compare it to tell that
+  /// they were made by the same model.
   uint64_t fingerprint() const;
+  /// The root of the block-key chain (storage/block_key.hpp): the first 128 bits of SHA-256
+  /// over a tag and kv_record(), so two models or KV layouts never share cache entries.
+  block_key key_root() const;
 };
 
 /// Limits on every field, so that a config cannot ask for absurd memory. They admit the largest

@@ -71,7 +71,11 @@ namespace crescent {
 /// standard iterator requirements that std::vector's range constructor needs).
 template <class List>
 auto to_vector(List list) {
-  std::vector<std::decay_t<decltype(list[0])>> out;
+  using element = std::decay_t<decltype(list[0])>;
+  static_assert(std::is_arithmetic_v<element> || std::is_enum_v<element>,
+                "to_vector copies primitives; a list of structs is read by its own helper "
+                "(to_keys for block keys)");
+  std::vector<element> out;
   out.reserve(list.size());
   for (auto x : list)
     out.push_back(x);

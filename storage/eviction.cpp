@@ -29,7 +29,7 @@ const char* to_string(eviction_policy p) {
   return "unknown";
 }
 
-eviction_index::rank eviction_index::rank_of(uint64_t key, const entry& e) const {
+eviction_index::rank eviction_index::rank_of(block_key key, const entry& e) const {
   switch (policy_) {
   case eviction_policy::lru:
     return {e.last_use, 0, key};
@@ -41,7 +41,7 @@ eviction_index::rank eviction_index::rank_of(uint64_t key, const entry& e) const
   return {0, 0, key};
 }
 
-void eviction_index::insert(uint64_t key, uint64_t size_bytes, uint32_t chain_position) {
+void eviction_index::insert(block_key key, uint64_t size_bytes, uint32_t chain_position) {
   if (auto i = entries_.find(key); i != entries_.end()) {
     touch(key);
     return;
@@ -51,7 +51,7 @@ void eviction_index::insert(uint64_t key, uint64_t size_bytes, uint32_t chain_po
   entries_.emplace(key, e);
 }
 
-void eviction_index::touch(uint64_t key) {
+void eviction_index::touch(block_key key) {
   auto i = entries_.find(key);
   if (i == entries_.end())
     return;
@@ -61,7 +61,7 @@ void eviction_index::touch(uint64_t key) {
   order_.insert(rank_of(key, i->second));
 }
 
-void eviction_index::erase(uint64_t key) {
+void eviction_index::erase(block_key key) {
   auto i = entries_.find(key);
   if (i == entries_.end())
     return;
@@ -69,14 +69,15 @@ void eviction_index::erase(uint64_t key) {
   entries_.erase(i);
 }
 
-std::vector<uint64_t> eviction_index::victims(uint64_t bytes, size_t count_max,
-                                              const std::function<bool(uint64_t)>& keep) const {
-  std::vector<uint64_t> out;
+std::vector<block_key>
+eviction_index::victims(uint64_t bytes, size_t count_max,
+                        const std::function<bool(const block_key&)>& keep) const {
+  std::vector<block_key> out;
   uint64_t freed = 0;
   for (const auto& r : order_) {
     if (freed >= bytes || out.size() >= count_max)
       break;
-    const uint64_t key = std::get<2>(r);
+    const block_key key = std::get<2>(r);
     if (keep && keep(key))
       continue;
     out.push_back(key);

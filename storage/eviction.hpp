@@ -9,6 +9,8 @@
 //    reused less; keeping the shallow ones keeps the most prefix hits per byte.
 #pragma once
 
+#include "messages/block_key.hpp"
+
 #include <cstdint>
 #include <functional>
 #include <set>
@@ -30,17 +32,17 @@ class eviction_index {
   explicit eviction_index(eviction_policy policy) : policy_(policy) {}
 
   /// A new block; `chain_position` is its index in its prompt's chain of blocks.
-  void insert(uint64_t key, uint64_t size_bytes, uint32_t chain_position);
+  void insert(block_key key, uint64_t size_bytes, uint32_t chain_position);
   /// The block was read.
-  void touch(uint64_t key);
-  void erase(uint64_t key);
-  bool contains(uint64_t key) const { return entries_.count(key) != 0; }
+  void touch(block_key key);
+  void erase(block_key key);
+  bool contains(block_key key) const { return entries_.count(key) != 0; }
   size_t size() const { return entries_.size(); }
 
   /// Blocks in eviction order until their sizes add up to `bytes` (or `count_max` blocks), leaving
   /// out those for which `keep(key)` is true.
-  std::vector<uint64_t> victims(uint64_t bytes, size_t count_max,
-                                const std::function<bool(uint64_t)>& keep) const;
+  std::vector<block_key> victims(uint64_t bytes, size_t count_max,
+                                 const std::function<bool(const block_key&)>& keep) const;
 
  private:
   struct entry {
@@ -49,13 +51,13 @@ class eviction_index {
     uint64_t uses;
     uint64_t last_use;
   };
-  using rank = std::tuple<uint64_t, uint64_t, uint64_t>; // (primary, secondary, key)
+  using rank = std::tuple<uint64_t, uint64_t, block_key>; // (primary, secondary, key)
 
-  rank rank_of(uint64_t key, const entry& e) const;
+  rank rank_of(block_key key, const entry& e) const;
 
   eviction_policy policy_;
   uint64_t clock_ = 0; // a logical clock: a touch is a tick, so order never depends on time
-  std::unordered_map<uint64_t, entry> entries_;
+  std::unordered_map<block_key, entry> entries_;
   std::set<rank> order_;
 };
 

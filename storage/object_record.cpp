@@ -14,7 +14,7 @@ namespace crescent::storage {
 std::string encode_object(const object_record& r) {
   capnp::MallocMessageBuilder builder;
   auto out = builder.initRoot<wire::ObjectRecord>();
-  out.setKey(r.key);
+  write_key(out.initKey(), r.key);
   out.setSizeBytes(r.size_bytes);
   out.setChecksum(r.checksum);
   out.setHardPin(r.hard_pin);
@@ -39,7 +39,7 @@ caf::expected<object_record> decode_object(std::string_view bytes) {
     capnp::FlatArrayMessageReader reader(words.asPtr());
     auto in = reader.getRoot<wire::ObjectRecord>();
     object_record r;
-    r.key = in.getKey();
+    r.key = read_key(in.getKey());
     r.size_bytes = in.getSizeBytes();
     r.checksum = in.getChecksum();
     r.hard_pin = in.getHardPin();

@@ -14,11 +14,11 @@ namespace {
 
 constexpr char key_prefix = 'o';
 
-std::string db_key(uint64_t key) {
-  std::string out(9, '\0');
+// The prefix and the key's 16 big-endian bytes.
+std::string db_key(const block_key& key) {
+  std::string out(17, '\0');
   out[0] = key_prefix;
-  for (int i = 0; i < 8; ++i)
-    out[1 + i] = static_cast<char>((key >> (56 - 8 * i)) & 0xff);
+  store_be(key, out.data() + 1);
   return out;
 }
 
@@ -89,6 +89,12 @@ caf::error object_store::load() {
     if (r && (r->size_bytes == 0 || r->size_bytes > stored_block_bytes_max))
       r = make_error(errc::malformed_message,
                      "a block of " + std::to_string(r->size_bytes) + " bytes");
+    // A record filed under another key, or under a 64-bit key by a version before 128-bit
+    // keys (whose record reads back with an empty key), names no block that can be asked for.
+    if (r && it->key() != rocksdb::Slice{db_key(r->key)})
+      r = make_error(errc::malformed_message,
+                     it->key().size() == 9 ? "a record under a 64-bit block key (an older format)"
+                                           : "a record filed under another block's key");
     if (!r) {
       note(describe(r.error()));
       ++loaded_.dropped_blocks;
@@ -99,7 +105,7 @@ caf::error object_store::load() {
     uint64_t seen = 0;
     for (const auto& x : r->replicas) {
       if (auto why = replica_fault(x, r->size_bytes, options_.nodes, seen); !why.empty()) {
-        note("block " + std::to_string(r->key) + ": " + why);
+        note("block " + to_string(r->key) + ": " + why);
         ++loaded_.dropped_replicas;
         continue;
       }
@@ -135,14 +141,14 @@ caf::error object_store::persist(const object_record& r, bool sync) {
   rocksdb::WriteOptions w;
   w.sync = sync && options_.sync_commits;
   auto s = db_->Put(w, db_key(r.key), encode_object(r));
-  return s.ok() ? caf::none : db_error("cannot record block " + std::to_string(r.key), s);
+  return s.ok() ? caf::none : db_error("cannot record block " + to_string(r.key), s);
 }
 
-caf::error object_store::forget(uint64_t key, bool sync) {
+caf::error object_store::forget(block_key key, bool sync) {
   rocksdb::WriteOptions w;
   w.sync = sync && options_.sync_commits;
   auto s = db_->Delete(w, db_key(key));
-  return s.ok() ? caf::none : db_error("cannot forget block " + std::to_string(key), s);
+  return s.ok() ? caf::none : db_error("cannot forget block " + to_string(key), s);
 }
 
 uint8_t distinct_nodes(const std::vector<replica>& replicas) {
@@ -153,7 +159,7 @@ uint8_t distinct_nodes(const std::vector<replica>& replicas) {
   return static_cast<uint8_t>(nodes.size()); // at most replicas_max
 }
 
-void object_store::note_acknowledged(uint64_t key) {
+void object_store::note_acknowledged(block_key key) {
   auto i = objects_.find(key);
   if (i == objects_.end() || i->second.state != object_state::complete)
     return;
@@ -161,12 +167,12 @@ void object_store::note_acknowledged(uint64_t key) {
   r.acknowledged_nodes = std::max(r.acknowledged_nodes, distinct_nodes(r.replicas));
 }
 
-void object_store::note_thinned(uint64_t key) {
+void object_store::note_thinned(block_key key) {
   if (auto i = objects_.find(key); i != objects_.end())
     i->second.thinned = true;
 }
 
-std::vector<object_record> object_store::take(std::vector<uint64_t> keys) {
+std::vector<object_record> object_store::take(std::vector<block_key> keys) {
   std::vector<object_record> out;
   for (auto key : keys) {
     auto i = objects_.find(key);
@@ -189,10 +195,10 @@ caf::error object_store::start(std::span<const object_record> records) {
     return err;
   if (objects_.size() + records.size() > options_.objects_max)
     return make_error(errc::limit_exceeded, "block metadata is full");
-  std::unordered_set<uint64_t> seen;
+  std::unordered_set<block_key> seen;
   for (const auto& r : records) {
     if (objects_.count(r.key) != 0 || !seen.insert(r.key).second)
-      return make_error(errc::already_exists, "block " + std::to_string(r.key) + " exists");
+      return make_error(errc::already_exists, "block " + to_string(r.key) + " exists");
     if (r.replicas.empty() || r.replicas.size() > replicas_max)
       return make_error(errc::invalid_argument, "a block has 1 to 8 replicas");
   }
@@ -205,23 +211,23 @@ caf::error object_store::start(std::span<const object_record> records) {
   return caf::none;
 }
 
-caf::error object_store::check_commit(std::span<const uint64_t> keys,
+caf::error object_store::check_commit(std::span<const block_key> keys,
                                       std::span<const uint64_t> checksums) const {
   if (keys.size() != checksums.size())
     return make_error(errc::invalid_argument, "commit needs one checksum per key");
   if (auto err = check_batch(keys.size()))
     return err;
-  std::unordered_set<uint64_t> seen;
+  std::unordered_set<block_key> seen;
   for (auto key : keys) {
     auto found = objects_.find(key);
     if (found == objects_.end() || found->second.state != object_state::pending ||
         !seen.insert(key).second)
-      return make_error(errc::not_found, "block " + std::to_string(key) + " is not pending");
+      return make_error(errc::not_found, "block " + to_string(key) + " is not pending");
   }
   return caf::none;
 }
 
-caf::error object_store::commit(std::span<const uint64_t> keys,
+caf::error object_store::commit(std::span<const block_key> keys,
                                 std::span<const uint64_t> checksums) {
   if (auto err = check_commit(keys, checksums))
     return err;
@@ -247,19 +253,19 @@ caf::error object_store::commit(std::span<const uint64_t> keys,
   return caf::none;
 }
 
-std::vector<object_record> object_store::revoke(std::span<const uint64_t> keys) {
-  std::vector<uint64_t> pending;
+std::vector<object_record> object_store::revoke(std::span<const block_key> keys) {
+  std::vector<block_key> pending;
   for (auto key : keys)
     if (auto r = find(key); r != nullptr && r->state == object_state::pending)
       pending.push_back(key);
   return take(std::move(pending));
 }
 
-caf::expected<std::vector<object_record>> object_store::remove(std::span<const uint64_t> keys,
+caf::expected<std::vector<object_record>> object_store::remove(std::span<const block_key> keys,
                                                                int64_t now_ns) {
   if (auto err = check_batch(keys.size()))
     return err;
-  std::vector<uint64_t> gone;
+  std::vector<block_key> gone;
   for (auto key : keys) {
     auto i = objects_.find(key);
     if (i == objects_.end() || i->second.state != object_state::complete)
@@ -280,7 +286,7 @@ caf::expected<std::vector<object_record>> object_store::remove(std::span<const u
 // Looks at pending and removed blocks only: the master sweeps twice a second, and a pool of a
 // paper cluster holds ~100k complete blocks that a scan of every block would walk each time.
 std::vector<object_record> object_store::collect(int64_t now_ns) {
-  std::vector<uint64_t> due;
+  std::vector<block_key> due;
   for (auto key : transient_) {
     const auto& r = objects_.at(key);
     if (r.state == object_state::pending && r.put_deadline_ns <= now_ns)
@@ -293,10 +299,10 @@ std::vector<object_record> object_store::collect(int64_t now_ns) {
 }
 
 caf::expected<std::vector<object_record>>
-object_store::set_replicas(uint64_t key, std::vector<replica> replicas) {
+object_store::set_replicas(block_key key, std::vector<replica> replicas) {
   auto i = objects_.find(key);
   if (i == objects_.end() || i->second.state != object_state::complete)
-    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+    return make_error(errc::not_found, "block " + to_string(key) + " is not complete");
   if (replicas.size() > replicas_max)
     return make_error(errc::invalid_argument, "a block has at most 8 replicas");
   if (replicas.empty()) {
@@ -314,8 +320,8 @@ object_store::set_replicas(uint64_t key, std::vector<replica> replicas) {
 
 caf::expected<std::vector<object_record>> object_store::drop_node(uint32_t node, bool keep_ssd) {
   std::vector<object_record> lost;
-  std::vector<uint64_t> pending_lost;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> pending_lost;
+  std::vector<block_key> keys;
   for (const auto& [key, r] : objects_)
     if (std::any_of(r.replicas.begin(), r.replicas.end(),
                     [&](const replica& x) { return x.node == node; }))
@@ -355,16 +361,16 @@ uint64_t object_store::leased_count(int64_t now_ns) const {
   return n;
 }
 
-void object_store::lease(uint64_t key, int64_t until_ns) {
+void object_store::lease(block_key key, int64_t until_ns) {
   auto i = objects_.find(key);
   if (i != objects_.end() && i->second.state == object_state::complete)
     i->second.lease_until_ns = std::max(i->second.lease_until_ns, until_ns);
 }
 
-caf::error object_store::pin(uint64_t key, bool hard, int64_t until_ns) {
+caf::error object_store::pin(block_key key, bool hard, int64_t until_ns) {
   auto i = objects_.find(key);
   if (i == objects_.end() || i->second.state != object_state::complete)
-    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+    return make_error(errc::not_found, "block " + to_string(key) + " is not complete");
   if (!hard) {
     i->second.soft_pin_until_ns = std::max(i->second.soft_pin_until_ns, until_ns);
     return caf::none;
@@ -377,10 +383,10 @@ caf::error object_store::pin(uint64_t key, bool hard, int64_t until_ns) {
   return caf::none;
 }
 
-caf::error object_store::unpin(uint64_t key) {
+caf::error object_store::unpin(block_key key) {
   auto i = objects_.find(key);
   if (i == objects_.end() || i->second.state != object_state::complete)
-    return make_error(errc::not_found, "block " + std::to_string(key) + " is not complete");
+    return make_error(errc::not_found, "block " + to_string(key) + " is not complete");
   i->second.soft_pin_until_ns = 0;
   if (i->second.hard_pin) {
     object_record updated = i->second;
@@ -397,7 +403,7 @@ bool object_store::evictable(const object_record& r, int64_t now_ns) const {
          r.soft_pin_until_ns <= now_ns;
 }
 
-const object_record* object_store::find(uint64_t key) const {
+const object_record* object_store::find(block_key key) const {
   auto i = objects_.find(key);
   return i == objects_.end() ? nullptr : &i->second;
 }

@@ -13,6 +13,7 @@
 // - Leases and soft pins are not persisted: a restarted master has granted none.
 #pragma once
 
+#include "messages/block_key.hpp"
 #include "transport/region_handle.hpp"
 
 #include <caf/expected.hpp>
@@ -45,7 +46,7 @@ enum class object_state : uint8_t {
 };
 
 struct object_record {
-  uint64_t key = 0;
+  block_key key;
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
   object_state state = object_state::pending;
@@ -72,6 +73,7 @@ struct object_options {
 };
 
 /// What open() dropped of the metadata it read back, and why: a record that cannot be decoded
+/// or is filed under another key than its own (records of 64-bit keys, an older format, are)
 /// or has no size; a replica on a node the pool does not have, named twice, or with a DRAM
 /// handle that is not that node's or is too short. A block left with no replica is dropped
 /// (a miss from then on, never wrong bytes), and what is dropped is deleted from the database.
@@ -97,26 +99,26 @@ class object_store {
   caf::error start(std::span<const object_record> records);
 
   /// Makes pending blocks complete with their checksums, in one synced batch.
-  caf::error commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums);
+  caf::error commit(std::span<const block_key> keys, std::span<const uint64_t> checksums);
 
   /// Would commit() accept these (pending keys, each once, a checksum each)? Writes nothing.
-  caf::error check_commit(std::span<const uint64_t> keys,
+  caf::error check_commit(std::span<const block_key> keys,
                           std::span<const uint64_t> checksums) const;
 
   /// Abandons pending blocks; returns them so that their space can be freed. Other keys are
   /// left alone.
-  std::vector<object_record> revoke(std::span<const uint64_t> keys);
+  std::vector<object_record> revoke(std::span<const block_key> keys);
 
   /// Forgets complete blocks. A leased one becomes `removed` until its lease ends (collect()
   /// returns it then); the others are returned now, for their space to be freed.
-  caf::expected<std::vector<object_record>> remove(std::span<const uint64_t> keys, int64_t now_ns);
+  caf::expected<std::vector<object_record>> remove(std::span<const block_key> keys, int64_t now_ns);
 
   /// Pending blocks past their put deadline and removed blocks past their lease, taken out and
   /// returned so that their space can be freed.
   std::vector<object_record> collect(int64_t now_ns);
 
   /// Replaces a complete block's replicas. With none left the block is forgotten and returned.
-  caf::expected<std::vector<object_record>> set_replicas(uint64_t key,
+  caf::expected<std::vector<object_record>> set_replicas(block_key key,
                                                          std::vector<replica> replicas);
 
   /// Takes `node` out of every replica list; blocks left without replicas are forgotten and
@@ -126,20 +128,20 @@ class object_store {
   caf::expected<std::vector<object_record>> drop_node(uint32_t node, bool keep_ssd = false);
 
   /// Extends a complete block's read lease to at least `until_ns`.
-  void lease(uint64_t key, int64_t until_ns);
-  caf::error pin(uint64_t key, bool hard, int64_t until_ns);
-  caf::error unpin(uint64_t key);
+  void lease(block_key key, int64_t until_ns);
+  caf::error pin(block_key key, bool hard, int64_t until_ns);
+  caf::error unpin(block_key key);
 
   /// May this complete block's replica be evicted now: no lease, no pin?
   bool evictable(const object_record& r, int64_t now_ns) const;
 
-  const object_record* find(uint64_t key) const;
+  const object_record* find(block_key key) const;
 
   /// A put or a copy of this complete block was acknowledged: it is on as many nodes as its
   /// replicas name now (or more, if it was before). In memory only.
-  void note_acknowledged(uint64_t key);
+  void note_acknowledged(block_key key);
   /// The pool removed one of this block's replicas on purpose (an approved eviction).
-  void note_thinned(uint64_t key);
+  void note_thinned(block_key key);
   uint64_t complete_count() const { return complete_; }
   uint64_t pending_count() const { return pending_; }
   /// Blocks whose read lease has not ended at `now_ns` (a pass over every block: for stats).
@@ -161,14 +163,14 @@ class object_store {
   object_store(std::unique_ptr<rocksdb::DB> db, object_options options);
   caf::error load();
   caf::error persist(const object_record& r, bool sync);
-  caf::error forget(uint64_t key, bool sync);
-  std::vector<object_record> take(std::vector<uint64_t> keys);
+  caf::error forget(block_key key, bool sync);
+  std::vector<object_record> take(std::vector<block_key> keys);
 
   std::unique_ptr<rocksdb::DB> db_;
   load_report loaded_;
   object_options options_;
-  std::unordered_map<uint64_t, object_record> objects_;
-  std::unordered_set<uint64_t> transient_; // keys of pending and removed blocks
+  std::unordered_map<block_key, object_record> objects_;
+  std::unordered_set<block_key> transient_; // keys of pending and removed blocks
   uint64_t complete_ = 0;
   uint64_t pending_ = 0;
   uint64_t commit_writes_ = 0;

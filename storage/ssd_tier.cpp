@@ -24,11 +24,11 @@ namespace {
 
 constexpr uint8_t record_version = 1;
 
-std::string index_key(uint64_t key) {
-  std::string out(9, '\0');
+// 'k' and the key's 16 big-endian bytes.
+std::string index_key(const block_key& key) {
+  std::string out(17, '\0');
   out[0] = 'k';
-  for (int i = 0; i < 8; ++i)
-    out[1 + i] = static_cast<char>((key >> (56 - 8 * i)) & 0xff);
+  store_be(key, out.data() + 1);
   return out;
 }
 
@@ -47,21 +47,19 @@ std::string encode(const ssd_block& b) {
 }
 
 bool decode(std::string_view key, std::string_view value, ssd_block& out) {
-  if (key.size() != 9 || key[0] != 'k' || value.size() != 25 ||
+  if (key.size() != 17 || key[0] != 'k' || value.size() != 25 ||
       static_cast<uint8_t>(value[0]) != record_version)
     return false;
-  auto get = [](std::string_view s, size_t at, int bytes, bool big_endian) {
+  auto get = [](std::string_view s, size_t at, int bytes) {
     uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) {
-      const auto byte = static_cast<uint64_t>(static_cast<uint8_t>(s[at + i]));
-      v |= big_endian ? byte << (8 * (bytes - 1 - i)) : byte << (8 * i);
-    }
+    for (int i = 0; i < bytes; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(s[at + i])) << (8 * i);
     return v;
   };
-  out.key = get(key, 1, 8, true);
-  out.offset = get(value, 1, 8, false);
-  out.size_bytes = get(value, 9, 8, false);
-  out.checksum = get(value, 17, 8, false);
+  out.key = load_be(key.data() + 1);
+  out.offset = get(value, 1, 8);
+  out.size_bytes = get(value, 9, 8);
+  out.checksum = get(value, 17, 8);
   return true;
 }
 
@@ -113,6 +111,10 @@ caf::error ssd_tier::load_index() {
   std::unique_ptr<rocksdb::Iterator> it{index_->NewIterator(rocksdb::ReadOptions{})};
   for (it->Seek("k"); it->Valid() && it->key().starts_with("k"); it->Next()) {
     ssd_block b;
+    if (it->key().size() == 9)
+      return make_error(errc::io_error,
+                        "SSD index written with 64-bit block keys (before 128-bit keys): its "
+                        "blocks cannot be named; remove the tier's directory to start it empty");
     if (!decode({it->key().data(), it->key().size()}, {it->value().data(), it->value().size()}, b))
       return make_error(errc::io_error, "SSD index record is corrupt");
     found.push_back(b);
@@ -133,9 +135,9 @@ caf::error ssd_tier::load_index() {
   return caf::none;
 }
 
-caf::error ssd_tier::put(uint64_t key, std::span<const std::byte> bytes, uint64_t checksum) {
+caf::error ssd_tier::put(block_key key, std::span<const std::byte> bytes, uint64_t checksum) {
   if (blocks_.count(key) != 0)
-    return make_error(errc::already_exists, "block " + std::to_string(key) + " is on SSD");
+    return make_error(errc::already_exists, "block " + to_string(key) + " is on SSD");
   if (bytes.empty())
     return make_error(errc::invalid_argument, "an SSD block cannot be empty");
   if (blocks_.size() >= options_.blocks_max)
@@ -162,10 +164,10 @@ caf::error ssd_tier::put(uint64_t key, std::span<const std::byte> bytes, uint64_
   return caf::none;
 }
 
-caf::error ssd_tier::get(uint64_t key, std::span<std::byte> out) {
+caf::error ssd_tier::get(block_key key, std::span<std::byte> out) {
   auto i = blocks_.find(key);
   if (i == blocks_.end())
-    return make_error(errc::not_found, "block " + std::to_string(key) + " is not on SSD");
+    return make_error(errc::not_found, "block " + to_string(key) + " is not on SSD");
   const auto& b = i->second.block;
   if (out.size() != b.size_bytes)
     return make_error(errc::invalid_argument,
@@ -174,11 +176,11 @@ caf::error ssd_tier::get(uint64_t key, std::span<std::byte> out) {
     return err;
   if (block_checksum(out) != b.checksum)
     return make_error(errc::checksum_mismatch,
-                      "SSD block " + std::to_string(key) + " does not match its checksum");
+                      "SSD block " + to_string(key) + " does not match its checksum");
   return caf::none;
 }
 
-caf::error ssd_tier::remove(uint64_t key) {
+caf::error ssd_tier::remove(block_key key) {
   auto i = blocks_.find(key);
   if (i == blocks_.end())
     return caf::none;
@@ -189,7 +191,7 @@ caf::error ssd_tier::remove(uint64_t key) {
   return caf::none;
 }
 
-std::optional<ssd_block> ssd_tier::find(uint64_t key) const {
+std::optional<ssd_block> ssd_tier::find(block_key key) const {
   auto i = blocks_.find(key);
   if (i == blocks_.end())
     return std::nullopt;

@@ -15,6 +15,7 @@
 // Not thread-safe: owned by one block owner actor.
 #pragma once
 
+#include "messages/block_key.hpp"
 #include "storage/range_allocator.hpp"
 
 #include <caf/expected.hpp>
@@ -44,7 +45,7 @@ struct ssd_options {
 };
 
 struct ssd_block {
-  uint64_t key = 0;
+  block_key key;
   uint64_t offset = 0;
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
@@ -59,15 +60,15 @@ class ssd_tier {
 
   /// Stores a block. Errors: already_exists, no_space (the tier or the disk is full),
   /// io_error.
-  caf::error put(uint64_t key, std::span<const std::byte> bytes, uint64_t checksum);
+  caf::error put(block_key key, std::span<const std::byte> bytes, uint64_t checksum);
 
   /// Reads a block into `out` (exactly its size) and verifies its checksum.
-  caf::error get(uint64_t key, std::span<std::byte> out);
+  caf::error get(block_key key, std::span<std::byte> out);
 
   /// Forgets a block and frees its space; unknown keys are not an error.
-  caf::error remove(uint64_t key);
+  caf::error remove(block_key key);
 
-  std::optional<ssd_block> find(uint64_t key) const;
+  std::optional<ssd_block> find(block_key key) const;
   std::vector<ssd_block> blocks() const;
 
   uint64_t used_bytes() const { return space_.used_bytes(); }
@@ -89,7 +90,7 @@ class ssd_tier {
     ssd_block block;
     range where;
   };
-  std::unordered_map<uint64_t, placed> blocks_;
+  std::unordered_map<block_key, placed> blocks_;
 };
 
 } // namespace crescent::storage

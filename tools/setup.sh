@@ -10,7 +10,7 @@ packages=(
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
-  libxxhash-dev liburing-dev libcpp-httplib-dev
+  libxxhash-dev liburing-dev libcpp-httplib-dev libssl-dev
   memcached redis-server libmemcached-dev libhiredis-dev
   clang-format
   prometheus chromium

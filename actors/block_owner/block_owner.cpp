@@ -44,7 +44,7 @@ envelope make_report(owner_ptr self) {
     auto list = out.initBlocks(static_cast<unsigned>(st.blocks.size()));
     unsigned i = 0;
     for (const auto& [key, b] : st.blocks) {
-      list[i].setKey(key);
+      write_key(list[i].initKey(), key);
       list[i].setSizeBytes(b.size_bytes);
       list[i].setInDram(b.dram.has_value());
       if (b.dram)
@@ -88,7 +88,7 @@ void report(owner_ptr self) {
       .then(
           [=](const envelope& reply) {
             auto drop = read_as<wire::OwnerReportReply>(
-                reply, [](wire::OwnerReportReply::Reader in) { return to_vector(in.getDrop()); });
+                reply, [](wire::OwnerReportReply::Reader in) { return to_keys(in.getDrop()); });
             if (!drop)
               return;
             auto& s = self->state;

@@ -47,7 +47,7 @@ bool wants_ssd(owner_ptr self, const owned_block& b, uint64_t& reserved) {
 // Copies an approved victim to SSD. Disk full or an I/O error: the block goes without a copy,
 // and the master, which already recorded one, is told (a miss later, never a claim of a copy
 // that is not there); the failure shows in the owner's statistics.
-bool offload(owner_ptr self, uint64_t key, owned_block& b) {
+bool offload(owner_ptr self, block_key key, owned_block& b) {
   auto& st = self->state;
   if (b.on_ssd)
     return true;
@@ -80,7 +80,7 @@ void step_aside(owner_ptr self, owned_block& b) {
 
 // The master's answer: approved victims leave DRAM (to SSD first, where intended); refused ones
 // step aside. No answer (`approved` empty): they stay, and may be asked for again at once.
-void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<bool>& to_ssd,
+void apply(owner_ptr self, const std::vector<block_key>& keys, const std::vector<bool>& to_ssd,
            const std::vector<bool>& approved, bool answered) {
   auto& st = self->state;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -107,14 +107,14 @@ void apply(owner_ptr self, const std::vector<uint64_t>& keys, const std::vector<
   }
 }
 
-void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> to_ssd) {
+void ask_master(owner_ptr self, std::vector<block_key> keys, std::vector<bool> to_ssd) {
   auto& st = self->state;
   auto msg = make_envelope<wire::EvictRequest>([&](wire::EvictRequest::Builder out) {
     out.setNode(st.options.node);
     auto k = out.initKeys(static_cast<unsigned>(keys.size()));
     auto o = out.initOffloaded(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
+      write_key(k[i], keys[i]);
       o.set(i, to_ssd[i]);
     }
   });
@@ -145,11 +145,11 @@ void ask_master(owner_ptr self, std::vector<uint64_t> keys, std::vector<bool> to
 
 } // namespace
 
-void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& err) {
+void note_ssd_error(owner_ptr self, bool write, block_key key, const caf::error& err) {
   auto& st = self->state;
   ++(write ? st.ssd_write_errors : st.ssd_read_errors);
-  st.last_ssd_error =
-      fmt::format("{} of block {}: {}", write ? "SSD write" : "SSD read", key, describe(err));
+  st.last_ssd_error = fmt::format("{} of block {}: {}", write ? "SSD write" : "SSD read",
+                                  to_string(key), describe(err));
   if (st.last_ssd_error.size() > ssd_error_text_max)
     st.last_ssd_error.resize(ssd_error_text_max);
   // Once per power of two: a full disk fails every offload, and the log must stay readable.
@@ -167,7 +167,7 @@ void on_touch(owner_ptr self, const envelope& msg) {
                             "the store master"))
     return;
   auto keys =
-      read_as<wire::Touch>(msg, [](wire::Touch::Reader in) { return to_vector(in.getKeys()); });
+      read_as<wire::Touch>(msg, [](wire::Touch::Reader in) { return to_keys(in.getKeys()); });
   if (!keys) {
     st.bad.refuse(st.name, std::move(keys.error()));
     return;
@@ -190,7 +190,7 @@ caf::result<envelope> on_verify(owner_ptr self, const envelope& msg) {
                                        "a verify", "the store master"))
     return err;
   auto a = read_as<wire::VerifyBlock>(msg, [](wire::VerifyBlock::Reader in) {
-    return std::make_pair(in.getKey(), in.getChecksum());
+    return std::make_pair(read_key(in.getKey()), in.getChecksum());
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -211,7 +211,7 @@ void maybe_evict(owner_ptr self) {
   const double goal = (st.options.high_watermark - st.options.evict_fraction) * capacity;
   const auto bytes = static_cast<uint64_t>(used - goal);
   const int64_t now = clock_ns(self);
-  auto victims = st.order->victims(bytes, victims_per_round_max, [&](uint64_t key) {
+  auto victims = st.order->victims(bytes, victims_per_round_max, [&](block_key key) {
     auto i = st.blocks.find(key);
     return i == st.blocks.end() || i->second.evicting || !i->second.dram ||
            i->second.refused_until_ns > now;

@@ -29,7 +29,7 @@ struct owner_state {
   block_owner_options options;
   block_owner_parts parts;
   std::unique_ptr<storage::eviction_index> order; // DRAM copies only
-  std::unordered_map<uint64_t, owned_block> blocks;
+  std::unordered_map<block_key, owned_block> blocks;
   bool evicting = false;
   bool beating = false; // the heartbeat loop runs
   bad_message_counter bad;
@@ -52,11 +52,11 @@ caf::result<void> on_free(owner_ptr self, const envelope& msg);
 caf::result<envelope> on_promote(owner_ptr self, const envelope& msg);
 /// A DRAM copy of `key`, read back from SSD if need be. io_error: the SSD copy was unreadable
 /// and is forgotten; no_space: no DRAM room now; not_found: no copy.
-caf::expected<transport::region_handle> promote(owner_ptr self, uint64_t key);
-void release_dram(owner_ptr self, uint64_t key, owned_block& b);
+caf::expected<transport::region_handle> promote(owner_ptr self, block_key key);
+void release_dram(owner_ptr self, block_key key, owned_block& b);
 // evict.cpp
 /// Counts and logs a failed SSD write (an offload) or read (a promotion); kept for the stats.
-void note_ssd_error(owner_ptr self, bool write, uint64_t key, const caf::error& err);
+void note_ssd_error(owner_ptr self, bool write, block_key key, const caf::error& err);
 void maybe_evict(owner_ptr self);
 /// Moves the blocks a Touch names up the eviction order. Fire and forget: a refusal (not from
 /// the master, malformed) is counted, never answered, since an error sent back to an actor

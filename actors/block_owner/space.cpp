@@ -14,7 +14,7 @@ namespace crescent {
 namespace {
 
 struct allocate_args {
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
 };
@@ -58,7 +58,7 @@ uint64_t put_limit_bytes(const owner_state& st) {
 }
 
 // A DRAM copy for `key`, from the arena; nothing when the arena is full.
-std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owned_block& b,
+std::optional<transport::region_handle> place(owner_ptr self, block_key key, owned_block& b,
                                               uint32_t position) {
   auto& st = self->state;
   auto space = st.parts.dram->allocate(b.size_bytes);
@@ -76,7 +76,7 @@ std::optional<transport::region_handle> place(owner_ptr self, uint64_t key, owne
 
 } // namespace
 
-caf::expected<transport::region_handle> promote(owner_ptr self, uint64_t key) {
+caf::expected<transport::region_handle> promote(owner_ptr self, block_key key) {
   auto& st = self->state;
   auto i = st.blocks.find(key);
   if (i == st.blocks.end() || i->second.freed)
@@ -105,7 +105,7 @@ caf::expected<transport::region_handle> promote(owner_ptr self, uint64_t key) {
   return make_error(errc::io_error, describe(err));
 }
 
-void release_dram(owner_ptr self, uint64_t key, owned_block& b) {
+void release_dram(owner_ptr self, block_key key, owned_block& b) {
   auto& st = self->state;
   if (b.dram) {
     st.parts.dram->free(*b.dram);
@@ -117,7 +117,7 @@ void release_dram(owner_ptr self, uint64_t key, owned_block& b) {
 caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::Allocate>(msg, [](wire::Allocate::Reader in) {
-    return allocate_args{to_vector(in.getKeys()), to_vector(in.getSizes()),
+    return allocate_args{to_keys(in.getKeys()), to_vector(in.getSizes()),
                          to_vector(in.getChainPositions())};
   });
   if (!a)
@@ -157,7 +157,7 @@ caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
 caf::result<void> on_free(owner_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys = read_as<wire::FreeBlocks>(
-      msg, [](wire::FreeBlocks::Reader in) { return to_vector(in.getKeys()); });
+      msg, [](wire::FreeBlocks::Reader in) { return to_keys(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (auto err = check_count(keys->size()))
@@ -182,7 +182,7 @@ caf::result<void> on_free(owner_ptr self, const envelope& msg) {
 caf::result<envelope> on_promote(owner_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys =
-      read_as<wire::Promote>(msg, [](wire::Promote::Reader in) { return to_vector(in.getKeys()); });
+      read_as<wire::Promote>(msg, [](wire::Promote::Reader in) { return to_keys(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (auto err = check_count(keys->size()))

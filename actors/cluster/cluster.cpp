@@ -249,7 +249,7 @@ request_options cluster::request_defaults() const {
   opt.block_tokens = cfg_.model.block_tokens;
   opt.vocab = cfg_.model.vocab;
   opt.context_tokens_max = cfg_.model.context_tokens_max;
-  opt.root_key = cfg_.model.fingerprint();
+  opt.root_key = cfg_.model.key_root();
   opt.default_deadline_ms = cfg_.request_deadline_ms;
   return opt;
 }

@@ -1,4 +1,4 @@
-// An open-addressing hash map from 64-bit keys to small values, for the prefix index: one probe
+// An open-addressing hash map from block keys to small values, for the prefix index: one probe
 // sequence in one array, so a lookup of a block key costs about one cache miss where a
 // std::unordered_map costs two or three (bucket, node, and the node's key), and the index is
 // looked up about 30 times a placement over a million blocks (crescent bench conductor).
@@ -9,6 +9,8 @@
 // index forgets a block that no node holds), which `insert` callers must keep true by filling
 // the value they get before any other call.
 #pragma once
+
+#include "messages/block_key.hpp"
 
 #include <bit>
 #include <cassert>
@@ -25,7 +27,7 @@ template <class V, class IsEmpty>
 class flat_key_map {
  public:
   struct slot {
-    uint64_t key = 0;
+    block_key key;
     V value{};
   };
 
@@ -34,8 +36,8 @@ class flat_key_map {
   size_t size() const { return size_; }
   size_t capacity_slots() const { return slots_.size(); }
 
-  V* find(uint64_t key) { return const_cast<V*>(std::as_const(*this).find(key)); }
-  const V* find(uint64_t key) const {
+  V* find(block_key key) { return const_cast<V*>(std::as_const(*this).find(key)); }
+  const V* find(block_key key) const {
     if (slots_.empty())
       return nullptr;
     for (size_t i = home(key);; i = next(i)) {
@@ -48,7 +50,7 @@ class flat_key_map {
   }
 
   /// The value of `key`, added empty when absent: the caller makes it non-empty at once.
-  V& insert(uint64_t key) {
+  V& insert(block_key key) {
     if (auto* v = find(key))
       return *v;
     if ((size_ + 1) * 8 > slots_.size() * 5)
@@ -62,7 +64,7 @@ class flat_key_map {
   }
 
   /// Forgets `key`; false when it was not held.
-  bool erase(uint64_t key) {
+  bool erase(block_key key) {
     if (slots_.empty())
       return false;
     size_t i = home(key);
@@ -105,10 +107,11 @@ class flat_key_map {
  private:
   static constexpr size_t slots_min = 16;
 
-  // Fibonacci hashing: block keys are hashes already, but trace and test keys are small
-  // integers, and this spreads both.
-  size_t home(uint64_t key) const {
-    return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+  // Fibonacci hashing of both words folded: block keys are hashes already, but test and
+  // benchmark keys are small integers in one word, and this spreads both.
+  size_t home(const block_key& key) const {
+    const uint64_t folded = key.lo ^ std::rotl(key.hi, 32);
+    return static_cast<size_t>((folded * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   size_t next(size_t i) const { return (i + 1) & (slots_.size() - 1); }
 

@@ -15,7 +15,7 @@ uint64_t bit_of(uint32_t node) {
 } // namespace
 
 void prefix_index::widen() {
-  narrow_.for_each([&](uint64_t key, uint64_t mask) {
+  narrow_.for_each([&](block_key key, uint64_t mask) {
     node_set& s = wide_.insert(key);
     for (uint64_t m = mask; m != 0; m &= m - 1)
       s.insert(static_cast<uint32_t>(std::countr_zero(m)));
@@ -24,7 +24,7 @@ void prefix_index::widen() {
   is_wide_ = true;
 }
 
-void prefix_index::add(uint64_t key, uint32_t node) {
+void prefix_index::add(block_key key, uint32_t node) {
   assert(node < node_set::capacity);
   if (!is_wide_ && node >= 64)
     widen();
@@ -39,7 +39,7 @@ void prefix_index::add(uint64_t key, uint32_t node) {
   wide_.insert(key).insert(node);
 }
 
-void prefix_index::remove(uint64_t key, uint32_t node) {
+void prefix_index::remove(block_key key, uint32_t node) {
   assert(node < node_set::capacity);
   if (!is_wide_) {
     auto* mask = node < 64 ? narrow_.find(key) : nullptr;
@@ -67,15 +67,15 @@ void prefix_index::remove_node(uint32_t node) {
   if (!is_wide_) {
     if (node >= 64)
       return;
-    narrow_.for_each([&](uint64_t, uint64_t& mask) { mask &= ~bit_of(node); });
+    narrow_.for_each([&](const block_key&, uint64_t& mask) { mask &= ~bit_of(node); });
     narrow_.drop_empty();
     return;
   }
-  wide_.for_each([&](uint64_t, node_set& s) { s.erase(node); });
+  wide_.for_each([&](const block_key&, node_set& s) { s.erase(node); });
   wide_.drop_empty();
 }
 
-bool prefix_index::holds(uint64_t key, uint32_t node) const {
+bool prefix_index::holds(block_key key, uint32_t node) const {
   if (!is_wide_) {
     const auto* mask = node < 64 ? narrow_.find(key) : nullptr;
     return mask != nullptr && (*mask & bit_of(node)) != 0;
@@ -84,7 +84,7 @@ bool prefix_index::holds(uint64_t key, uint32_t node) const {
   return nodes != nullptr && nodes->contains(node);
 }
 
-uint32_t prefix_index::cached_prefix(std::span<const uint64_t> keys, uint32_t node) const {
+uint32_t prefix_index::cached_prefix(std::span<const block_key> keys, uint32_t node) const {
   assert(node < node_set::capacity);
   uint32_t n = 0;
   for (auto key : keys) {
@@ -95,7 +95,7 @@ uint32_t prefix_index::cached_prefix(std::span<const uint64_t> keys, uint32_t no
   return n;
 }
 
-prefix_match prefix_index::match(std::span<const uint64_t> keys) const {
+prefix_match prefix_index::match(std::span<const block_key> keys) const {
   prefix_match out;
   size_t i = 0;
   if (!is_wide_) {

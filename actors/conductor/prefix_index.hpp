@@ -5,6 +5,7 @@
 
 #include "actors/common/node_set.hpp"
 #include "actors/conductor/flat_key_map.hpp"
+#include "messages/block_key.hpp"
 
 #include <array>
 #include <cstdint>
@@ -25,17 +26,17 @@ class prefix_index {
   /// breaks). Nodes are a node_set, hence at most node_set::capacity (256) nodes.
   static constexpr size_t entries_max = 1u << 22;
 
-  void add(uint64_t key, uint32_t node);
+  void add(block_key key, uint32_t node);
   /// The block left that node (evicted); forgotten when no node holds it.
-  void remove(uint64_t key, uint32_t node);
+  void remove(block_key key, uint32_t node);
   void remove_node(uint32_t node);
 
   /// Number of leading keys held on `node`.
-  uint32_t cached_prefix(std::span<const uint64_t> keys, uint32_t node) const;
+  uint32_t cached_prefix(std::span<const block_key> keys, uint32_t node) const;
 
   /// Every node's leading keys at once, in one pass over the keys (a node drops out at its
   /// first miss): time proportional to the prompt's blocks, not to nodes times blocks.
-  prefix_match match(std::span<const uint64_t> keys) const;
+  prefix_match match(std::span<const block_key> keys) const;
 
   size_t size() const { return is_wide_ ? wide_.size() : narrow_.size(); }
 
@@ -44,7 +45,7 @@ class prefix_index {
   // clusters; an entry half the size, which is what a placement's lookups touch), a node_set
   // from the first add of a node past 63 on.
   void widen();
-  bool holds(uint64_t key, uint32_t node) const;
+  bool holds(block_key key, uint32_t node) const;
 
   struct no_bits {
     bool operator()(uint64_t mask) const { return mask == 0; }

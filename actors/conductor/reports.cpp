@@ -76,13 +76,13 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     bool ok;
     uint32_t computed_tokens, reused_tokens;
     uint64_t compute_ns;
-    std::vector<uint64_t> stored;
+    std::vector<block_key> stored;
     std::vector<uint64_t> stored_on; // per stored key, node_set::words: the nodes holding it
     uint32_t pulled_blocks;
     uint64_t pull_ns;
     uint32_t pulled_from;
     uint64_t store_ns;
-    std::vector<uint64_t> dropped; // a coupled instance's evictions from its own cache
+    std::vector<block_key> dropped; // a coupled instance's evictions from its own cache
   };
   auto r = read_as<wire::PrefillReport>(msg, [](wire::PrefillReport::Reader in) {
     auto keys = in.getStoredKeys();
@@ -94,11 +94,10 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
     if (on.size() != 0 && on.size() != keys.size() * node_set::words)
       return caf::expected<report>{make_error(
           errc::invalid_argument, "a report needs the holding nodes of every stored key")};
-    return caf::expected<report>{report{in.getRequestId(), in.getInstance(), in.getNode(),
-                                        in.getOk(), in.getComputedTokens(), in.getReusedTokens(),
-                                        in.getComputeNs(), to_vector(keys), to_vector(on),
-                                        in.getPulledBlocks(), in.getPullNs(), in.getPulledFrom(),
-                                        in.getStoreNs(), to_vector(in.getDroppedKeys())}};
+    return caf::expected<report>{report{
+        in.getRequestId(), in.getInstance(), in.getNode(), in.getOk(), in.getComputedTokens(),
+        in.getReusedTokens(), in.getComputeNs(), to_keys(keys), to_vector(on), in.getPulledBlocks(),
+        in.getPullNs(), in.getPulledFrom(), in.getStoreNs(), to_keys(in.getDroppedKeys())}};
   });
   if (!r)
     return st.bad.refuse(st.name, std::move(r.error()));
@@ -189,10 +188,10 @@ void on_blocks_gone(conductor_ptr self, const envelope& msg) {
     return;
   struct gone {
     uint32_t node;
-    std::vector<uint64_t> keys;
+    std::vector<block_key> keys;
   };
   auto g = read_as<wire::BlocksGone>(msg, [](wire::BlocksGone::Reader in) {
-    return gone{in.getNode(), to_vector(in.getKeys())};
+    return gone{in.getNode(), to_keys(in.getKeys())};
   });
   if (!g) {
     st.bad.refuse(st.name, std::move(g.error()));

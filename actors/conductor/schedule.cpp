@@ -18,7 +18,7 @@ struct schedule_args {
   uint64_t request_id = 0;
   uint32_t prompt_tokens = 0;
   uint32_t max_new_tokens = 0;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
 };
 
 envelope reply_rejected(uint64_t id, const std::string& reason, uint64_t retry_after_ms) {
@@ -50,7 +50,7 @@ caf::expected<schedule_args> read_args(const envelope& msg) {
       return caf::expected<schedule_args>{
           make_error(errc::limit_exceeded, "schedule request with over 65536 block keys")};
     return caf::expected<schedule_args>{schedule_args{in.getRequestId(), in.getPromptTokens(),
-                                                      in.getMaxNewTokens(), to_vector(keys)}};
+                                                      in.getMaxNewTokens(), to_keys(keys)}};
   });
 }
 

@@ -86,7 +86,7 @@ struct schedule_view {
 struct request_view {
   uint32_t prompt_tokens = 0;
   uint32_t max_new_tokens = 0;
-  std::span<const uint64_t> keys; // chained block keys
+  std::span<const block_key> keys; // chained block keys
 };
 
 struct decision {

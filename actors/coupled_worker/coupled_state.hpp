@@ -20,7 +20,7 @@ struct coupled_seq {
   uint64_t request_id = 0;
   request_actor requester;
   std::vector<uint32_t> tokens; // the prompt
-  std::vector<uint64_t> keys;   // its blocks' chained keys (the last may be partial)
+  std::vector<block_key> keys;  // its blocks' chained keys (the last may be partial)
   uint32_t max_new_tokens = 0;
   int64_t accepted_ns = 0;
   // Once admitted:

@@ -20,7 +20,7 @@ constexpr size_t job_keys_max = 1u << 16;
 struct job_args {
   uint64_t request_id = 0;
   std::vector<uint32_t> tokens;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   uint32_t max_new_tokens = 0;
 };
 
@@ -30,7 +30,7 @@ caf::expected<job_args> read_job(const envelope& msg) {
       return caf::expected<job_args>{
           make_error(errc::limit_exceeded, "a coupled job with over 65536 block keys")};
     return caf::expected<job_args>{job_args{in.getRequestId(), to_vector(in.getTokens()),
-                                            to_vector(in.getBlockKeys()), in.getMaxNewTokens()}};
+                                            to_keys(in.getBlockKeys()), in.getMaxNewTokens()}};
   });
 }
 

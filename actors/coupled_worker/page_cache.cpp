@@ -21,14 +21,14 @@ page_cache::page_cache(uint32_t pages, bool caching) : caching_(caching), pages_
     free_.push_back(p - 1); // page 0 on top
 }
 
-uint32_t page_cache::match(std::span<const uint64_t> keys) const {
+uint32_t page_cache::match(std::span<const block_key> keys) const {
   uint32_t n = 0;
   while (n < keys.size() && by_key_.count(keys[n]) != 0)
     ++n;
   return n;
 }
 
-std::optional<page_cache::lease> page_cache::acquire(std::span<const uint64_t> keys,
+std::optional<page_cache::lease> page_cache::acquire(std::span<const block_key> keys,
                                                      uint32_t shared_max, uint32_t pages_needed) {
   const uint32_t shared = std::min({match(keys), shared_max, pages_needed});
   // Shared pages with no user are idle: counted as available, but taken as themselves.
@@ -75,11 +75,11 @@ uint32_t page_cache::take_page() {
     evicted_.push_back(pg.key);
   ++evictions_;
   pg.keyed = false;
-  pg.key = 0;
+  pg.key = {};
   return p;
 }
 
-bool page_cache::publish(uint32_t page, uint64_t key) {
+bool page_cache::publish(uint32_t page, block_key key) {
   assert(page < pages_.size() && pages_[page].users > 0);
   auto& pg = pages_[page];
   if (!caching_ || pg.keyed || by_key_.count(key) != 0)
@@ -103,8 +103,8 @@ void page_cache::release(std::span<const uint32_t> pages) {
   }
 }
 
-std::vector<uint64_t> page_cache::take_evicted() {
-  std::vector<uint64_t> out;
+std::vector<block_key> page_cache::take_evicted() {
+  std::vector<block_key> out;
   out.swap(evicted_);
   return out;
 }

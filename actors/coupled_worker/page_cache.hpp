@@ -8,6 +8,8 @@
 // sequence writes only past its reused prefix. Not thread-safe: one per worker actor.
 #pragma once
 
+#include "messages/block_key.hpp"
+
 #include <cstdint>
 #include <list>
 #include <optional>
@@ -33,15 +35,15 @@ class page_cache {
   /// `pages_needed` pages for a sequence whose leading blocks have `keys`: the longest run of
   /// them in the cache, at most `shared_max`, is shared, and the rest are free pages or evicted
   /// ones. None, and nothing changed, when that many cannot be had.
-  std::optional<lease> acquire(std::span<const uint64_t> keys, uint32_t shared_max,
+  std::optional<lease> acquire(std::span<const block_key> keys, uint32_t shared_max,
                                uint32_t pages_needed);
 
   /// How many of the leading `keys` the cache holds, without taking them.
-  uint32_t match(std::span<const uint64_t> keys) const;
+  uint32_t match(std::span<const block_key> keys) const;
 
   /// Page `page`, in use, now holds the whole block `key`: kept for later sequences once its
   /// users are done. False (nothing kept) without caching, or when another page holds `key`.
-  bool publish(uint32_t page, uint64_t key);
+  bool publish(uint32_t page, block_key key);
 
   /// A sequence is done with its pages: cached ones stay until evicted, the rest are free.
   void release(std::span<const uint32_t> pages);
@@ -52,14 +54,14 @@ class page_cache {
   uint32_t cached() const { return static_cast<uint32_t>(by_key_.size()); }
 
   /// Keys evicted since the last call, oldest first (for the conductor's prefix index).
-  std::vector<uint64_t> take_evicted();
+  std::vector<block_key> take_evicted();
   uint64_t evictions() const { return evictions_; }
 
  private:
   struct page {
     uint32_t users = 0;
     bool keyed = false;
-    uint64_t key = 0;
+    block_key key;
     std::list<uint32_t>::iterator idle; // in idle_ while keyed with no user
   };
 
@@ -70,8 +72,8 @@ class page_cache {
   std::vector<page> pages_;
   std::vector<uint32_t> free_; // a stack
   std::list<uint32_t> idle_;   // keyed pages with no user, least recently used first
-  std::unordered_map<uint64_t, uint32_t> by_key_;
-  std::vector<uint64_t> evicted_;
+  std::unordered_map<block_key, uint32_t> by_key_;
+  std::vector<block_key> evicted_;
   uint64_t evictions_ = 0;
 };
 

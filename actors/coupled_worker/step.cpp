@@ -36,7 +36,7 @@ void send_first_token(coupled_ptr self, const coupled_seq& s, uint32_t token) {
 
 // Tells the conductor, as a prefill instance would, that the prompt is computed: what it cost,
 // which of its blocks this instance's cache now holds and which it evicted since.
-void report_prefill(coupled_ptr self, const coupled_seq& s, const std::vector<uint64_t>& cached) {
+void report_prefill(coupled_ptr self, const coupled_seq& s, const std::vector<block_key>& cached) {
   auto& st = self->state;
   const auto evicted = st.cache->take_evicted();
   auto msg = make_envelope<wire::PrefillReport>([&](wire::PrefillReport::Builder out) {
@@ -49,10 +49,10 @@ void report_prefill(coupled_ptr self, const coupled_seq& s, const std::vector<ui
     out.setComputeNs(s.prefill_ns);
     auto keys = out.initStoredKeys(static_cast<unsigned>(cached.size()));
     for (unsigned i = 0; i < cached.size(); ++i)
-      keys.set(i, cached[i]);
+      write_key(keys[i], cached[i]);
     auto dropped = out.initDroppedKeys(static_cast<unsigned>(evicted.size()));
     for (unsigned i = 0; i < evicted.size(); ++i)
-      dropped.set(i, evicted[i]);
+      write_key(dropped[i], evicted[i]);
   });
   self->request(st.parts.dir->conductor, control_timeout, report_atom::value, msg)
       .then([] {},
@@ -159,7 +159,7 @@ uint64_t run_decode(coupled_ptr self, const std::vector<uint64_t>& batch) {
 void end_prefill(coupled_ptr self, coupled_seq& s, uint32_t first_token) {
   auto& st = self->state;
   const uint32_t block = st.parts.engine->config().block_tokens;
-  std::vector<uint64_t> cached;
+  std::vector<block_key> cached;
   for (size_t p = s.reused_tokens / block; p < s.tokens.size() / block; ++p)
     if (st.cache->publish(s.pages[p], s.keys[p]))
       cached.push_back(s.keys[p]);

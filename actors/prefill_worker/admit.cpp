@@ -33,7 +33,7 @@ caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_conf
     prefill_job job;
     job.request_id = in.getRequestId();
     job.tokens = to_vector(tokens);
-    job.keys = to_vector(keys);
+    job.keys = to_keys(keys);
     job.decode_instance = in.getDecodeInstance();
     job.pull = in.getPull();
     for (auto p : pages)
@@ -47,7 +47,7 @@ caf::error check_job(const prefill_job& job, const prefill_state& st) {
   if (auto err = check_prompt(st, job.tokens, job.decode_instance, job.decode_pages))
     return err;
   // Keys name pool blocks: a wrong key would file this prompt's KV under another prefix.
-  auto expected = storage::chain_block_keys(job.tokens, model.block_tokens, model.fingerprint());
+  auto expected = storage::chain_block_keys(job.tokens, model.block_tokens, model.key_root());
   if (expected != job.keys)
     return make_error(errc::invalid_argument, "block keys do not match the prompt's tokens");
   return caf::none;

@@ -35,9 +35,7 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setStoreNs(job.store_started_ns == 0 || !ok
                        ? 0
                        : static_cast<uint64_t>(clock_ns(self) - job.store_started_ns));
-    auto keys = out.initStoredKeys(static_cast<unsigned>(stored.keys.size()));
-    for (unsigned i = 0; i < stored.keys.size(); ++i)
-      keys.set(i, stored.keys[i]);
+    write_keys(out.initStoredKeys(static_cast<unsigned>(stored.keys.size())), stored.keys);
     // node_set::words words per key.
     auto nodes = out.initStoredOn(static_cast<unsigned>(stored.nodes.size() * node_set::words));
     for (unsigned i = 0; i < stored.nodes.size(); ++i)

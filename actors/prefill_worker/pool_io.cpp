@@ -93,7 +93,7 @@ uint32_t block_tokens(prefill_ptr self) {
   return self->state.parts.engine->config().block_tokens;
 }
 
-void report_corrupt(prefill_ptr self, uint64_t key, uint32_t node) {
+void report_corrupt(prefill_ptr self, block_key key, uint32_t node) {
   auto msg = pool_protocol::make_report_corrupt(key, node);
   self->request(self->state.parts.dir->store_master, control_timeout, corrupt_atom::value, msg)
       .then([] {}, [](caf::error&) {});
@@ -342,10 +342,10 @@ void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
 }
 
 void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t> sums,
-                   std::vector<uint64_t> revoke);
+                   std::vector<block_key> revoke);
 void end_store(prefill_ptr self, stored_blocks stored);
 void commit_copies(prefill_ptr self, stored_blocks copies, std::vector<uint64_t> sums,
-                   std::vector<uint64_t> revoke);
+                   std::vector<block_key> revoke);
 
 } // namespace
 
@@ -412,7 +412,7 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
     }
     if (!results[k]) {
       report_corrupt(self, b.key, h.node);
-      b.last_error = make_error(errc::checksum_mismatch, "block " + std::to_string(b.key));
+      b.last_error = make_error(errc::checksum_mismatch, "block " + to_string(b.key));
     } else {
       b.last_error = results[k];
     }
@@ -574,7 +574,7 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
 
 namespace {
 
-void revoke_blocks(prefill_ptr self, const std::vector<uint64_t>& keys) {
+void revoke_blocks(prefill_ptr self, const std::vector<block_key>& keys) {
   if (keys.empty())
     return;
   auto msg = pool_protocol::make_put_revoke(keys);
@@ -583,7 +583,7 @@ void revoke_blocks(prefill_ptr self, const std::vector<uint64_t>& keys) {
 }
 
 void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t> sums,
-                   std::vector<uint64_t> revoke) {
+                   std::vector<block_key> revoke) {
   revoke_blocks(self, revoke);
   if (blocks.keys.empty()) {
     end_store(self, {});
@@ -618,7 +618,7 @@ void end_store(prefill_ptr self, stored_blocks stored) {
     return;
   }
   job.stored = std::move(stored);
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
   for (auto i : pulled) {
@@ -647,7 +647,7 @@ void end_store(prefill_ptr self, stored_blocks stored) {
 
 // Committed copies join the job's report: the conductor learns this node holds them.
 void commit_copies(prefill_ptr self, stored_blocks copies, std::vector<uint64_t> sums,
-                   std::vector<uint64_t> revoke) {
+                   std::vector<block_key> revoke) {
   revoke_blocks(self, revoke);
   if (copies.keys.empty()) {
     finish_store(self, std::move(self->state.storing->stored));

@@ -24,7 +24,7 @@ namespace crescent {
 /// One cached block being loaded into the job's pages: its replicas, nearest first, tried in
 /// turn until one reads and verifies.
 struct block_load {
-  uint64_t key = 0;
+  block_key key;
   uint64_t checksum = 0;
   std::vector<transport::region_handle> replicas;
   uint32_t next = 0; // the replica the next read tries
@@ -35,18 +35,18 @@ struct block_load {
 
 /// A batch of replica writes in flight: the granted blocks and which writes carry each.
 struct block_store {
-  std::vector<uint64_t> keys;           // granted blocks
+  std::vector<block_key> keys;          // granted blocks
   std::vector<size_t> blocks;           // their indices in the prompt
   std::vector<node_set> nodes;          // the nodes holding each one's replicas
   std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
   std::vector<size_t> bytes;            // per block: its stored bytes (encoded, with a codec)
-  std::vector<uint64_t> revoke;         // granted blocks that could not even be written
+  std::vector<block_key> revoke;        // granted blocks that could not even be written
   bool replicate = false; // copies of pulled blocks (committed as replicas), not new blocks
 };
 
 /// Stored blocks: their keys and, per key, the nodes holding them.
 struct stored_blocks {
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   std::vector<node_set> nodes;
 };
 
@@ -91,7 +91,7 @@ struct stage_job {
 struct prefill_job {
   uint64_t request_id = 0;
   std::vector<uint32_t> tokens;
-  std::vector<uint64_t> keys; // chained keys of the blocks, a partial last one included
+  std::vector<block_key> keys; // chained keys of the blocks, a partial last one included
   uint32_t decode_instance = 0;
   std::vector<transport::region_handle> decode_pages;
   bool pull = false; // cached blocks may come from other nodes (and are then stored here)

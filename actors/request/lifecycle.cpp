@@ -48,9 +48,7 @@ void write_prompt(const request_state& st, Builder out) {
   auto tokens = out.initTokens(static_cast<unsigned>(st.tokens.size()));
   for (unsigned i = 0; i < st.tokens.size(); ++i)
     tokens.set(i, st.tokens[i]);
-  auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
-  for (unsigned i = 0; i < st.keys.size(); ++i)
-    keys.set(i, st.keys[i]);
+  write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
 }
 
 void submit_prefill(request_ptr self, std::vector<transport::region_handle> pages) {
@@ -214,9 +212,7 @@ void schedule(request_ptr self) {
     out.setRequestId(st.id);
     out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
     out.setMaxNewTokens(st.max_new_tokens);
-    auto keys = out.initBlockKeys(static_cast<unsigned>(st.keys.size()));
-    for (unsigned i = 0; i < st.keys.size(); ++i)
-      keys.set(i, st.keys[i]);
+    write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
   });
   self->request(st.dir->conductor, control_timeout, schedule_atom::value, msg)
       .then([=](const envelope& reply) { on_schedule_reply(self, reply); },

@@ -7,6 +7,7 @@
 
 #include "actors/cluster/directory.hpp"
 #include "actors/request/request_actor.hpp"
+#include "messages/block_key.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -19,7 +20,7 @@ struct request_options {
   uint32_t block_tokens = 16;
   uint32_t vocab = 256;
   uint32_t context_tokens_max = 8192;
-  uint64_t root_key = 0; // model fingerprint: root of the block-key chain
+  block_key root_key; // the model's key_root(): root of the block-key chain
   uint32_t default_deadline_ms = 300000;
 };
 

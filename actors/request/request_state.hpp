@@ -29,7 +29,7 @@ struct request_state {
   // The request.
   uint64_t id = 0;
   std::vector<uint32_t> tokens;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   uint32_t max_new_tokens = 0;
   // Its life.
   bool placed = false;

@@ -33,7 +33,7 @@ struct node_view {
 
 /// A put_commit waiting for the next synced write (group commit).
 struct queued_commit {
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   std::vector<uint64_t> checksums;
   caf::typed_response_promise<caf::unit_t> promise;
 };
@@ -76,11 +76,11 @@ struct master_state {
   std::vector<queued_commit> commits; // acknowledged by the next flush_commits
   bool commit_flush_sent = false;     // a flush message is in the mailbox
   std::unordered_map<uint64_t, pending_allocation> allocations;
-  std::unordered_map<uint64_t, pending_replica> replica_puts; // by key: one at a time
+  std::unordered_map<block_key, pending_replica> replica_puts; // by key: one at a time
   // Pending blocks: whose put_start recorded them. Only that actor commits or revokes them, so
   // that nobody else can make readable, or take back, blocks it did not write. Entries of blocks
   // no longer pending go at the next sweep.
-  std::unordered_map<uint64_t, caf::actor_addr> writers;
+  std::unordered_map<block_key, caf::actor_addr> writers;
   uint64_t replicas_added = 0;
   uint64_t next_allocation = 0;
 };
@@ -126,6 +126,6 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
 /// Tells the owners that these blocks were used, in this order: one Touch per owner (split at
 /// owner_batch_max keys) naming its DRAM replicas among them, so that their eviction order
 /// follows reads they never see. Fire and forget: a lost touch only ages a block early.
-void touch_replicas(master_ptr self, const std::vector<uint64_t>& keys);
+void touch_replicas(master_ptr self, const std::vector<block_key>& keys);
 
 } // namespace crescent

@@ -20,7 +20,7 @@ namespace crescent {
 
 void free_replicas(master_ptr self, const std::vector<storage::object_record>& records) {
   auto& st = self->state;
-  std::map<uint32_t, std::vector<uint64_t>> by_node;
+  std::map<uint32_t, std::vector<block_key>> by_node;
   for (const auto& r : records)
     for (const auto& x : r.replicas)
       if (x.node < st.nodes.size() && st.nodes[x.node].alive) {
@@ -35,7 +35,7 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
       auto msg = make_envelope<wire::FreeBlocks>([&](wire::FreeBlocks::Builder out) {
         auto list = out.initKeys(static_cast<unsigned>(n));
         for (unsigned i = 0; i < n; ++i)
-          list.set(i, keys[at + i]);
+          write_key(list[i], keys[at + i]);
       });
       self->request(st.nodes[node].owner, control_timeout, free_atom::value, msg)
           .then([] {},
@@ -45,9 +45,9 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
     }
 }
 
-void touch_replicas(master_ptr self, const std::vector<uint64_t>& keys) {
+void touch_replicas(master_ptr self, const std::vector<block_key>& keys) {
   auto& st = self->state;
-  std::map<uint32_t, std::vector<uint64_t>> by_node;
+  std::map<uint32_t, std::vector<block_key>> by_node;
   for (auto key : keys) {
     const auto* r = st.objects->find(key);
     if (r == nullptr || r->state != storage::object_state::complete)
@@ -62,7 +62,7 @@ void touch_replicas(master_ptr self, const std::vector<uint64_t>& keys) {
       auto msg = make_envelope<wire::Touch>([&](wire::Touch::Builder out) {
         auto k = out.initKeys(static_cast<unsigned>(n));
         for (unsigned i = 0; i < n; ++i)
-          k.set(i, list[at + i]);
+          write_key(k[i], list[at + i]);
       });
       self->send(st.nodes[node].owner, touch_atom::value, std::move(msg));
     }
@@ -184,15 +184,13 @@ namespace {
 
 // The conductor's prefix index follows what is in DRAM where (fire and forget: a lost notice
 // costs a placement that expects a block it then does not find).
-void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<uint64_t>& keys) {
+void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<block_key>& keys) {
   const auto& conductor = self->state.dir ? self->state.dir->conductor : conductor_actor{};
   if (!conductor || keys.empty())
     return;
   auto msg = make_envelope<wire::BlocksGone>([&](wire::BlocksGone::Builder out) {
     out.setNode(node);
-    auto list = out.initKeys(static_cast<unsigned>(keys.size()));
-    for (unsigned i = 0; i < keys.size(); ++i)
-      list.set(i, keys[i]);
+    write_keys(out.initKeys(static_cast<unsigned>(keys.size())), keys);
   });
   self->send(conductor, evicted_atom::value, std::move(msg));
 }
@@ -203,11 +201,11 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct request {
     uint32_t node;
-    std::vector<uint64_t> keys;
+    std::vector<block_key> keys;
     std::vector<bool> offloaded;
   };
   auto r = read_as<wire::EvictRequest>(msg, [](wire::EvictRequest::Reader in) {
-    request out{in.getNode(), to_vector(in.getKeys()), {}};
+    request out{in.getNode(), to_keys(in.getKeys()), {}};
     for (auto o : in.getOffloaded())
       out.offloaded.push_back(o);
     return out;
@@ -224,7 +222,7 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
     return err;
   const int64_t now = now_ns(self);
   std::vector<bool> approved;
-  std::vector<uint64_t> gone; // left the node's DRAM
+  std::vector<block_key> gone; // left the node's DRAM
   for (size_t i = 0; i < r->keys.size(); ++i) {
     const auto* rec = st.objects->find(r->keys[i]);
     if (rec == nullptr) {
@@ -279,14 +277,15 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
   };
   struct report {
     uint32_t node;
-    std::unordered_map<uint64_t, held> blocks;
+    std::unordered_map<block_key, held> blocks;
     std::optional<transport::peer_info> peer;
     uint64_t capacity, used;
   };
   auto r = read_as<wire::OwnerReport>(msg, [](wire::OwnerReport::Reader in) {
     report out{in.getNode(), {}, {}, in.getDramCapacityBytes(), in.getDramUsedBytes()};
     for (auto b : in.getBlocks())
-      out.blocks[b.getKey()] = {b.getInDram(), transport::from_wire(b.getDram()), b.getOnSsd()};
+      out.blocks[read_key(b.getKey())] = {b.getInDram(), transport::from_wire(b.getDram()),
+                                          b.getOnSsd()};
     if (in.getHasPeer()) {
       auto peer = transport::from_wire(in.getPeer());
       if (!peer)
@@ -310,7 +309,7 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node"));
   // Replicas the owner no longer has are dropped; what it has but the master does not know
   // (or no longer wants) is freed.
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   st.objects->for_each([&](const storage::object_record& rec) {
     for (const auto& x : rec.replicas)
       if (x.node == r->node)
@@ -335,7 +334,7 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
     if (auto gone = st.objects->set_replicas(key, std::move(next)); gone)
       count_lost(st, *gone);
   }
-  std::vector<uint64_t> drop;
+  std::vector<block_key> drop;
   for (const auto& [key, h] : r->blocks) {
     const auto* rec = st.objects->find(key);
     bool known = false;
@@ -353,9 +352,7 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
   st.nodes[r->node].dram_capacity_bytes = r->capacity;
   st.nodes[r->node].dram_used_bytes = r->used;
   return make_envelope<wire::OwnerReportReply>([&](wire::OwnerReportReply::Builder out) {
-    auto list = out.initDrop(static_cast<unsigned>(drop.size()));
-    for (unsigned i = 0; i < drop.size(); ++i)
-      list.set(i, drop[i]);
+    write_keys(out.initDrop(static_cast<unsigned>(drop.size())), drop);
   });
 }
 

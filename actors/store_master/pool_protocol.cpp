@@ -12,15 +12,16 @@ void fill(capnp::List<uint64_t>::Builder out, std::span<const uint64_t> values) 
     out.set(i, values[i]);
 }
 
-unsigned count(std::span<const uint64_t> values) {
+template <class T>
+unsigned count(std::span<const T> values) {
   return static_cast<unsigned>(values.size());
 }
 
 } // namespace
 
-envelope make_get(std::span<const uint64_t> keys, bool prefix_only) {
+envelope make_get(std::span<const block_key> keys, bool prefix_only) {
   return make_envelope<wire::Get>([&](wire::Get::Builder out) {
-    fill(out.initKeys(count(keys)), keys);
+    write_keys(out.initKeys(count(keys)), keys);
     out.setPrefixOnly(prefix_only);
   });
 }
@@ -29,7 +30,7 @@ caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply)
   return read_as<wire::GetReply>(reply, [](wire::GetReply::Reader in) {
     std::vector<block_location> out;
     for (auto b : in.getBlocks()) {
-      block_location loc{b.getKey(), b.getSizeBytes(), b.getChecksum(), {}};
+      block_location loc{read_key(b.getKey()), b.getSizeBytes(), b.getChecksum(), {}};
       for (auto h : b.getReplicas())
         loc.replicas.push_back(transport::from_wire(h));
       out.push_back(std::move(loc));
@@ -43,7 +44,7 @@ envelope make_put_start(const put_start_args& a) {
     out.setNode(a.node);
     out.setReplicaCount(a.replicas);
     out.setPlacement(a.placement);
-    fill(out.initKeys(count(a.keys)), a.keys);
+    write_keys(out.initKeys(count(a.keys)), a.keys);
     fill(out.initSizes(count(a.sizes)), a.sizes);
     auto positions = out.initChainPositions(static_cast<unsigned>(a.positions.size()));
     for (unsigned i = 0; i < a.positions.size(); ++i)
@@ -56,7 +57,7 @@ caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply)
   return read_as<wire::PutStartReply>(reply, [](wire::PutStartReply::Reader in) {
     std::vector<put_slot> out;
     for (auto s : in.getSlots()) {
-      put_slot x{s.getKey(), {}};
+      put_slot x{read_key(s.getKey()), {}};
       if (s.isReplicas())
         for (auto h : s.getReplicas())
           x.replicas.push_back(transport::from_wire(h));
@@ -66,23 +67,23 @@ caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply)
   });
 }
 
-envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums,
+envelope make_put_commit(std::span<const block_key> keys, std::span<const uint64_t> checksums,
                          bool replicas) {
   return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
-    fill(out.initKeys(count(keys)), keys);
+    write_keys(out.initKeys(count(keys)), keys);
     fill(out.initChecksums(count(checksums)), checksums);
     out.setReplicas(replicas);
   });
 }
 
-envelope make_put_revoke(std::span<const uint64_t> keys) {
+envelope make_put_revoke(std::span<const block_key> keys) {
   return make_envelope<wire::PutRevoke>(
-      [&](wire::PutRevoke::Builder out) { fill(out.initKeys(count(keys)), keys); });
+      [&](wire::PutRevoke::Builder out) { write_keys(out.initKeys(count(keys)), keys); });
 }
 
-envelope make_report_corrupt(uint64_t key, uint32_t node) {
+envelope make_report_corrupt(block_key key, uint32_t node) {
   return make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder out) {
-    out.setKey(key);
+    write_key(out.initKey(), key);
     out.setNode(node);
   });
 }

@@ -2,6 +2,7 @@
 // prefill worker (from its actor) and the pool client library (blocking) both speak it.
 #pragma once
 
+#include "messages/block_key.hpp"
 #include "messages/envelope.hpp"
 #include "messages/schema/store.capnp.h"
 #include "transport/region_handle.hpp"
@@ -17,7 +18,7 @@ namespace crescent::pool_protocol {
 /// A block a get found: where its replicas are and what its bytes must hash to. No replicas:
 /// not readable now (a miss).
 struct block_location {
-  uint64_t key = 0;
+  block_key key;
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
   std::vector<transport::region_handle> replicas;
@@ -26,7 +27,7 @@ struct block_location {
 /// Space granted by put_start for one key; no replicas: skip this block (it exists already, or
 /// there was no room).
 struct put_slot {
-  uint64_t key = 0;
+  block_key key;
   std::vector<transport::region_handle> replicas;
 };
 
@@ -34,21 +35,21 @@ struct put_start_args {
   uint32_t node = 0; // the client's node (local-first placement)
   uint32_t replicas = 1;
   wire::ReplicaPlacement placement = wire::ReplicaPlacement::MOST_FREE;
-  std::span<const uint64_t> keys;
+  std::span<const block_key> keys;
   std::span<const uint64_t> sizes;     // per key
   std::span<const uint32_t> positions; // per key: its position in its prefix chain
   bool replicate = false;              // one more replica of existing blocks on `node`
 };
 
-envelope make_get(std::span<const uint64_t> keys, bool prefix_only);
+envelope make_get(std::span<const block_key> keys, bool prefix_only);
 caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply);
 
 envelope make_put_start(const put_start_args& a);
 caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply);
 
-envelope make_put_commit(std::span<const uint64_t> keys, std::span<const uint64_t> checksums,
+envelope make_put_commit(std::span<const block_key> keys, std::span<const uint64_t> checksums,
                          bool replicas = false);
-envelope make_put_revoke(std::span<const uint64_t> keys);
-envelope make_report_corrupt(uint64_t key, uint32_t node);
+envelope make_put_revoke(std::span<const block_key> keys);
+envelope make_report_corrupt(block_key key, uint32_t node);
 
 } // namespace crescent::pool_protocol

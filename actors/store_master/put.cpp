@@ -20,7 +20,7 @@ struct put_args {
   uint32_t node = 0; // the writer's; may have no owner (a client outside the pool's nodes)
   uint32_t replicas = 1;
   wire::ReplicaPlacement placement = wire::ReplicaPlacement::LOCAL_FIRST;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   std::vector<uint64_t> sizes;
   std::vector<uint32_t> positions;
   bool replicate = false; // one more replica of existing blocks on `node`
@@ -88,7 +88,7 @@ std::vector<uint32_t> candidates(master_ptr self, const put_args& a) {
 // The allocation of one put in flight: which node holds which replica of which key.
 struct put_round {
   put_args args;
-  std::vector<uint64_t> fresh;                            // keys being allocated
+  std::vector<block_key> fresh;                           // keys being allocated
   std::vector<std::vector<uint32_t>> nodes;               // per fresh key
   std::vector<std::vector<transport::region_handle>> got; // per fresh key, per replica
   size_t outstanding = 0;
@@ -97,13 +97,13 @@ struct put_round {
 };
 
 envelope make_reply(master_ptr self, const put_round& round,
-                    const std::unordered_map<uint64_t, size_t>& granted) {
+                    const std::unordered_map<block_key, size_t>& granted) {
   auto& st = self->state;
   return make_envelope<wire::PutStartReply>([&](wire::PutStartReply::Builder out) {
     auto slots = out.initSlots(static_cast<unsigned>(round.args.keys.size()));
     for (unsigned i = 0; i < round.args.keys.size(); ++i) {
-      const uint64_t key = round.args.keys[i];
-      slots[i].setKey(key);
+      const block_key key = round.args.keys[i];
+      write_key(slots[i].initKey(), key);
       if (auto g = granted.find(key); g != granted.end()) {
         const auto& handles = round.got[g->second];
         auto list = slots[i].initReplicas(static_cast<unsigned>(handles.size()));
@@ -121,13 +121,13 @@ envelope make_reply(master_ptr self, const put_round& round,
 // A replicate round: each granted replica waits for its commit; what cannot be one goes back.
 void finish_replicas(master_ptr self, std::shared_ptr<put_round> round) {
   auto& st = self->state;
-  std::unordered_map<uint64_t, size_t> granted;
+  std::unordered_map<block_key, size_t> granted;
   std::vector<storage::object_record> give_back;
   const int64_t deadline =
       now_ns(self) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.put_timeout).count();
   for (size_t k = 0; k < round->fresh.size(); ++k) {
-    const uint64_t key = round->fresh[k];
+    const block_key key = round->fresh[k];
     const auto& h = round->got[k][0];
     if (!h.valid())
       continue;
@@ -155,7 +155,7 @@ void finish(master_ptr self, std::shared_ptr<put_round> round) {
   auto& st = self->state;
   std::vector<storage::object_record> records;
   std::vector<storage::object_record> give_back;
-  std::unordered_map<uint64_t, size_t> granted;
+  std::unordered_map<block_key, size_t> granted;
   const int64_t deadline =
       now_ns(self) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.put_timeout).count();
@@ -202,11 +202,11 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
     auto sizes = out.initSizes(static_cast<unsigned>(slots.size()));
     auto positions = out.initChainPositions(static_cast<unsigned>(slots.size()));
     for (unsigned i = 0; i < slots.size(); ++i) {
-      const uint64_t key = round->fresh[slots[i].first];
+      const block_key key = round->fresh[slots[i].first];
       const size_t at =
           static_cast<size_t>(std::find(round->args.keys.begin(), round->args.keys.end(), key) -
                               round->args.keys.begin());
-      keys.set(i, key);
+      write_key(keys[i], key);
       sizes.set(i, round->args.sizes[at]);
       positions.set(i, round->args.positions[at]);
     }
@@ -263,13 +263,10 @@ void abandon_allocations(master_ptr self, uint32_t node) {
 caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::PutStart>(msg, [](wire::PutStart::Reader in) {
-    return put_args{in.getNode(),
-                    in.getReplicaCount(),
-                    in.getPlacement(),
-                    to_vector(in.getKeys()),
-                    to_vector(in.getSizes()),
-                    to_vector(in.getChainPositions()),
-                    in.getReplicate()};
+    return put_args{
+        in.getNode(),          in.getReplicaCount(),     in.getPlacement(),
+        to_keys(in.getKeys()), to_vector(in.getSizes()), to_vector(in.getChainPositions()),
+        in.getReplicate()};
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -279,14 +276,14 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   round->args = std::move(*a);
   round->writer = caf::actor_cast<caf::actor_addr>(self->current_sender());
   std::map<uint32_t, std::vector<std::pair<size_t, size_t>>> per_node; // node -> (key, replica)
-  std::unordered_set<uint64_t> seen;
-  std::vector<uint64_t> again; // exist already: produced again, a use as much as a read is
+  std::unordered_set<block_key> seen;
+  std::vector<block_key> again; // exist already: produced again, a use as much as a read is
   const bool replicate = round->args.replicate;
   if (replicate && (round->args.node >= st.nodes.size() || !st.nodes[round->args.node].alive))
     return st.bad.refuse(
         st.name, make_error(errc::invalid_argument, "a replica goes to a live node of the pool"));
   for (size_t i = 0; i < round->args.keys.size(); ++i) {
-    const uint64_t key = round->args.keys[i];
+    const block_key key = round->args.keys[i];
     if (!seen.insert(key).second)
       continue;
     if (replicate) {
@@ -338,12 +335,12 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
 namespace {
 
 // Pending blocks among `keys` that another actor than their writer names: the first refused.
-caf::error check_writer(master_ptr self, const std::vector<uint64_t>& keys, const char* what) {
+caf::error check_writer(master_ptr self, const std::vector<block_key>& keys, const char* what) {
   auto& st = self->state;
   for (auto key : keys)
     if (auto w = st.writers.find(key); w != st.writers.end())
       if (auto err = refuse_unless_sent_by(self, w->second,
-                                           std::string{what} + " of block " + std::to_string(key),
+                                           std::string{what} + " of block " + to_string(key),
                                            "the actor whose put started it"))
         return err;
   return caf::none;
@@ -352,16 +349,16 @@ caf::error check_writer(master_ptr self, const std::vector<uint64_t>& keys, cons
 // Commits granted replicas of existing blocks: each must be one this master granted, on its
 // node, with the block's own checksum; then the block has one more replica (written unsynced,
 // as replica changes are: a crash may forget it, never claim a copy that is not there).
-caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
+caf::error commit_replicas(master_ptr self, const std::vector<block_key>& keys,
                            const std::vector<uint64_t>& sums) {
   auto& st = self->state;
   if (keys.size() != sums.size())
     return make_error(errc::invalid_argument, "a commit needs a checksum per key");
   for (auto key : keys)
     if (auto p = st.replica_puts.find(key); p != st.replica_puts.end())
-      if (auto err = refuse_unless_sent_by(
-              self, p->second.writer, "the commit of a replica of block " + std::to_string(key),
-              "the actor it was granted to"))
+      if (auto err = refuse_unless_sent_by(self, p->second.writer,
+                                           "the commit of a replica of block " + to_string(key),
+                                           "the actor it was granted to"))
         return err;
   caf::error first;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -369,7 +366,7 @@ caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
     if (p == st.replica_puts.end()) {
       first = first ? first
                     : make_error(errc::not_found,
-                                 "no replica of " + std::to_string(keys[i]) + " is being written");
+                                 "no replica of " + to_string(keys[i]) + " is being written");
       continue;
     }
     const auto granted = p->second;
@@ -382,7 +379,7 @@ caf::error commit_replicas(master_ptr self, const std::vector<uint64_t>& keys,
       free_replicas(self, {back});
       first = first ? first
                     : make_error(errc::checksum_mismatch,
-                                 "replica of " + std::to_string(keys[i]) +
+                                 "replica of " + to_string(keys[i]) +
                                      " is not the block (gone, or other bytes)");
       continue;
     }
@@ -429,11 +426,12 @@ void reclaim_replica_puts(master_ptr self) {
 caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   struct commit_args {
-    std::vector<uint64_t> keys, sums;
+    std::vector<block_key> keys;
+    std::vector<uint64_t> sums;
     bool replicas;
   };
   auto c = read_as<wire::PutCommit>(msg, [](wire::PutCommit::Reader in) {
-    return commit_args{to_vector(in.getKeys()), to_vector(in.getChecksums()), in.getReplicas()};
+    return commit_args{to_keys(in.getKeys()), to_vector(in.getChecksums()), in.getReplicas()};
   });
   if (!c)
     return st.bad.refuse(st.name, std::move(c.error()));
@@ -462,8 +460,9 @@ caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
 void flush_commits(master_ptr self) {
   auto& st = self->state;
   st.commit_flush_sent = false;
-  std::vector<uint64_t> keys, sums;
-  std::unordered_set<uint64_t> seen;
+  std::vector<block_key> keys;
+  std::vector<uint64_t> sums;
+  std::unordered_set<block_key> seen;
   std::vector<queued_commit> group;
   size_t taken = 0;
   for (; taken < st.commits.size(); ++taken) {
@@ -475,7 +474,7 @@ void flush_commits(master_ptr self) {
     for (size_t i = 0; !err && i < c.keys.size(); ++i)
       if (seen.count(c.keys[i]) != 0)
         err = make_error(errc::not_found,
-                         "block " + std::to_string(c.keys[i]) + " is committed by another put");
+                         "block " + to_string(c.keys[i]) + " is committed by another put");
     if (err) {
       c.promise.deliver(std::move(err));
       continue;
@@ -508,7 +507,7 @@ void flush_commits(master_ptr self) {
 caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys = read_as<wire::PutRevoke>(
-      msg, [](wire::PutRevoke::Reader in) { return to_vector(in.getKeys()); });
+      msg, [](wire::PutRevoke::Reader in) { return to_keys(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (keys->size() > storage::object_store::batch_max)
@@ -517,9 +516,9 @@ caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
     return err;
   for (auto key : *keys)
     if (auto p = st.replica_puts.find(key); p != st.replica_puts.end())
-      if (auto err = refuse_unless_sent_by(
-              self, p->second.writer, "the revoke of a replica of block " + std::to_string(key),
-              "the actor it was granted to"))
+      if (auto err = refuse_unless_sent_by(self, p->second.writer,
+                                           "the revoke of a replica of block " + to_string(key),
+                                           "the actor it was granted to"))
         return err;
   for (auto key : *keys)
     st.writers.erase(key);

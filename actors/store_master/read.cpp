@@ -45,7 +45,7 @@ availability available(master_ptr self, const storage::object_record* r) {
 }
 
 struct get_args {
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   bool prefix_only = false;
 };
 
@@ -55,9 +55,9 @@ envelope answer(master_ptr self, const get_args& a) {
   const int64_t until =
       now_ns(self) +
       std::chrono::duration_cast<std::chrono::nanoseconds>(st.options.lease_ttl).count();
-  std::vector<uint64_t> shown;
-  std::vector<uint64_t> used; // returned with DRAM replicas: the owners hear of it
-  std::unordered_set<uint64_t> seen;
+  std::vector<block_key> shown;
+  std::vector<block_key> used; // returned with DRAM replicas: the owners hear of it
+  std::unordered_set<block_key> seen;
   for (auto key : a.keys) {
     const bool in_dram = available(self, st.objects->find(key)) == availability::dram;
     if (!in_dram && a.prefix_only)
@@ -70,7 +70,7 @@ envelope answer(master_ptr self, const get_args& a) {
   return make_envelope<wire::GetReply>([&](wire::GetReply::Builder out) {
     auto blocks = out.initBlocks(static_cast<unsigned>(shown.size()));
     for (unsigned i = 0; i < shown.size(); ++i) {
-      blocks[i].setKey(shown[i]);
+      write_key(blocks[i].initKey(), shown[i]);
       const auto* r = st.objects->find(shown[i]);
       if (available(self, r) != availability::dram)
         continue;
@@ -90,7 +90,7 @@ envelope answer(master_ptr self, const get_args& a) {
 }
 
 // Records where a promoted block now sits in DRAM.
-void promoted(master_ptr self, uint32_t node, uint64_t key, const transport::region_handle& h) {
+void promoted(master_ptr self, uint32_t node, block_key key, const transport::region_handle& h) {
   auto& st = self->state;
   const auto* r = st.objects->find(key);
   if (r == nullptr || !h.valid())
@@ -107,7 +107,7 @@ void promoted(master_ptr self, uint32_t node, uint64_t key, const transport::reg
 // Takes `node`'s replicas out of a complete block's record, for a copy that is bad or gone; a
 // block left without replicas is forgotten and counted lost. Returns the record as it was with
 // only the replicas taken (none: nothing to take).
-caf::expected<std::optional<storage::object_record>> take_replicas(master_ptr self, uint64_t key,
+caf::expected<std::optional<storage::object_record>> take_replicas(master_ptr self, block_key key,
                                                                    uint32_t node) {
   auto& st = self->state;
   const auto* r = st.objects->find(key);
@@ -137,14 +137,14 @@ struct promote_outcome {
 caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::Get>(msg, [](wire::Get::Reader in) {
-    return get_args{to_vector(in.getKeys()), in.getPrefixOnly()};
+    return get_args{to_keys(in.getKeys()), in.getPrefixOnly()};
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
   if (auto err = check_keys(a->keys.size()))
     return st.bad.refuse(st.name, std::move(err));
   // Blocks only on SSD are promoted first (the prefix up to the first missing block).
-  std::map<uint32_t, std::vector<uint64_t>> promote;
+  std::map<uint32_t, std::vector<block_key>> promote;
   for (auto key : a->keys) {
     const auto* r = st.objects->find(key);
     auto where = available(self, r);
@@ -164,9 +164,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
   auto outstanding = std::make_shared<size_t>(promote.size());
   for (auto& [node, keys] : promote) {
     auto req = make_envelope<wire::Promote>([&](wire::Promote::Builder out) {
-      auto list = out.initKeys(static_cast<unsigned>(keys.size()));
-      for (unsigned i = 0; i < keys.size(); ++i)
-        list.set(i, keys[i]);
+      write_keys(out.initKeys(static_cast<unsigned>(keys.size())), keys);
     });
     auto done = [=, node = node, keys = keys](promote_outcome o) mutable {
       for (size_t i = 0; i < keys.size() && i < o.handles.size(); ++i)
@@ -174,7 +172,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
       for (size_t i = 0; i < keys.size() && i < o.lost.size(); ++i)
         if (o.lost[i])
           if (auto taken = take_replicas(self, keys[i], node); !taken)
-            spdlog::error("store_master: dropping a replica of {}: {}", keys[i],
+            spdlog::error("store_master: dropping a replica of {}: {}", to_string(keys[i]),
                           describe(taken.error()));
       if (--*outstanding == 0)
         rp.deliver(answer(self, *a));
@@ -200,7 +198,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
 caf::result<envelope> on_exists(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys =
-      read_as<wire::Exists>(msg, [](wire::Exists::Reader in) { return to_vector(in.getKeys()); });
+      read_as<wire::Exists>(msg, [](wire::Exists::Reader in) { return to_keys(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (auto err = check_keys(keys->size()))
@@ -215,7 +213,7 @@ caf::result<envelope> on_exists(master_ptr self, const envelope& msg) {
 caf::result<void> on_remove(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto keys =
-      read_as<wire::Remove>(msg, [](wire::Remove::Reader in) { return to_vector(in.getKeys()); });
+      read_as<wire::Remove>(msg, [](wire::Remove::Reader in) { return to_keys(in.getKeys()); });
   if (!keys)
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (auto err = check_keys(keys->size()))
@@ -230,18 +228,18 @@ caf::result<void> on_remove(master_ptr self, const envelope& msg) {
 caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin) {
   auto& st = self->state;
   struct pin_args {
-    std::vector<uint64_t> keys;
+    std::vector<block_key> keys;
     bool hard = false;
     uint32_t ttl_ms = 0;
   };
   caf::expected<pin_args> a{pin_args{}};
   if (pin)
     a = read_as<wire::Pin>(msg, [](wire::Pin::Reader in) {
-      return pin_args{to_vector(in.getKeys()), in.getHard(), in.getTtlMs()};
+      return pin_args{to_keys(in.getKeys()), in.getHard(), in.getTtlMs()};
     });
   else
     a = read_as<wire::Unpin>(msg, [](wire::Unpin::Reader in) {
-      return pin_args{to_vector(in.getKeys()), false, 0};
+      return pin_args{to_keys(in.getKeys()), false, 0};
     });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -262,7 +260,7 @@ caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin) {
 caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
   auto& st = self->state;
   auto a = read_as<wire::ReportCorrupt>(msg, [](wire::ReportCorrupt::Reader in) {
-    return std::make_pair(in.getKey(), in.getNode());
+    return std::make_pair(read_key(in.getKey()), in.getNode());
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -297,7 +295,7 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
       rp.deliver(caf::unit);
   };
   const auto ask = make_envelope<wire::VerifyBlock>([&](wire::VerifyBlock::Builder out) {
-    out.setKey(key);
+    write_key(out.initKey(), key);
     out.setChecksum(r->checksum);
   });
   self->request(st.nodes[node].owner, control_timeout, verify_atom::value, ask)

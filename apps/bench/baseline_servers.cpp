@@ -75,10 +75,8 @@ caf::error await_listening(uint16_t port, const std::string& name) {
   return make_error(errc::timeout, name + " did not listen on port " + std::to_string(port));
 }
 
-std::string key_text(uint64_t key) {
-  char buf[24];
-  std::snprintf(buf, sizeof(buf), "k%016llx", static_cast<unsigned long long>(key));
-  return buf;
+std::string key_text(block_key key) {
+  return "k" + to_string(key);
 }
 
 caf::expected<baseline_server> start(const std::string& name, const std::string& program,
@@ -105,7 +103,7 @@ class memcached_client final : public kv_client {
   explicit memcached_client(memcached_st* m) : m_(m) {}
   ~memcached_client() override { memcached_free(m_); }
 
-  caf::error put(uint64_t key, std::span<const std::byte> value) override {
+  caf::error put(block_key key, std::span<const std::byte> value) override {
     auto k = key_text(key);
     auto rc = memcached_set(m_, k.data(), k.size(), reinterpret_cast<const char*>(value.data()),
                             value.size(), 0, 0);
@@ -115,7 +113,7 @@ class memcached_client final : public kv_client {
     return caf::none;
   }
 
-  caf::expected<bool> get(uint64_t key, std::span<std::byte> out) override {
+  caf::expected<bool> get(block_key key, std::span<std::byte> out) override {
     auto k = key_text(key);
     size_t len = 0;
     uint32_t flags = 0;
@@ -146,7 +144,7 @@ class redis_client final : public kv_client {
   explicit redis_client(redisContext* c) : c_(c) {}
   ~redis_client() override { redisFree(c_); }
 
-  caf::error put(uint64_t key, std::span<const std::byte> value) override {
+  caf::error put(block_key key, std::span<const std::byte> value) override {
     auto k = key_text(key);
     auto* r = static_cast<redisReply*>(
         redisCommand(c_, "SET %b %b", k.data(), k.size(), value.data(), value.size()));
@@ -157,7 +155,7 @@ class redis_client final : public kv_client {
     return ok ? caf::error{} : make_error(errc::io_error, "redis SET was refused");
   }
 
-  caf::expected<bool> get(uint64_t key, std::span<std::byte> out) override {
+  caf::expected<bool> get(block_key key, std::span<std::byte> out) override {
     auto k = key_text(key);
     auto* r = static_cast<redisReply*>(redisCommand(c_, "GET %b", k.data(), k.size()));
     if (r == nullptr)

@@ -29,8 +29,8 @@ class pool_kv_client final : public kv_client {
   pool_kv_client(std::unique_ptr<pool::pool_client> c, uint32_t replicas)
       : client_(std::move(c)), replicas_(replicas) {}
 
-  caf::error put(uint64_t key, std::span<const std::byte> value) override {
-    const uint64_t keys[] = {key};
+  caf::error put(block_key key, std::span<const std::byte> value) override {
+    const block_key keys[] = {key};
     const std::span<const std::byte> values[] = {value};
     auto done = client_->put(keys, values, replicas_);
     if (!done)
@@ -40,8 +40,8 @@ class pool_kv_client final : public kv_client {
     return caf::none;
   }
 
-  caf::expected<bool> get(uint64_t key, std::span<std::byte> out) override {
-    const uint64_t keys[] = {key};
+  caf::expected<bool> get(block_key key, std::span<std::byte> out) override {
+    const block_key keys[] = {key};
     const std::span<std::byte> outs[] = {out};
     auto got = client_->get(keys, outs);
     if (!got)

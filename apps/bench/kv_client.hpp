@@ -3,6 +3,8 @@
 // behind it, so every system runs the very same loop.
 #pragma once
 
+#include "messages/block_key.hpp"
+
 #include <caf/error.hpp>
 #include <caf/expected.hpp>
 
@@ -20,10 +22,10 @@ class kv_client {
   virtual ~kv_client() = default;
 
   /// Stores `value` under `key`; returns once the store acknowledged it.
-  virtual caf::error put(uint64_t key, std::span<const std::byte> value) = 0;
+  virtual caf::error put(block_key key, std::span<const std::byte> value) = 0;
 
   /// Reads the value of `key` into `out` (exactly its size); false: a miss.
-  virtual caf::expected<bool> get(uint64_t key, std::span<std::byte> out) = 0;
+  virtual caf::expected<bool> get(block_key key, std::span<std::byte> out) = 0;
 };
 
 /// Opens one more connection (one per client thread).

@@ -26,10 +26,11 @@ std::vector<std::byte> payload(uint64_t value_bytes) {
   return v;
 }
 
-void stamp(std::vector<std::byte>& v, uint64_t key) {
-  std::memcpy(v.data(), &key, std::min<size_t>(8, v.size()));
+// The benchmark's keys differ in their low word only: that is what the value carries.
+void stamp(std::vector<std::byte>& v, block_key key) {
+  std::memcpy(v.data(), &key.lo, std::min<size_t>(8, v.size()));
   if (v.size() >= 16)
-    std::memcpy(v.data() + v.size() - 8, &key, 8);
+    std::memcpy(v.data() + v.size() - 8, &key.lo, 8);
 }
 
 double percentile_us(std::vector<double>& us, double p) {
@@ -59,7 +60,7 @@ phase_result run_phase(std::vector<std::unique_ptr<kv_client>>& clients, bool pu
       latencies[c].reserve(ops_per_client * rounds);
       ready.arrive_and_wait();
       for (uint64_t i = 0; i < ops_per_client * rounds; ++i) {
-        const uint64_t key = key_base + c * ops_per_client + i % ops_per_client;
+        const block_key key{0, key_base + c * ops_per_client + i % ops_per_client};
         stamp(expected, key);
         const auto t0 = clock_type::now();
         caf::error err;

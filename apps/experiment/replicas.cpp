@@ -36,7 +36,7 @@ struct block_state {
 
 struct replica_change {
   int64_t time_ns;
-  uint64_t key;
+  block_key key;
   uint32_t replicas;
 };
 
@@ -56,13 +56,13 @@ class replica_tracker {
       on_gone(m.time_ns, *payload);
   }
 
-  const std::unordered_map<uint64_t, block_state>& blocks() const { return blocks_; }
+  const std::unordered_map<block_key, block_state>& blocks() const { return blocks_; }
   const std::vector<replica_change>& changes() const { return changes_; }
 
  private:
   void on_schedule(const envelope& e) {
     auto keys = read_as<wire::ScheduleRequest>(
-        e, [](wire::ScheduleRequest::Reader in) { return to_vector(in.getBlockKeys()); });
+        e, [](wire::ScheduleRequest::Reader in) { return to_keys(in.getBlockKeys()); });
     if (!keys)
       return;
     for (uint32_t i = 0; i < keys->size(); ++i) {
@@ -78,10 +78,11 @@ class replica_tracker {
   void on_report(int64_t time_ns, const envelope& e) {
     struct stored {
       uint32_t node;
-      std::vector<uint64_t> keys, on;
+      std::vector<block_key> keys;
+      std::vector<uint64_t> on;
     };
     auto r = read_as<wire::PrefillReport>(e, [](wire::PrefillReport::Reader in) {
-      return stored{in.getNode(), to_vector(in.getStoredKeys()), to_vector(in.getStoredOn())};
+      return stored{in.getNode(), to_keys(in.getStoredKeys()), to_vector(in.getStoredOn())};
     });
     if (!r)
       return;
@@ -100,10 +101,10 @@ class replica_tracker {
   void on_gone(int64_t time_ns, const envelope& e) {
     struct gone {
       uint32_t node;
-      std::vector<uint64_t> keys;
+      std::vector<block_key> keys;
     };
     auto g = read_as<wire::BlocksGone>(e, [](wire::BlocksGone::Reader in) {
-      return gone{in.getNode(), to_vector(in.getKeys())};
+      return gone{in.getNode(), to_keys(in.getKeys())};
     });
     if (!g || g->node >= node_set::capacity)
       return;
@@ -115,7 +116,7 @@ class replica_tracker {
       }
   }
 
-  void set(int64_t time_ns, uint64_t key, const node_set& nodes) {
+  void set(int64_t time_ns, block_key key, const node_set& nodes) {
     auto& b = blocks_[key];
     if (b.nodes == nodes)
       return;
@@ -123,17 +124,17 @@ class replica_tracker {
     changes_.push_back({time_ns, key, nodes.size()});
   }
 
-  std::unordered_map<uint64_t, block_state> blocks_;
+  std::unordered_map<block_key, block_state> blocks_;
   std::vector<replica_change> changes_;
 };
 
 // Blocks by use, most used first; ties by first use.
-std::vector<uint64_t> by_use(const std::unordered_map<uint64_t, block_state>& blocks) {
-  std::vector<uint64_t> keys;
+std::vector<block_key> by_use(const std::unordered_map<block_key, block_state>& blocks) {
+  std::vector<block_key> keys;
   for (const auto& [key, b] : blocks)
     if (b.uses > 0)
       keys.push_back(key);
-  std::sort(keys.begin(), keys.end(), [&](uint64_t x, uint64_t y) {
+  std::sort(keys.begin(), keys.end(), [&](const block_key& x, const block_key& y) {
     const auto &a = blocks.at(x), &b = blocks.at(y);
     return a.uses != b.uses ? a.uses > b.uses : a.first_seen < b.first_seen;
   });
@@ -141,7 +142,7 @@ std::vector<uint64_t> by_use(const std::unordered_map<uint64_t, block_state>& bl
 }
 
 // The replica count of `key` at each of `times_ns` (the changes are in time order).
-std::vector<uint32_t> curve_of(uint64_t key, const std::vector<replica_change>& changes,
+std::vector<uint32_t> curve_of(block_key key, const std::vector<replica_change>& changes,
                                const std::vector<int64_t>& times_ns) {
   std::vector<uint32_t> out;
   uint32_t now = 0;
@@ -202,7 +203,7 @@ class replicas_experiment final : public experiment {
     for (size_t rank : ranks) {
       if (rank > order.size())
         continue;
-      const uint64_t key = order[rank - 1];
+      const block_key key = order[rank - 1];
       const auto& b = tracker.blocks().at(key);
       const auto curve = curve_of(key, tracker.changes(), times_ns);
       const uint32_t most = *std::max_element(curve.begin(), curve.end());

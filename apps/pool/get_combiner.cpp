@@ -6,7 +6,7 @@
 namespace crescent::pool {
 
 caf::expected<std::vector<pool_protocol::block_location>>
-get_combiner::locate(std::span<const uint64_t> keys, const ask_fn& ask) {
+get_combiner::locate(std::span<const block_key> keys, const ask_fn& ask) {
   if (keys.empty() || keys.size() > keys_max)
     return make_error(errc::invalid_argument, "a get names 1 to 4096 keys");
   waiter self{keys};
@@ -24,7 +24,7 @@ get_combiner::locate(std::span<const uint64_t> keys, const ask_fn& ask) {
 // Sends the queued gets (up to keys_max keys) as one Get, unlocked while it is at the master.
 void get_combiner::lead(std::unique_lock<std::mutex>& guard, const ask_fn& ask) {
   std::vector<waiter*> batch;
-  std::vector<uint64_t> keys;
+  std::vector<block_key> keys;
   while (!queue_.empty() && keys.size() + queue_.front()->keys.size() <= keys_max) {
     auto* w = queue_.front();
     queue_.pop_front();

@@ -34,7 +34,7 @@ class get_combiner {
 
   /// Where `keys` are (in order), asked together with whatever other threads ask meanwhile.
   /// invalid_argument unless `keys` holds 1 to keys_max keys.
-  caf::expected<std::vector<pool_protocol::block_location>> locate(std::span<const uint64_t> keys,
+  caf::expected<std::vector<pool_protocol::block_location>> locate(std::span<const block_key> keys,
                                                                    const ask_fn& ask);
 
   /// Gets sent, and Get requests that carried them (for the benchmark's report).
@@ -45,7 +45,7 @@ class get_combiner {
 
  private:
   struct waiter {
-    std::span<const uint64_t> keys;
+    std::span<const block_key> keys;
     caf::expected<std::vector<pool_protocol::block_location>> result =
         make_error(errc::unavailable, "not answered yet");
     bool done = false;

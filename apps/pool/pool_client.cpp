@@ -116,9 +116,9 @@ caf::error pool_client::await_live_nodes(uint32_t count, std::chrono::millisecon
   }
 }
 
-caf::expected<std::vector<uint64_t>>
-pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const std::byte>> blocks,
-                 uint32_t replicas) {
+caf::expected<std::vector<block_key>>
+pool_client::put(std::span<const block_key> keys,
+                 std::span<const std::span<const std::byte>> blocks, uint32_t replicas) {
   std::vector<uint64_t> sizes;
   for (const auto& b : blocks)
     sizes.push_back(b.size());
@@ -158,7 +158,8 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
       if ((*results)[o].state != transport::op_state::completed)
         written[op_block[o]] = false;
   }
-  std::vector<uint64_t> commit, sums, revoke;
+  std::vector<block_key> commit, revoke;
+  std::vector<uint64_t> sums;
   for (size_t i = 0; i < slots->size(); ++i) {
     if (written[i]) {
       commit.push_back(keys[i]);
@@ -179,7 +180,7 @@ pool_client::put(std::span<const uint64_t> keys, std::span<const std::span<const
   return commit;
 }
 
-caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys,
+caf::expected<std::vector<bool>> pool_client::get(std::span<const block_key> keys,
                                                   std::span<const std::span<std::byte>> out) {
   if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
     return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");
@@ -195,7 +196,7 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const uint64_t> keys
   return ok;
 }
 
-caf::expected<size_t> pool_client::get_prefix(std::span<const uint64_t> keys,
+caf::expected<size_t> pool_client::get_prefix(std::span<const block_key> keys,
                                               std::span<const std::span<std::byte>> out) {
   if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
     return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");

@@ -52,19 +52,19 @@ class pool_client {
   /// Stores blocks (keys[i] holds blocks[i]) with `replicas` copies each; returns the keys that
   /// were acknowledged (committed and synced). Blocks that could not be placed or written are
   /// revoked and left out.
-  caf::expected<std::vector<uint64_t>> put(std::span<const uint64_t> keys,
-                                           std::span<const std::span<const std::byte>> blocks,
-                                           uint32_t replicas);
+  caf::expected<std::vector<block_key>> put(std::span<const block_key> keys,
+                                            std::span<const std::span<const std::byte>> blocks,
+                                            uint32_t replicas);
 
   /// Reads blocks into `out` (each exactly its size); per key: true if read and verified. A
   /// replica that fails its checksum is reported and the next one tried. 1 to 4096 keys.
-  caf::expected<std::vector<bool>> get(std::span<const uint64_t> keys,
+  caf::expected<std::vector<bool>> get(std::span<const block_key> keys,
                                        std::span<const std::span<std::byte>> out);
 
   /// The longest available prefix of a chain of blocks (a request's prompt blocks, in order):
   /// reads keys[0..n) into out[0..n) and returns n, stopping at the first block that is not in
   /// the pool or whose replicas all fail their checksum. 1 to 4096 keys.
-  caf::expected<size_t> get_prefix(std::span<const uint64_t> keys,
+  caf::expected<size_t> get_prefix(std::span<const block_key> keys,
                                    std::span<const std::span<std::byte>> out);
 
   transport::transfer_engine& engine() { return *engine_; }

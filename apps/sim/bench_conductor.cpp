@@ -32,7 +32,7 @@ namespace {
 
 using bench_clock = std::chrono::steady_clock;
 
-constexpr uint64_t bench_root_key = 0x6372657363656e74; // any model fingerprint will do
+constexpr block_key bench_root_key{0, 0x6372657363656e74}; // any model's root will do
 constexpr uint32_t requests_kept = 1024; // placed and not yet ended, in the actor phases
 constexpr size_t report_keys = 1u << 16; // per PrefillReport, the conductor's limit
 
@@ -132,7 +132,7 @@ make_conductor_bench_state(const bench_conductor_options& opt) {
   index_prompts(*s, opt.instances, rng);
   // Filler: blocks of prompts not in this sample, each on one node.
   while (s->index.size() < opt.indexed_blocks && s->index.size() < prefix_index::entries_max) {
-    const uint64_t key = rng();
+    const block_key key{rng(), rng()};
     const auto node = static_cast<uint32_t>(rng() % opt.instances);
     s->index.add(key, node);
     s->holders.emplace_back(key, node);
@@ -183,9 +183,7 @@ envelope schedule_request(const conductor_bench_state& s, uint64_t id, size_t k)
     out.setRequestId(id);
     out.setPromptTokens(s.prompt_tokens[k]);
     out.setMaxNewTokens(s.max_new_tokens[k]);
-    auto keys = out.initBlockKeys(static_cast<unsigned>(s.keys[k].size()));
-    for (unsigned i = 0; i < s.keys[k].size(); ++i)
-      keys.set(i, s.keys[k][i]);
+    write_keys(out.initBlockKeys(static_cast<unsigned>(s.keys[k].size())), s.keys[k]);
   });
 }
 
@@ -334,7 +332,7 @@ conductor_options conductor_for(const conductor_bench_state& s, uint32_t instanc
 // `self` (the reporter it was given).
 caf::error teach_index(caf::scoped_actor& self, const conductor_actor& c,
                        const conductor_bench_state& s) {
-  std::vector<std::vector<uint64_t>> per_node(s.prefill.size());
+  std::vector<std::vector<block_key>> per_node(s.prefill.size());
   for (const auto& [key, node] : s.holders)
     per_node[node].push_back(key);
   caf::error failed;
@@ -347,7 +345,7 @@ caf::error teach_index(caf::scoped_actor& self, const conductor_actor& c,
         out.setNode(node);
         auto keys = out.initStoredKeys(static_cast<unsigned>(n));
         for (unsigned i = 0; i < n; ++i)
-          keys.set(i, per_node[node][at + i]);
+          write_key(keys[i], per_node[node][at + i]);
       });
       self->request(c, std::chrono::seconds(60), report_atom::value, msg)
           .receive([] {}, [&](caf::error& err) { failed = std::move(err); });

@@ -44,11 +44,11 @@ struct conductor_bench_state {
   std::vector<decode_view> decode;
   prefix_index index;
   std::shared_ptr<const time_model> model;
-  std::vector<std::vector<uint64_t>> keys; // per prompt
+  std::vector<std::vector<block_key>> keys; // per prompt
   std::vector<uint32_t> prompt_tokens, max_new_tokens;
   uint64_t decode_capacity_tokens = 0;
   uint32_t block_tokens = 16;
-  std::vector<std::pair<uint64_t, uint32_t>> holders; // (key, node) as the index learned them
+  std::vector<std::pair<block_key, uint32_t>> holders; // (key, node) as the index learned them
 
   schedule_view view() const;
 };

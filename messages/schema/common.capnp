@@ -16,6 +16,13 @@ struct RegionHandle {
   accessKey @4 :UInt64;  # random per region; a copy of the handle is a capability
 }
 
+# The key of a KV block: 128 bits of a chained SHA-256 over the model's root and the prompt's
+# tokens (storage/block_key.hpp). Equal keys: equal prefixes, up to a SHA-256 collision.
+struct BlockKey {
+  hi @0 :UInt64;
+  lo @1 :UInt64;
+}
+
 # The reply to a message whose only answer is "done".
 struct Ack {
   requestId @0 :UInt64;

@@ -4,13 +4,14 @@
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("crescent::wire");
+using Common = import "common.capnp";
 
 # request -> conductor: where should this request run?
 struct ScheduleRequest {
   requestId @0 :UInt64;
   promptTokens @1 :UInt32;        # at most the model's context limit
   maxNewTokens @2 :UInt32;
-  blockKeys @3 :List(UInt64);     # chained keys of the prompt's full blocks, in order
+  blockKeys @3 :List(Common.BlockKey);     # chained keys of the prompt's full blocks, in order
 }
 
 struct Placement {
@@ -42,7 +43,7 @@ struct PrefillReport {
   computedTokens @4 :UInt32;
   reusedTokens @5 :UInt32;
   computeNs @6 :UInt64;
-  storedKeys @7 :List(UInt64);    # blocks newly committed to the pool by this job
+  storedKeys @7 :List(Common.BlockKey);    # blocks newly committed to the pool by this job
   storedOn @8 :List(UInt64);      # per stored key, 4 words: the nodes holding its replicas
                                   # (bit n % 64 of word n / 64: node ids below 256)
                                   # (empty: the reporting node)
@@ -51,7 +52,7 @@ struct PrefillReport {
   pulledFrom @11 :UInt32;         # the node the first of them came from
   storeNs @12 :UInt64;            # how long the store ran after the job left the compute slot
                                   # (the next job ran meanwhile)
-  droppedKeys @13 :List(UInt64);  # a coupled instance's: blocks its own cache evicted since its
+  droppedKeys @13 :List(Common.BlockKey);  # a coupled instance's: blocks its own cache evicted since its
                                   # last report (its node no longer holds them)
 }
 
@@ -59,7 +60,7 @@ struct PrefillReport {
 # index does not promise them.
 struct BlocksGone {
   node @0 :UInt32;
-  keys @1 :List(UInt64);          # at most 4096
+  keys @1 :List(Common.BlockKey);          # at most 4096
 }
 
 # request -> conductor, when a request ends (completed, rejected after placement, failed).

@@ -4,12 +4,13 @@
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("crescent::wire");
+using Common = import "common.capnp";
 
 # client -> request actor.
 struct RequestSpec {
   requestId @0 :UInt64;
   tokens @1 :List(UInt32);
-  blockKeys @2 :List(UInt64);
+  blockKeys @2 :List(Common.BlockKey);
   maxNewTokens @3 :UInt32;
   deadlineMs @4 :UInt32;        # the request fails with a reason if not done by then
 }

@@ -18,7 +18,7 @@ struct PutStart {
   node @0 :UInt32;                  # the writer's node, for local-first placement
   replicaCount @1 :UInt32;          # 1 to 8
   placement @2 :ReplicaPlacement;
-  keys @3 :List(UInt64);
+  keys @3 :List(Common.BlockKey);
   sizes @4 :List(UInt64);           # bytes of each block
   chainPositions @5 :List(UInt32);  # each block's index in its prompt's chain (eviction hint)
   replicate @6 :Bool;   # the blocks exist: one more replica of each on `node`, for a copy the
@@ -27,7 +27,7 @@ struct PutStart {
 }
 
 struct PutSlot {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   union {
     replicas @1 :List(Common.RegionHandle);  # write every one, then commit
     exists @2 :Void;                         # already pending or complete: skip
@@ -42,7 +42,7 @@ struct PutStartReply {
 # Step 3 of a put: every replica is written; record the checksums and make the blocks readable.
 # Answered only once the records are synced.
 struct PutCommit {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
   checksums @1 :List(UInt64);   # xxh3-64 of each block's bytes
   replicas @2 :Bool;            # commit replicas a `replicate` put granted: their checksums must
                                 # be the blocks' own; recorded unsynced, as replica changes are
@@ -50,18 +50,18 @@ struct PutCommit {
 
 # Abandon a started put: the space is freed and the keys forgotten.
 struct PutRevoke {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 # Where blocks are, with a read lease: a leased block is neither evicted nor its space reused
 # before leaseUntilNs.
 struct Get {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
   prefixOnly @1 :Bool;   # stop at the first block that is not available
 }
 
 struct BlockLocation {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   sizeBytes @1 :UInt64;
   checksum @2 :UInt64;
   replicas @3 :List(Common.RegionHandle);  # in DRAM; empty: not available
@@ -73,7 +73,7 @@ struct GetReply {
 }
 
 struct Exists {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 struct ExistsReply {
@@ -81,31 +81,31 @@ struct ExistsReply {
 }
 
 struct Remove {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 # Keep blocks from eviction: hard until unpinned, soft for a time.
 struct Pin {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
   hard @1 :Bool;
   ttlMs @2 :UInt32;   # soft pins
 }
 
 struct Unpin {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 # A reader found a replica whose bytes do not match the checksum: drop that replica (once its
 # owner, asked with VerifyBlock, does not find its own copy intact: the bytes may have changed
 # on their way to the reader, not at rest).
 struct ReportCorrupt {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   node @1 :UInt32;
 }
 
 # store master -> owner: does your DRAM copy of this block still match its checksum?
 struct VerifyBlock {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   checksum @1 :UInt64;
 }
 
@@ -138,7 +138,7 @@ struct StoreStats {
 
 # store master -> owner: space for blocks.
 struct Allocate {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
   sizes @1 :List(UInt64);
   chainPositions @2 :List(UInt32);
 }
@@ -149,12 +149,12 @@ struct AllocateReply {
 
 # store master -> owner: forget blocks (DRAM and SSD).
 struct FreeBlocks {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 # store master -> owner: copy SSD-only blocks back into DRAM.
 struct Promote {
-  keys @0 :List(UInt64);
+  keys @0 :List(Common.BlockKey);
 }
 
 struct PromoteReply {
@@ -167,7 +167,7 @@ struct PromoteReply {
 # again), in the order of use, so that the owner's eviction order follows reads, which are
 # one-sided and never reach it. No reply; sent only by the master.
 struct Touch {
-  keys @0 :List(UInt64);   # 1 to 4096; blocks the owner no longer holds are ignored
+  keys @0 :List(Common.BlockKey);   # 1 to 4096; blocks the owner no longer holds are ignored
 }
 
 # owner -> store master, every heartbeat interval.
@@ -184,7 +184,7 @@ struct OwnerHeartbeat {
 # owner -> store master: may these DRAM copies go? `offloaded`: a copy is on SSD now.
 struct EvictRequest {
   node @0 :UInt32;
-  keys @1 :List(UInt64);
+  keys @1 :List(Common.BlockKey);
   offloaded @2 :List(Bool);
 }
 
@@ -193,7 +193,7 @@ struct EvictReply {
 }
 
 struct OwnerBlock {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   sizeBytes @1 :UInt64;
   inDram @2 :Bool;
   dram @3 :Common.RegionHandle;
@@ -217,7 +217,7 @@ struct PoolPeers {
 }
 
 struct OwnerReportReply {
-  drop @0 :List(UInt64);   # blocks the master does not know: free them
+  drop @0 :List(Common.BlockKey);   # blocks the master does not know: free them
 }
 
 struct OwnerStats {
@@ -248,7 +248,7 @@ struct Replica {
 
 # One complete block as the store master persists it in RocksDB.
 struct ObjectRecord {
-  key @0 :UInt64;
+  key @0 :Common.BlockKey;
   sizeBytes @1 :UInt64;
   checksum @2 :UInt64;
   replicas @3 :List(Replica);

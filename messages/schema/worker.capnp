@@ -30,7 +30,7 @@ struct ReleaseRequest {
 struct PrefillJob {
   requestId @0 :UInt64;
   tokens @1 :List(UInt32);                 # the whole prompt
-  blockKeys @2 :List(UInt64);              # keys of its blocks, in order (the last may be partial)
+  blockKeys @2 :List(Common.BlockKey);              # keys of its blocks, in order (the last may be partial)
   decodeInstance @3 :UInt32;
   decodePages @4 :List(Common.RegionHandle);  # from ReserveReply
   pull @5 :Bool;  # cached blocks may come from other nodes' pools, and are then stored in its
@@ -42,7 +42,7 @@ struct PrefillJob {
 struct CoupledJob {
   requestId @0 :UInt64;
   tokens @1 :List(UInt32);                 # the whole prompt
-  blockKeys @2 :List(UInt64);              # keys of its blocks, in order (the last may be partial)
+  blockKeys @2 :List(Common.BlockKey);              # keys of its blocks, in order (the last may be partial)
   maxNewTokens @3 :UInt32;
 }
 

@@ -69,7 +69,7 @@ class conductor_harness : public deterministic_system {
       out.setMaxNewTokens(8);
       auto keys = out.initBlockKeys(4);
       for (unsigned i = 0; i < 4; ++i)
-        keys.set(i, 100 * id + i);
+        write_key(keys[i], block_key{0, 100 * id + i});
     });
     auto reply = ask(client, schedule_atom::value, msg);
     EXPECT_TRUE(reply);

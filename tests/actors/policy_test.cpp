@@ -2,6 +2,7 @@
 #include "actors/conductor/conductor_state.hpp"
 #include "actors/conductor/estimate.hpp"
 #include "actors/conductor/policy.hpp"
+#include "support/block_keys.hpp"
 #include "support/simple_time_model.hpp"
 
 #include <gtest/gtest.h>
@@ -15,10 +16,10 @@ namespace {
 
 TEST(prefix_index, counts_leading_blocks_per_node) {
   prefix_index idx;
-  idx.add(1, 0);
-  idx.add(2, 0);
-  idx.add(1, 3);
-  std::vector<uint64_t> keys{1, 2, 3};
+  idx.add(1_key, 0);
+  idx.add(2_key, 0);
+  idx.add(1_key, 3);
+  std::vector<block_key> keys = numbered_keys({1, 2, 3});
   EXPECT_EQ(idx.cached_prefix(keys, 0), 2u);
   EXPECT_EQ(idx.cached_prefix(keys, 3), 1u);
   EXPECT_EQ(idx.cached_prefix(keys, 1), 0u);
@@ -38,11 +39,11 @@ TEST(prefix_index, nodes_past_the_first_64_are_held_apart) {
   // Node ids in every word of the set: 63 and 64 sit on either side of a word's edge.
   prefix_index idx;
   for (uint32_t node : {63u, 64u, 130u, 255u})
-    idx.add(1, node);
-  idx.add(2, 64);
-  idx.add(2, 255);
-  idx.add(3, 255);
-  std::vector<uint64_t> keys{1, 2, 3};
+    idx.add(1_key, node);
+  idx.add(2_key, 64);
+  idx.add(2_key, 255);
+  idx.add(3_key, 255);
+  std::vector<block_key> keys = numbered_keys({1, 2, 3});
   auto m = idx.match(keys);
   EXPECT_EQ(m.length[63], 1u);
   EXPECT_EQ(m.length[64], 2u);
@@ -52,7 +53,7 @@ TEST(prefix_index, nodes_past_the_first_64_are_held_apart) {
   EXPECT_EQ(m.best, 3u);
   EXPECT_EQ(m.best_node, 255u);
   EXPECT_EQ(idx.cached_prefix(keys, 64), 2u);
-  idx.remove(3, 255);
+  idx.remove(3_key, 255);
   idx.remove_node(64);
   m = idx.match(keys);
   EXPECT_EQ(m.length[64], 0u);
@@ -109,7 +110,7 @@ struct cluster_state {
 };
 
 // A prompt of 64 tokens: 4 blocks, keys 1..4.
-const std::vector<uint64_t> four_keys{1, 2, 3, 4};
+const std::vector<block_key> four_keys = numbered_keys({1, 2, 3, 4});
 request_view four_blocks() {
   return {64, 8, four_keys};
 }

@@ -3,6 +3,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
+#include "support/block_keys.hpp"
 #include "support/random_bytes.hpp"
 #include "support/test_cluster.hpp"
 
@@ -93,7 +94,7 @@ class pool : public cluster_harness {
       auto s = out.initSizes(static_cast<unsigned>(keys.size()));
       auto p = out.initChainPositions(static_cast<unsigned>(keys.size()));
       for (unsigned i = 0; i < keys.size(); ++i) {
-        k.set(i, keys[i]);
+        write_key(k[i], block_key{0, keys[i]});
         s.set(i, block_bytes);
         p.set(i, i);
       }
@@ -111,11 +112,11 @@ class pool : public cluster_harness {
           nodes.insert(handle.node);
           if (granted != nullptr)
             granted->push_back(handle);
-          EXPECT_FALSE(cl->transfer().write(handle, 0, bytes_of(s.getKey())));
+          EXPECT_FALSE(cl->transfer().write(handle, 0, bytes_of(s.getKey().getLo())));
         }
         EXPECT_EQ(nodes.size(), s.getReplicas().size()) << "replicas on distinct nodes";
-        stored.push_back(s.getKey());
-        sums.push_back(storage::block_checksum(bytes_of(s.getKey())));
+        stored.push_back(s.getKey().getLo()); // tests name block n by the key {0, n}
+        sums.push_back(storage::block_checksum(bytes_of(s.getKey().getLo())));
       }
       return 0;
     });
@@ -131,7 +132,7 @@ class pool : public cluster_harness {
       auto k = out.initKeys(static_cast<unsigned>(keys.size()));
       auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
       for (unsigned i = 0; i < keys.size(); ++i) {
-        k.set(i, keys[i]);
+        write_key(k[i], block_key{0, keys[i]});
         s.set(i, sums[i]);
       }
     });
@@ -143,7 +144,7 @@ class pool : public cluster_harness {
     auto msg = make_envelope<wire::Get>([&](wire::Get::Builder out) {
       auto k = out.initKeys(static_cast<unsigned>(keys.size()));
       for (unsigned i = 0; i < keys.size(); ++i)
-        k.set(i, keys[i]);
+        write_key(k[i], block_key{0, keys[i]});
     });
     auto reply = ask(cl->dir().store_master, get_atom::value, msg);
     EXPECT_TRUE(reply);
@@ -156,7 +157,7 @@ class pool : public cluster_harness {
         if (check_bytes && !out.back().empty()) {
           std::vector<std::byte> back(block_bytes);
           EXPECT_FALSE(cl->transfer().read(out.back()[0], 0, back));
-          EXPECT_EQ(back, bytes_of(b.getKey())) << "block " << b.getKey();
+          EXPECT_EQ(back, bytes_of(b.getKey().getLo())) << "block " << b.getKey().getLo();
         }
       }
       return 0;
@@ -294,7 +295,7 @@ TEST(kv_pool, leased_and_pinned_blocks_survive_eviction_pressure) {
   ASSERT_EQ(p.put(first).size(), first.size());
   p.get({100}); // leased for a minute
   auto pin = make_envelope<wire::Pin>([](wire::Pin::Builder out) {
-    out.initKeys(1).set(0, 101);
+    write_key(out.initKeys(1)[0], 101_key);
     out.setHard(true);
   });
   ASSERT_FALSE(p.ask_void(p.cl->dir().store_master, pin_atom::value, pin));
@@ -373,8 +374,8 @@ TEST(kv_pool, a_touch_from_another_actor_than_the_master_is_refused_and_reorders
         *reply, [](wire::OwnerStats::Reader in) { return in.getBadMessages(); });
   };
   const auto before = bad();
-  auto touch =
-      make_envelope<wire::Touch>([](wire::Touch::Builder out) { out.initKeys(1).set(0, 1); });
+  auto touch = make_envelope<wire::Touch>(
+      [](wire::Touch::Builder out) { write_key(out.initKeys(1)[0], 1_key); });
   p.sys.spawn([=](caf::event_based_actor* self) { self->send(owner, touch_atom::value, touch); });
   caf::anon_send(owner, touch_atom::value, touch);
   p.sched.run();
@@ -459,7 +460,7 @@ TEST(kv_pool, pinned_and_leased_blocks_at_the_head_of_the_order_do_not_hold_evic
   auto pin = make_envelope<wire::Pin>([&](wire::Pin::Builder out) {
     auto k = out.initKeys(5);
     for (unsigned i = 0; i < 5; ++i)
-      k.set(i, head[i]);
+      write_key(k[i], block_key{0, head[i]});
     out.setHard(true);
   });
   ASSERT_FALSE(p.ask_void(p.cl->dir().store_master, pin_atom::value, pin));
@@ -560,7 +561,7 @@ replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
     auto s = out.initSizes(static_cast<unsigned>(keys.size()));
     auto c = out.initChainPositions(static_cast<unsigned>(keys.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
+      write_key(k[i], block_key{0, keys[i]});
       s.set(i, block_bytes);
       c.set(i, i);
     }
@@ -573,7 +574,7 @@ replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
   read_as<wire::PutStartReply>(*reply, [&](wire::PutStartReply::Reader in) {
     for (auto s : in.getSlots())
       if (s.isReplicas() && s.getReplicas().size() == 1)
-        out.emplace_back(s.getKey(), transport::from_wire(s.getReplicas()[0]));
+        out.emplace_back(s.getKey().getLo(), transport::from_wire(s.getReplicas()[0]));
     return 0;
   });
   return out;
@@ -584,7 +585,7 @@ envelope replica_commit(const std::vector<uint64_t>& keys, const std::vector<uin
     auto k = out.initKeys(static_cast<unsigned>(keys.size()));
     auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
     for (unsigned i = 0; i < keys.size(); ++i) {
-      k.set(i, keys[i]);
+      write_key(k[i], block_key{0, keys[i]});
       s.set(i, sums[i]);
     }
     out.setReplicas(true);
@@ -629,7 +630,7 @@ TEST(kv_pool, a_replica_reported_corrupt_goes_only_if_its_owner_finds_it_bad) {
   ASSERT_EQ(replicas.size(), 2u);
   auto report = [&](uint32_t node) {
     return p.ask_void(p.cl->dir().store_master, corrupt_atom::value,
-                      pool_protocol::make_report_corrupt(1, node));
+                      pool_protocol::make_report_corrupt(1_key, node));
   };
   auto stat = [&](auto field) {
     return p.master_stat([&](wire::StoreStats::Reader in) { return (in.*field)(); });
@@ -685,13 +686,13 @@ TEST(kv_pool, only_a_puts_writer_commits_or_revokes_it_and_only_a_nodes_owner_sp
   auto err = p.ask_void(master, put_commit_atom::value, pool::commit_message({1}, {sums[0]}));
   EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
   auto revoke = make_envelope<wire::PutRevoke>(
-      [](wire::PutRevoke::Builder out) { out.initKeys(1).set(0, 2); });
+      [](wire::PutRevoke::Builder out) { write_key(out.initKeys(1)[0], 2_key); });
   err = p.ask_void(master, put_revoke_atom::value, revoke);
   EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
   // From another actor than node 0's owner: an eviction and a heartbeat.
   auto evict = make_envelope<wire::EvictRequest>([](wire::EvictRequest::Builder out) {
     out.setNode(0);
-    out.initKeys(1).set(0, 1);
+    write_key(out.initKeys(1)[0], 1_key);
     out.initOffloaded(1).set(0, false);
   });
   auto evicted = p.ask(master, evict_atom::value, evict);

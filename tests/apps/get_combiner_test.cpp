@@ -4,6 +4,7 @@
 // fixed: no timing decides what is combined.
 #include "apps/pool/get_combiner.hpp"
 #include "messages/checked_read.hpp"
+#include "support/block_keys.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,9 +18,9 @@ namespace {
 // The master's answer to a Get: block k has checksum k * 10 and one replica on node k % 7.
 envelope answer(const envelope& get) {
   auto keys = read_as<wire::Get>(get, [](wire::Get::Reader in) {
-    std::vector<uint64_t> out;
+    std::vector<uint64_t> out; // tests name block n by the key {0, n}
     for (auto k : in.getKeys())
-      out.push_back(k);
+      out.push_back(k.getLo());
     return out;
   });
   EXPECT_TRUE(keys);
@@ -27,7 +28,7 @@ envelope answer(const envelope& get) {
     auto blocks = out.initBlocks(static_cast<unsigned>(keys->size()));
     for (unsigned i = 0; i < keys->size(); ++i) {
       const uint64_t k = (*keys)[i];
-      blocks[i].setKey(k);
+      write_key(blocks[i].initKey(), block_key{0, k});
       blocks[i].setSizeBytes(4096);
       blocks[i].setChecksum(k * 10);
       auto r = blocks[i].initReplicas(1);
@@ -63,8 +64,9 @@ TEST(get_combiner, gets_that_arrive_meanwhile_leave_together_and_get_their_own_a
       first_may_answer.wait(); // the first request stays at the "master" until released
     return answer(msg);
   };
-  auto run = [&](std::vector<uint64_t> keys) {
-    return std::async(std::launch::async, [&c, &ask, keys] { return c.locate(keys, ask); });
+  auto run = [&](std::initializer_list<uint64_t> numbers) {
+    return std::async(std::launch::async,
+                      [&c, &ask, keys = numbered_keys(numbers)] { return c.locate(keys, ask); });
   };
   auto a = run({1});
   wait_for([&] { return c.requests() == 1; }); // a leads, and waits at the master
@@ -79,7 +81,7 @@ TEST(get_combiner, gets_that_arrive_meanwhile_leave_together_and_get_their_own_a
     ASSERT_TRUE(got) << describe(got.error());
     ASSERT_EQ(got->size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) {
-      EXPECT_EQ((*got)[i].key, want[i]);
+      EXPECT_EQ((*got)[i].key, (block_key{0, want[i]}));
       EXPECT_EQ((*got)[i].checksum, want[i] * 10);
       ASSERT_EQ((*got)[i].replicas.size(), 1u);
       EXPECT_EQ((*got)[i].replicas[0].node, want[i] % 7);
@@ -97,13 +99,13 @@ TEST(get_combiner, a_failed_request_fails_every_get_it_carried_and_the_next_one_
     ++calls;
     return make_error(errc::timeout, "no answer from the store master");
   };
-  auto got = c.locate(std::vector<uint64_t>{5, 6}, failing);
+  auto got = c.locate(numbered_keys({5, 6}), failing);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::timeout));
-  auto again = c.locate(std::vector<uint64_t>{7},
+  auto again = c.locate(numbered_keys({7}),
                         [](const envelope& m) { return caf::expected<envelope>{answer(m)}; });
   ASSERT_TRUE(again) << describe(again.error());
-  EXPECT_EQ((*again)[0].key, 7u);
+  EXPECT_EQ((*again)[0].key, 7_key);
   EXPECT_EQ(calls, 1);
 }
 
@@ -114,7 +116,7 @@ TEST(get_combiner, too_many_or_no_keys_are_refused_and_nothing_is_sent) {
     ++calls;
     return answer(m);
   };
-  std::vector<uint64_t> many(get_combiner::keys_max + 1, 1);
+  std::vector<block_key> many(get_combiner::keys_max + 1, 1_key);
   auto got = c.locate(many, ask);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::invalid_argument));
@@ -128,10 +130,10 @@ TEST(get_combiner, a_request_that_throws_fails_its_gets_and_the_next_one_is_sent
   auto throwing = [](const envelope&) -> caf::expected<envelope> {
     throw std::runtime_error("out of memory, say");
   };
-  auto got = c.locate(std::vector<uint64_t>{1}, throwing);
+  auto got = c.locate(numbered_keys({1}), throwing);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::internal));
-  auto again = c.locate(std::vector<uint64_t>{2},
+  auto again = c.locate(numbered_keys({2}),
                         [](const envelope& m) { return caf::expected<envelope>{answer(m)}; });
   ASSERT_TRUE(again) << describe(again.error());
 }
@@ -139,10 +141,10 @@ TEST(get_combiner, a_request_that_throws_fails_its_gets_and_the_next_one_is_sent
 TEST(get_combiner, a_reply_of_the_wrong_length_is_an_error_not_a_shifted_answer) {
   get_combiner c;
   auto short_reply = [](const envelope&) -> caf::expected<envelope> {
-    return answer(
-        make_envelope<wire::Get>([](wire::Get::Builder out) { out.initKeys(1).set(0, 9); }));
+    return answer(make_envelope<wire::Get>(
+        [](wire::Get::Builder out) { write_key(out.initKeys(1)[0], 9_key); }));
   };
-  auto got = c.locate(std::vector<uint64_t>{1, 2}, short_reply);
+  auto got = c.locate(numbered_keys({1, 2}), short_reply);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::malformed_message));
 }

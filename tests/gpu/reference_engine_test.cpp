@@ -213,9 +213,10 @@ TEST(ModelConfig, FactoryRejectsBadTimingRate) {
   EXPECT_NE(describe(eng.error()).find("modeled_flops_per_s"), std::string::npos);
 }
 
-TEST(ModelConfig, FingerprintCoversFieldsThatChangeKv) {
+TEST(ModelConfig, FingerprintAndKeyRootCoverFieldsThatChangeKv) {
   const model_config base;
   EXPECT_EQ(base.fingerprint(), model_config{}.fingerprint());
+  EXPECT_EQ(base.key_root(), model_config{}.key_root());
   const std::vector<std::function<void(model_config&)>> changes = {
       [](auto& c) { c.layers = 3; },
       [](auto& c) { c.d_model = 128; },
@@ -232,10 +233,15 @@ TEST(ModelConfig, FingerprintCoversFieldsThatChangeKv) {
     model_config cfg;
     changes[i](cfg);
     EXPECT_NE(cfg.fingerprint(), base.fingerprint()) << "change " << i;
+    EXPECT_NE(cfg.key_root(), base.key_root()) << "change " << i;
   }
   model_config longer;
   longer.context_tokens_max = 4096; // bounds growth only; KV bytes are the same
   EXPECT_EQ(longer.fingerprint(), base.fingerprint());
+  EXPECT_EQ(longer.key_root(), base.key_root());
+  // The layout's version leads the record both are taken over.
+  const auto record = base.kv_record();
+  EXPECT_EQ(static_cast<uint8_t>(record[0]), 1u) << "kv_format_version, little-endian";
 }
 
 // --- (b) chunked prefill ------------------------------------------------------------------

@@ -15,7 +15,7 @@ auto read_job(const envelope& env, read_limits limits = {}) {
         for (auto t : in.getTokens())
           sum += t;
         for (auto k : in.getBlockKeys())
-          sum += k;
+          sum += k.getHi() ^ k.getLo();
         for (auto p : in.getDecodePages())
           sum += p.getRegionId() + p.getOffset();
         return sum;

@@ -1,6 +1,7 @@
 #include "messages/errors.hpp"
 #include "storage/block_key.hpp"
 #include "storage/dram_pool.hpp"
+#include "support/block_keys.hpp"
 
 #include <gtest/gtest.h>
 
@@ -16,22 +17,39 @@ TEST(block_key, keys_chain_over_the_prefix) {
   std::iota(a.begin(), a.end(), 0u);
   b = a;
   b[40] = 999; // block 2 of 16-token blocks differs
-  auto ka = chain_block_keys(a, 16, 7);
-  auto kb = chain_block_keys(b, 16, 7);
+  auto ka = chain_block_keys(a, 16, 7_key);
+  auto kb = chain_block_keys(b, 16, 7_key);
   ASSERT_EQ(ka.size(), 4u);
   EXPECT_EQ(ka[0], kb[0]);
   EXPECT_EQ(ka[1], kb[1]);
   EXPECT_NE(ka[2], kb[2]);
   EXPECT_NE(ka[3], kb[3]); // block 3 is equal, but its prefix is not
-  EXPECT_NE(chain_block_keys(a, 16, 8)[0], ka[0]) << "the root separates models";
+  EXPECT_NE(chain_block_keys(a, 16, 8_key)[0], ka[0]) << "the root separates models";
   // A partial last block has its own key, distinct from the full block a longer prompt has
   // there, and from a partial block of another length.
-  auto partial = chain_block_keys(std::span{a}.first(47), 16, 7);
+  auto partial = chain_block_keys(std::span{a}.first(47), 16, 7_key);
   ASSERT_EQ(partial.size(), 3u);
   EXPECT_EQ(partial[1], ka[1]);
   EXPECT_NE(partial[2], ka[2]);
-  EXPECT_NE(chain_block_keys(std::span{a}.first(46), 16, 7)[2], partial[2]);
-  EXPECT_TRUE(chain_block_keys(std::span{a}.first(0), 16, 7).empty());
+  EXPECT_NE(chain_block_keys(std::span{a}.first(46), 16, 7_key)[2], partial[2]);
+  EXPECT_TRUE(chain_block_keys(std::span{a}.first(0), 16, 7_key).empty());
+}
+
+// The definition pinned by a value computed elsewhere (Python's hashlib): the first 16 bytes of
+// SHA-256(0x01, root hi and lo big-endian, tokens little-endian), hi first. A change here moves
+// every stored block to a new key, so it must be deliberate.
+TEST(block_key, a_key_is_the_first_128_bits_of_sha_256_over_its_parent_and_tokens) {
+  std::vector<uint32_t> tokens(16);
+  std::iota(tokens.begin(), tokens.end(), 0u);
+  const block_key expected{0x9d63199159bfb8dbull, 0x83e7b14f2741645aull};
+  EXPECT_EQ(chain_key(7_key, tokens), expected);
+  EXPECT_EQ(chain_block_keys(tokens, 16, 7_key), std::vector<block_key>{expected});
+  EXPECT_EQ(to_string(expected), "9d63199159bfb8db83e7b14f2741645a");
+  char bytes[16];
+  store_be(expected, bytes);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[0]), 0x9d);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[15]), 0x5a);
+  EXPECT_EQ(load_be(bytes), expected);
 }
 
 TEST(dram_pool, allocate_free_and_reuse) {

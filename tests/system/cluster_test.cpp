@@ -138,11 +138,9 @@ TEST(cluster, a_corrupt_block_is_a_miss_and_the_suffix_is_recomputed) {
 
   // Damage the stored bytes of block 2 through its handle, as a failing DIMM would.
   const auto& model = h.cl->config().model;
-  auto keys = storage::chain_block_keys(first.tokens, model.block_tokens, model.fingerprint());
+  auto keys = storage::chain_block_keys(first.tokens, model.block_tokens, model.key_root());
   auto query = make_envelope<wire::Get>([&](wire::Get::Builder out) {
-    auto list = out.initKeys(static_cast<unsigned>(keys.size()));
-    for (unsigned i = 0; i < keys.size(); ++i)
-      list.set(i, keys[i]);
+    write_keys(out.initKeys(static_cast<unsigned>(keys.size())), keys);
     out.setPrefixOnly(true);
   });
   auto found = h.ask(h.cl->dir().store_master, get_atom::value, query);

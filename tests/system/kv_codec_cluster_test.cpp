@@ -28,7 +28,7 @@ cluster_config with_codec(codec_kind kind) {
 
 // The replicas the store master lists for `keys`, block by block.
 std::vector<std::vector<transport::region_handle>> replicas_of(cluster_harness& h,
-                                                               const std::vector<uint64_t>& keys) {
+                                                               const std::vector<block_key>& keys) {
   auto found =
       h.ask(h.cl->dir().store_master, get_atom::value, pool_protocol::make_get(keys, true));
   EXPECT_TRUE(found);
@@ -63,7 +63,7 @@ TEST(kv_codec_cluster, every_codec_stores_blocks_smaller_than_pages_and_reuses_t
     EXPECT_EQ(results[1].load_misses, 0u);
     auto codec = block_codec_of(cfg);
     ASSERT_TRUE(codec && *codec);
-    auto keys = storage::chain_block_keys(a.tokens, m.block_tokens, m.fingerprint());
+    auto keys = storage::chain_block_keys(a.tokens, m.block_tokens, m.key_root());
     auto stored = replicas_of(h, keys);
     ASSERT_EQ(stored.size(), keys.size());
     for (uint32_t i = 0; i < stored.size(); ++i) {
@@ -219,10 +219,10 @@ TEST(kv_codec_cluster, a_block_the_codec_does_not_know_is_a_miss) {
   auto w = h.workload();
   const auto& m = cfg.model;
   auto first = replay::synthesize(record_of({1, 2, 3}, 4), 0, w);
-  auto keys = storage::chain_block_keys(first.tokens, m.block_tokens, m.fingerprint());
+  auto keys = storage::chain_block_keys(first.tokens, m.block_tokens, m.key_root());
   // Block 0 is put by hand before any request, by one client (the master takes a commit only
   // from the writer it granted): bytes of the right checksum that are no codec's.
-  const std::vector<uint64_t> key{keys[0]};
+  const std::vector<block_key> key{keys[0]};
   const std::vector<uint64_t> size{200};
   const std::vector<uint32_t> position{0};
   const std::vector<std::byte> garbage(200, std::byte{0x5a});
