@@ -549,6 +549,47 @@ TEST(kv_pool, a_lost_single_replica_is_an_explicit_miss) {
   EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getLostBlocks(); }), 1u);
 }
 
+// The replica-survival count (docs/faults.md) spares a block the pool thinned on purpose: one
+// whose replica an approved eviction took no longer promises to survive a node's loss. A block
+// still on two nodes when both go is counted.
+TEST(kv_pool, a_block_thinned_by_eviction_then_lost_with_its_last_node_is_not_a_broken_promise) {
+  auto cfg = pool_cluster(3, 25 * block_bytes, 2);
+  cfg.pool.evict_fraction = 0.02; // one victim a round
+  cfg.pool.lease_ttl_ms = 1;
+  pool p{cfg};
+  ASSERT_EQ(p.put({1}, 2).size(), 1u); // node 0 (local first) and another
+  const auto before = p.get({1})[0];
+  ASSERT_EQ(before.size(), 2u);
+  const uint32_t other = before[0].node == 0 ? before[1].node : before[0].node;
+  ASSERT_NE(other, 0u);
+  // Single-replica puts on node 0 until it evicts its oldest block: block 1's copy there.
+  EXPECT_TRUE(evict_one(p, {1}).empty()) << "block 1 is still on its other node";
+  const auto after = p.get({1})[0];
+  ASSERT_EQ(after.size(), 1u) << "the approved eviction took node 0's replica";
+  EXPECT_EQ(after[0].node, other);
+  auto stat = [&](auto field) { return p.master_stat(field); };
+  auto lost = [](wire::StoreStats::Reader in) { return in.getLostBlocks(); };
+  auto lost_replicated = [](wire::StoreStats::Reader in) { return in.getLostReplicatedBlocks(); };
+  auto nodes_lost = [](wire::StoreStats::Reader in) { return in.getNodesLost(); };
+
+  caf::anon_send_exit(p.cl->dir().block_owners[other], caf::exit_reason::kill);
+  p.sched.run();
+  EXPECT_TRUE(p.get({1})[0].empty()) << "its last replica went with that node";
+  EXPECT_EQ(stat(lost), 1u);
+  EXPECT_EQ(stat(nodes_lost), 1u);
+  EXPECT_EQ(stat(lost_replicated), 0u) << "thinned on purpose: not a promise broken";
+
+  // Block 2 goes to node 0 and the third node, and is never thinned: losing both counts.
+  ASSERT_EQ(p.put({2}, 2).size(), 1u);
+  const auto two = p.get({2})[0];
+  ASSERT_EQ(two.size(), 2u);
+  for (const auto& h : two)
+    caf::anon_send_exit(p.cl->dir().block_owners[h.node], caf::exit_reason::kill);
+  p.sched.run();
+  EXPECT_EQ(stat(nodes_lost), 3u);
+  EXPECT_EQ(stat(lost_replicated), 1u) << "block 2, acknowledged on two nodes";
+}
+
 // A replicate put for node `node` of `keys` (each stored elsewhere); the granted handles.
 std::vector<std::pair<uint64_t, transport::region_handle>>
 replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
