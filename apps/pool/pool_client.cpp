@@ -137,11 +137,13 @@ pool_client::put(std::span<const block_key> keys,
   for (size_t i = 0; i < slots->size(); ++i)
     for (const auto& h : (*slots)[i].replicas) {
       auto bytes = blocks[i];
+      // Checked where it lands, as the prefill worker's puts are: a replica changed on its way
+      // is not committed as the block.
       ops.push_back({transport::op_kind::write,
                      {const_cast<std::byte*>(bytes.data()), bytes.size()},
                      h,
                      0,
-                     false});
+                     true});
       op_block.push_back(i);
     }
   std::vector<bool> written(slots->size(), true);
