@@ -30,19 +30,20 @@ std::string schema_name(uint64_t schema_id) {
   // Every struct of messages/schema/; one that is missing shows as its id.
   static const auto names = names_of<
       wire::ByteRange, wire::Digest, wire::NodeJoin, wire::NodeWelcome, wire::ClusterDirectory,
-      wire::RegionHandle, wire::Ack, wire::TransportPeer, wire::ScheduleRequest, wire::Placement,
-      wire::ScheduleReply, wire::PrefillReport, wire::RequestReport, wire::Heartbeat,
-      wire::ConductorStats, wire::RequestSpec, wire::PrefillDone, wire::TokenBatch,
-      wire::RequestFailed, wire::RequestOutcome, wire::PutStart, wire::PutSlot, wire::PutStartReply,
-      wire::PutCommit, wire::PutRevoke, wire::Get, wire::BlockLocation, wire::GetReply,
-      wire::Exists, wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin, wire::ReportCorrupt,
-      wire::VerifyBlock, wire::VerifyReply, wire::StoreStats, wire::Allocate, wire::AllocateReply,
-      wire::FreeBlocks, wire::Promote, wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat,
-      wire::EvictRequest, wire::EvictReply, wire::OwnerBlock, wire::OwnerReport, wire::PoolPeers,
-      wire::OwnerReportReply, wire::OwnerStats, wire::Replica, wire::ObjectRecord,
-      wire::ReserveRequest, wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob,
-      wire::CoupledJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::StageJob,
-      wire::StageAccepted, wire::StageInbox, wire::StageChunk, wire::StageDone, wire::StageAbort>();
+      wire::RegionHandle, wire::BlockKey, wire::Ack, wire::TransportPeer, wire::ScheduleRequest,
+      wire::Placement, wire::BlocksGone, wire::ScheduleReply, wire::PrefillReport,
+      wire::RequestReport, wire::Heartbeat, wire::ConductorStats, wire::RequestSpec,
+      wire::PrefillDone, wire::TokenBatch, wire::RequestFailed, wire::RequestOutcome,
+      wire::PutStart, wire::PutSlot, wire::PutStartReply, wire::PutCommit, wire::PutRevoke,
+      wire::Get, wire::BlockLocation, wire::GetReply, wire::Exists, wire::ExistsReply, wire::Remove,
+      wire::Pin, wire::Unpin, wire::ReportCorrupt, wire::VerifyBlock, wire::VerifyReply,
+      wire::StoreStats, wire::Allocate, wire::AllocateReply, wire::FreeBlocks, wire::Promote,
+      wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply,
+      wire::OwnerBlock, wire::OwnerReport, wire::PoolPeers, wire::OwnerReportReply,
+      wire::OwnerStats, wire::Replica, wire::ObjectRecord, wire::ReserveRequest, wire::ReserveReply,
+      wire::ReleaseRequest, wire::PrefillJob, wire::CoupledJob, wire::PrefillAccepted,
+      wire::KvReady, wire::WorkerStats, wire::StageJob, wire::StageAccepted, wire::StageInbox,
+      wire::StageChunk, wire::StageDone, wire::StageAbort>();
   auto i = names.find(schema_id);
   return i != names.end() ? i->second : fmt::format("{:#x}", schema_id);
 }

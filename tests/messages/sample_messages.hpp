@@ -20,10 +20,10 @@ namespace crescent::testing {
 
 using envelope_roots = ::testing::Types<
     wire::Ack, wire::TransportPeer, wire::ScheduleRequest, wire::ScheduleReply, wire::PrefillReport,
-    wire::RequestReport, wire::Heartbeat, wire::ConductorStats, wire::ReserveRequest,
-    wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob, wire::CoupledJob,
-    wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::RequestSpec, wire::PrefillDone,
-    wire::TokenBatch, wire::RequestFailed, wire::RequestOutcome, wire::PutStart,
+    wire::RequestReport, wire::BlocksGone, wire::Heartbeat, wire::ConductorStats,
+    wire::ReserveRequest, wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob,
+    wire::CoupledJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::RequestSpec,
+    wire::PrefillDone, wire::TokenBatch, wire::RequestFailed, wire::RequestOutcome, wire::PutStart,
     wire::PutStartReply, wire::PutCommit, wire::PutRevoke, wire::Get, wire::GetReply, wire::Exists,
     wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin, wire::ReportCorrupt, wire::VerifyBlock,
     wire::VerifyReply, wire::StoreStats, wire::Allocate, wire::AllocateReply, wire::FreeBlocks,
