@@ -4,6 +4,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
 #include "messages/schema/cluster.capnp.h"
+#include "messages/wire_version.hpp"
 #include "transport/peer_wire.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -51,6 +52,7 @@ envelope join_terms(const cluster_config& cfg, uint32_t node, const transport::p
     out.setDecodeInstances(cfg.nodes[node].decode_instances);
     out.setFirstPrefillInstance(first_prefill_instance(cfg, node));
     out.setPrefillInstances(cfg.nodes[node].prefill_instances);
+    out.setWireVersion(wire_version);
     transport::to_wire(self, out.initPeer());
   });
 }
@@ -62,6 +64,12 @@ caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uin
                                                   const welcome& w) {
   auto peer = read_as<wire::NodeWelcome>(
       w.terms, [&](wire::NodeWelcome::Reader in) -> caf::expected<transport::peer_info> {
+        if (in.getWireVersion() != wire_version)
+          return make_error(errc::invalid_argument,
+                            "it speaks wire version " + std::to_string(in.getWireVersion()) +
+                                ", this process " + std::to_string(wire_version) +
+                                " (messages/wire_version.hpp): run the same Crescent build "
+                                "everywhere");
         if (in.getNode() != node || in.getDecodeInstances() != cfg.nodes[node].decode_instances ||
             in.getPrefillInstances() != cfg.nodes[node].prefill_instances)
           return make_error(errc::invalid_argument,

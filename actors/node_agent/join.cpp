@@ -3,6 +3,7 @@
 #include "actors/store_master/store_master_actor.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/cluster.capnp.h"
+#include "messages/wire_version.hpp"
 #include "transport/peer_wire.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -14,6 +15,7 @@ namespace crescent {
 namespace {
 
 struct join_terms {
+  uint32_t wire_version;
   uint32_t node;
   uint64_t fingerprint;
   uint64_t page_bytes;
@@ -29,7 +31,8 @@ caf::expected<join_terms> read_terms(const envelope& msg) {
     auto peer = transport::from_wire(in.getPeer());
     if (!peer)
       return std::move(peer.error());
-    return join_terms{in.getNode(),
+    return join_terms{in.getWireVersion(),
+                      in.getNode(),
                       in.getModelFingerprint(),
                       in.getPageBytes(),
                       in.getFirstDecodeInstance(),
@@ -49,6 +52,12 @@ caf::error check_terms(const hosted_node& h, const join_terms& t) {
                           ", this node process has " + std::to_string(ours) +
                           ": start both from the same cluster file");
   };
+  if (t.wire_version != wire_version)
+    return make_error(errc::invalid_argument,
+                      "the cluster's process speaks wire version " +
+                          std::to_string(t.wire_version) + ", this node process " +
+                          std::to_string(wire_version) +
+                          " (messages/wire_version.hpp): run the same Crescent build everywhere");
   if (t.node != h.node)
     return differs("node here", t.node, h.node);
   if (t.fingerprint != h.model_fingerprint)
@@ -105,6 +114,7 @@ on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::act
     out.setNode(h.node);
     out.setDecodeInstances(static_cast<uint32_t>(h.decode.size()));
     out.setPrefillInstances(static_cast<uint32_t>(h.prefill.size()));
+    out.setWireVersion(wire_version);
     transport::to_wire(h.transfer->self_info(), out.initPeer());
   });
   return {std::move(welcome), caf::actor_cast<caf::actor>(h.owner), untyped(h.decode),

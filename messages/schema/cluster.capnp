@@ -20,6 +20,7 @@ struct NodeJoin {
   peer @5 :Common.TransportPeer;   # how to reach the main process's memory
   firstPrefillInstance @6 :UInt32; # cluster-wide index of the node's first prefill instance
   prefillInstances @7 :UInt32;     # at most 16
+  wireVersion @8 :UInt32;          # messages/wire_version.hpp; a peer of another is refused
 }
 
 # node agent -> main process: the join is accepted. The actors themselves travel next to this
@@ -29,6 +30,7 @@ struct NodeWelcome {
   decodeInstances @1 :UInt32;
   peer @2 :Common.TransportPeer;   # how to reach this node's memory (its pool, its decode KV)
   prefillInstances @3 :UInt32;
+  wireVersion @4 :UInt32;          # messages/wire_version.hpp; a peer of another is refused
 }
 
 # main process -> node agent of a joined node, once every node has joined and before any

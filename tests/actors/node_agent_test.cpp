@@ -6,6 +6,7 @@
 #include "messages/checked_read.hpp"
 #include "messages/schema/cluster.capnp.h"
 #include "messages/schema/conductor.capnp.h"
+#include "messages/wire_version.hpp"
 #include "support/test_cluster.hpp"
 #include "transport/peer_wire.hpp"
 
@@ -23,6 +24,7 @@ struct join_answer {
 };
 
 struct terms {
+  uint32_t wire = wire_version;
   uint32_t node = 1;
   uint64_t fingerprint = 0;
   uint64_t page_bytes = 0;
@@ -68,6 +70,7 @@ class node_join : public ::testing::Test {
 
   envelope join_msg(const terms& t) {
     return make_envelope<wire::NodeJoin>([&](wire::NodeJoin::Builder out) {
+      out.setWireVersion(t.wire);
       out.setNode(t.node);
       out.setModelFingerprint(t.fingerprint);
       out.setPageBytes(t.page_bytes);
@@ -133,6 +136,11 @@ TEST_F(node_join, terms_that_differ_are_refused_with_what_differs) {
   t = good;
   t.decode = 2;
   EXPECT_NE(refusal(t).find("decode instance count"), std::string::npos);
+  // A main process of a build before 128-bit block keys sends no version (it reads as 0).
+  t = good;
+  t.wire = 0;
+  EXPECT_NE(refusal(t).find("speaks wire version 0, this node process 1"), std::string::npos)
+      << refusal(t);
   // Another schema, and a join without the conductor.
   auto a = join(agent, make_envelope<wire::Ack>([](wire::Ack::Builder) {}));
   EXPECT_TRUE(is(a.err, errc::wrong_message_type)) << describe(a.err);
@@ -149,6 +157,7 @@ TEST_F(node_join, an_accepted_join_answers_with_the_node_and_a_second_is_refused
   ASSERT_EQ(a.decode.size(), 1u);
   EXPECT_EQ(a.decode[0], caf::actor_cast<caf::actor>(hosted.decode[0]));
   auto w = read_as<wire::NodeWelcome>(a.welcome, [](wire::NodeWelcome::Reader in) {
+    EXPECT_EQ(in.getWireVersion(), wire_version);
     auto peer = transport::from_wire(in.getPeer());
     return std::make_pair(in.getNode(), peer ? peer->nodes : std::vector<uint32_t>{});
   });
