@@ -5,6 +5,7 @@
 #include "actors/common/timeouts.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
+#include "messages/wire_version.hpp"
 #include "transport/peer_wire.hpp"
 
 #include <caf/stateful_actor.hpp>
@@ -41,6 +42,7 @@ envelope make_report(owner_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::OwnerReport>([&](wire::OwnerReport::Builder out) {
     out.setNode(st.options.node);
+    out.setWireVersion(wire_version);
     auto list = out.initBlocks(static_cast<unsigned>(st.blocks.size()));
     unsigned i = 0;
     for (const auto& [key, b] : st.blocks) {

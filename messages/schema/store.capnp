@@ -209,6 +209,7 @@ struct OwnerReport {
   peer @3 :Common.TransportPeer;
   dramCapacityBytes @4 :UInt64;     # so placement knows the node's room from its first report
   dramUsedBytes @5 :UInt64;
+  wireVersion @6 :UInt32;           # messages/wire_version.hpp: an owner of another is refused
 }
 
 # store master -> clients: how to reach every live owner's memory.
