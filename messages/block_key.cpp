@@ -20,13 +20,6 @@ std::string to_string(const block_key& key) {
 
 namespace {
 
-uint64_t get_be64(const unsigned char* in) {
-  uint64_t x = 0;
-  for (int i = 0; i < 8; ++i)
-    x = x << 8 | in[i];
-  return x;
-}
-
 struct digest_context {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx{EVP_MD_CTX_new(), &EVP_MD_CTX_free};
 };
@@ -47,7 +40,7 @@ block_key sha256_key(std::initializer_list<std::span<const std::byte>> parts) {
   ok = ok && EVP_DigestFinal_ex(ctx, md.data(), &md_bytes) == 1 && md_bytes == md.size();
   if (!ok)
     std::abort();
-  return {get_be64(md.data()), get_be64(md.data() + 8)};
+  return load_be(reinterpret_cast<const char*>(md.data()));
 }
 
 } // namespace crescent

@@ -12,21 +12,15 @@ static_assert(std::endian::native == std::endian::little, "block keys hash littl
 
 namespace {
 
-constexpr std::byte chain_step_tag{0x01};
-
-void put_be64(uint64_t x, std::byte* out) {
-  for (int i = 0; i < 8; ++i)
-    out[i] = static_cast<std::byte>(x >> (56 - 8 * i));
-}
+constexpr char chain_step_tag = 0x01;
 
 } // namespace
 
 block_key chain_key(const block_key& parent, std::span<const uint32_t> tokens) {
-  std::array<std::byte, 17> head{};
+  std::array<char, 17> head{};
   head[0] = chain_step_tag;
-  put_be64(parent.hi, head.data() + 1);
-  put_be64(parent.lo, head.data() + 9);
-  return sha256_key({head, std::as_bytes(tokens)});
+  store_be(parent, head.data() + 1);
+  return sha256_key({std::as_bytes(std::span{head}), std::as_bytes(tokens)});
 }
 
 std::vector<block_key> chain_block_keys(std::span<const uint32_t> tokens, uint32_t block_tokens,

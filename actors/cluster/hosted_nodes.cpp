@@ -64,12 +64,8 @@ caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uin
                                                   const welcome& w) {
   auto peer = read_as<wire::NodeWelcome>(
       w.terms, [&](wire::NodeWelcome::Reader in) -> caf::expected<transport::peer_info> {
-        if (in.getWireVersion() != wire_version)
-          return make_error(errc::invalid_argument,
-                            "it speaks wire version " + std::to_string(in.getWireVersion()) +
-                                ", this process " + std::to_string(wire_version) +
-                                " (messages/wire_version.hpp): run the same Crescent build "
-                                "everywhere");
+        if (auto err = check_wire_version(in.getWireVersion(), "it", "this process"))
+          return err;
         if (in.getNode() != node || in.getDecodeInstances() != cfg.nodes[node].decode_instances ||
             in.getPrefillInstances() != cfg.nodes[node].prefill_instances)
           return make_error(errc::invalid_argument,

@@ -107,11 +107,11 @@ class flat_key_map {
  private:
   static constexpr size_t slots_min = 16;
 
-  // Fibonacci hashing of both words folded: block keys are hashes already, but test and
-  // benchmark keys are small integers in one word, and this spreads both.
+  // Fibonacci hashing of the key's std::hash: block keys are hashes already, but test and
+  // benchmark keys are small integers, and this spreads both.
   size_t home(const block_key& key) const {
-    const uint64_t folded = key.lo ^ std::rotl(key.hi, 32);
-    return static_cast<size_t>((folded * 0x9E3779B97F4A7C15ull) >> shift_);
+    const uint64_t h = std::hash<block_key>{}(key);
+    return static_cast<size_t>((h * 0x9E3779B97F4A7C15ull) >> shift_);
   }
   size_t next(size_t i) const { return (i + 1) & (slots_.size() - 1); }
 

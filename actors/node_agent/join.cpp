@@ -52,12 +52,8 @@ caf::error check_terms(const hosted_node& h, const join_terms& t) {
                           ", this node process has " + std::to_string(ours) +
                           ": start both from the same cluster file");
   };
-  if (t.wire_version != wire_version)
-    return make_error(errc::invalid_argument,
-                      "the cluster's process speaks wire version " +
-                          std::to_string(t.wire_version) + ", this node process " +
-                          std::to_string(wire_version) +
-                          " (messages/wire_version.hpp): run the same Crescent build everywhere");
+  if (auto err = check_wire_version(t.wire_version, "the cluster's process", "this node process"))
+    return err;
   if (t.node != h.node)
     return differs("node here", t.node, h.node);
   if (t.fingerprint != h.model_fingerprint)

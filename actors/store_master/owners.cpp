@@ -284,13 +284,8 @@ caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
   };
   auto r = read_as<wire::OwnerReport>(msg, [](wire::OwnerReport::Reader in) {
     // An owner of another build would name blocks by keys this master reads differently.
-    if (in.getWireVersion() != wire_version)
-      return caf::expected<report>{
-          make_error(errc::invalid_argument,
-                     "an owner report of wire version " + std::to_string(in.getWireVersion()) +
-                         ", this master's is " + std::to_string(wire_version) +
-                         " (messages/wire_version.hpp): run the same Crescent build "
-                         "everywhere")};
+    if (auto err = check_wire_version(in.getWireVersion(), "an owner", "this master"))
+      return caf::expected<report>{std::move(err)};
     report out{in.getNode(), {}, {}, in.getDramCapacityBytes(), in.getDramUsedBytes()};
     for (auto b : in.getBlocks())
       out.blocks[read_key(b.getKey())] = {b.getInDram(), transport::from_wire(b.getDram()),

@@ -5,7 +5,9 @@
 #include "messages/block_key.hpp"
 
 #include <cstdint>
+#include <initializer_list>
 #include <ostream>
+#include <span>
 #include <vector>
 
 namespace crescent {
@@ -14,12 +16,18 @@ constexpr block_key operator""_key(unsigned long long n) {
   return {0, static_cast<uint64_t>(n)};
 }
 
-/// Keys {0, n} for each n: `numbered_keys({1, 2, 3})`.
-inline std::vector<block_key> numbered_keys(std::initializer_list<uint64_t> numbers) {
+/// Keys {0, n} for each n.
+inline std::vector<block_key> numbered_keys(std::span<const uint64_t> numbers) {
   std::vector<block_key> out;
+  out.reserve(numbers.size());
   for (auto n : numbers)
     out.push_back({0, n});
   return out;
+}
+
+/// `numbered_keys({1, 2, 3})`.
+inline std::vector<block_key> numbered_keys(std::initializer_list<uint64_t> numbers) {
+  return numbered_keys(std::span{numbers.begin(), numbers.size()});
 }
 
 // GoogleTest prints keys in failure messages through this.

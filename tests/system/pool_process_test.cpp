@@ -6,6 +6,7 @@
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 #include "storage/ssd_tier.hpp"
+#include "support/block_keys.hpp"
 #include "support/networked_config.hpp"
 #include "support/random_bytes.hpp"
 
@@ -25,14 +26,6 @@ namespace {
 
 constexpr uint64_t block_bytes = 4096;
 constexpr uint32_t node_count = 3;
-
-// The test names block n by the key {0, n}.
-std::vector<block_key> keys_of(std::span<const uint64_t> numbers) {
-  std::vector<block_key> out;
-  for (auto n : numbers)
-    out.push_back({0, n});
-  return out;
-}
 constexpr uint32_t client_node = 9;
 
 std::vector<std::byte> block_of(uint64_t key) {
@@ -108,7 +101,7 @@ class pool_processes : public ::testing::Test {
         data.push_back(block_of(k));
       }
       std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
-      auto done = client->put(keys_of(keys), spans, replicas);
+      auto done = client->put(numbered_keys(keys), spans, replicas);
       if (done)
         for (const auto& key : *done)
           acked.push_back(key.lo);
@@ -126,7 +119,7 @@ class pool_processes : public ::testing::Test {
       const size_t n = std::min<size_t>(batch, keys.size() - at);
       std::vector<std::vector<std::byte>> bufs(n, std::vector<std::byte>(block_bytes));
       std::vector<std::span<std::byte>> spans(bufs.begin(), bufs.end());
-      auto ok = client->get(keys_of(std::span{keys}.subspan(at, n)), spans);
+      auto ok = client->get(numbered_keys(std::span{keys}.subspan(at, n)), spans);
       EXPECT_TRUE(ok) << describe(ok.error());
       if (!ok)
         continue;
@@ -175,7 +168,7 @@ class pool_processes_with_ssd : public pool_processes {
         for (auto k : left)
           data.push_back(block_of(k));
         std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
-        auto done = client->put(keys_of(left), spans, 1);
+        auto done = client->put(numbered_keys(left), spans, 1);
         EXPECT_TRUE(done) << describe(done.error());
         if (!done)
           return acked;
@@ -259,17 +252,18 @@ TEST_F(pool_processes, the_longest_available_prefix_is_read_and_verified) {
     chain.push_back(k);
   std::vector<std::vector<std::byte>> bufs(chain.size(), std::vector<std::byte>(block_bytes));
   std::vector<std::span<std::byte>> spans(bufs.begin(), bufs.end());
-  auto n = client->get_prefix(keys_of(chain), spans);
+  auto n = client->get_prefix(numbered_keys(chain), spans);
   ASSERT_TRUE(n) << describe(n.error());
   EXPECT_EQ(*n, 5u);
   for (size_t i = 0; i < *n; ++i)
     EXPECT_EQ(bufs[i], block_of(chain[i]));
-  auto rest = client->get_prefix(keys_of(std::span{chain}.subspan(6)), std::span{spans}.subspan(6));
+  auto rest =
+      client->get_prefix(numbered_keys(std::span{chain}.subspan(6)), std::span{spans}.subspan(6));
   ASSERT_TRUE(rest) << describe(rest.error());
   EXPECT_EQ(*rest, 4u);
   EXPECT_EQ(bufs[9], block_of(509));
-  auto none =
-      client->get_prefix(keys_of(std::span{chain}.subspan(5, 1)), std::span{spans}.subspan(5, 1));
+  auto none = client->get_prefix(numbered_keys(std::span{chain}.subspan(5, 1)),
+                                 std::span{spans}.subspan(5, 1));
   ASSERT_TRUE(none) << describe(none.error());
   EXPECT_EQ(*none, 0u);
 }
