@@ -63,6 +63,13 @@ auto read_as(const envelope& env, F&& fn, read_limits limits = {}) {
   }
 }
 
+/// Reading a typed envelope as the schema its type names: reading it as another fails to compile.
+template <class T, class U, class F>
+auto read_as(const typed_envelope<U>& env, F&& fn, read_limits limits = {}) {
+  static_assert(std::is_same_v<T, U>, "this envelope carries another schema");
+  return read_as<T>(static_cast<const envelope&>(env), std::forward<F>(fn), limits);
+}
+
 } // namespace crescent
 
 namespace crescent {

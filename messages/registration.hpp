@@ -8,9 +8,9 @@
 
 namespace crescent {
 
-/// Portable name of the envelope type, the same in every process.
-inline constexpr const char* envelope_type_name = "crescent.envelope";
-
+/// Registers every typed_envelope (envelope_schemas.hpp), each under its own name, and the
+/// error category. A bare `envelope` is not registered: every message between processes names
+/// its schema in its type.
 void register_types(caf::actor_system_config& cfg);
 
 } // namespace crescent

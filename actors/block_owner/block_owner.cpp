@@ -18,7 +18,7 @@ namespace crescent {
 
 namespace {
 
-envelope make_stats(owner_ptr self) {
+typed_envelope<wire::OwnerStats> make_stats(owner_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::OwnerStats>([&](wire::OwnerStats::Builder out) {
     out.setNode(st.options.node);
@@ -38,7 +38,7 @@ envelope make_stats(owner_ptr self) {
   });
 }
 
-envelope make_report(owner_ptr self) {
+typed_envelope<wire::OwnerReport> make_report(owner_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::OwnerReport>([&](wire::OwnerReport::Builder out) {
     out.setNode(st.options.node);
@@ -88,7 +88,7 @@ void report(owner_ptr self) {
   self->request(st.parts.master, control_timeout, owner_atom::value, report_atom::value,
                 make_report(self))
       .then(
-          [=](const envelope& reply) {
+          [=](const typed_envelope<wire::OwnerReportReply>& reply) {
             auto drop = read_as<wire::OwnerReportReply>(
                 reply, [](wire::OwnerReportReply::Reader in) { return to_keys(in.getDrop()); });
             if (!drop)
@@ -121,11 +121,15 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
     for (const auto& b : st.parts.ssd->blocks())
       st.blocks[b.key] = owned_block{b.size_bytes, std::nullopt, true};
   return {
-      [=](allocate_atom, const envelope& msg) { return on_allocate(self, msg); },
-      [=](free_atom, const envelope& msg) { return on_free(self, msg); },
-      [=](promote_atom, const envelope& msg) { return on_promote(self, msg); },
-      [=](touch_atom, const envelope& msg) { on_touch(self, msg); },
-      [=](verify_atom, const envelope& msg) { return on_verify(self, msg); },
+      [=](allocate_atom, const typed_envelope<wire::Allocate>& msg) {
+        return on_allocate(self, msg);
+      },
+      [=](free_atom, const typed_envelope<wire::FreeBlocks>& msg) { return on_free(self, msg); },
+      [=](promote_atom, const typed_envelope<wire::Promote>& msg) { return on_promote(self, msg); },
+      [=](touch_atom, const typed_envelope<wire::Touch>& msg) { on_touch(self, msg); },
+      [=](verify_atom, const typed_envelope<wire::VerifyBlock>& msg) {
+        return on_verify(self, msg);
+      },
       [=](report_atom) { return make_report(self); },
       [=](stats_atom) { return make_stats(self); },
       [=](start_atom) {

@@ -121,7 +121,7 @@ void ask_master(owner_ptr self, std::vector<block_key> keys, std::vector<bool> t
   st.evicting = true;
   self->request(st.parts.master, control_timeout, evict_atom::value, msg)
       .then(
-          [=](const envelope& reply) {
+          [=](const typed_envelope<wire::EvictReply>& reply) {
             auto approved = read_as<wire::EvictReply>(reply, [](wire::EvictReply::Reader in) {
               std::vector<bool> out;
               for (auto a : in.getApproved())
@@ -159,7 +159,7 @@ void note_ssd_error(owner_ptr self, bool write, block_key key, const caf::error&
                  n);
 }
 
-void on_touch(owner_ptr self, const envelope& msg) {
+void on_touch(owner_ptr self, const typed_envelope<wire::Touch>& msg) {
   auto& st = self->state;
   // Only the master knows which blocks were read; anyone else could keep blocks of its choice
   // in DRAM by touching them.
@@ -182,7 +182,8 @@ void on_touch(owner_ptr self, const envelope& msg) {
       st.order->touch(key);
 }
 
-caf::result<envelope> on_verify(owner_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::VerifyReply>>
+on_verify(owner_ptr self, const typed_envelope<wire::VerifyBlock>& msg) {
   auto& st = self->state;
   // Only the master acts on the answer (it keeps or drops the replica); a check costs a pass
   // over the block's bytes, which nobody else may make this actor spend.

@@ -47,9 +47,11 @@ inline constexpr size_t ssd_error_text_max = 512;
 using owner_ptr = block_owner_actor::stateful_pointer<owner_state>;
 
 // space.cpp
-caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg);
-caf::result<void> on_free(owner_ptr self, const envelope& msg);
-caf::result<envelope> on_promote(owner_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::AllocateReply>>
+on_allocate(owner_ptr self, const typed_envelope<wire::Allocate>& msg);
+caf::result<void> on_free(owner_ptr self, const typed_envelope<wire::FreeBlocks>& msg);
+caf::result<typed_envelope<wire::PromoteReply>>
+on_promote(owner_ptr self, const typed_envelope<wire::Promote>& msg);
 /// A DRAM copy of `key`, read back from SSD if need be. io_error: the SSD copy was unreadable
 /// and is forgotten; no_space: no DRAM room now; not_found: no copy.
 caf::expected<transport::region_handle> promote(owner_ptr self, block_key key);
@@ -61,7 +63,8 @@ void maybe_evict(owner_ptr self);
 /// Moves the blocks a Touch names up the eviction order. Fire and forget: a refusal (not from
 /// the master, malformed) is counted, never answered, since an error sent back to an actor
 /// that did not ask for a reply ends it.
-void on_touch(owner_ptr self, const envelope& msg);
-caf::result<envelope> on_verify(owner_ptr self, const envelope& msg);
+void on_touch(owner_ptr self, const typed_envelope<wire::Touch>& msg);
+caf::result<typed_envelope<wire::VerifyReply>>
+on_verify(owner_ptr self, const typed_envelope<wire::VerifyBlock>& msg);
 
 } // namespace crescent

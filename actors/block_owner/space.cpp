@@ -25,7 +25,8 @@ caf::error check_count(size_t n) {
   return caf::none;
 }
 
-envelope allocate_reply(const std::vector<transport::region_handle>& handles) {
+typed_envelope<wire::AllocateReply>
+allocate_reply(const std::vector<transport::region_handle>& handles) {
   return make_envelope<wire::AllocateReply>([&](wire::AllocateReply::Builder out) {
     auto list = out.initHandles(static_cast<unsigned>(handles.size()));
     for (unsigned i = 0; i < handles.size(); ++i)
@@ -33,8 +34,8 @@ envelope allocate_reply(const std::vector<transport::region_handle>& handles) {
   });
 }
 
-envelope promote_reply(const std::vector<transport::region_handle>& handles,
-                       const std::vector<bool>& lost) {
+typed_envelope<wire::PromoteReply>
+promote_reply(const std::vector<transport::region_handle>& handles, const std::vector<bool>& lost) {
   return make_envelope<wire::PromoteReply>([&](wire::PromoteReply::Builder out) {
     auto list = out.initHandles(static_cast<unsigned>(handles.size()));
     for (unsigned i = 0; i < handles.size(); ++i)
@@ -114,7 +115,8 @@ void release_dram(owner_ptr self, block_key key, owned_block& b) {
   st.order->erase(key);
 }
 
-caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::AllocateReply>>
+on_allocate(owner_ptr self, const typed_envelope<wire::Allocate>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::Allocate>(msg, [](wire::Allocate::Reader in) {
     return allocate_args{to_keys(in.getKeys()), to_vector(in.getSizes()),
@@ -154,7 +156,7 @@ caf::result<envelope> on_allocate(owner_ptr self, const envelope& msg) {
   return allocate_reply(out);
 }
 
-caf::result<void> on_free(owner_ptr self, const envelope& msg) {
+caf::result<void> on_free(owner_ptr self, const typed_envelope<wire::FreeBlocks>& msg) {
   auto& st = self->state;
   auto keys = read_as<wire::FreeBlocks>(
       msg, [](wire::FreeBlocks::Reader in) { return to_keys(in.getKeys()); });
@@ -179,7 +181,8 @@ caf::result<void> on_free(owner_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-caf::result<envelope> on_promote(owner_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::PromoteReply>>
+on_promote(owner_ptr self, const typed_envelope<wire::Promote>& msg) {
   auto& st = self->state;
   auto keys =
       read_as<wire::Promote>(msg, [](wire::Promote::Reader in) { return to_keys(in.getKeys()); });

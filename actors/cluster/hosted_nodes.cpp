@@ -22,7 +22,7 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 struct welcome {
-  envelope terms;
+  typed_envelope<wire::NodeWelcome> terms;
   caf::actor owner;
   std::vector<caf::actor> decode;
   std::vector<caf::actor> prefill;
@@ -43,7 +43,8 @@ caf::expected<node_agent_actor> reach(caf::actor_system& sys, const node_address
   }
 }
 
-envelope join_terms(const cluster_config& cfg, uint32_t node, const transport::peer_info& self) {
+typed_envelope<wire::NodeJoin> join_terms(const cluster_config& cfg, uint32_t node,
+                                          const transport::peer_info& self) {
   return make_envelope<wire::NodeJoin>([&](wire::NodeJoin::Builder out) {
     out.setNode(node);
     out.setModelFingerprint(cfg.model.fingerprint());
@@ -89,7 +90,8 @@ caf::expected<transport::peer_info> check_welcome(const cluster_config& cfg, uin
 
 // What each hosted node's prefill workers need once every node has joined: every decode
 // worker, and how to reach every process's memory (pool blocks and decode pages live anywhere).
-envelope cluster_directory(const std::vector<transport::peer_info>& peers, size_t decode) {
+typed_envelope<wire::ClusterDirectory>
+cluster_directory(const std::vector<transport::peer_info>& peers, size_t decode) {
   return make_envelope<wire::ClusterDirectory>([&](wire::ClusterDirectory::Builder out) {
     auto list = out.initPeers(static_cast<unsigned>(peers.size()));
     for (unsigned i = 0; i < peers.size(); ++i)
@@ -123,8 +125,8 @@ caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor&
                 caf::actor_cast<caf::actor>(dir_->conductor),
                 caf::actor_cast<caf::actor>(dir_->store_master))
       .receive(
-          [&](envelope& terms, caf::actor& owner, std::vector<caf::actor>& decode,
-              std::vector<caf::actor>& prefill) {
+          [&](typed_envelope<wire::NodeWelcome>& terms, caf::actor& owner,
+              std::vector<caf::actor>& decode, std::vector<caf::actor>& prefill) {
             w = welcome{std::move(terms), std::move(owner), std::move(decode), std::move(prefill)};
           },
           [&](caf::error& e) { err = std::move(e); });

@@ -55,7 +55,7 @@ void decode_track::sum_from(size_t first) {
 
 namespace {
 
-envelope make_stats(conductor_ptr self) {
+typed_envelope<wire::ConductorStats> make_stats(conductor_ptr self) {
   auto& st = self->state;
   const int64_t now = now_ns(self);
   uint32_t live = 0;
@@ -99,11 +99,19 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
         s.node_gone[n] = true; // for good: a node that comes back joins a new cluster
   });
   return {
-      [=](schedule_atom, const envelope& msg) { return on_schedule(self, msg); },
-      [=](report_atom, const envelope& msg) { return on_prefill_report(self, msg); },
-      [=](finished_atom, const envelope& msg) { return on_request_report(self, msg); },
-      [=](heartbeat_atom, const envelope& msg) { return on_heartbeat(self, msg); },
-      [=](evicted_atom, const envelope& msg) { on_blocks_gone(self, msg); },
+      [=](schedule_atom, const typed_envelope<wire::ScheduleRequest>& msg) {
+        return on_schedule(self, msg);
+      },
+      [=](report_atom, const typed_envelope<wire::PrefillReport>& msg) {
+        return on_prefill_report(self, msg);
+      },
+      [=](finished_atom, const typed_envelope<wire::RequestReport>& msg) {
+        return on_request_report(self, msg);
+      },
+      [=](heartbeat_atom, const typed_envelope<wire::Heartbeat>& msg) {
+        return on_heartbeat(self, msg);
+      },
+      [=](evicted_atom, const typed_envelope<wire::BlocksGone>& msg) { on_blocks_gone(self, msg); },
       [=](watch_atom, const std::vector<caf::actor>& agents) { on_watch(self, agents); },
       [=](stats_atom) { return make_stats(self); },
       [=](tick_atom) {

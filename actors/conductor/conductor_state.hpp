@@ -88,11 +88,14 @@ struct conductor_state {
 
 using conductor_ptr = conductor_actor::stateful_pointer<conductor_state>;
 
-caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg);
-caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg);
-caf::result<void> on_request_report(conductor_ptr self, const envelope& msg);
-caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg);
-void on_blocks_gone(conductor_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::ScheduleReply>>
+on_schedule(conductor_ptr self, const typed_envelope<wire::ScheduleRequest>& msg);
+caf::result<void> on_prefill_report(conductor_ptr self,
+                                    const typed_envelope<wire::PrefillReport>& msg);
+caf::result<void> on_request_report(conductor_ptr self,
+                                    const typed_envelope<wire::RequestReport>& msg);
+caf::result<void> on_heartbeat(conductor_ptr self, const typed_envelope<wire::Heartbeat>& msg);
+void on_blocks_gone(conductor_ptr self, const typed_envelope<wire::BlocksGone>& msg);
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents);
 /// Fails the requests placed on nodes that went silent or gone since the last check.
 void check_liveness(conductor_ptr self);

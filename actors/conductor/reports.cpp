@@ -67,7 +67,8 @@ void end_prefill_job(conductor_ptr self, uint32_t instance, uint64_t request_id,
     t.free_at_ns += static_cast<int64_t>(j.occupancy_ns);
 }
 
-caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
+caf::result<void> on_prefill_report(conductor_ptr self,
+                                    const typed_envelope<wire::PrefillReport>& msg) {
   auto& st = self->state;
   struct report {
     uint64_t request_id;
@@ -142,7 +143,8 @@ caf::result<void> on_prefill_report(conductor_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
+caf::result<void> on_request_report(conductor_ptr self,
+                                    const typed_envelope<wire::RequestReport>& msg) {
   auto& st = self->state;
   auto id = read_as<wire::RequestReport>(
       msg, [](wire::RequestReport::Reader in) { return in.getRequestId(); });
@@ -161,7 +163,7 @@ caf::result<void> on_request_report(conductor_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
+caf::result<void> on_heartbeat(conductor_ptr self, const typed_envelope<wire::Heartbeat>& msg) {
   auto& st = self->state;
   auto node =
       read_as<wire::Heartbeat>(msg, [](wire::Heartbeat::Reader in) { return in.getNode(); });
@@ -181,7 +183,7 @@ caf::result<void> on_heartbeat(conductor_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-void on_blocks_gone(conductor_ptr self, const envelope& msg) {
+void on_blocks_gone(conductor_ptr self, const typed_envelope<wire::BlocksGone>& msg) {
   auto& st = self->state;
   // Only the store master knows what left a node; anyone else could make blocks look absent.
   if (refuse_unless_sent_by(self, st.options.store_master, "BlocksGone", "the store master"))

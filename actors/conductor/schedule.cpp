@@ -21,7 +21,8 @@ struct schedule_args {
   std::vector<block_key> keys;
 };
 
-envelope reply_rejected(uint64_t id, const std::string& reason, uint64_t retry_after_ms) {
+typed_envelope<wire::ScheduleReply> reply_rejected(uint64_t id, const std::string& reason,
+                                                   uint64_t retry_after_ms) {
   return make_envelope<wire::ScheduleReply>([&](wire::ScheduleReply::Builder out) {
     out.setRequestId(id);
     out.setRejected(reason);
@@ -29,7 +30,7 @@ envelope reply_rejected(uint64_t id, const std::string& reason, uint64_t retry_a
   });
 }
 
-envelope reply_placed(uint64_t id, const decision& d) {
+typed_envelope<wire::ScheduleReply> reply_placed(uint64_t id, const decision& d) {
   return make_envelope<wire::ScheduleReply>([&](wire::ScheduleReply::Builder out) {
     out.setRequestId(id);
     auto placed = out.initPlaced();
@@ -43,7 +44,7 @@ envelope reply_placed(uint64_t id, const decision& d) {
   });
 }
 
-caf::expected<schedule_args> read_args(const envelope& msg) {
+caf::expected<schedule_args> read_args(const typed_envelope<wire::ScheduleRequest>& msg) {
   return read_as<wire::ScheduleRequest>(msg, [](wire::ScheduleRequest::Reader in) {
     auto keys = in.getBlockKeys();
     if (keys.size() > schedule_keys_max)
@@ -155,7 +156,8 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
 
 } // namespace
 
-caf::result<envelope> on_schedule(conductor_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::ScheduleReply>>
+on_schedule(conductor_ptr self, const typed_envelope<wire::ScheduleRequest>& msg) {
   auto& st = self->state;
   auto args = read_args(msg);
   if (!args)

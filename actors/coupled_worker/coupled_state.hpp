@@ -72,9 +72,10 @@ inline int64_t clock_ns(coupled_ptr self) {
 }
 
 // intake.cpp
-caf::result<envelope> on_coupled_job(coupled_ptr self, const envelope& msg);
-caf::result<void> on_release(coupled_ptr self, const envelope& msg);
-envelope make_stats(coupled_ptr self);
+caf::result<typed_envelope<wire::PrefillAccepted>>
+on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg);
+caf::result<void> on_release(coupled_ptr self, const typed_envelope<wire::ReleaseRequest>& msg);
+typed_envelope<wire::WorkerStats> make_stats(coupled_ptr self);
 /// Drops a request at any stage; its pages go back (cached ones stay cached). The caller wakes
 /// the step loop if it is not in a step (waiting requests may fit now).
 void drop_request(coupled_ptr self, uint64_t request_id);

@@ -52,8 +52,12 @@ coupled_worker_actor::behavior_type coupled_worker(coupled_ptr self, coupled_wor
     wake(self);
   });
   return {
-      [=](prefill_atom, const envelope& msg) { return on_coupled_job(self, msg); },
-      [=](release_atom, const envelope& msg) { return on_release(self, msg); },
+      [=](prefill_atom, const typed_envelope<wire::CoupledJob>& msg) {
+        return on_coupled_job(self, msg);
+      },
+      [=](release_atom, const typed_envelope<wire::ReleaseRequest>& msg) {
+        return on_release(self, msg);
+      },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) {
         if (!refuse_unless_self_sent(self, "step"))

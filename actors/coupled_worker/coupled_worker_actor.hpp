@@ -5,7 +5,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -17,11 +17,12 @@ using coupled_worker_actor = caf::typed_actor<
     // CoupledJob (from its request actor) -> PrefillAccepted (queued), or an error (queue full:
     // no_space; a prompt the instance can never hold: limit_exceeded; a bad job). The request
     // then hears PrefillDone (the first token), TokenBatch and, if it fails, RequestFailed.
-    caf::replies_to<prefill_atom, envelope>::with<envelope>,
+    caf::replies_to<prefill_atom,
+                    typed_envelope<wire::CoupledJob>>::with<typed_envelope<wire::PrefillAccepted>>,
     // ReleaseRequest, from the request actor that sent the job only: drop it and its pages
-    caf::replies_to<release_atom, envelope>::with<void>,
+    caf::replies_to<release_atom, typed_envelope<wire::ReleaseRequest>>::with<void>,
     // -> WorkerStats
-    caf::replies_to<stats_atom>::with<envelope>,
+    caf::replies_to<stats_atom>::with<typed_envelope<wire::WorkerStats>>,
     // internal: emit the last step's tokens and compute the next step
     caf::reacts_to<step_atom>>;
 

@@ -24,7 +24,7 @@ struct job_args {
   uint32_t max_new_tokens = 0;
 };
 
-caf::expected<job_args> read_job(const envelope& msg) {
+caf::expected<job_args> read_job(const typed_envelope<wire::CoupledJob>& msg) {
   return read_as<wire::CoupledJob>(msg, [](wire::CoupledJob::Reader in) {
     if (in.getBlockKeys().size() > job_keys_max)
       return caf::expected<job_args>{
@@ -72,7 +72,8 @@ bool known(const coupled_state& st, uint64_t id) {
 
 } // namespace
 
-caf::result<envelope> on_coupled_job(coupled_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::PrefillAccepted>>
+on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg) {
   auto& st = self->state;
   auto a = read_job(msg);
   if (!a)
@@ -109,7 +110,7 @@ caf::result<envelope> on_coupled_job(coupled_ptr self, const envelope& msg) {
   });
 }
 
-caf::result<void> on_release(coupled_ptr self, const envelope& msg) {
+caf::result<void> on_release(coupled_ptr self, const typed_envelope<wire::ReleaseRequest>& msg) {
   auto& st = self->state;
   auto id = read_as<wire::ReleaseRequest>(
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
@@ -170,7 +171,7 @@ void wake(coupled_ptr self, uint64_t after_ns) {
   send_next_step(self, st.options.simulated_time, after_ns);
 }
 
-envelope make_stats(coupled_ptr self) {
+typed_envelope<wire::WorkerStats> make_stats(coupled_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
     out.setInstance(st.options.instance);

@@ -54,7 +54,7 @@ caf::error decode_handoff(decode_ptr self, const reservation& r) {
 
 } // namespace
 
-caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg) {
+caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvReady>& msg) {
   auto& st = self->state;
   struct ready {
     uint64_t request_id;

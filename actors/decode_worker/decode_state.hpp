@@ -59,12 +59,13 @@ struct decode_state {
 using decode_ptr = decode_worker_actor::stateful_pointer<decode_state>;
 
 // reserve.cpp
-caf::result<envelope> on_reserve(decode_ptr self, const envelope& msg);
-caf::result<void> on_release(decode_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::ReserveReply>>
+on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg);
+caf::result<void> on_release(decode_ptr self, const typed_envelope<wire::ReleaseRequest>& msg);
 void drop_reservation(decode_ptr self, uint64_t request_id);
 void revoke_grants(decode_ptr self, reservation& r);
 // batch.cpp
-caf::result<void> on_kv_ready(decode_ptr self, const envelope& msg);
+caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvReady>& msg);
 void on_step(decode_ptr self);
 
 } // namespace crescent

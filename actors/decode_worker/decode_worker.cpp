@@ -10,7 +10,7 @@ namespace crescent {
 
 namespace {
 
-envelope make_stats(decode_ptr self) {
+typed_envelope<wire::WorkerStats> make_stats(decode_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
     out.setInstance(st.options.instance);
@@ -38,9 +38,15 @@ decode_worker_actor::behavior_type decode_worker(decode_ptr self, decode_worker_
       drop_reservation(self, id);
   });
   return {
-      [=](reserve_atom, const envelope& msg) { return on_reserve(self, msg); },
-      [=](release_atom, const envelope& msg) { return on_release(self, msg); },
-      [=](kv_ready_atom, const envelope& msg) { return on_kv_ready(self, msg); },
+      [=](reserve_atom, const typed_envelope<wire::ReserveRequest>& msg) {
+        return on_reserve(self, msg);
+      },
+      [=](release_atom, const typed_envelope<wire::ReleaseRequest>& msg) {
+        return on_release(self, msg);
+      },
+      [=](kv_ready_atom, const typed_envelope<wire::KvReady>& msg) {
+        return on_kv_ready(self, msg);
+      },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) {
         if (!refuse_unless_self_sent(self, "step"))

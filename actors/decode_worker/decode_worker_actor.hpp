@@ -3,7 +3,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -13,13 +13,14 @@ namespace crescent {
 
 using decode_worker_actor = caf::typed_actor<
     // ReserveRequest -> ReserveReply (page handles), or an error (budget, memory)
-    caf::replies_to<reserve_atom, envelope>::with<envelope>,
+    caf::replies_to<reserve_atom,
+                    typed_envelope<wire::ReserveRequest>>::with<typed_envelope<wire::ReserveReply>>,
     // ReleaseRequest: drop a reservation that will not be used
-    caf::replies_to<release_atom, envelope>::with<void>,
+    caf::replies_to<release_atom, typed_envelope<wire::ReleaseRequest>>::with<void>,
     // KvReady from the prefill worker: start decoding the request
-    caf::replies_to<kv_ready_atom, envelope>::with<void>,
+    caf::replies_to<kv_ready_atom, typed_envelope<wire::KvReady>>::with<void>,
     // -> WorkerStats
-    caf::replies_to<stats_atom>::with<envelope>,
+    caf::replies_to<stats_atom>::with<typed_envelope<wire::WorkerStats>>,
     // internal: emit the last step's tokens and compute the next step
     caf::reacts_to<step_atom>>;
 

@@ -84,7 +84,8 @@ void revoke_grants(decode_ptr self, reservation& r) {
   r.grants.clear();
 }
 
-caf::result<envelope> on_reserve(decode_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::ReserveReply>>
+on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::ReserveRequest>(msg, [](wire::ReserveRequest::Reader in) {
     return reserve_args{in.getRequestId(), in.getPromptTokens(), in.getMaxNewTokens(),
@@ -146,7 +147,7 @@ void drop_reservation(decode_ptr self, uint64_t request_id) {
   st.active.erase(std::remove(st.active.begin(), st.active.end(), request_id), st.active.end());
 }
 
-caf::result<void> on_release(decode_ptr self, const envelope& msg) {
+caf::result<void> on_release(decode_ptr self, const typed_envelope<wire::ReleaseRequest>& msg) {
   auto& st = self->state;
   auto id = read_as<wire::ReleaseRequest>(
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });

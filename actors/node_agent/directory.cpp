@@ -19,7 +19,7 @@ struct directory_terms {
   uint32_t decode;
 };
 
-caf::expected<directory_terms> read_directory(const envelope& msg) {
+caf::expected<directory_terms> read_directory(const typed_envelope<wire::ClusterDirectory>& msg) {
   return read_as<wire::ClusterDirectory>(
       msg, [](wire::ClusterDirectory::Reader in) -> caf::expected<directory_terms> {
         if (in.getPeers().size() > transport::peer_nodes_max)
@@ -37,7 +37,8 @@ caf::expected<directory_terms> read_directory(const envelope& msg) {
 
 } // namespace
 
-caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
+caf::result<void> on_directory(node_agent_ptr self,
+                               const typed_envelope<wire::ClusterDirectory>& msg,
                                const std::vector<caf::actor>& decode,
                                const std::vector<caf::actor>& prefill) {
   auto& st = self->state;

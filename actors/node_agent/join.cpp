@@ -26,7 +26,7 @@ struct join_terms {
   transport::peer_info peer;
 };
 
-caf::expected<join_terms> read_terms(const envelope& msg) {
+caf::expected<join_terms> read_terms(const typed_envelope<wire::NodeJoin>& msg) {
   return read_as<wire::NodeJoin>(msg, [](wire::NodeJoin::Reader in) -> caf::expected<join_terms> {
     auto peer = transport::from_wire(in.getPeer());
     if (!peer)
@@ -74,8 +74,10 @@ caf::error check_terms(const hosted_node& h, const join_terms& t) {
 
 } // namespace
 
-caf::result<envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>
-on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master) {
+caf::result<typed_envelope<wire::NodeWelcome>, caf::actor, std::vector<caf::actor>,
+            std::vector<caf::actor>>
+on_join(node_agent_ptr self, const typed_envelope<wire::NodeJoin>& msg, caf::actor conductor,
+        caf::actor master) {
   auto& st = self->state;
   if (!st.hosted)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,

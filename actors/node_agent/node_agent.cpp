@@ -58,11 +58,12 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
         if (!std::exchange(st.started, true))
           beat(self);
       },
-      [=](join_atom, const envelope& msg, caf::actor conductor, caf::actor master) {
+      [=](join_atom, const typed_envelope<wire::NodeJoin>& msg, caf::actor conductor,
+          caf::actor master) {
         return on_join(self, msg, std::move(conductor), std::move(master));
       },
-      [=](directory_atom, const envelope& msg, const std::vector<caf::actor>& decode,
-          const std::vector<caf::actor>& prefill) {
+      [=](directory_atom, const typed_envelope<wire::ClusterDirectory>& msg,
+          const std::vector<caf::actor>& decode, const std::vector<caf::actor>& prefill) {
         return on_directory(self, msg, decode, prefill);
       },
       [=](tick_atom) {

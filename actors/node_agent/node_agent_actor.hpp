@@ -4,7 +4,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
@@ -22,12 +22,13 @@ using node_agent_actor = caf::typed_actor<
     // decode workers and its prefill workers in instance order; or an error (terms differ,
     // joined already, not hosted). Handles travel untyped: CAF carries caf::actor between
     // processes without registration.
-    caf::replies_to<join_atom, envelope, caf::actor, caf::actor>::with<
-        envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>,
+    caf::replies_to<join_atom, typed_envelope<wire::NodeJoin>, caf::actor,
+                    caf::actor>::with<typed_envelope<wire::NodeWelcome>, caf::actor,
+                                      std::vector<caf::actor>, std::vector<caf::actor>>,
     // ClusterDirectory, every decode and every prefill worker of the cluster in instance order
     // -> done; once, after the join and before start. The node's workers read it from then on
     // (prefill workers: their decode instances, and the other stages of a prefill group).
-    caf::replies_to<directory_atom, envelope, std::vector<caf::actor>,
+    caf::replies_to<directory_atom, typed_envelope<wire::ClusterDirectory>, std::vector<caf::actor>,
                     std::vector<caf::actor>>::with<void>,
     // internal: one heartbeat interval passed
     caf::reacts_to<tick_atom>>;

@@ -30,10 +30,13 @@ struct node_agent_state {
 using node_agent_ptr = node_agent_actor::stateful_pointer<node_agent_state>;
 
 // join.cpp
-caf::result<envelope, caf::actor, std::vector<caf::actor>, std::vector<caf::actor>>
-on_join(node_agent_ptr self, const envelope& msg, caf::actor conductor, caf::actor master);
+caf::result<typed_envelope<wire::NodeWelcome>, caf::actor, std::vector<caf::actor>,
+            std::vector<caf::actor>>
+on_join(node_agent_ptr self, const typed_envelope<wire::NodeJoin>& msg, caf::actor conductor,
+        caf::actor master);
 // directory.cpp
-caf::result<void> on_directory(node_agent_ptr self, const envelope& msg,
+caf::result<void> on_directory(node_agent_ptr self,
+                               const typed_envelope<wire::ClusterDirectory>& msg,
                                const std::vector<caf::actor>& decode,
                                const std::vector<caf::actor>& prefill);
 

@@ -14,7 +14,8 @@ namespace crescent {
 
 namespace {
 
-caf::expected<prefill_job> decode_job(const envelope& msg, const gpu::model_config& model) {
+caf::expected<prefill_job> decode_job(const typed_envelope<wire::PrefillJob>& msg,
+                                      const gpu::model_config& model) {
   return read_as<wire::PrefillJob>(msg, [&](wire::PrefillJob::Reader in) {
     auto tokens = in.getTokens();
     auto keys = in.getBlockKeys();
@@ -73,7 +74,8 @@ caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& to
   return caf::none;
 }
 
-caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::PrefillAccepted>>
+on_prefill_job(prefill_ptr self, const typed_envelope<wire::PrefillJob>& msg) {
   auto& st = self->state;
   if (st.options.group_instances > 1 && stage_index(st) != 0)
     return st.bad.refuse(st.name,
@@ -106,7 +108,7 @@ caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg) {
   });
 }
 
-void on_cancel_job(prefill_ptr self, const envelope& msg) {
+void on_cancel_job(prefill_ptr self, const typed_envelope<wire::ReleaseRequest>& msg) {
   auto& st = self->state;
   auto id = read_as<wire::ReleaseRequest>(
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });

@@ -167,15 +167,15 @@ void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::tr
 }
 
 // Asks the store master; its answer continues the job only while that job is still in its slot
-// (a job that failed or timed out meanwhile is gone).
-template <class Atom, class OnReply, class OnError>
-void ask_master(prefill_ptr self, job_slot slot, Atom atom, envelope msg, OnReply on_reply,
-                OnError on_error) {
+// (a job that failed or timed out meanwhile is gone). `Reply` is the schema of its answer.
+template <class Reply, class Atom, class Schema, class OnReply, class OnError>
+void ask_master(prefill_ptr self, job_slot slot, Atom atom, typed_envelope<Schema> msg,
+                OnReply on_reply, OnError on_error) {
   const auto id = (self->state.*slot)->request_id;
   auto current = [self, slot, id] { return is_job(self, slot, id); };
   self->request(self->state.parts.dir->store_master, control_timeout, atom, std::move(msg))
       .then(
-          [=](const envelope& reply) {
+          [=](const typed_envelope<Reply>& reply) {
             if (current())
               on_reply(reply);
           },
@@ -356,9 +356,9 @@ void lookup_prefix(prefill_ptr self) {
     begin_compute(self);
     return;
   }
-  ask_master(
+  ask_master<wire::GetReply>(
       self, computing, get_atom::value, pool_protocol::make_get(job.keys, true),
-      [self](const envelope& reply) {
+      [self](const typed_envelope<wire::GetReply>& reply) {
         auto found = pool_protocol::read_get_reply(reply);
         if (found) {
           start_loading(self, *found);
@@ -525,9 +525,9 @@ void store_new_blocks(prefill_ptr self) {
   auto msg = pool_protocol::make_put_start(
       {st.options.node, st.options.replicas, to_wire(st.options.placement),
        std::span{job.keys}.subspan(first, last - first), sizes, positions});
-  ask_master(
+  ask_master<wire::PutStartReply>(
       self, storing, put_start_atom::value, std::move(msg),
-      [=](const envelope& reply) {
+      [=](const typed_envelope<wire::PutStartReply>& reply) {
         auto slots = pool_protocol::read_put_start_reply(reply);
         if (!slots || slots->size() != last - first) {
           spdlog::warn("prefill_worker: bad put reply; blocks not stored");
@@ -632,9 +632,9 @@ void end_store(prefill_ptr self, stored_blocks stored) {
   }
   auto msg = pool_protocol::make_put_start(
       {st.options.node, 1, wire::ReplicaPlacement::LOCAL_FIRST, keys, sizes, positions, true});
-  ask_master(
+  ask_master<wire::PutStartReply>(
       self, storing, put_start_atom::value, std::move(msg),
-      [=](const envelope& reply) {
+      [=](const typed_envelope<wire::PutStartReply>& reply) {
         auto slots = pool_protocol::read_put_start_reply(reply);
         if (!slots || slots->size() != pulled.size()) {
           spdlog::warn("prefill_worker: bad replica put reply; no copies made");

@@ -242,8 +242,9 @@ inline int64_t clock_ns(prefill_ptr self) {
 }
 
 // admit.cpp
-caf::result<envelope> on_prefill_job(prefill_ptr self, const envelope& msg);
-void on_cancel_job(prefill_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::PrefillAccepted>>
+on_prefill_job(prefill_ptr self, const typed_envelope<wire::PrefillJob>& msg);
+void on_cancel_job(prefill_ptr self, const typed_envelope<wire::ReleaseRequest>& msg);
 // compute.cpp
 void start_next_job(prefill_ptr self);
 void on_step(prefill_ptr self);
@@ -271,11 +272,12 @@ void forward_stream(prefill_ptr self, stream_out& out, uint64_t request_id, uint
                     std::span<const float> stream);
 bool stages_finished(const prefill_job& job); // every other stage answered ok
 bool abort_stages(prefill_ptr self);          // head, failing: false when none runs
-caf::result<envelope> on_stage_job(prefill_ptr self, const envelope& msg);
-void on_stage_inbox(prefill_ptr self, const envelope& msg);
-void on_stage_chunk(prefill_ptr self, const envelope& msg);
-void on_stage_done(prefill_ptr self, const envelope& msg);
-void on_stage_abort(prefill_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::StageAccepted>>
+on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg);
+void on_stage_inbox(prefill_ptr self, const typed_envelope<wire::StageInbox>& msg);
+void on_stage_chunk(prefill_ptr self, const typed_envelope<wire::StageChunk>& msg);
+void on_stage_done(prefill_ptr self, const typed_envelope<wire::StageDone>& msg);
+void on_stage_abort(prefill_ptr self, const typed_envelope<wire::StageAbort>& msg);
 void on_stage_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t index,
                  const caf::error& err);
 void on_stage_step(prefill_ptr self);

@@ -13,7 +13,7 @@ namespace crescent {
 
 namespace {
 
-envelope make_stats(prefill_ptr self) {
+typed_envelope<wire::WorkerStats> make_stats(prefill_ptr self) {
   auto& st = self->state;
   return make_envelope<wire::WorkerStats>([&](wire::WorkerStats::Builder out) {
     out.setInstance(st.options.instance);
@@ -63,9 +63,13 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
         q.end());
   });
   return {
-      [=](prefill_atom, const envelope& msg) { return on_prefill_job(self, msg); },
+      [=](prefill_atom, const typed_envelope<wire::PrefillJob>& msg) {
+        return on_prefill_job(self, msg);
+      },
       [=](stats_atom) { return make_stats(self); },
-      [=](cancel_atom, const envelope& msg) { on_cancel_job(self, msg); },
+      [=](cancel_atom, const typed_envelope<wire::ReleaseRequest>& msg) {
+        on_cancel_job(self, msg);
+      },
       [=](step_atom) {
         if (refuse_unless_self_sent(self, "step"))
           return;
@@ -74,11 +78,21 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
         else
           on_step(self);
       },
-      [=](stage_atom, const envelope& msg) { return on_stage_job(self, msg); },
-      [=](stage_inbox_atom, const envelope& msg) { on_stage_inbox(self, msg); },
-      [=](stage_chunk_atom, const envelope& msg) { on_stage_chunk(self, msg); },
-      [=](stage_done_atom, const envelope& msg) { on_stage_done(self, msg); },
-      [=](stage_abort_atom, const envelope& msg) { on_stage_abort(self, msg); },
+      [=](stage_atom, const typed_envelope<wire::StageJob>& msg) {
+        return on_stage_job(self, msg);
+      },
+      [=](stage_inbox_atom, const typed_envelope<wire::StageInbox>& msg) {
+        on_stage_inbox(self, msg);
+      },
+      [=](stage_chunk_atom, const typed_envelope<wire::StageChunk>& msg) {
+        on_stage_chunk(self, msg);
+      },
+      [=](stage_done_atom, const typed_envelope<wire::StageDone>& msg) {
+        on_stage_done(self, msg);
+      },
+      [=](stage_abort_atom, const typed_envelope<wire::StageAbort>& msg) {
+        on_stage_abort(self, msg);
+      },
       [=](stage_io_atom, uint64_t request_id, uint32_t kind, uint32_t index,
           const caf::error& err) { on_stage_io(self, request_id, kind, index, err); },
       [=](handed_off_atom, uint64_t request_id, uint32_t batch, const caf::error& err) {

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/error.hpp>
 #include <caf/replies_to.hpp>
@@ -18,20 +18,24 @@ namespace crescent {
 
 using prefill_worker_actor = caf::typed_actor<
     // PrefillJob -> PrefillAccepted (queued), or an error (queue full, bad job)
-    caf::replies_to<prefill_atom, envelope>::with<envelope>,
+    caf::replies_to<prefill_atom,
+                    typed_envelope<wire::PrefillJob>>::with<typed_envelope<wire::PrefillAccepted>>,
     // -> WorkerStats
-    caf::replies_to<stats_atom>::with<envelope>,
+    caf::replies_to<stats_atom>::with<typed_envelope<wire::WorkerStats>>,
     // ReleaseRequest: the request ended (its client went away); its job, queued or running,
     // ends early and frees what it holds. Taken only from the request actor that sent the job,
     // or from the conductor.
-    caf::reacts_to<cancel_atom, envelope>,
+    caf::reacts_to<cancel_atom, typed_envelope<wire::ReleaseRequest>>,
     // StageJob (head of a prefill group -> another of its stages) -> StageAccepted, or an error
     // (not a stage of a group, busy, bad job)
-    caf::replies_to<stage_atom, envelope>::with<envelope>,
+    caf::replies_to<stage_atom,
+                    typed_envelope<wire::StageJob>>::with<typed_envelope<wire::StageAccepted>>,
     // StageInbox (stage k -> k - 1), StageChunk (k - 1 -> k), StageDone (stage -> head),
     // StageAbort (head -> stage): each taken only from the instance entitled to send it
-    caf::reacts_to<stage_inbox_atom, envelope>, caf::reacts_to<stage_chunk_atom, envelope>,
-    caf::reacts_to<stage_done_atom, envelope>, caf::reacts_to<stage_abort_atom, envelope>,
+    caf::reacts_to<stage_inbox_atom, typed_envelope<wire::StageInbox>>,
+    caf::reacts_to<stage_chunk_atom, typed_envelope<wire::StageChunk>>,
+    caf::reacts_to<stage_done_atom, typed_envelope<wire::StageDone>>,
+    caf::reacts_to<stage_abort_atom, typed_envelope<wire::StageAbort>>,
     // internal: a stage's transfer ended (kind: prefix read, KV batch, stream write; index)
     caf::reacts_to<stage_io_atom, uint64_t, uint32_t, uint32_t, caf::error>,
     // internal: run the next step of the current job

@@ -204,7 +204,8 @@ void compute_stage(prefill_ptr self) {
   send_next_step(self, st.options.simulated_time, r->compute_ns);
 }
 
-caf::expected<stage_job> decode_stage_job(const envelope& msg, const prefill_state& st) {
+caf::expected<stage_job> decode_stage_job(const typed_envelope<wire::StageJob>& msg,
+                                          const prefill_state& st) {
   const auto& model = st.parts.engine->config();
   return read_as<wire::StageJob>(msg, [&](wire::StageJob::Reader in) -> caf::expected<stage_job> {
     const auto tokens = in.getTokens();
@@ -383,7 +384,7 @@ void start_stages(prefill_ptr self) {
     const auto& stage = st.parts.dir->prefill[st.options.instance + k];
     self->monitor(stage);
     self->request(stage, control_timeout, stage_atom::value, msg)
-        .then([](const envelope&) {},
+        .then([](const typed_envelope<wire::StageAccepted>&) {},
               [=](caf::error& err) {
                 if (auto* j = head_job(self->state, id))
                   end_stage(self, *j, k, false, "refused the job: " + describe(err));
@@ -435,7 +436,8 @@ bool abort_stages(prefill_ptr self) {
   return running;
 }
 
-caf::result<envelope> on_stage_job(prefill_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::StageAccepted>>
+on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg) {
   auto& st = self->state;
   if (group_size(st) <= 1 || stage_index(st) == 0)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
@@ -484,7 +486,7 @@ caf::result<envelope> on_stage_job(prefill_ptr self, const envelope& msg) {
   });
 }
 
-void on_stage_inbox(prefill_ptr self, const envelope& msg) {
+void on_stage_inbox(prefill_ptr self, const typed_envelope<wire::StageInbox>& msg) {
   auto& st = self->state;
   if (group_size(st) <= 1 || stage_index(st) + 1 >= group_size(st) ||
       !sent_by(self, st.options.instance + 1)) {
@@ -535,7 +537,7 @@ void on_stage_inbox(prefill_ptr self, const envelope& msg) {
   }
 }
 
-void on_stage_chunk(prefill_ptr self, const envelope& msg) {
+void on_stage_chunk(prefill_ptr self, const typed_envelope<wire::StageChunk>& msg) {
   auto& st = self->state;
   if (group_size(st) <= 1 || stage_index(st) == 0 || !sent_by(self, st.options.instance - 1)) {
     st.bad.refuse(st.name, denied("only the stage before sends a chunk"));
@@ -559,7 +561,7 @@ void on_stage_chunk(prefill_ptr self, const envelope& msg) {
   compute_stage(self);
 }
 
-void on_stage_done(prefill_ptr self, const envelope& msg) {
+void on_stage_done(prefill_ptr self, const typed_envelope<wire::StageDone>& msg) {
   auto& st = self->state;
   const uint32_t x = group_size(st);
   uint32_t from = UINT32_MAX;
@@ -602,7 +604,7 @@ void on_stage_done(prefill_ptr self, const envelope& msg) {
   end_stage(self, *job, from, read->ok, read->reason);
 }
 
-void on_stage_abort(prefill_ptr self, const envelope& msg) {
+void on_stage_abort(prefill_ptr self, const typed_envelope<wire::StageAbort>& msg) {
   auto& st = self->state;
   if (group_size(st) <= 1 || stage_index(st) == 0 || !sent_by(self, group_head(st))) {
     st.bad.refuse(st.name, denied("only the head of the group aborts a stage"));

@@ -21,7 +21,8 @@ struct spec {
   uint32_t deadline_ms;
 };
 
-caf::expected<spec> read_spec(const envelope& msg, const request_options& opt) {
+caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
+                              const request_options& opt) {
   return read_as<wire::RequestSpec>(msg, [&](wire::RequestSpec::Reader in) {
     auto tokens = in.getTokens();
     if (tokens.size() == 0 || tokens.size() > opt.context_tokens_max)
@@ -70,7 +71,7 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
   });
   self->monitor(st.dir->prefill[st.prefill_instance]);
   self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
-      .then([](const envelope&) {},
+      .then([](const typed_envelope<wire::PrefillAccepted>&) {},
             [=](caf::error& err) {
               // A full queue is overload, which is admission's to answer; anything else failed.
               finish(self,
@@ -88,7 +89,7 @@ void submit_coupled(request_ptr self) {
     out.setMaxNewTokens(st.max_new_tokens);
   });
   self->request(st.dir->coupled[st.prefill_instance], control_timeout, prefill_atom::value, msg)
-      .then([=](const envelope&) { self->state.reserved = true; },
+      .then([=](const typed_envelope<wire::PrefillAccepted>&) { self->state.reserved = true; },
             [=](caf::error& err) {
               // A full queue, or a request larger than the instance's memory, is admission's.
               const bool load = is(err, errc::no_space) || is(err, errc::limit_exceeded);
@@ -109,7 +110,7 @@ void reserve(request_ptr self) {
   });
   self->request(st.dir->decode[st.decode_instance], control_timeout, reserve_atom::value, msg)
       .then(
-          [=](const envelope& reply) {
+          [=](const typed_envelope<wire::ReserveReply>& reply) {
             auto pages = read_as<wire::ReserveReply>(reply, [](wire::ReserveReply::Reader in) {
               std::vector<transport::region_handle> out;
               for (auto p : in.getPages())
@@ -157,7 +158,7 @@ struct schedule_reply {
   uint64_t retry_after_ms = 0;
 };
 
-void on_schedule_reply(request_ptr self, const envelope& reply) {
+void on_schedule_reply(request_ptr self, const typed_envelope<wire::ScheduleReply>& reply) {
   auto r = read_as<wire::ScheduleReply>(reply, [](wire::ScheduleReply::Reader in) {
     schedule_reply out;
     if (in.isPlaced()) {
@@ -215,15 +216,17 @@ void schedule(request_ptr self) {
     write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
   });
   self->request(st.dir->conductor, control_timeout, schedule_atom::value, msg)
-      .then([=](const envelope& reply) { on_schedule_reply(self, reply); },
-            [=](caf::error& err) {
-              finish(self, request_status::failed, "conductor: " + describe(err));
-            });
+      .then(
+          [=](const typed_envelope<wire::ScheduleReply>& reply) { on_schedule_reply(self, reply); },
+          [=](caf::error& err) {
+            finish(self, request_status::failed, "conductor: " + describe(err));
+          });
 }
 
 } // namespace
 
-caf::result<envelope> on_run(request_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::RequestOutcome>>
+on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg) {
   auto& st = self->state;
   if (st.running)
     return make_error(errc::already_exists, "this request actor is already running a request");
@@ -239,12 +242,13 @@ caf::result<envelope> on_run(request_ptr self, const envelope& msg) {
   st.arrival_ns = now_ns(self);
   const uint32_t deadline_ms = s->deadline_ms > 0 ? s->deadline_ms : st.options.default_deadline_ms;
   self->delayed_send(self, std::chrono::milliseconds(deadline_ms), deadline_atom::value);
-  st.client = self->make_response_promise<envelope>();
+  st.client = self->make_response_promise<typed_envelope<wire::RequestOutcome>>();
   schedule(self);
   return st.client;
 }
 
-caf::result<envelope> on_stream(request_ptr self, const envelope& msg, caf::actor listener) {
+caf::result<typed_envelope<wire::RequestOutcome>>
+on_stream(request_ptr self, const typed_envelope<wire::RequestSpec>& msg, caf::actor listener) {
   if (!listener)
     return self->state.bad.refuse(self->state.name,
                                   make_error(errc::invalid_argument, "a stream needs a listener"));

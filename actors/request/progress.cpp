@@ -28,7 +28,8 @@ wire::Status to_wire(request_status s) {
   return wire::Status::FAILED;
 }
 
-envelope make_outcome(request_ptr self, request_status status, const std::string& reason) {
+typed_envelope<wire::RequestOutcome> make_outcome(request_ptr self, request_status status,
+                                                  const std::string& reason) {
   auto& st = self->state;
   return make_envelope<wire::RequestOutcome>([&](wire::RequestOutcome::Builder out) {
     out.setRequestId(st.id);
@@ -145,7 +146,7 @@ int64_t now_ns(request_ptr self) {
       .count();
 }
 
-caf::result<void> on_prefill_done(request_ptr self, const envelope& msg) {
+caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::PrefillDone>& msg) {
   auto& st = self->state;
   struct done {
     uint64_t id;
@@ -216,7 +217,7 @@ void take_in_order(request_ptr self, const std::vector<uint32_t>& tokens, bool f
 
 } // namespace
 
-caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
+caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBatch>& msg) {
   auto& st = self->state;
   struct batch {
     uint64_t id;
@@ -265,7 +266,7 @@ caf::result<void> on_tokens(request_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-caf::result<void> on_failed(request_ptr self, const envelope& msg) {
+caf::result<void> on_failed(request_ptr self, const typed_envelope<wire::RequestFailed>& msg) {
   auto& st = self->state;
   struct failure {
     uint64_t id;

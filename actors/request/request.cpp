@@ -37,14 +37,20 @@ request_actor::behavior_type request(request_ptr self, request_options options,
                " stopped: " + caf::to_string(down.reason));
   });
   return {
-      [=](run_atom, const envelope& msg) { return on_run(self, msg); },
-      [=](stream_atom, const envelope& msg, caf::actor listener) {
+      [=](run_atom, const typed_envelope<wire::RequestSpec>& msg) { return on_run(self, msg); },
+      [=](stream_atom, const typed_envelope<wire::RequestSpec>& msg, caf::actor listener) {
         return on_stream(self, msg, std::move(listener));
       },
       [=](cancel_atom) { on_cancel(self); },
-      [=](prefill_done_atom, const envelope& msg) { return on_prefill_done(self, msg); },
-      [=](tokens_atom, const envelope& msg) { return on_tokens(self, msg); },
-      [=](failed_atom, const envelope& msg) { return on_failed(self, msg); },
+      [=](prefill_done_atom, const typed_envelope<wire::PrefillDone>& msg) {
+        return on_prefill_done(self, msg);
+      },
+      [=](tokens_atom, const typed_envelope<wire::TokenBatch>& msg) {
+        return on_tokens(self, msg);
+      },
+      [=](failed_atom, const typed_envelope<wire::RequestFailed>& msg) {
+        return on_failed(self, msg);
+      },
       [=](quiet_atom) {
         if (!refuse_unless_self_sent(self, "quiet"))
           on_quiet(self);
@@ -67,7 +73,8 @@ request_actor spawn_request_actor(caf::actor_system& sys, request_options option
   return sys.spawn(request, options, std::move(dir));
 }
 
-envelope make_request_spec(uint64_t id, std::span<const uint32_t> prompt, uint32_t max_new_tokens) {
+typed_envelope<wire::RequestSpec> make_request_spec(uint64_t id, std::span<const uint32_t> prompt,
+                                                    uint32_t max_new_tokens) {
   return make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
     out.setRequestId(id);
     auto tokens = out.initTokens(static_cast<unsigned>(prompt.size()));

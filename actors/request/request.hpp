@@ -28,6 +28,7 @@ request_actor spawn_request_actor(caf::actor_system& sys, request_options option
                                   std::shared_ptr<const directory> dir);
 
 /// The RequestSpec a client sends with run_atom or stream_atom.
-envelope make_request_spec(uint64_t id, std::span<const uint32_t> prompt, uint32_t max_new_tokens);
+typed_envelope<wire::RequestSpec> make_request_spec(uint64_t id, std::span<const uint32_t> prompt,
+                                                    uint32_t max_new_tokens);
 
 } // namespace crescent

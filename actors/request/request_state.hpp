@@ -21,7 +21,7 @@ struct request_state {
   bad_message_counter bad;
   request_options options;
   std::shared_ptr<const directory> dir;
-  caf::typed_response_promise<envelope> client;
+  caf::typed_response_promise<typed_envelope<wire::RequestOutcome>> client;
   caf::actor_addr client_addr; // who ran it: only it may cancel
   token_listener listener;     // streamed: hears each token as it comes (none: not streamed)
   bool running = false;
@@ -72,15 +72,17 @@ struct request_state {
 using request_ptr = request_actor::stateful_pointer<request_state>;
 
 // lifecycle.cpp
-caf::result<envelope> on_run(request_ptr self, const envelope& msg);
-caf::result<envelope> on_stream(request_ptr self, const envelope& msg, caf::actor listener);
+caf::result<typed_envelope<wire::RequestOutcome>>
+on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg);
+caf::result<typed_envelope<wire::RequestOutcome>>
+on_stream(request_ptr self, const typed_envelope<wire::RequestSpec>& msg, caf::actor listener);
 void on_cancel(request_ptr self);
 void finish(request_ptr self, request_status status, const std::string& reason);
 // progress.cpp
-caf::result<void> on_prefill_done(request_ptr self, const envelope& msg);
-caf::result<void> on_tokens(request_ptr self, const envelope& msg);
+caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::PrefillDone>& msg);
+caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBatch>& msg);
 void on_quiet(request_ptr self);
-caf::result<void> on_failed(request_ptr self, const envelope& msg);
+caf::result<void> on_failed(request_ptr self, const typed_envelope<wire::RequestFailed>& msg);
 int64_t now_ns(request_ptr self);
 /// Whether the prefill instance still owes this request something (its first token, or the
 /// kv_ready that lets decode start): until then its end fails the request.

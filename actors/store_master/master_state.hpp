@@ -90,9 +90,10 @@ using master_ptr = store_master_actor::stateful_pointer<master_state>;
 int64_t now_ns(master_ptr self);
 
 // put.cpp
-caf::result<envelope> on_put_start(master_ptr self, const envelope& msg);
-caf::result<void> on_put_commit(master_ptr self, const envelope& msg);
-caf::result<void> on_put_revoke(master_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::PutStartReply>>
+on_put_start(master_ptr self, const typed_envelope<wire::PutStart>& msg);
+caf::result<void> on_put_commit(master_ptr self, const typed_envelope<wire::PutCommit>& msg);
+caf::result<void> on_put_revoke(master_ptr self, const typed_envelope<wire::PutRevoke>& msg);
 /// Frees replicas granted and never committed, past their deadline (the sweep).
 void reclaim_replica_puts(master_ptr self);
 /// Writes the queued commits in one synced batch (at most batch_max keys; the rest next) and
@@ -103,15 +104,21 @@ void abandon_allocations(master_ptr self, uint32_t node);
 /// Forgets the writers of blocks that are no longer pending (the sweep).
 void forget_writers(master_ptr self);
 // read.cpp
-caf::result<envelope> on_get(master_ptr self, const envelope& msg);
-caf::result<envelope> on_exists(master_ptr self, const envelope& msg);
-caf::result<void> on_remove(master_ptr self, const envelope& msg);
-caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin);
-caf::result<void> on_corrupt(master_ptr self, const envelope& msg);
+caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
+                                                   const typed_envelope<wire::Get>& msg);
+caf::result<typed_envelope<wire::ExistsReply>> on_exists(master_ptr self,
+                                                         const typed_envelope<wire::Exists>& msg);
+caf::result<void> on_remove(master_ptr self, const typed_envelope<wire::Remove>& msg);
+caf::result<void> on_pin(master_ptr self, const typed_envelope<wire::Pin>& msg);
+caf::result<void> on_unpin(master_ptr self, const typed_envelope<wire::Unpin>& msg);
+caf::result<void> on_corrupt(master_ptr self, const typed_envelope<wire::ReportCorrupt>& msg);
 // owners.cpp
-caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg);
-caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg);
-caf::result<envelope> on_evict(master_ptr self, const envelope& msg);
+caf::result<void> on_owner_heartbeat(master_ptr self,
+                                     const typed_envelope<wire::OwnerHeartbeat>& msg);
+caf::result<typed_envelope<wire::OwnerReportReply>>
+on_owner_report(master_ptr self, const typed_envelope<wire::OwnerReport>& msg);
+caf::result<typed_envelope<wire::EvictReply>>
+on_evict(master_ptr self, const typed_envelope<wire::EvictRequest>& msg);
 void sweep(master_ptr self);
 void node_lost(master_ptr self, uint32_t node, const char* why);
 
@@ -119,7 +126,7 @@ void node_lost(master_ptr self, uint32_t node, const char* why);
 void count_lost(master_state& st, const std::vector<storage::object_record>& gone);
 /// Takes `owner` as node `node`'s owner: watched from now on, the node alive.
 void adopt_owner(master_ptr self, uint32_t node, block_owner_actor owner);
-caf::result<envelope> on_peers(master_ptr self);
+caf::result<typed_envelope<wire::PoolPeers>> on_peers(master_ptr self);
 /// Asks the owners to free these blocks' replicas (fire and forget: a lost free leaks space
 /// until the owner next reports).
 void free_replicas(master_ptr self, const std::vector<storage::object_record>& records);

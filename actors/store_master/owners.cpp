@@ -81,7 +81,7 @@ void adopt_owner(master_ptr self, uint32_t node, block_owner_actor owner) {
   n.last_seen = self->clock().now();
 }
 
-caf::result<envelope> on_peers(master_ptr self) {
+caf::result<typed_envelope<wire::PoolPeers>> on_peers(master_ptr self) {
   auto& st = self->state;
   std::vector<const transport::peer_info*> live;
   for (const auto& n : st.nodes)
@@ -149,7 +149,8 @@ void sweep(master_ptr self) {
   }
 }
 
-caf::result<void> on_owner_heartbeat(master_ptr self, const envelope& msg) {
+caf::result<void> on_owner_heartbeat(master_ptr self,
+                                     const typed_envelope<wire::OwnerHeartbeat>& msg) {
   auto& st = self->state;
   struct beat {
     uint32_t node;
@@ -198,7 +199,8 @@ void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<block
 
 } // namespace
 
-caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::EvictReply>>
+on_evict(master_ptr self, const typed_envelope<wire::EvictRequest>& msg) {
   auto& st = self->state;
   struct request {
     uint32_t node;
@@ -269,7 +271,8 @@ caf::result<envelope> on_evict(master_ptr self, const envelope& msg) {
   });
 }
 
-caf::result<envelope> on_owner_report(master_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::OwnerReportReply>>
+on_owner_report(master_ptr self, const typed_envelope<wire::OwnerReport>& msg) {
   auto& st = self->state;
   struct held {
     bool in_dram;

@@ -19,14 +19,15 @@ unsigned count(std::span<const T> values) {
 
 } // namespace
 
-envelope make_get(std::span<const block_key> keys, bool prefix_only) {
+typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only) {
   return make_envelope<wire::Get>([&](wire::Get::Builder out) {
     write_keys(out.initKeys(count(keys)), keys);
     out.setPrefixOnly(prefix_only);
   });
 }
 
-caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply) {
+caf::expected<std::vector<block_location>>
+read_get_reply(const typed_envelope<wire::GetReply>& reply) {
   return read_as<wire::GetReply>(reply, [](wire::GetReply::Reader in) {
     std::vector<block_location> out;
     for (auto b : in.getBlocks()) {
@@ -39,7 +40,7 @@ caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply)
   });
 }
 
-envelope make_put_start(const put_start_args& a) {
+typed_envelope<wire::PutStart> make_put_start(const put_start_args& a) {
   return make_envelope<wire::PutStart>([&](wire::PutStart::Builder out) {
     out.setNode(a.node);
     out.setReplicaCount(a.replicas);
@@ -53,7 +54,8 @@ envelope make_put_start(const put_start_args& a) {
   });
 }
 
-caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply) {
+caf::expected<std::vector<put_slot>>
+read_put_start_reply(const typed_envelope<wire::PutStartReply>& reply) {
   return read_as<wire::PutStartReply>(reply, [](wire::PutStartReply::Reader in) {
     std::vector<put_slot> out;
     for (auto s : in.getSlots()) {
@@ -67,8 +69,9 @@ caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply)
   });
 }
 
-envelope make_put_commit(std::span<const block_key> keys, std::span<const uint64_t> checksums,
-                         bool replicas) {
+typed_envelope<wire::PutCommit> make_put_commit(std::span<const block_key> keys,
+                                                std::span<const uint64_t> checksums,
+                                                bool replicas) {
   return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
     write_keys(out.initKeys(count(keys)), keys);
     fill(out.initChecksums(count(checksums)), checksums);
@@ -76,12 +79,12 @@ envelope make_put_commit(std::span<const block_key> keys, std::span<const uint64
   });
 }
 
-envelope make_put_revoke(std::span<const block_key> keys) {
+typed_envelope<wire::PutRevoke> make_put_revoke(std::span<const block_key> keys) {
   return make_envelope<wire::PutRevoke>(
       [&](wire::PutRevoke::Builder out) { write_keys(out.initKeys(count(keys)), keys); });
 }
 
-envelope make_report_corrupt(block_key key, uint32_t node) {
+typed_envelope<wire::ReportCorrupt> make_report_corrupt(block_key key, uint32_t node) {
   return make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder out) {
     write_key(out.initKey(), key);
     out.setNode(node);

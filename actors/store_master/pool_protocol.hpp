@@ -3,7 +3,7 @@
 #pragma once
 
 #include "messages/block_key.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 #include "messages/schema/store.capnp.h"
 #include "transport/region_handle.hpp"
 
@@ -41,15 +41,18 @@ struct put_start_args {
   bool replicate = false;              // one more replica of existing blocks on `node`
 };
 
-envelope make_get(std::span<const block_key> keys, bool prefix_only);
-caf::expected<std::vector<block_location>> read_get_reply(const envelope& reply);
+typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only);
+caf::expected<std::vector<block_location>>
+read_get_reply(const typed_envelope<wire::GetReply>& reply);
 
-envelope make_put_start(const put_start_args& a);
-caf::expected<std::vector<put_slot>> read_put_start_reply(const envelope& reply);
+typed_envelope<wire::PutStart> make_put_start(const put_start_args& a);
+caf::expected<std::vector<put_slot>>
+read_put_start_reply(const typed_envelope<wire::PutStartReply>& reply);
 
-envelope make_put_commit(std::span<const block_key> keys, std::span<const uint64_t> checksums,
-                         bool replicas = false);
-envelope make_put_revoke(std::span<const block_key> keys);
-envelope make_report_corrupt(block_key key, uint32_t node);
+typed_envelope<wire::PutCommit> make_put_commit(std::span<const block_key> keys,
+                                                std::span<const uint64_t> checksums,
+                                                bool replicas = false);
+typed_envelope<wire::PutRevoke> make_put_revoke(std::span<const block_key> keys);
+typed_envelope<wire::ReportCorrupt> make_report_corrupt(block_key key, uint32_t node);
 
 } // namespace crescent::pool_protocol

@@ -92,12 +92,13 @@ struct put_round {
   std::vector<std::vector<uint32_t>> nodes;               // per fresh key
   std::vector<std::vector<transport::region_handle>> got; // per fresh key, per replica
   size_t outstanding = 0;
-  caf::typed_response_promise<envelope> promise;
+  caf::typed_response_promise<typed_envelope<wire::PutStartReply>> promise;
   caf::actor_addr writer; // who asked: only it commits or revokes what is granted
 };
 
-envelope make_reply(master_ptr self, const put_round& round,
-                    const std::unordered_map<block_key, size_t>& granted) {
+typed_envelope<wire::PutStartReply>
+make_reply(master_ptr self, const put_round& round,
+           const std::unordered_map<block_key, size_t>& granted) {
   auto& st = self->state;
   return make_envelope<wire::PutStartReply>([&](wire::PutStartReply::Builder out) {
     auto slots = out.initSlots(static_cast<unsigned>(round.args.keys.size()));
@@ -231,7 +232,7 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
   };
   self->request(st.nodes[node].owner, control_timeout, allocate_atom::value, msg)
       .then(
-          [=](const envelope& reply) {
+          [=](const typed_envelope<wire::AllocateReply>& reply) {
             auto handles = read_as<wire::AllocateReply>(reply, [](wire::AllocateReply::Reader in) {
               std::vector<transport::region_handle> out;
               for (auto h : in.getHandles())
@@ -260,7 +261,8 @@ void abandon_allocations(master_ptr self, uint32_t node) {
     done({});
 }
 
-caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::PutStartReply>>
+on_put_start(master_ptr self, const typed_envelope<wire::PutStart>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::PutStart>(msg, [](wire::PutStart::Reader in) {
     return put_args{
@@ -317,7 +319,7 @@ caf::result<envelope> on_put_start(master_ptr self, const envelope& msg) {
   // Before the allocations: CAF delivers in order per sender, so an owner moves these blocks up
   // before this put's new blocks can make it evict.
   touch_replicas(self, again);
-  round->promise = self->make_response_promise<envelope>();
+  round->promise = self->make_response_promise<typed_envelope<wire::PutStartReply>>();
   if (per_node.empty()) {
     finish(self, round);
     return round->promise;
@@ -423,7 +425,7 @@ void reclaim_replica_puts(master_ptr self) {
   free_replicas(self, back);
 }
 
-caf::result<void> on_put_commit(master_ptr self, const envelope& msg) {
+caf::result<void> on_put_commit(master_ptr self, const typed_envelope<wire::PutCommit>& msg) {
   auto& st = self->state;
   struct commit_args {
     std::vector<block_key> keys;
@@ -504,7 +506,7 @@ void flush_commits(master_ptr self) {
       c.promise.deliver(caf::unit);
 }
 
-caf::result<void> on_put_revoke(master_ptr self, const envelope& msg) {
+caf::result<void> on_put_revoke(master_ptr self, const typed_envelope<wire::PutRevoke>& msg) {
   auto& st = self->state;
   auto keys = read_as<wire::PutRevoke>(
       msg, [](wire::PutRevoke::Reader in) { return to_keys(in.getKeys()); });

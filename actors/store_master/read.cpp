@@ -50,7 +50,7 @@ struct get_args {
 };
 
 // Answers a get from the current metadata; leases what it returns.
-envelope answer(master_ptr self, const get_args& a) {
+typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a) {
   auto& st = self->state;
   const int64_t until =
       now_ns(self) +
@@ -134,7 +134,8 @@ struct promote_outcome {
 
 } // namespace
 
-caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
+                                                   const typed_envelope<wire::Get>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::Get>(msg, [](wire::Get::Reader in) {
     return get_args{to_keys(in.getKeys()), in.getPrefixOnly()};
@@ -160,7 +161,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
   }
   if (promote.empty())
     return answer(self, *a);
-  auto rp = self->make_response_promise<envelope>();
+  auto rp = self->make_response_promise<typed_envelope<wire::GetReply>>();
   auto outstanding = std::make_shared<size_t>(promote.size());
   for (auto& [node, keys] : promote) {
     auto req = make_envelope<wire::Promote>([&](wire::Promote::Builder out) {
@@ -179,7 +180,7 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
     };
     self->request(st.nodes[node].owner, control_timeout, promote_atom::value, req)
         .then(
-            [=](const envelope& reply) mutable {
+            [=](const typed_envelope<wire::PromoteReply>& reply) mutable {
               auto o = read_as<wire::PromoteReply>(reply, [](wire::PromoteReply::Reader in) {
                 promote_outcome out;
                 for (auto x : in.getHandles())
@@ -195,7 +196,8 @@ caf::result<envelope> on_get(master_ptr self, const envelope& msg) {
   return rp;
 }
 
-caf::result<envelope> on_exists(master_ptr self, const envelope& msg) {
+caf::result<typed_envelope<wire::ExistsReply>> on_exists(master_ptr self,
+                                                         const typed_envelope<wire::Exists>& msg) {
   auto& st = self->state;
   auto keys =
       read_as<wire::Exists>(msg, [](wire::Exists::Reader in) { return to_keys(in.getKeys()); });
@@ -210,7 +212,7 @@ caf::result<envelope> on_exists(master_ptr self, const envelope& msg) {
   });
 }
 
-caf::result<void> on_remove(master_ptr self, const envelope& msg) {
+caf::result<void> on_remove(master_ptr self, const typed_envelope<wire::Remove>& msg) {
   auto& st = self->state;
   auto keys =
       read_as<wire::Remove>(msg, [](wire::Remove::Reader in) { return to_keys(in.getKeys()); });
@@ -225,22 +227,16 @@ caf::result<void> on_remove(master_ptr self, const envelope& msg) {
   return caf::unit;
 }
 
-caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin) {
+namespace {
+
+struct pin_args {
+  std::vector<block_key> keys;
+  bool hard = false;
+  uint32_t ttl_ms = 0;
+};
+
+caf::result<void> apply_pins(master_ptr self, caf::expected<pin_args> a, bool pin) {
   auto& st = self->state;
-  struct pin_args {
-    std::vector<block_key> keys;
-    bool hard = false;
-    uint32_t ttl_ms = 0;
-  };
-  caf::expected<pin_args> a{pin_args{}};
-  if (pin)
-    a = read_as<wire::Pin>(msg, [](wire::Pin::Reader in) {
-      return pin_args{to_keys(in.getKeys()), in.getHard(), in.getTtlMs()};
-    });
-  else
-    a = read_as<wire::Unpin>(msg, [](wire::Unpin::Reader in) {
-      return pin_args{to_keys(in.getKeys()), false, 0};
-    });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
   if (auto err = check_keys(a->keys.size()))
@@ -257,7 +253,28 @@ caf::result<void> on_pin(master_ptr self, const envelope& msg, bool pin) {
   return caf::unit;
 }
 
-caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
+} // namespace
+
+caf::result<void> on_pin(master_ptr self, const typed_envelope<wire::Pin>& msg) {
+  return apply_pins(
+      self,
+      read_as<wire::Pin>(msg,
+                         [](wire::Pin::Reader in) {
+                           return pin_args{to_keys(in.getKeys()), in.getHard(), in.getTtlMs()};
+                         }),
+      true);
+}
+
+caf::result<void> on_unpin(master_ptr self, const typed_envelope<wire::Unpin>& msg) {
+  return apply_pins(self,
+                    read_as<wire::Unpin>(msg,
+                                         [](wire::Unpin::Reader in) {
+                                           return pin_args{to_keys(in.getKeys()), false, 0};
+                                         }),
+                    false);
+}
+
+caf::result<void> on_corrupt(master_ptr self, const typed_envelope<wire::ReportCorrupt>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::ReportCorrupt>(msg, [](wire::ReportCorrupt::Reader in) {
     return std::make_pair(read_key(in.getKey()), in.getNode());
@@ -300,7 +317,7 @@ caf::result<void> on_corrupt(master_ptr self, const envelope& msg) {
   });
   self->request(st.nodes[node].owner, control_timeout, verify_atom::value, ask)
       .then(
-          [=](const envelope& reply) mutable {
+          [=](const typed_envelope<wire::VerifyReply>& reply) mutable {
             auto intact = read_as<wire::VerifyReply>(
                 reply, [](wire::VerifyReply::Reader in) { return in.getIntact(); });
             if (!intact || !*intact)

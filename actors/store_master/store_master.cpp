@@ -19,7 +19,7 @@ int64_t now_ns(master_ptr self) {
 
 namespace {
 
-envelope make_stats(master_ptr self) {
+typed_envelope<wire::StoreStats> make_stats(master_ptr self) {
   auto& st = self->state;
   uint32_t live = 0;
   uint64_t write_errors = 0;
@@ -87,21 +87,33 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
         node_lost(self, n, "its block owner stopped");
   });
   return {
-      [=](put_start_atom, const envelope& msg) { return on_put_start(self, msg); },
-      [=](put_commit_atom, const envelope& msg) { return on_put_commit(self, msg); },
+      [=](put_start_atom, const typed_envelope<wire::PutStart>& msg) {
+        return on_put_start(self, msg);
+      },
+      [=](put_commit_atom, const typed_envelope<wire::PutCommit>& msg) {
+        return on_put_commit(self, msg);
+      },
       [=](put_commit_atom) { flush_commits(self); },
-      [=](put_revoke_atom, const envelope& msg) { return on_put_revoke(self, msg); },
-      [=](get_atom, const envelope& msg) { return on_get(self, msg); },
-      [=](exists_atom, const envelope& msg) { return on_exists(self, msg); },
-      [=](remove_atom, const envelope& msg) { return on_remove(self, msg); },
-      [=](pin_atom, const envelope& msg) { return on_pin(self, msg, true); },
-      [=](unpin_atom, const envelope& msg) { return on_pin(self, msg, false); },
-      [=](corrupt_atom, const envelope& msg) { return on_corrupt(self, msg); },
-      [=](owner_atom, heartbeat_atom, const envelope& msg) {
+      [=](put_revoke_atom, const typed_envelope<wire::PutRevoke>& msg) {
+        return on_put_revoke(self, msg);
+      },
+      [=](get_atom, const typed_envelope<wire::Get>& msg) { return on_get(self, msg); },
+      [=](exists_atom, const typed_envelope<wire::Exists>& msg) { return on_exists(self, msg); },
+      [=](remove_atom, const typed_envelope<wire::Remove>& msg) { return on_remove(self, msg); },
+      [=](pin_atom, const typed_envelope<wire::Pin>& msg) { return on_pin(self, msg); },
+      [=](unpin_atom, const typed_envelope<wire::Unpin>& msg) { return on_unpin(self, msg); },
+      [=](corrupt_atom, const typed_envelope<wire::ReportCorrupt>& msg) {
+        return on_corrupt(self, msg);
+      },
+      [=](owner_atom, heartbeat_atom, const typed_envelope<wire::OwnerHeartbeat>& msg) {
         return on_owner_heartbeat(self, msg);
       },
-      [=](owner_atom, report_atom, const envelope& msg) { return on_owner_report(self, msg); },
-      [=](evict_atom, const envelope& msg) { return on_evict(self, msg); },
+      [=](owner_atom, report_atom, const typed_envelope<wire::OwnerReport>& msg) {
+        return on_owner_report(self, msg);
+      },
+      [=](evict_atom, const typed_envelope<wire::EvictRequest>& msg) {
+        return on_evict(self, msg);
+      },
       [=](stats_atom) { return make_stats(self); },
       [=](peers_atom) { return on_peers(self); },
       [=](start_atom) { start(self); },

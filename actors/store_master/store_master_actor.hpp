@@ -5,7 +5,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -15,32 +15,36 @@ namespace crescent {
 
 using store_master_actor = caf::typed_actor<
     // PutStart -> PutStartReply
-    caf::replies_to<put_start_atom, envelope>::with<envelope>,
+    caf::replies_to<put_start_atom,
+                    typed_envelope<wire::PutStart>>::with<typed_envelope<wire::PutStartReply>>,
     // PutCommit: acknowledged only once the records are synced
-    caf::replies_to<put_commit_atom, envelope>::with<void>,
+    caf::replies_to<put_commit_atom, typed_envelope<wire::PutCommit>>::with<void>,
     // PutRevoke
-    caf::replies_to<put_revoke_atom, envelope>::with<void>,
+    caf::replies_to<put_revoke_atom, typed_envelope<wire::PutRevoke>>::with<void>,
     // Get -> GetReply (replicas in DRAM, promoting SSD-only blocks first; a read lease)
-    caf::replies_to<get_atom, envelope>::with<envelope>,
+    caf::replies_to<get_atom, typed_envelope<wire::Get>>::with<typed_envelope<wire::GetReply>>,
     // Exists -> ExistsReply
-    caf::replies_to<exists_atom, envelope>::with<envelope>,
+    caf::replies_to<exists_atom,
+                    typed_envelope<wire::Exists>>::with<typed_envelope<wire::ExistsReply>>,
     // Remove
-    caf::replies_to<remove_atom, envelope>::with<void>,
+    caf::replies_to<remove_atom, typed_envelope<wire::Remove>>::with<void>,
     // Pin, Unpin
-    caf::replies_to<pin_atom, envelope>::with<void>,
-    caf::replies_to<unpin_atom, envelope>::with<void>,
+    caf::replies_to<pin_atom, typed_envelope<wire::Pin>>::with<void>,
+    caf::replies_to<unpin_atom, typed_envelope<wire::Unpin>>::with<void>,
     // ReportCorrupt: a reader saw a checksum mismatch in one replica
-    caf::replies_to<corrupt_atom, envelope>::with<void>,
+    caf::replies_to<corrupt_atom, typed_envelope<wire::ReportCorrupt>>::with<void>,
     // OwnerHeartbeat from a block owner
-    caf::replies_to<owner_atom, heartbeat_atom, envelope>::with<void>,
+    caf::replies_to<owner_atom, heartbeat_atom, typed_envelope<wire::OwnerHeartbeat>>::with<void>,
     // OwnerReport -> OwnerReportReply: reconciliation after a restart
-    caf::replies_to<owner_atom, report_atom, envelope>::with<envelope>,
+    caf::replies_to<owner_atom, report_atom, typed_envelope<wire::OwnerReport>>::with<
+        typed_envelope<wire::OwnerReportReply>>,
     // EvictRequest -> EvictReply: may an owner drop these DRAM copies?
-    caf::replies_to<evict_atom, envelope>::with<envelope>,
+    caf::replies_to<evict_atom,
+                    typed_envelope<wire::EvictRequest>>::with<typed_envelope<wire::EvictReply>>,
     // -> StoreStats
-    caf::replies_to<stats_atom>::with<envelope>,
+    caf::replies_to<stats_atom>::with<typed_envelope<wire::StoreStats>>,
     // -> PoolPeers: how clients in other processes reach the owners' memory
-    caf::replies_to<peers_atom>::with<envelope>,
+    caf::replies_to<peers_atom>::with<typed_envelope<wire::PoolPeers>>,
     // begin watching the owners (sent by bring-up), then the periodic sweep
     caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
     // write the queued commits (the master sends it to itself; from others it is harmless)

@@ -1,5 +1,6 @@
 #include "apps/bench/peer_client.hpp"
 
+#include "actors/common/reply_type.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/bench.capnp.h"
 #include "transport/peer_wire.hpp"
@@ -16,11 +17,13 @@ namespace {
 constexpr auto answer_timeout = std::chrono::seconds(10);
 
 template <class... Ts>
-caf::expected<envelope> ask(caf::actor_system& sys, const transfer_peer_actor& peer, Ts... xs) {
+caf::expected<reply_t<transfer_peer_actor, Ts...>> ask(caf::actor_system& sys,
+                                                       const transfer_peer_actor& peer, Ts... xs) {
+  using reply = reply_t<transfer_peer_actor, Ts...>;
   caf::scoped_actor self{sys};
-  caf::expected<envelope> result{make_error(errc::timeout, "no answer")};
+  caf::expected<reply> result{make_error(errc::timeout, "no answer")};
   self->request(peer, answer_timeout, xs...)
-      .receive([&](envelope& e) { result = std::move(e); },
+      .receive([&](reply& e) { result = std::move(e); },
                [&](caf::error& err) { result = std::move(err); });
   return result;
 }

@@ -51,14 +51,15 @@ transfer_peer(transfer_peer_actor::stateful_pointer<peer_state> self,
         return make_envelope<wire::RegionHandle>(
             [&](wire::RegionHandle::Builder out) { transport::to_wire(self->state.region, out); });
       },
-      [=](gpu_region_atom) -> caf::result<envelope> {
+      [=](gpu_region_atom) -> caf::result<typed_envelope<wire::RegionHandle>> {
         const auto& gpu = self->state.gpu_region;
         if (!gpu)
           return gpu.error();
         return make_envelope<wire::RegionHandle>(
             [&](wire::RegionHandle::Builder out) { transport::to_wire(*gpu, out); });
       },
-      [=](digest_atom, const envelope& msg) -> caf::result<envelope> {
+      [=](digest_atom,
+          const typed_envelope<wire::ByteRange>& msg) -> caf::result<typed_envelope<wire::Digest>> {
         auto range = read_as<wire::ByteRange>(msg, [](wire::ByteRange::Reader in) {
           return std::make_pair(in.getOffset(), in.getLength());
         });

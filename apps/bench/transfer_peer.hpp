@@ -12,7 +12,7 @@
 #pragma once
 
 #include "messages/atoms.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -29,13 +29,14 @@ using gpu_region_atom = caf::atom_constant<caf::atom("gpuregion")>;
 
 using transfer_peer_actor = caf::typed_actor<
     // -> TransportPeer: how to reach this process's engine
-    caf::replies_to<peer_atom>::with<envelope>,
+    caf::replies_to<peer_atom>::with<typed_envelope<wire::TransportPeer>>,
     // -> RegionHandle of the served region
-    caf::replies_to<region_atom>::with<envelope>,
+    caf::replies_to<region_atom>::with<typed_envelope<wire::RegionHandle>>,
     // -> RegionHandle of the served GPU region, or unavailable with the reason there is none
-    caf::replies_to<gpu_region_atom>::with<envelope>,
+    caf::replies_to<gpu_region_atom>::with<typed_envelope<wire::RegionHandle>>,
     // ByteRange -> Digest (xxh3) of those bytes of the region, to check what others wrote
-    caf::replies_to<digest_atom, envelope>::with<envelope>>;
+    caf::replies_to<digest_atom,
+                    typed_envelope<wire::ByteRange>>::with<typed_envelope<wire::Digest>>>;
 
 struct transfer_peer_options {
   uint32_t node = 1;

@@ -29,13 +29,15 @@ namespace {
 constexpr auto settle_time = std::chrono::seconds(60);
 
 // Asks `who` for its stats in simulated time; nothing if it does not answer (it is gone).
-std::optional<envelope> ask_stats(sim::sim_system& sim, const caf::actor& who) {
-  auto got = std::make_shared<std::optional<envelope>>();
+template <class Handle>
+std::optional<reply_t<Handle, stats_atom>> ask_stats(sim::sim_system& sim, const Handle& who) {
+  using reply = reply_t<Handle, stats_atom>;
+  auto got = std::make_shared<std::optional<reply>>();
   auto done = std::make_shared<bool>(false);
   sim.system().spawn([=](caf::event_based_actor* self) {
     self->request(who, std::chrono::seconds(10), stats_atom::value)
         .then(
-            [=](const envelope& e) {
+            [=](const reply& e) {
               *got = e;
               *done = true;
             },
@@ -147,8 +149,8 @@ void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& p
   for (const auto& f : plan.faults)
     if (f.kind == up::fault_kind::kill)
       killed.insert(f.node);
-  violations =
-      up::audit_once(cl, killed, [&](const caf::actor& who) { return ask_stats(sim, who); });
+  violations = up::audit_once(
+      cl, killed, up::stats_asker::of([&](const auto& who) { return ask_stats(sim, who); }));
 }
 
 seed_result run_seed(campaign& c, uint64_t seed, const std::string& messages_path) {

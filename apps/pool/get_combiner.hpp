@@ -30,7 +30,8 @@ class get_combiner {
   static constexpr size_t keys_max = 4096;
 
   /// Sends one Get envelope to the master and waits for its reply, on the calling thread.
-  using ask_fn = std::function<caf::expected<envelope>(const envelope&)>;
+  using ask_fn = std::function<caf::expected<typed_envelope<wire::GetReply>>(
+      const typed_envelope<wire::Get>&)>;
 
   /// Where `keys` are (in order), asked together with whatever other threads ask meanwhile.
   /// invalid_argument unless `keys` holds 1 to keys_max keys.

@@ -14,11 +14,13 @@
 
 namespace crescent::pool {
 
-caf::expected<envelope> pool_client::ask_master(const auto&... xs) {
-  caf::expected<envelope> result{make_error(errc::timeout, "no answer from the store master")};
+template <class... Xs>
+caf::expected<reply_t<store_master_actor, Xs...>> pool_client::ask_master(const Xs&... xs) {
+  using reply = reply_t<store_master_actor, Xs...>;
+  caf::expected<reply> result{make_error(errc::timeout, "no answer from the store master")};
   (*self_)
       ->request(master_, control_timeout, xs...)
-      .receive([&](envelope& e) { result = std::move(e); },
+      .receive([&](reply& e) { result = std::move(e); },
                [&](caf::error& err) { result = std::move(err); });
   return result;
 }
@@ -186,8 +188,9 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const block_key> key
                                                   std::span<const std::span<std::byte>> out) {
   if (keys.empty() || keys.size() > get_combiner::keys_max || out.size() != keys.size())
     return make_error(errc::invalid_argument, "a get names 1 to 4096 keys, with a buffer each");
-  auto found = combiner_->locate(
-      keys, [this](const envelope& msg) { return ask_master(get_atom::value, msg); });
+  auto found = combiner_->locate(keys, [this](const typed_envelope<wire::Get>& msg) {
+    return ask_master(get_atom::value, msg);
+  });
   if (!found)
     return std::move(found.error());
   if (found->size() != keys.size())

@@ -4,6 +4,7 @@
 // same protocol from their actors.
 #pragma once
 
+#include "actors/common/reply_type.hpp"
 #include "actors/store_master/store_master_actor.hpp"
 #include "apps/pool/get_combiner.hpp"
 #include "transport/transfer_engine.hpp"
@@ -71,7 +72,8 @@ class pool_client {
   const store_master_actor& master() const { return master_; }
 
  private:
-  caf::expected<envelope> ask_master(const auto&... xs);
+  template <class... Xs>
+  caf::expected<reply_t<store_master_actor, Xs...>> ask_master(const Xs&... xs);
   caf::error ask_master_void(const auto&... xs);
   /// Reads one block from the first of its replicas that verifies; false: none did.
   bool read_block(const pool_protocol::block_location& at, std::span<std::byte> out);

@@ -58,7 +58,7 @@ void submit(self_ptr self, size_t index) {
       std::chrono::milliseconds(st.cl->config().request_deadline_ms) + std::chrono::seconds(60);
   self->request(handle, timeout, run_atom::value, spec)
       .then(
-          [=](const envelope& outcome) {
+          [=](const typed_envelope<wire::RequestOutcome>& outcome) {
             record(self, decode_outcome(outcome, id, prompt_tokens));
           },
           [=](caf::error& err) {

@@ -80,7 +80,8 @@ void measure_predictions(replay_summary& s, const std::vector<request_result>& r
 
 } // namespace
 
-request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_tokens) {
+request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, uint64_t id,
+                              uint32_t prompt_tokens) {
   auto r = read_as<wire::RequestOutcome>(msg, [&](wire::RequestOutcome::Reader in) {
     request_result out;
     out.id = in.getRequestId();

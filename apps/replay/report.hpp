@@ -1,7 +1,7 @@
 // The summary of a replay: what people read after `crescent run`.
 #pragma once
 
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -78,7 +78,8 @@ double request_tbt_ms(const std::vector<int64_t>& token_times_ns);
 
 /// A request actor's RequestOutcome as a result; one that does not decode is a failed result
 /// naming why (with `id` and `prompt_tokens`, which the caller knows).
-request_result decode_outcome(const envelope& msg, uint64_t id, uint32_t prompt_tokens);
+request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, uint64_t id,
+                              uint32_t prompt_tokens);
 
 replay_summary summarize(const std::vector<request_result>& results);
 

@@ -51,14 +51,14 @@ wake wait_once(session& s, std::chrono::milliseconds interval) {
     w = wake::outcome;
   };
   s.self->receive(
-      [&](tokens_atom, const envelope& batch) {
+      [&](tokens_atom, const typed_envelope<wire::TokenBatch>& batch) {
         auto tokens = read_as<wire::TokenBatch>(
             batch, [](wire::TokenBatch::Reader in) { return to_vector(in.getTokens()); });
         if (tokens)
           s.pending.insert(s.pending.end(), tokens->begin(), tokens->end());
         w = wake::tokens;
       },
-      [&](const envelope& outcome) {
+      [&](const typed_envelope<wire::RequestOutcome>& outcome) {
         s.outcome = replay::decode_outcome(outcome, s.id, prompt_tokens);
         w = wake::outcome;
       },

@@ -1,6 +1,7 @@
 #include "apps/serve/metrics.hpp"
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/common/reply_type.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/conductor.capnp.h"
 #include "messages/schema/store.capnp.h"
@@ -259,20 +260,22 @@ namespace {
 
 // Asks every handle for its stats at once; each answer (or nullopt) in order.
 template <class Handle>
-std::vector<std::optional<envelope>> ask_stats(caf::scoped_actor& self,
-                                               const std::vector<Handle>& handles,
-                                               std::chrono::milliseconds timeout) {
-  std::vector<std::optional<envelope>> out(handles.size());
+std::vector<std::optional<reply_t<Handle, stats_atom>>>
+ask_stats(caf::scoped_actor& self, const std::vector<Handle>& handles,
+          std::chrono::milliseconds timeout) {
+  std::vector<std::optional<reply_t<Handle, stats_atom>>> out(handles.size());
   std::vector<decltype(self->request(handles[0], timeout, stats_atom::value))> pending;
   for (const auto& h : handles)
     pending.push_back(self->request(h, timeout, stats_atom::value));
   for (size_t i = 0; i < pending.size(); ++i)
-    pending[i].receive([&](envelope& e) { out[i] = std::move(e); }, [](caf::error&) {});
+    pending[i].receive([&](reply_t<Handle, stats_atom>& e) { out[i] = std::move(e); },
+                       [](caf::error&) {});
   return out;
 }
 
 // The workers of one role that answered, each on its node; counts the others in `unanswered`.
-void collect_workers(const char* role, const std::vector<std::optional<envelope>>& answers,
+void collect_workers(const char* role,
+                     const std::vector<std::optional<typed_envelope<wire::WorkerStats>>>& answers,
                      const std::vector<uint32_t>& nodes, cluster_numbers& out) {
   for (size_t i = 0; i < answers.size(); ++i) {
     std::optional<worker_numbers> row;

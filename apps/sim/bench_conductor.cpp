@@ -178,7 +178,8 @@ policy_row time_policy(const conductor_bench_state& s, policy_kind kind, uint32_
 
 // -- through the actor -----------------------------------------------------------------------
 
-envelope schedule_request(const conductor_bench_state& s, uint64_t id, size_t k) {
+typed_envelope<wire::ScheduleRequest> schedule_request(const conductor_bench_state& s, uint64_t id,
+                                                       size_t k) {
   return make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
     out.setRequestId(id);
     out.setPromptTokens(s.prompt_tokens[k]);
@@ -187,7 +188,7 @@ envelope schedule_request(const conductor_bench_state& s, uint64_t id, size_t k)
   });
 }
 
-envelope request_ended(uint64_t id) {
+typed_envelope<wire::RequestReport> request_ended(uint64_t id) {
   return make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {
     out.setRequestId(id);
     out.setCompleted(true);
@@ -195,8 +196,8 @@ envelope request_ended(uint64_t id) {
 }
 
 struct actor_phase {
-  std::vector<envelope> requests; // built before the clock starts
-  std::vector<envelope> ends;     // one per request
+  std::vector<typed_envelope<wire::ScheduleRequest>> requests; // built before the clock starts
+  std::vector<typed_envelope<wire::RequestReport>> ends;       // one per request
   uint32_t window = 1;
 };
 
@@ -256,7 +257,7 @@ void send_next(driver_ptr self) {
   const size_t k = st.next++;
   st.sent[k] = bench_clock::now();
   self->request(st.target, std::chrono::seconds(60), schedule_atom::value, st.phase->requests[k])
-      .then([self, k](const envelope&) { on_answer(self, k); },
+      .then([self, k](const typed_envelope<wire::ScheduleReply>&) { on_answer(self, k); },
             [self](caf::error& err) {
               spdlog::error("bench conductor: a schedule request failed: {}", describe(err));
               self->state.done->set_value({});
@@ -283,9 +284,9 @@ caf::behavior driver(driver_ptr self, caf::actor target, std::shared_ptr<const a
 }
 
 // The baseline: answers a schedule request with a prebuilt reply, takes request ends.
-caf::behavior echo(caf::event_based_actor*, envelope reply) {
-  return {[reply](schedule_atom, const envelope&) { return reply; },
-          [](finished_atom, const envelope&) {}};
+caf::behavior echo(caf::event_based_actor*, typed_envelope<wire::ScheduleReply> reply) {
+  return {[reply](schedule_atom, const typed_envelope<wire::ScheduleRequest>&) { return reply; },
+          [](finished_atom, const typed_envelope<wire::RequestReport>&) {}};
 }
 
 actor_result run_phase(caf::actor_system& sys, const caf::actor& target,

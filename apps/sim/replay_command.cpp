@@ -169,7 +169,7 @@ uint64_t replicas_added(sim_system& sim, const cluster& cl) {
   sim.system().spawn([got, master = cl.dir().store_master](caf::event_based_actor* self) {
     self->request(master, std::chrono::seconds(10), stats_atom::value)
         .then(
-            [got](const envelope& reply) {
+            [got](const typed_envelope<wire::StoreStats>& reply) {
               auto n = read_as<wire::StoreStats>(
                   reply, [](wire::StoreStats::Reader in) { return in.getReplicasAdded(); });
               *got = n ? *n : 0;

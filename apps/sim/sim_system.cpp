@@ -1,7 +1,7 @@
 #include "apps/sim/sim_system.hpp"
 
 #include "apps/sim/schema_names.hpp"
-#include "messages/envelope.hpp"
+#include "messages/envelope_schemas.hpp"
 #include "messages/registration.hpp"
 
 #include <caf/abstract_actor.hpp>
@@ -93,10 +93,9 @@ std::string type_of(const caf::mailbox_element& e, uint64_t& bytes) {
   else
     type = "message";
   for (size_t i = 0; i < content.size(); ++i) {
-    if (content.match_element<envelope>(i)) {
-      const auto& env = content.get_as<envelope>(i);
-      bytes += env.size_bytes();
-      type += "/" + schema_name(env.schema_id());
+    if (const auto* env = envelope_in(content, i)) {
+      bytes += env->size_bytes();
+      type += "/" + schema_name(env->schema_id());
     } else if (content.match_element<caf::error>(i) && e.mid.is_response()) {
       // CAF 0.17 fires a request's timeout even after its answer came (the actor drops it).
       const auto& err = content.get_as<caf::error>(i);
@@ -112,8 +111,8 @@ const envelope* payload_of(const caf::mailbox_element* e) {
     return nullptr;
   const auto& content = e->content();
   for (size_t i = 0; i < content.size(); ++i)
-    if (content.match_element<envelope>(i))
-      return &content.get_as<envelope>(i);
+    if (const auto* env = envelope_in(content, i))
+      return env;
   return nullptr;
 }
 

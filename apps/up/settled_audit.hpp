@@ -7,7 +7,8 @@
 #pragma once
 
 #include "actors/cluster/cluster.hpp"
-#include "messages/envelope.hpp"
+#include "actors/common/reply_type.hpp"
+#include "messages/envelope_schemas.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
@@ -23,21 +24,35 @@
 namespace crescent::up {
 
 /// Reservations a decode instance holds (queued and active), from its WorkerStats.
-caf::expected<uint32_t> reservations_in(const envelope& worker_stats);
+caf::expected<uint32_t> reservations_in(const typed_envelope<wire::WorkerStats>& worker_stats);
 /// Blocks whose read lease has not ended, from the store master's StoreStats.
-caf::expected<uint64_t> leased_blocks_in(const envelope& store_stats);
+caf::expected<uint64_t> leased_blocks_in(const typed_envelope<wire::StoreStats>& store_stats);
 /// Blocks acknowledged on two or more nodes that were lost anyway (never thinned by an approved
 /// eviction), and the distinct nodes lost, from the store master's StoreStats.
 struct replica_losses {
   uint64_t lost_replicated_blocks = 0;
   uint32_t nodes_lost = 0;
 };
-caf::expected<replica_losses> replica_losses_in(const envelope& store_stats);
+caf::expected<replica_losses>
+replica_losses_in(const typed_envelope<wire::StoreStats>& store_stats);
 /// Nodes the conductor counts as live, from its ConductorStats.
-caf::expected<uint32_t> live_nodes_in(const envelope& conductor_stats);
+caf::expected<uint32_t> live_nodes_in(const typed_envelope<wire::ConductorStats>& conductor_stats);
 
 /// Asks an actor for its stats (stats_atom); nothing when it does not answer (it is gone).
-using stats_asker = std::function<std::optional<envelope>(const caf::actor&)>;
+/// Made from one generic callable (`[&](const auto& who) { return ask(who); }`) that answers
+/// std::optional<reply_t<decltype(who), stats_atom>>.
+struct stats_asker {
+  std::function<std::optional<typed_envelope<wire::WorkerStats>>(const decode_worker_actor&)>
+      decode;
+  std::function<std::optional<typed_envelope<wire::StoreStats>>(const store_master_actor&)> store;
+  std::function<std::optional<typed_envelope<wire::ConductorStats>>(const conductor_actor&)>
+      conductor;
+
+  template <class Ask>
+  static stats_asker of(const Ask& ask) {
+    return {ask, ask, ask};
+  }
+};
 
 /// Asks once, through `ask`: what does not hold, one line each (empty: held).
 std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>& killed,

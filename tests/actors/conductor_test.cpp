@@ -21,7 +21,7 @@ std::shared_ptr<const time_model> simple_model() {
 // with itself as the sender, as a request asks for its placement and reports its end, and as a
 // worker reports its job.
 caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<conductor_actor> to) {
-  auto void_reply = [=](auto atom, const envelope& m) {
+  auto void_reply = [=](auto atom, const auto& m) {
     auto rp = self->make_response_promise();
     self->request(*to, caf::infinite, atom, m)
         .then([=]() mutable { rp.deliver(caf::unit); },
@@ -29,15 +29,20 @@ caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<conductor_acto
     return rp;
   };
   return {
-      [=](schedule_atom a, const envelope& m) {
+      [=](schedule_atom a, const typed_envelope<wire::ScheduleRequest>& m) {
         auto rp = self->make_response_promise();
         self->request(*to, caf::infinite, a, m)
-            .then([=](envelope& reply) mutable { rp.deliver(std::move(reply)); },
-                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+            .then(
+                [=](typed_envelope<wire::ScheduleReply>& reply) mutable {
+                  rp.deliver(std::move(reply));
+                },
+                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
         return rp;
       },
-      [=](report_atom a, const envelope& m) { return void_reply(a, m); },
-      [=](finished_atom a, const envelope& m) { return void_reply(a, m); },
+      [=](report_atom a, const typed_envelope<wire::PrefillReport>& m) { return void_reply(a, m); },
+      [=](finished_atom a, const typed_envelope<wire::RequestReport>& m) {
+        return void_reply(a, m);
+      },
   };
 }
 
@@ -45,7 +50,7 @@ class conductor_harness : public deterministic_system {
  public:
   conductor_harness() {
     auto target = std::make_shared<conductor_actor>();
-    client = sys.spawn(relay, target);
+    client = caf::actor_cast<conductor_actor>(sys.spawn(relay, target));
     auto dir = std::make_shared<directory>();
     dir->prefill = {caf::actor_cast<prefill_worker_actor>(client)};
     conductor_options o;
@@ -112,7 +117,7 @@ class conductor_harness : public deterministic_system {
   }
 
   conductor_actor conductor;
-  caf::actor client; // the relay
+  conductor_actor client; // the relay: it answers what it passes on as the conductor does
 };
 
 TEST(conductor, corrects_its_model_by_what_a_job_computed_not_by_what_was_cached_at_placement) {

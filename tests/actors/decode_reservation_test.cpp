@@ -16,7 +16,7 @@ uint32_t free_pages(cluster_harness& h) {
   return n ? *n : 0;
 }
 
-envelope reserve_msg(uint64_t id) {
+typed_envelope<wire::ReserveRequest> reserve_msg(uint64_t id) {
   return make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(id);
     out.setPromptTokens(100);
@@ -24,7 +24,7 @@ envelope reserve_msg(uint64_t id) {
   });
 }
 
-envelope release_msg(uint64_t id) {
+typed_envelope<wire::ReleaseRequest> release_msg(uint64_t id) {
   return make_envelope<wire::ReleaseRequest>(
       [&](wire::ReleaseRequest::Builder out) { out.setRequestId(id); });
 }
@@ -37,7 +37,7 @@ TEST(decode_reservation, only_the_requester_releases_and_its_end_frees_the_pages
   auto reserved = std::make_shared<bool>(false);
   auto holder = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
     self->request(decode, caf::infinite, reserve_atom::value, reserve_msg(5))
-        .then([=](const envelope&) { *reserved = true; });
+        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved = true; });
     return {[](const caf::message&) {}};
   });
   ASSERT_TRUE(h.run_until([&] { return *reserved; }));
@@ -64,7 +64,7 @@ TEST(decode_reservation, over_budget_reservations_are_refused) {
 // Stands in for a prefill worker: passes a KvReady on to the decode worker as its own.
 caf::behavior kv_ready_relay(caf::event_based_actor* self,
                              std::shared_ptr<decode_worker_actor> decode) {
-  return {[=](kv_ready_atom a, const envelope& m) {
+  return {[=](kv_ready_atom a, const typed_envelope<wire::KvReady>& m) {
     auto rp = self->make_response_promise();
     self->request(*decode, caf::infinite, a, m)
         .then([=]() mutable { rp.deliver(caf::unit); },
@@ -98,9 +98,8 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   });
   auto reserved = std::make_shared<bool>(false);
   auto holder = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    self->request(*decode, caf::infinite, reserve_atom::value, msg).then([=](const envelope&) {
-      *reserved = true;
-    });
+    self->request(*decode, caf::infinite, reserve_atom::value, msg)
+        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved = true; });
     return {[](const caf::message&) {}};
   });
   ASSERT_TRUE(h.run_until([&] { return *reserved; }));

@@ -17,7 +17,7 @@ namespace {
 
 struct join_answer {
   caf::error err;
-  envelope welcome;
+  typed_envelope<wire::NodeWelcome> welcome;
   caf::actor owner;
   std::vector<caf::actor> decode;
   std::vector<caf::actor> prefill;
@@ -68,7 +68,7 @@ class node_join : public ::testing::Test {
     caf::anon_send_exit(hosted.decode[0], caf::exit_reason::user_shutdown);
   }
 
-  envelope join_msg(const terms& t) {
+  typed_envelope<wire::NodeJoin> join_msg(const terms& t) {
     return make_envelope<wire::NodeJoin>([&](wire::NodeJoin::Builder out) {
       out.setWireVersion(t.wire);
       out.setNode(t.node);
@@ -80,7 +80,8 @@ class node_join : public ::testing::Test {
     });
   }
 
-  join_answer join(const node_agent_actor& to, envelope msg, bool with_handles = true) {
+  join_answer join(const node_agent_actor& to, typed_envelope<wire::NodeJoin> msg,
+                   bool with_handles = true) {
     auto result = std::make_shared<std::optional<join_answer>>();
     auto conductor =
         with_handles ? caf::actor_cast<caf::actor>(h.cl->dir().conductor) : caf::actor{};
@@ -88,8 +89,8 @@ class node_join : public ::testing::Test {
     h.sys.spawn([=](caf::event_based_actor* client) {
       client->request(to, caf::infinite, join_atom::value, msg, conductor, master)
           .then(
-              [=](envelope& w, caf::actor& owner, std::vector<caf::actor>& decode,
-                  std::vector<caf::actor>& prefill) {
+              [=](typed_envelope<wire::NodeWelcome>& w, caf::actor& owner,
+                  std::vector<caf::actor>& decode, std::vector<caf::actor>& prefill) {
                 *result = join_answer{
                     {}, std::move(w), std::move(owner), std::move(decode), std::move(prefill)};
               },
@@ -141,8 +142,10 @@ TEST_F(node_join, terms_that_differ_are_refused_with_what_differs) {
   t.wire = 0;
   EXPECT_NE(refusal(t).find("speaks wire version 0, this node process 1"), std::string::npos)
       << refusal(t);
-  // Another schema, and a join without the conductor.
-  auto a = join(agent, make_envelope<wire::Ack>([](wire::Ack::Builder) {}));
+  // Another schema under the join's type (as a process of another build might send), and a join
+  // without the conductor.
+  auto a = join(agent, typed_envelope<wire::NodeJoin>::retype(
+                           make_envelope<wire::Ack>([](wire::Ack::Builder) {})));
   EXPECT_TRUE(is(a.err, errc::wrong_message_type)) << describe(a.err);
   a = join(agent, join_msg(good), false);
   EXPECT_NE(describe(a.err).find("needs the conductor"), std::string::npos);

@@ -39,7 +39,7 @@ cluster_config pool_cluster(uint32_t nodes, uint64_t pool_bytes, uint32_t replic
 // itself as the sender, since the store master takes a put's commit or revoke only from the
 // actor whose put_start it granted.
 caf::behavior writer_relay(caf::event_based_actor* self, store_master_actor master) {
-  auto void_reply = [=](auto atom, const envelope& m) {
+  auto void_reply = [=](auto atom, const auto& m) {
     auto rp = self->make_response_promise();
     self->request(master, caf::infinite, atom, m)
         .then([=]() mutable { rp.deliver(caf::unit); },
@@ -47,15 +47,18 @@ caf::behavior writer_relay(caf::event_based_actor* self, store_master_actor mast
     return rp;
   };
   return {
-      [=](put_start_atom a, const envelope& m) {
+      [=](put_start_atom a, const typed_envelope<wire::PutStart>& m) {
         auto rp = self->make_response_promise();
         self->request(master, caf::infinite, a, m)
-            .then([=](envelope& reply) mutable { rp.deliver(std::move(reply)); },
-                  [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
+            .then(
+                [=](typed_envelope<wire::PutStartReply>& reply) mutable {
+                  rp.deliver(std::move(reply));
+                },
+                [=](caf::error& err) mutable { rp.deliver(std::move(err)); });
         return rp;
       },
-      [=](put_commit_atom a, const envelope& m) { return void_reply(a, m); },
-      [=](put_revoke_atom a, const envelope& m) { return void_reply(a, m); },
+      [=](put_commit_atom a, const typed_envelope<wire::PutCommit>& m) { return void_reply(a, m); },
+      [=](put_revoke_atom a, const typed_envelope<wire::PutRevoke>& m) { return void_reply(a, m); },
   };
 }
 
@@ -63,12 +66,14 @@ class pool : public cluster_harness {
  public:
   explicit pool(const cluster_config& cfg) : cluster_harness(cfg) {
     if (cl)
-      writer = sys.spawn(writer_relay, cl->dir().store_master);
+      writer = caf::actor_cast<store_master_actor>(sys.spawn(writer_relay, cl->dir().store_master));
   }
 
   ~pool() { caf::anon_send_exit(writer, caf::exit_reason::user_shutdown); }
 
-  caf::actor writer; // every put of the tests goes through it
+  // Every put of the tests goes through it; it answers put_start, put_commit and put_revoke as
+  // the store master does.
+  store_master_actor writer;
 
   // put_start + write every replica + commit, 5 blocks at a time as a prompt's blocks would
   // come; returns the keys that were stored.
@@ -126,8 +131,8 @@ class pool : public cluster_harness {
     return stored;
   }
 
-  static envelope commit_message(const std::vector<uint64_t>& keys,
-                                 const std::vector<uint64_t>& sums) {
+  static typed_envelope<wire::PutCommit> commit_message(const std::vector<uint64_t>& keys,
+                                                        const std::vector<uint64_t>& sums) {
     return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
       auto k = out.initKeys(static_cast<unsigned>(keys.size()));
       auto s = out.initChecksums(static_cast<unsigned>(sums.size()));
@@ -621,7 +626,8 @@ replicate_start(pool& p, uint32_t node, const std::vector<uint64_t>& keys) {
   return out;
 }
 
-envelope replica_commit(const std::vector<uint64_t>& keys, const std::vector<uint64_t>& sums) {
+typed_envelope<wire::PutCommit> replica_commit(const std::vector<uint64_t>& keys,
+                                               const std::vector<uint64_t>& sums) {
   return make_envelope<wire::PutCommit>([&](wire::PutCommit::Builder out) {
     auto k = out.initKeys(static_cast<unsigned>(keys.size()));
     auto s = out.initChecksums(static_cast<unsigned>(sums.size()));

@@ -16,7 +16,7 @@ namespace crescent::pool {
 namespace {
 
 // The master's answer to a Get: block k has checksum k * 10 and one replica on node k % 7.
-envelope answer(const envelope& get) {
+typed_envelope<wire::GetReply> answer(const typed_envelope<wire::Get>& get) {
   auto keys = read_as<wire::Get>(get, [](wire::Get::Reader in) {
     std::vector<uint64_t> out; // tests name block n by the key {0, n}
     for (auto k : in.getKeys())
@@ -51,7 +51,8 @@ TEST(get_combiner, gets_that_arrive_meanwhile_leave_together_and_get_their_own_a
   auto first_may_answer = release_first.get_future().share();
   std::mutex sent_mutex;
   std::vector<size_t> sent; // keys per request, in order
-  auto ask = [&](const envelope& msg) -> caf::expected<envelope> {
+  auto ask =
+      [&](const typed_envelope<wire::Get>& msg) -> caf::expected<typed_envelope<wire::GetReply>> {
     size_t n = 0;
     {
       std::lock_guard guard{sent_mutex};
@@ -95,15 +96,17 @@ TEST(get_combiner, gets_that_arrive_meanwhile_leave_together_and_get_their_own_a
 TEST(get_combiner, a_failed_request_fails_every_get_it_carried_and_the_next_one_is_sent) {
   get_combiner c;
   int calls = 0;
-  auto failing = [&](const envelope&) -> caf::expected<envelope> {
+  auto failing =
+      [&](const typed_envelope<wire::Get>&) -> caf::expected<typed_envelope<wire::GetReply>> {
     ++calls;
     return make_error(errc::timeout, "no answer from the store master");
   };
   auto got = c.locate(numbered_keys({5, 6}), failing);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::timeout));
-  auto again = c.locate(numbered_keys({7}),
-                        [](const envelope& m) { return caf::expected<envelope>{answer(m)}; });
+  auto again = c.locate(numbered_keys({7}), [](const typed_envelope<wire::Get>& m) {
+    return caf::expected<typed_envelope<wire::GetReply>>{answer(m)};
+  });
   ASSERT_TRUE(again) << describe(again.error());
   EXPECT_EQ((*again)[0].key, 7_key);
   EXPECT_EQ(calls, 1);
@@ -112,7 +115,8 @@ TEST(get_combiner, a_failed_request_fails_every_get_it_carried_and_the_next_one_
 TEST(get_combiner, too_many_or_no_keys_are_refused_and_nothing_is_sent) {
   get_combiner c;
   int calls = 0;
-  auto ask = [&](const envelope& m) -> caf::expected<envelope> {
+  auto ask =
+      [&](const typed_envelope<wire::Get>& m) -> caf::expected<typed_envelope<wire::GetReply>> {
     ++calls;
     return answer(m);
   };
@@ -127,20 +131,23 @@ TEST(get_combiner, too_many_or_no_keys_are_refused_and_nothing_is_sent) {
 
 TEST(get_combiner, a_request_that_throws_fails_its_gets_and_the_next_one_is_sent) {
   get_combiner c;
-  auto throwing = [](const envelope&) -> caf::expected<envelope> {
+  auto throwing =
+      [](const typed_envelope<wire::Get>&) -> caf::expected<typed_envelope<wire::GetReply>> {
     throw std::runtime_error("out of memory, say");
   };
   auto got = c.locate(numbered_keys({1}), throwing);
   ASSERT_FALSE(got);
   EXPECT_TRUE(is(got.error(), errc::internal));
-  auto again = c.locate(numbered_keys({2}),
-                        [](const envelope& m) { return caf::expected<envelope>{answer(m)}; });
+  auto again = c.locate(numbered_keys({2}), [](const typed_envelope<wire::Get>& m) {
+    return caf::expected<typed_envelope<wire::GetReply>>{answer(m)};
+  });
   ASSERT_TRUE(again) << describe(again.error());
 }
 
 TEST(get_combiner, a_reply_of_the_wrong_length_is_an_error_not_a_shifted_answer) {
   get_combiner c;
-  auto short_reply = [](const envelope&) -> caf::expected<envelope> {
+  auto short_reply =
+      [](const typed_envelope<wire::Get>&) -> caf::expected<typed_envelope<wire::GetReply>> {
     return answer(make_envelope<wire::Get>(
         [](wire::Get::Builder out) { write_key(out.initKeys(1)[0], 9_key); }));
   };

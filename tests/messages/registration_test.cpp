@@ -37,8 +37,9 @@ TYPED_TEST(registration, envelope_round_trips_through_caf_serialization) {
   caf::message copy;
   caf::binary_deserializer source{ds.sys, buf};
   ASSERT_FALSE(source(copy));
-  ASSERT_TRUE(copy.match_elements<envelope>());
-  const auto& back = copy.get_as<envelope>(0);
+  // Back as the same type: CAF wrote the schema's own name before the bytes.
+  ASSERT_TRUE(copy.match_elements<typed_envelope<TypeParam>>());
+  const auto& back = copy.get_as<typed_envelope<TypeParam>>(0);
   EXPECT_EQ(back.schema_id(), original.schema_id());
   EXPECT_EQ(back.checksum(), original.checksum());
   ASSERT_EQ(back.size_bytes(), original.size_bytes());
@@ -60,6 +61,28 @@ TEST(registration, oversized_envelope_is_refused_on_deserialization) {
   caf::binary_deserializer source{ds.sys, buf};
   auto err = source(out);
   EXPECT_TRUE(is(err, errc::limit_exceeded)) << describe(err);
+}
+
+TYPED_TEST(registration, envelope_in_finds_the_envelope_of_any_schema_in_a_message) {
+  auto original = sample_envelope<TypeParam>();
+  caf::message msg = caf::make_message(uint64_t{5}, original, std::string{"x"});
+  const auto& content = msg.content();
+  EXPECT_EQ(envelope_in(content, 0), nullptr);
+  EXPECT_EQ(envelope_in(content, 2), nullptr);
+  const auto* found = envelope_in(content, 1);
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found, &msg.get_as<typed_envelope<TypeParam>>(1)) << "the element itself, no copy";
+  EXPECT_EQ(found->schema_id(), capnp::typeId<TypeParam>());
+}
+
+TYPED_TEST(registration, each_schema_travels_under_its_own_name) {
+  deterministic_system ds;
+  EXPECT_EQ(ds.sys.types().portable_name(0, &typeid(typed_envelope<TypeParam>)),
+            envelope_type_name_of<TypeParam>());
+}
+
+TEST(registration, a_typed_envelope_is_named_by_its_schema) {
+  EXPECT_EQ(envelope_type_name_of<wire::PutStart>(), "crescent.envelope.PutStart");
 }
 
 TEST(registration, error_category_renders_context) {

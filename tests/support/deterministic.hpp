@@ -2,6 +2,7 @@
 // Crescent's real actors step by step: no threads, no sleeps, the same run every time.
 #pragma once
 
+#include "actors/common/reply_type.hpp"
 #include "messages/envelope.hpp"
 #include "messages/errors.hpp"
 #include "messages/registration.hpp"
@@ -56,13 +57,15 @@ class deterministic_system {
   }
 
   /// Sends a request from a short-lived client actor and runs the system until the answer is
-  /// in. Returns the answer or the error. For handlers that answer with an envelope.
+  /// in. Returns the answer or the error. For handlers that answer with one value (an envelope
+  /// of the schema that the handle's interface names).
   template <class Handle, class... Ts>
-  caf::expected<envelope> ask(const Handle& dest, Ts... xs) {
-    auto result = std::make_shared<std::optional<caf::expected<envelope>>>();
+  caf::expected<reply_t<Handle, Ts...>> ask(const Handle& dest, Ts... xs) {
+    using reply = reply_t<Handle, Ts...>;
+    auto result = std::make_shared<std::optional<caf::expected<reply>>>();
     sys.spawn([=](caf::event_based_actor* client) {
       client->request(dest, caf::infinite, xs...)
-          .then([=](envelope& reply) { *result = std::move(reply); },
+          .then([=](reply& reply) { *result = std::move(reply); },
                 [=](caf::error& err) { *result = std::move(err); });
     });
     if (!run_until([&] { return result->has_value(); }))

@@ -206,7 +206,7 @@ std::pair<uint64_t, uint32_t> worker_stats(caf::actor_system& sys, const caf::ac
   std::pair<uint64_t, uint32_t> out{0, 0};
   self->request(worker, std::chrono::seconds(10), stats_atom::value)
       .receive(
-          [&](const envelope& stats) {
+          [&](const typed_envelope<wire::WorkerStats>& stats) {
             auto r = read_as<wire::WorkerStats>(stats, [](wire::WorkerStats::Reader in) {
               return std::make_pair(in.getComputeNs(), in.getFreePages());
             });

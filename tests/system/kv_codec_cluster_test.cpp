@@ -236,7 +236,7 @@ TEST(kv_codec_cluster, a_block_the_codec_does_not_know_is_a_miss) {
   h.sys.spawn([=](caf::event_based_actor* client) {
     client->request(master, caf::infinite, put_start_atom::value, put)
         .then(
-            [=](const envelope& reply) {
+            [=](const typed_envelope<wire::PutStartReply>& reply) {
               auto slots = pool_protocol::read_put_start_reply(reply);
               if (!slots || slots->size() != 1 || (*slots)[0].replicas.size() != 1) {
                 *done = make_error(errc::internal, "no slot for the block");

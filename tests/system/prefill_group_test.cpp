@@ -146,10 +146,10 @@ TEST(prefill_group, stage_messages_from_others_are_refused) {
     out.setRequestId(8);
     out.initTokens(1).set(0, 1);
   });
-  reply = h.ask(dir.prefill[1], prefill_atom::value, pjob);
-  ASSERT_FALSE(reply);
-  EXPECT_NE(describe(reply.error()).find("jobs go to instance 0"), std::string::npos)
-      << describe(reply.error());
+  auto accepted = h.ask(dir.prefill[1], prefill_atom::value, pjob);
+  ASSERT_FALSE(accepted);
+  EXPECT_NE(describe(accepted.error()).find("jobs go to instance 0"), std::string::npos)
+      << describe(accepted.error());
 }
 
 } // namespace

@@ -26,11 +26,12 @@ struct client_state {
 
 // Runs `spec` on `request`, streaming to itself; cancels after `cancel_after` batches (0: never),
 // or when told to (cancel_atom).
-caf::behavior client(caf::stateful_actor<client_state>* self, request_actor request, envelope spec,
-                     std::shared_ptr<client_log> log, size_t cancel_after) {
+caf::behavior client(caf::stateful_actor<client_state>* self, request_actor request,
+                     typed_envelope<wire::RequestSpec> spec, std::shared_ptr<client_log> log,
+                     size_t cancel_after) {
   self->send(request, stream_atom::value, spec, caf::actor_cast<caf::actor>(self));
   return {
-      [=](tokens_atom, const envelope& batch) {
+      [=](tokens_atom, const typed_envelope<wire::TokenBatch>& batch) {
         auto r = read_as<wire::TokenBatch>(batch, [&](wire::TokenBatch::Reader in) {
           log->final_seen = log->final_seen || in.getFinal();
           return to_vector(in.getTokens());
@@ -40,7 +41,7 @@ caf::behavior client(caf::stateful_actor<client_state>* self, request_actor requ
         if (++log->batches == cancel_after)
           self->send(request, cancel_atom::value);
       },
-      [=](const envelope& outcome) {
+      [=](const typed_envelope<wire::RequestOutcome>& outcome) {
         log->outcome = replay::decode_outcome(outcome, 0, 0);
         self->quit();
       },
@@ -48,7 +49,7 @@ caf::behavior client(caf::stateful_actor<client_state>* self, request_actor requ
   };
 }
 
-envelope spec_of(const replay::synthetic_request& r) {
+typed_envelope<wire::RequestSpec> spec_of(const replay::synthetic_request& r) {
   return make_request_spec(r.id, r.tokens, r.max_new_tokens);
 }
 
