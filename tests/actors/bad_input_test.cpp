@@ -286,5 +286,96 @@ TEST(bad_input, a_coupled_instance_refuses_damage_bad_jobs_and_outside_steps) {
   EXPECT_EQ(results[0].status, replay::outcome_status::completed) << results[0].reason;
 }
 
+// Messages an actor takes without answering (or answers only to the one peer entitled to send
+// them) report damage through the actor's count of bad messages: each damaged form sent from
+// the entitled sender must be counted, and the actor must keep serving.
+
+// Every actor's count of refused messages, from the stats it answers with.
+template <class Handle>
+uint64_t bad_count(cluster_harness& h, const Handle& who) {
+  using schema = typename reply_t<Handle, stats_atom>::schema_type;
+  auto stats = h.ask(who, stats_atom::value);
+  EXPECT_TRUE(stats) << describe(stats.error());
+  if (!stats)
+    return 0;
+  auto n = read_as<schema>(*stats, [](typename schema::Reader in) { return in.getBadMessages(); });
+  return n ? *n : 0;
+}
+
+// Truncated (checksum kept and resealed), bit-flipped, empty and wrong-schema forms of `sample`.
+std::vector<envelope> damaged_forms(const envelope& sample) {
+  std::vector<envelope> out;
+  for (size_t n = 0; n < sample.size_words(); ++n) {
+    out.push_back(sample.with_words(prefix_words(sample, n)));
+    out.push_back(reseal(sample.schema_id(), prefix_words(sample, n)));
+  }
+  for (size_t bit = 0; bit < sample.size_bytes() * 8; bit += 11)
+    out.push_back(flip(sample, bit));
+  out.push_back(envelope{});
+  out.push_back(sample_envelope<wire::Ack>());
+  return out;
+}
+
+// Puts a message in `dest`'s mailbox as `as` sent it (the sender its handler is entitled to hear
+// it from: only then is its content read at all), and runs the system.
+template <class Dest, class... Ts>
+void send_as(cluster_harness& h, const caf::strong_actor_ptr& as, const Dest& dest, Ts... xs) {
+  caf::actor_cast<caf::strong_actor_ptr>(dest)->enqueue(
+      caf::make_mailbox_element(as, caf::make_message_id(), {}, std::move(xs)...), nullptr);
+  h.sched.run();
+}
+
+// Sends every damaged form of a sample of Schema to `dest` as `as`, under `atom`, and expects
+// each counted by `dest` as a bad message.
+template <class Schema, class Atom, class Dest, class From>
+void expect_counted_one_way(cluster_harness& h, const char* name, const From& as, const Dest& dest,
+                            Atom atom) {
+  SCOPED_TRACE(name);
+  const auto sender = caf::actor_cast<caf::strong_actor_ptr>(as);
+  const auto forms = damaged_forms(sample_envelope<Schema>());
+  const uint64_t before = bad_count(h, dest);
+  for (const auto& damaged : forms)
+    send_as(h, sender, dest, atom, typed_envelope<Schema>::retype(damaged));
+  EXPECT_EQ(bad_count(h, dest), before + forms.size());
+}
+
+TEST(bad_input, damaged_one_way_messages_from_their_entitled_senders_are_counted) {
+  cluster_harness h{small_cluster(1, 1)};
+  const auto& d = h.cl->dir();
+  expect_counted_one_way<wire::BlocksGone>(h, "conductor/evicted", d.store_master, d.conductor,
+                                           evicted_atom::value);
+  expect_counted_one_way<wire::Touch>(h, "block_owner/touch", d.store_master, d.block_owners[0],
+                                      touch_atom::value);
+  expect_counted_one_way<wire::VerifyBlock>(h, "block_owner/verify", d.store_master,
+                                            d.block_owners[0], verify_atom::value);
+  expect_counted_one_way<wire::ReleaseRequest>(h, "prefill/cancel", d.conductor, d.prefill[0],
+                                               cancel_atom::value);
+  expect_all_serving(h);
+  auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, replay::outcome_status::completed) << results[0].reason;
+}
+
+TEST(bad_input, damaged_messages_between_the_stages_of_a_prefill_group_are_counted) {
+  auto cfg = small_cluster(2, 1);
+  cfg.model.layers = 4;
+  cfg.prefill.group_instances = 2;
+  cluster_harness h{cfg};
+  const auto& head = h.cl->dir().prefill[0];
+  const auto& stage = h.cl->dir().prefill[1];
+  expect_counted_one_way<wire::StageJob>(h, "prefill/stage", head, stage, stage_atom::value);
+  expect_counted_one_way<wire::StageInbox>(h, "prefill/stage_inbox", stage, head,
+                                           stage_inbox_atom::value);
+  expect_counted_one_way<wire::StageChunk>(h, "prefill/stage_chunk", head, stage,
+                                           stage_chunk_atom::value);
+  expect_counted_one_way<wire::StageDone>(h, "prefill/stage_done", stage, head,
+                                          stage_done_atom::value);
+  expect_counted_one_way<wire::StageAbort>(h, "prefill/stage_abort", head, stage,
+                                           stage_abort_atom::value);
+  auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, replay::outcome_status::completed) << results[0].reason;
+}
+
 } // namespace
 } // namespace crescent::testing
