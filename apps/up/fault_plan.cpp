@@ -353,6 +353,40 @@ caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool n
   return caf::none;
 }
 
+// A message fault `crescent up` carries out in its message gates (message_gate.hpp): whole CAF
+// messages between the main process and the node processes, chosen by type, node and peer main.
+caf::error check_gate_fault(const fault& f, const cluster_config& cfg, bool netns,
+                            const std::string& where) {
+  if (netns)
+    return make_error(errc::bad_config,
+                      where + "'" + kind_name(f.kind) +
+                          "' faults of whole messages run without --netns (crescent up's message "
+                          "gates) or in simulated time; with --netns, drop and partition act on "
+                          "packets");
+  const auto& m = f.match;
+  if (!m.from.empty() || !m.to.empty())
+    return make_error(errc::bad_config,
+                      where + "crescent up's message gates see no roles on the wire: choose "
+                              "messages by type, node and peer main (from and to work in "
+                              "simulated time)");
+  if (m.peer && *m.peer != main_place)
+    return make_error(errc::bad_config,
+                      where + "crescent up's message gates tell the main process from a node, "
+                              "not one node from another: peer is main or absent (any peer "
+                              "works in simulated time)");
+  if (m.node)
+    if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
+      return err;
+  bool any = false;
+  for (const auto& n : cfg.nodes)
+    any = any || n.hosted_elsewhere();
+  if (!any)
+    return make_error(errc::bad_config,
+                      where + "no node runs in a process of its own: there are no messages "
+                              "between processes to fault");
+  return caf::none;
+}
+
 // The processes take a transfer fault through flags at their start and a signal when it
 // begins and ends (transfer_faults.hpp): a launcher must pass the flags on.
 caf::error check_transfer_fault(const cluster_config& cfg, const std::string& where,
@@ -385,8 +419,18 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
         return err;
       break;
     case fault_kind::partition:
-    case fault_kind::drop:
       if (auto err = check_network_fault(f, cfg, netns, where))
+        return err;
+      break;
+    case fault_kind::drop:
+      if (auto err = netns ? check_network_fault(f, cfg, netns, where)
+                           : check_gate_fault(f, cfg, netns, where))
+        return err;
+      break;
+    case fault_kind::delay:
+    case fault_kind::duplicate:
+    case fault_kind::reorder:
+      if (auto err = check_gate_fault(f, cfg, netns, where))
         return err;
       break;
     case fault_kind::fail_transfer:
@@ -394,13 +438,6 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
       if (auto err = check_transfer_fault(cfg, where, ++transfer_faults))
         return err;
       break;
-    default:
-      return make_error(errc::bad_config,
-                        where + "'" + kind_name(f.kind) +
-                            "' faults run in simulated time only so far (crescent replay --sim "
-                            "--faults, crescent chaos): crescent up kills and pauses node "
-                            "processes, fails and corrupts their KV slices, and with --netns "
-                            "cuts them off and drops their packets");
     }
     if (auto err = timeline.add(f, where))
       return err;

@@ -12,8 +12,10 @@
 namespace crescent::up {
 
 fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
-                           const std::string& log_path, netns_network* network)
-    : faults_(plan.faults), network_(network), nodes_(nodes), log_(log_path, std::ios::app) {
+                           const std::string& log_path, netns_network* network,
+                           std::vector<message_gate*> gates)
+    : faults_(plan.faults), network_(network), gates_(std::move(gates)), nodes_(nodes),
+      log_(log_path, std::ios::app) {
   size_t transfer = 0;
   for (size_t i = 0; i < plan.faults.size(); ++i) {
     const auto& f = plan.faults[i];
@@ -23,6 +25,14 @@ fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& no
       if (f.for_ms > 0) // else: to the end of the run
         actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true, transfer});
       ++transfer;
+      continue;
+    }
+    if (f.is_message_fault() && network_ == nullptr) {
+      // Whole messages, taken by the message gates on the way to and from the node processes.
+      const auto what = describe(f) + " [message gates]";
+      actions_.push_back({f.at_ms, 0, 0, what, i, false, {}, true});
+      if (f.for_ms > 0) // else: to the end of the run
+        actions_.push_back({f.at_ms + f.for_ms, 0, 0, "end: " + what, i, true, {}, true});
       continue;
     }
     if (f.kind == fault_kind::partition || f.kind == fault_kind::drop) {
@@ -69,6 +79,33 @@ void fault_runner::stop() {
     thread_.join();
   end_network_faults();
   end_transfer_faults();
+  end_gate_faults();
+}
+
+void fault_runner::apply_gate(const action& a, double at_ms) {
+  for (auto* g : gates_)
+    a.ends ? g->deactivate(a.fault) : g->activate(a.fault);
+  const auto when = at_ms < 0 ? std::string{"end of the run"} : fmt::format("{:.1f} ms", at_ms);
+  log_ << fmt::format("{}: {} ({} gates)\n", when, a.what, gates_.size()) << std::flush;
+  std::lock_guard<std::mutex> guard{mutex_};
+  auto& active = gate_active_;
+  if (a.ends) {
+    active.erase(std::remove(active.begin(), active.end(), a.fault), active.end());
+    return;
+  }
+  active.push_back(a.fault);
+  ++injected_;
+}
+
+void fault_runner::end_gate_faults() {
+  std::vector<size_t> active;
+  {
+    std::lock_guard<std::mutex> guard{mutex_};
+    active.swap(gate_active_);
+  }
+  for (auto i : active)
+    apply_gate({0, 0, 0, "end: " + describe(faults_[i]) + " [message gates]", i, true, {}, true},
+               -1);
 }
 
 // Every process of the run that still runs, this one included: each has its own engine.
@@ -161,6 +198,12 @@ void fault_runner::run(std::chrono::steady_clock::time_point start) {
 }
 
 void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
+  if (a.gate) {
+    apply_gate(a,
+               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                   .count());
+    return;
+  }
   if (a.transfer) {
     apply_transfer(
         a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

@@ -2,10 +2,12 @@
 // own, at the plan's times from start(): signals for kills and pauses, queued signals that switch
 // transfer faults on and off in every process (transfer_faults.hpp: the processes' hooks must be
 // installed before start), nftables rules in the nodes' namespaces for partitions and drops
-// (--netns); each fault is logged with the time it happened, and so is its end.
+// (--netns), message faults switched on and off in the message gates (message_gate.hpp); each
+// fault is logged with the time it happened, and so is its end.
 #pragma once
 
 #include "apps/up/fault_plan.hpp"
+#include "apps/up/message_gate.hpp"
 #include "apps/up/netns.hpp"
 #include "apps/up/node_launch.hpp"
 
@@ -25,8 +27,11 @@ class fault_runner {
  public:
   /// `nodes` (and `network`, which partitions and drops need) must outlive the runner; the
   /// runner signals them and changes the network's rules until stop().
+  /// `gates` (one per node process, without --netns) carry out the message faults; they too
+  /// must outlive the runner.
   fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
-               const std::string& log_path, netns_network* network = nullptr);
+               const std::string& log_path, netns_network* network = nullptr,
+               std::vector<message_gate*> gates = {});
   ~fault_runner();
   fault_runner(const fault_runner&) = delete;
   fault_runner& operator=(const fault_runner&) = delete;
@@ -48,6 +53,7 @@ class fault_runner {
     size_t fault = 0; // network and transfer faults: the plan's index
     bool ends = false;
     std::optional<size_t> transfer; // a transfer fault's ordinal (transfer_faults_of)
+    bool gate = false;              // a message fault: the message gates carry it out
   };
 
   void run(std::chrono::steady_clock::time_point start);
@@ -56,10 +62,13 @@ class fault_runner {
   void end_network_faults();
   void apply_transfer(const action& a, double at_ms);
   void end_transfer_faults();
+  void apply_gate(const action& a, double at_ms);
+  void end_gate_faults();
 
   std::vector<action> actions_; // in time order
   std::vector<fault> faults_;   // the plan's
   netns_network* network_ = nullptr;
+  std::vector<message_gate*> gates_;
   std::vector<node_process>& nodes_;
   std::ofstream log_;
   mutable std::mutex mutex_;
@@ -67,6 +76,7 @@ class fault_runner {
   bool stopping_ = false;
   std::vector<size_t> network_active_;  // faults started, not ended
   std::vector<action> transfer_active_; // switched on, not off
+  std::vector<size_t> gate_active_;     // message faults switched on, not off
   size_t injected_ = 0;
   std::thread thread_;
 };

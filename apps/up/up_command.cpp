@@ -3,6 +3,7 @@
 #include "apps/up/fault_plan.hpp"
 #include "apps/up/fault_runner.hpp"
 #include "apps/up/invariants.hpp"
+#include "apps/up/message_gate.hpp"
 #include "apps/up/netns.hpp"
 #include "apps/up/node_launch.hpp"
 #include "apps/up/settled_audit.hpp"
@@ -160,6 +161,46 @@ caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
   return net;
 }
 
+// Without --netns, message faults run in a gate per node process (message_gate.hpp): this
+// process reaches each node through its gate, while the nodes, which read the cluster file,
+// listen where they did.
+caf::expected<std::vector<std::unique_ptr<up::message_gate>>> start_gates(prepared& p,
+                                                                          uint64_t seed) {
+  std::vector<std::unique_ptr<up::message_gate>> out;
+  for (uint32_t n = 0; n < p.cfg.nodes.size(); ++n) {
+    if (!p.cfg.nodes[n].hosted_elsewhere())
+      continue;
+    auto address = parse_node_address(p.cfg.nodes[n].address);
+    if (!address)
+      return std::move(address.error());
+    auto gate = up::message_gate::start(n, address->host, address->port, p.plan.faults, seed);
+    if (!gate)
+      return std::move(gate.error());
+    p.cfg.nodes[n].address = fmt::format("127.0.0.1:{}", (*gate)->port());
+    out.push_back(std::move(*gate));
+  }
+  return out;
+}
+
+std::string format_gate_counts(const std::vector<std::unique_ptr<up::message_gate>>& gates) {
+  up::gate_counts sum;
+  for (const auto& g : gates) {
+    const auto c = g->counts();
+    sum.frames += c.frames;
+    sum.dropped += c.dropped;
+    sum.delayed += c.delayed;
+    sum.duplicated += c.duplicated;
+    sum.reordered += c.reordered;
+    sum.overflow += c.overflow;
+  }
+  return fmt::format("messages      {} through the message gates: {} dropped, {} delayed, {} "
+                     "duplicated, {} reordered by the plan{}\n",
+                     sum.frames, sum.dropped, sum.delayed, sum.duplicated, sum.reordered,
+                     sum.overflow == 0
+                         ? std::string{}
+                         : fmt::format(" ({} passed at once: too many held)", sum.overflow));
+}
+
 // Failed requests counted by reason, most frequent first.
 std::string format_failures(const std::vector<replay::request_result>& results) {
   std::string out;
@@ -254,6 +295,16 @@ int up_command(const up_options& opt, up_result* out) {
                                 node_flags);
   if (!nodes)
     return fail(describe(nodes.error()));
+  std::vector<std::unique_ptr<up::message_gate>> gates;
+  if (!opt.netns && std::any_of(p->plan.faults.begin(), p->plan.faults.end(),
+                                [](const up::fault& f) { return f.is_message_fault(); })) {
+    auto started_gates = start_gates(*p, opt.seed);
+    if (!started_gates) {
+      up::stop_nodes(*nodes);
+      return fail("message gates: " + describe(started_gates.error()));
+    }
+    gates = std::move(*started_gates);
+  }
   {
     std::lock_guard<std::mutex> guard{registry().mutex};
     for (const auto& x : *nodes)
@@ -264,7 +315,10 @@ int up_command(const up_options& opt, up_result* out) {
   fmt::print("{}  run         {} ({} node processes, {} faults planned)\n", header, p->run_dir,
              nodes->size(), p->plan.faults.size());
   std::fflush(stdout);
-  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log", network.get()};
+  std::vector<up::message_gate*> gate_ptrs;
+  for (auto& g : gates)
+    gate_ptrs.push_back(g.get());
+  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log", network.get(), gate_ptrs};
   std::vector<std::string> unsettled;
   auto settle = [&](caf::actor_system& sys, cluster& cl) {
     faults.stop(); // no more faults: a paused node resumes, and the cluster must heal
@@ -309,6 +363,7 @@ int up_command(const up_options& opt, up_result* out) {
                       fmt::format("faults        {} of {} carried out (faults.log)\n",
                                   faults.injected(), p->plan.faults.size()) +
                       (transfer_faults.empty() ? std::string{} : format_slices_taken(node_logs)) +
+                      (gates.empty() ? std::string{} : format_gate_counts(gates)) +
                       up::format_invariants(invariants) +
                       (unsettled.empty() ? "settled       the conductor counts every node not "
                                            "killed as live; no decode reservation is left\n"

@@ -186,6 +186,49 @@ TEST_F(up, requests_on_a_silent_node_fail_within_the_heartbeat_timeout_and_it_se
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
+TEST_F(up, a_node_whose_heartbeats_are_dropped_goes_silent_and_serves_again) {
+  run_dir = dir / "run";
+  // Only node 2's heartbeats are lost, for 3 s: the node runs on, but the conductor hears
+  // nothing for longer than its timeout and places nothing there (its decode instance is 0)
+  // until heartbeats come through again.
+  std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
+                                           "conductor: {heartbeat_timeout_ms: 600}\n";
+  std::ofstream{dir / "plan.yaml"}
+      << "faults:\n  - {at_ms: 200, drop: 1.0, type: heartbeat, node: 2, for_ms: 3000}\n";
+  auto p = start({"--requests", "160", "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
+  ASSERT_TRUE(p) << describe(p.error());
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
+  const auto faults = read_file(run_dir / "faults.log");
+  EXPECT_NE(faults.find("drop 100% of 'heartbeat' messages to or from node 2 for 3000 ms"),
+            std::string::npos)
+      << faults;
+  // Silent from about 800 ms (the last beat, then the timeout) to about 3300 ms; half a second
+  // of margin at each end.
+  std::ifstream lines{run_dir / "requests.jsonl"};
+  size_t silent = 0, silent_on_2 = 0, served_after = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const auto at = line.find("\"arrival_ms\":");
+    ASSERT_NE(at, std::string::npos) << line;
+    const double arrival_ms = std::stod(line.substr(at + 13));
+    const bool on_2 = line.find("\"decode_instance\":0") != std::string::npos;
+    if (arrival_ms > 1300 && arrival_ms < 2800) {
+      ++silent;
+      silent_on_2 += on_2 ? 1 : 0;
+    }
+    if (arrival_ms > 3800 && on_2 && line.find("\"status\":\"completed\"") != std::string::npos)
+      ++served_after;
+  }
+  EXPECT_GT(silent, 0u);
+  EXPECT_EQ(silent_on_2, 0u) << "placed on node 2 while the conductor heard nothing from it";
+  EXPECT_GT(served_after, 0u) << "node 2 took requests again once its heartbeats came through";
+  EXPECT_NE(report.find("messages      "), std::string::npos) << report;
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
 TEST_F(up, sigint_tears_every_process_down) {
   EXPECT_EQ(interrupted({"--requests", "3000"}), 130);
   const auto pids = pids_of(run_dir);
@@ -217,6 +260,32 @@ TEST_F(up, a_bad_plan_or_a_node_that_does_not_start_is_exit_status_two) {
   EXPECT_EQ(*status, 2);
   EXPECT_NE(read_file(dir / "up.err").find("did not start"), std::string::npos)
       << read_file(dir / "up.err");
+}
+
+TEST_F(up, delayed_and_duplicated_messages_between_processes_break_no_invariant) {
+  run_dir = dir / "run";
+  // Without --netns, message faults run in a gate per node process, on whole CAF messages.
+  const auto report = run_two_faults("  - {at_ms: 0, delay: 0.2, delay_ms: 30, type: tokens}\n"
+                                     "  - {at_ms: 0, duplicate: 0.1, for_ms: 60000}\n");
+  unsigned long long frames = 0, dropped = 0, delayed = 0, duplicated = 0, reordered = 0;
+  const auto at = report.find("messages      ");
+  ASSERT_NE(at, std::string::npos) << report;
+  ASSERT_EQ(std::sscanf(report.c_str() + at,
+                        "messages      %llu through the message gates: %llu dropped, %llu "
+                        "delayed, %llu duplicated, %llu reordered",
+                        &frames, &dropped, &delayed, &duplicated, &reordered),
+            5)
+      << report;
+  EXPECT_GT(delayed, 0u) << report;
+  EXPECT_GT(duplicated, 0u) << report;
+  EXPECT_EQ(dropped + reordered, 0u) << report;
+  EXPECT_LT(delayed + duplicated, frames) << report;
+  const auto faults = read_file(run_dir / "faults.log");
+  EXPECT_NE(faults.find("delay 20% of 'tokens' messages by 30 ms [message gates] (2 gates)"),
+            std::string::npos)
+      << faults;
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
 TEST_F(up, failed_and_corrupted_kv_slices_in_every_process_break_no_invariant) {
