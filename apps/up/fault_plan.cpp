@@ -354,7 +354,7 @@ caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool n
 }
 
 // A message fault `crescent up` carries out in its message gates (message_gate.hpp): whole CAF
-// messages between the main process and the node processes, chosen by type, node and peer main.
+// messages between processes, chosen as in simulated time.
 caf::error check_gate_fault(const fault& f, const cluster_config& cfg, bool netns,
                             const std::string& where) {
   if (netns)
@@ -363,19 +363,15 @@ caf::error check_gate_fault(const fault& f, const cluster_config& cfg, bool netn
                           "' faults of whole messages run without --netns (crescent up's message "
                           "gates) or in simulated time; with --netns, drop and partition act on "
                           "packets");
+  // Messages between actors of the main process cross no gate.
   const auto& m = f.match;
-  if (!m.from.empty() || !m.to.empty())
-    return make_error(errc::bad_config,
-                      where + "crescent up's message gates see no roles on the wire: choose "
-                              "messages by type, node and peer main (from and to work in "
-                              "simulated time)");
-  if (m.peer && *m.peer != main_place)
-    return make_error(errc::bad_config,
-                      where + "crescent up's message gates tell the main process from a node, "
-                              "not one node from another: peer is main or absent (any peer "
-                              "works in simulated time)");
   if (m.node)
     if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
+      return err;
+  if (m.peer)
+    if (auto err = check_hosted(*m.peer, cfg, where,
+                                "faulted (name the main process: peer: "
+                                "main)"))
       return err;
   bool any = false;
   for (const auto& n : cfg.nodes)

@@ -23,7 +23,7 @@
 //
 // What each mode carries out: `crescent up` kills and pauses node processes, fails and corrupts
 // their KV slices (transfer_faults.hpp), drops, delays, duplicates and reorders whole messages
-// in its message gates (message_gate.hpp: by type, node and peer main; not with --netns), and
+// in its message gates (message_gate.hpp: between processes; not with --netns), and
 // with --netns partitions the processes and drops their packets (check_fault_plan); simulated
 // time carries out every kind (check_sim_fault_plan).
 #pragma once

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <caf/atom.hpp>
+#include <caf/binary_serializer.hpp>
 #include <caf/message_id.hpp>
 #include <fmt/format.h>
 
@@ -86,6 +87,8 @@ std::optional<frame_view> read_frame(std::span<const std::byte> frame) {
   const auto op = std::to_integer<uint8_t>(frame[0]);
   out.message = op == direct_message || op == routed_message;
   out.routed = op == routed_message;
+  out.source_actor = load_be(&frame[16], 8);
+  out.dest_actor = load_be(&frame[24], 8);
   if (!out.message)
     return out;
   const uint64_t mid = load_be(&frame[8], 8);
@@ -94,6 +97,31 @@ std::optional<frame_view> read_frame(std::span<const std::byte> frame) {
   else
     out.type = leading_atom(frame.subspan(frame_header_bytes, payload));
   return out;
+}
+
+void gate_directory::add_place(const caf::node_id& node, int32_t place) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{static_cast<caf::execution_unit*>(nullptr), buf};
+  auto copy = node;
+  if (sink(copy))
+    return; // not serializable: frames from there stay of no known place
+  std::vector<std::byte> bytes(buf.size());
+  std::memcpy(bytes.data(), buf.data(), buf.size());
+  places.emplace_back(std::move(bytes), place);
+}
+
+std::optional<std::pair<int32_t, size_t>>
+gate_directory::place_at(std::span<const std::byte> bytes) const {
+  for (const auto& [id, place] : places)
+    if (bytes.size() >= id.size() && std::equal(id.begin(), id.end(), bytes.begin()))
+      return std::make_pair(place, id.size());
+  return std::nullopt;
+}
+
+std::string gate_directory::role_of(int32_t place, uint64_t actor) const {
+  if (auto i = roles.find({place, actor}); i != roles.end())
+    return i->second;
+  return place == main_place ? "request" : "";
 }
 
 // -- the relay --------------------------------------------------------------------------------
@@ -126,6 +154,7 @@ struct message_gate::relay {
   std::vector<std::unique_ptr<link>> links;
   mutable std::mutex mutex; // active, counts
   std::set<size_t> active;
+  std::shared_ptr<const gate_directory> directory;
   gate_counts counts;
   std::atomic<bool> stopping{false};
   size_t held_now = 0;
@@ -202,32 +231,67 @@ struct message_gate::relay {
     links.push_back(std::move(l));
   }
 
-  // Whether fault `f` decides this frame at this gate: each frame is decided by each fault once.
-  bool decides(const fault& f, const frame_view& v, bool from_node) const {
-    const auto& m = f.match;
+  // A frame's two ends: the place of each process and the role of each actor. Places unknown
+  // (no directory yet, or a routed frame whose node ids it does not know) are nullopt.
+  struct frame_ends {
+    std::optional<int32_t> source, dest;
+    std::string source_role, dest_role;
+  };
+
+  frame_ends ends_of(const frame_view& v, std::span<const std::byte> frame, bool from_node) const {
+    frame_ends out;
+    const auto self = static_cast<int32_t>(node);
+    if (!v.routed) {
+      out.source = from_node ? self : main_place;
+      out.dest = from_node ? main_place : self;
+    } else if (directory) {
+      auto payload = frame.subspan(frame_header_bytes);
+      if (auto s = directory->place_at(payload)) {
+        out.source = s->first;
+        if (auto d = directory->place_at(payload.subspan(s->second)))
+          out.dest = d->first;
+      }
+    }
+    if (directory && out.source && out.dest) {
+      out.source_role = directory->role_of(*out.source, v.source_actor);
+      out.dest_role = directory->role_of(*out.dest, v.dest_actor);
+    }
+    return out;
+  }
+
+  // Whether fault `f` takes this frame (as simulated time matches a message: fault_injector).
+  static bool matches(const message_match& m, const frame_view& v, const frame_ends& e) {
     if (!m.type.empty() && m.type != v.type)
       return false;
-    if (m.peer && (*m.peer != main_place || v.routed))
-      return false; // peer main: the main process's own messages, not those it passes on
-    if (!v.routed)
-      return !m.node || *m.node == static_cast<int32_t>(node);
-    if (from_node) // sent by this node to another, through the main process
-      return !m.node || *m.node == static_cast<int32_t>(node);
-    return m.node && *m.node == static_cast<int32_t>(node); // to this node from another
+    if (!m.from.empty() && m.from != e.source_role)
+      return false;
+    if (!m.to.empty() && m.to != e.dest_role)
+      return false;
+    if (!m.node)
+      return true;
+    if (!e.source || !e.dest)
+      return false;
+    if (m.peer)
+      return (*e.source == *m.node && *e.dest == *m.peer) ||
+             (*e.source == *m.peer && *e.dest == *m.node);
+    return *e.source == *m.node || *e.dest == *m.node;
   }
 
   // Where a frame goes: dropped (nothing), now, or held until a time; and how many copies.
+  // Each frame is decided once: a frame that another node sent through the main process was
+  // decided at that node's gate.
   void route(direction& d, std::vector<std::byte> frame) {
     auto view = read_frame(frame);
     gate_clock::duration hold{};
     size_t copies = 1;
-    if (view && view->message) {
+    if (view && view->message && (d.from_node || !view->routed)) {
       std::lock_guard<std::mutex> guard{mutex};
       ++counts.frames;
+      const auto ends = ends_of(*view, frame, d.from_node);
       std::uniform_real_distribution<double> draw{0.0, 1.0};
       for (auto i : active) {
         const auto& f = faults[i];
-        if (!decides(f, *view, d.from_node) || draw(rng) >= f.probability)
+        if (!matches(f.match, *view, ends) || draw(rng) >= f.probability)
           continue;
         switch (f.kind) {
         case fault_kind::drop:
@@ -423,6 +487,11 @@ void message_gate::activate(size_t index) {
 void message_gate::deactivate(size_t index) {
   std::lock_guard<std::mutex> guard{relay_->mutex};
   relay_->active.erase(index);
+}
+
+void message_gate::set_directory(std::shared_ptr<const gate_directory> directory) {
+  std::lock_guard<std::mutex> guard{relay_->mutex};
+  relay_->directory = std::move(directory);
 }
 
 gate_counts message_gate::counts() const {

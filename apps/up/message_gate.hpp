@@ -10,8 +10,10 @@
 // shows) or `reply`. A gate decides each frame once, on the side where it enters the gate's
 // link: a frame from the node, or a frame of the main process to the node; a frame that another
 // node sent through the main process (BASP's routed message) was decided at that node's gate
-// and passes. Roles are not on the wire: plans narrow real message faults by type, node and
-// peer `main` only (check_fault_plan).
+// and passes. A frame's ends (the process of each, and the role of each actor) come from the
+// gate_directory the main process gives every gate once the cluster is up: the headers name
+// actors by their ids in their processes, and a routed message names both processes by CAF node
+// id before its message.
 //
 // Threads: one per gate, polling its connections; activate/deactivate and the counters may be
 // called from any thread. Limits: 64 connections, 64 MiB a frame (CAF's envelope limit), 4096
@@ -22,9 +24,12 @@
 
 #include <caf/expected.hpp>
 
+#include <caf/node_id.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -38,6 +43,24 @@ struct frame_view {
   bool message = false; // a direct or routed message: faults may take it
   bool routed = false;  // sent by another node through the main process
   std::string type;     // its leading atom, or "reply"; empty where it has none
+  uint64_t source_actor = 0, dest_actor = 0; // ids in their processes
+};
+
+/// Who is who on the wire, made by the main process once the cluster is up.
+struct gate_directory {
+  /// Each process's CAF node id, as CAF serializes it, and its place (a node, or main_place).
+  std::vector<std::pair<std::vector<std::byte>, int32_t>> places;
+  /// The role of each actor of the cluster (fault_roles) by its place and its id there.
+  std::map<std::pair<int32_t, uint64_t>, std::string> roles;
+
+  /// Adds a process; `node` is its CAF node id.
+  void add_place(const caf::node_id& node, int32_t place);
+  /// The place of the process whose serialized node id starts `bytes` (and its length); nullopt
+  /// where it is none of them.
+  std::optional<std::pair<int32_t, size_t>> place_at(std::span<const std::byte> bytes) const;
+  /// An actor's role; an actor of the main process not in the table is a request (the request
+  /// actors come and go), one of a node is no role.
+  std::string role_of(int32_t place, uint64_t actor) const;
 };
 
 /// Reads a whole frame; nullopt where it is shorter than its header says.
@@ -73,6 +96,10 @@ class message_gate {
 
   uint16_t port() const { return port_; }
   uint32_t node() const { return node_; }
+
+  /// Where each process is and who each actor is: until it is set, faults that name a role, a
+  /// node or a peer take nothing.
+  void set_directory(std::shared_ptr<const gate_directory> directory);
 
   /// The plan's fault `index` takes frames from now on / no longer. Held frames still leave at
   /// their times.

@@ -182,6 +182,37 @@ caf::expected<std::vector<std::unique_ptr<up::message_gate>>> start_gates(prepar
   return out;
 }
 
+// Where each process is and who each actor of the cluster is, for the gates: a node's actors
+// run where its handle's CAF node id says (its own process, or this one).
+std::shared_ptr<const up::gate_directory> gate_directory_of(const cluster& cl) {
+  auto out = std::make_shared<up::gate_directory>();
+  const auto& dir = cl.dir();
+  const auto& cfg = cl.config();
+  out->add_place(dir.conductor.node(), up::main_place);
+  for (uint32_t n = 0; n < cfg.nodes.size() && n < dir.node_agents.size(); ++n)
+    if (cfg.nodes[n].hosted_elsewhere() && dir.node_agents[n])
+      out->add_place(dir.node_agents[n].node(), static_cast<int32_t>(n));
+  auto place_of = [&](const caf::node_id& id) {
+    for (uint32_t n = 0; n < dir.node_agents.size(); ++n)
+      if (cfg.nodes[n].hosted_elsewhere() && dir.node_agents[n] && dir.node_agents[n].node() == id)
+        return static_cast<int32_t>(n);
+    return up::main_place;
+  };
+  auto add = [&](const auto& handles, const char* role) {
+    for (const auto& h : handles)
+      if (h)
+        out->roles[{place_of(h.node()), h.id()}] = role;
+  };
+  add(std::vector{dir.conductor}, "conductor");
+  add(std::vector{dir.store_master}, "store_master");
+  add(dir.block_owners, "block_owner");
+  add(dir.node_agents, "node_agent");
+  add(dir.prefill, "prefill");
+  add(dir.decode, "decode");
+  add(dir.coupled, "coupled");
+  return out;
+}
+
 std::string format_gate_counts(const std::vector<std::unique_ptr<up::message_gate>>& gates) {
   up::gate_counts sum;
   for (const auto& g : gates) {
@@ -336,6 +367,11 @@ int up_command(const up_options& opt, up_result* out) {
   };
   // This process's engine serves its own nodes: it takes the transfer faults too.
   auto started = [&](cluster& cl) {
+    if (!gates.empty()) {
+      auto directory = gate_directory_of(cl);
+      for (auto& g : gates)
+        g->set_directory(directory);
+    }
     if (!transfer_faults.empty())
       if (auto err = up::install_transfer_faults(cl.transfer(), transfer_faults, opt.seed,
                                                  cluster_nodes_max))

@@ -146,13 +146,11 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
   EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
   ASSERT_EQ(again->faults.size(), 7u);
   EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
-  // Simulated time takes every kind; crescent up's message gates tell the main process from a
-  // node only.
+  // Simulated time takes every kind; crescent up only what crosses between processes (node 3
+  // runs in the main process).
   EXPECT_FALSE(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));
   auto e = crescent::describe(check_fault_plan(*plan, four_nodes(), "p.yaml"));
-  EXPECT_NE(e.find("p.yaml:2: crescent up's message gates tell the main process from a node"),
-            std::string::npos)
-      << e;
+  EXPECT_NE(e.find("p.yaml:2: node 3 runs in the cluster's main process"), std::string::npos) << e;
 }
 
 TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) {
@@ -181,7 +179,7 @@ TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) 
   EXPECT_FALSE(check("faults:\n  - {at_ms: 0, corrupt: 0.5}\n"));
 }
 
-TEST(fault_plan, crescent_up_takes_message_faults_by_type_node_and_peer_main) {
+TEST(fault_plan, crescent_up_takes_message_faults_between_its_processes) {
   auto check = [](const std::string& yaml, const cluster_config& cfg) {
     auto plan = parse_fault_plan(yaml, "p.yaml");
     EXPECT_TRUE(plan) << crescent::describe(plan.error());
@@ -193,12 +191,13 @@ TEST(fault_plan, crescent_up_takes_message_faults_by_type_node_and_peer_main) {
                      "  - {at_ms: 0, duplicate: 0.1, type: reply, for_ms: 100}\n"
                      "  - {at_ms: 0, reorder: 0.1, delay_ms: 20}\n",
                      four_nodes()));
+  EXPECT_FALSE(check("faults:\n"
+                     "  - {at_ms: 0, delay: 0.5, delay_ms: 9, from: decode, to: request}\n"
+                     "  - {at_ms: 0, drop: 0.5, node: 1, peer: 2, type: kv_ready}\n",
+                     four_nodes()));
   auto e = crescent::describe(
-      check("faults:\n  - {at_ms: 0, delay: 0.5, delay_ms: 9, from: decode}\n", four_nodes()));
-  EXPECT_NE(e.find("p.yaml:2: crescent up's message gates see no roles"), std::string::npos) << e;
-  e = crescent::describe(
-      check("faults:\n  - {at_ms: 0, drop: 0.5, node: 1, peer: 2}\n", four_nodes()));
-  EXPECT_NE(e.find("peer is main or absent"), std::string::npos) << e;
+      check("faults:\n  - {at_ms: 0, drop: 0.5, node: 1, peer: 3}\n", four_nodes()));
+  EXPECT_NE(e.find("node 3 runs in the cluster's main process"), std::string::npos) << e;
   e = crescent::describe(check("faults:\n  - {at_ms: 0, drop: 0.5, node: 3}\n", four_nodes()));
   EXPECT_NE(e.find("node 3 runs in the cluster's main process"), std::string::npos) << e;
   e = crescent::describe(check("faults:\n  - {at_ms: 0, duplicate: 0.5}\n", cluster_config{}));

@@ -209,28 +209,92 @@ TEST(message_gate, duplicates_and_drops_whole_frames_of_the_type_named_and_passe
   ::close(node_side);
 }
 
-TEST(message_gate, a_frame_routed_from_another_node_is_decided_at_its_own_gate) {
+// Node 2's process and node 1's, as CAF names them on the wire.
+caf::node_id node_id_of(uint8_t n) {
+  caf::node_id::default_data::host_id_type host{};
+  host[0] = n;
+  return caf::make_node_id(1000 + n, host);
+}
+
+// A frame that node `from` sends to node `to` through the main process: BASP's routed message
+// names both processes before the forwarding stack and the message.
+std::vector<std::byte> routed_frame(deterministic_system& ds, uint8_t from, uint8_t to,
+                                    const caf::message& msg) {
+  std::vector<char> payload;
+  caf::binary_serializer sink{ds.sys, payload};
+  auto source = node_id_of(from);
+  auto dest = node_id_of(to);
+  std::vector<caf::strong_actor_ptr> stages;
+  EXPECT_FALSE(sink(source, dest, stages, msg));
+  auto out = frame_of(ds, 0x03, async_mid, caf::message{});
+  out.resize(frame_header_bytes);
+  for (int i = 0; i < 4; ++i) // the payload's length
+    out[4 + i] = static_cast<std::byte>(payload.size() >> (8 * (3 - i)));
+  for (char c : payload)
+    out.push_back(static_cast<std::byte>(c));
+  return out;
+}
+
+std::shared_ptr<gate_directory> directory_of_nodes_1_and_2() {
+  auto d = std::make_shared<gate_directory>();
+  d->add_place(node_id_of(0), main_place);
+  d->add_place(node_id_of(1), 1);
+  d->add_place(node_id_of(2), 2);
+  d->roles[{2, 7}] = "decode"; // frame_of's source actor, on node 2
+  d->roles[{1, 9}] = "prefill";
+  return d;
+}
+
+TEST(message_gate, a_routed_frame_is_decided_once_at_the_gate_of_the_node_that_sent_it) {
   deterministic_system ds;
   node_stand_in node;
-  auto any_node = message_fault(fault_kind::drop, "kv_ready");
-  auto this_node = any_node;
-  this_node.match.node = 2;
-  auto gate = message_gate::start(2, "127.0.0.1", node.port, {any_node, this_node}, 1);
+  auto between = message_fault(fault_kind::drop, "kv_ready");
+  between.match.node = 2;
+  between.match.peer = 1;
+  auto gate = message_gate::start(2, "127.0.0.1", node.port, {between}, 1);
+  ASSERT_TRUE(gate) << describe(gate.error());
+  (*gate)->set_directory(directory_of_nodes_1_and_2());
+  int main_side = connect_to((*gate)->port());
+  int node_side = ::accept(node.listener, nullptr, nullptr);
+  ASSERT_GE(node_side, 0);
+  const auto end = sentinel(ds);
+  const auto ready = caf::make_message(kv_ready_atom::value);
+  (*gate)->activate(0);
+  // From node 1 to node 2, reaching node 2's gate from the main process: node 1's gate decided.
+  send(main_side, routed_frame(ds, 1, 2, ready), end);
+  EXPECT_EQ(count_frames(receive_to(node_side, end), "kv_ready"), 1u);
+  // From node 2 to node 1: this gate's to decide, between the nodes the fault names.
+  send(node_side, routed_frame(ds, 2, 1, ready), end);
+  EXPECT_EQ(count_frames(receive_to(main_side, end), "kv_ready"), 0u);
+  // From node 2 to the main process: not between nodes 1 and 2.
+  send(node_side, frame_of(ds, 0x02, async_mid, ready), end);
+  EXPECT_EQ(count_frames(receive_to(main_side, end), "kv_ready"), 1u);
+  EXPECT_EQ((*gate)->counts().frames, 2u) << "the frame routed to node 2 is not counted here";
+  ::close(main_side);
+  ::close(node_side);
+}
+
+TEST(message_gate, roles_come_from_the_directory_and_take_nothing_before_it) {
+  deterministic_system ds;
+  node_stand_in node;
+  auto from_decode = message_fault(fault_kind::drop, "tokens");
+  from_decode.match.from = "decode";
+  from_decode.match.to = "request"; // any actor of the main process not in the table
+  auto gate = message_gate::start(2, "127.0.0.1", node.port, {from_decode}, 1);
   ASSERT_TRUE(gate) << describe(gate.error());
   int main_side = connect_to((*gate)->port());
   int node_side = ::accept(node.listener, nullptr, nullptr);
   ASSERT_GE(node_side, 0);
-  const auto routed = frame_of(ds, 0x03, async_mid, caf::make_message(kv_ready_atom::value));
   const auto end = sentinel(ds);
-  // Passed on by the main process from another node: a fault of any node took it there.
+  const auto tokens = frame_of(ds, 0x02, async_mid, tokens_message()); // actor 7 -> actor 9
   (*gate)->activate(0);
-  send(main_side, routed, end);
-  EXPECT_EQ(count_frames(receive_to(node_side, end), "kv_ready"), 1u);
-  // A fault that names this node takes what reaches it from anywhere.
-  (*gate)->deactivate(0);
-  (*gate)->activate(1);
-  send(main_side, routed, end);
-  EXPECT_EQ(count_frames(receive_to(node_side, end), "kv_ready"), 0u);
+  send(node_side, tokens, end);
+  EXPECT_EQ(count_frames(receive_to(main_side, end), "tokens"), 1u) << "no directory yet";
+  (*gate)->set_directory(directory_of_nodes_1_and_2());
+  send(node_side, tokens, end);
+  EXPECT_EQ(count_frames(receive_to(main_side, end), "tokens"), 0u);
+  send(main_side, tokens, end); // from the main process's actor 7: no decode worker
+  EXPECT_EQ(count_frames(receive_to(node_side, end), "tokens"), 1u);
   ::close(main_side);
   ::close(node_side);
 }

@@ -265,8 +265,9 @@ TEST_F(up, a_bad_plan_or_a_node_that_does_not_start_is_exit_status_two) {
 TEST_F(up, delayed_and_duplicated_messages_between_processes_break_no_invariant) {
   run_dir = dir / "run";
   // Without --netns, message faults run in a gate per node process, on whole CAF messages.
-  const auto report = run_two_faults("  - {at_ms: 0, delay: 0.2, delay_ms: 30, type: tokens}\n"
-                                     "  - {at_ms: 0, duplicate: 0.1, for_ms: 60000}\n");
+  const auto report = run_two_faults(
+      "  - {at_ms: 0, delay: 0.2, delay_ms: 30, type: tokens, from: decode, to: request}\n"
+      "  - {at_ms: 0, duplicate: 0.1, for_ms: 60000}\n");
   unsigned long long frames = 0, dropped = 0, delayed = 0, duplicated = 0, reordered = 0;
   const auto at = report.find("messages      ");
   ASSERT_NE(at, std::string::npos) << report;
@@ -281,7 +282,8 @@ TEST_F(up, delayed_and_duplicated_messages_between_processes_break_no_invariant)
   EXPECT_EQ(dropped + reordered, 0u) << report;
   EXPECT_LT(delayed + duplicated, frames) << report;
   const auto faults = read_file(run_dir / "faults.log");
-  EXPECT_NE(faults.find("delay 20% of 'tokens' messages by 30 ms [message gates] (2 gates)"),
+  EXPECT_NE(faults.find("delay 20% of 'tokens' messages from decode to request by 30 ms [message "
+                        "gates] (2 gates)"),
             std::string::npos)
       << faults;
   for (auto pid : pids_of(run_dir))
