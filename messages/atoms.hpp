@@ -58,6 +58,8 @@ using touch_atom = caf::atom_constant<caf::atom("touch")>; // blocks used (maste
 using owner_atom = caf::atom_constant<caf::atom("owner")>; // owner heartbeats and reports
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using join_atom = caf::atom_constant<caf::atom("join")>;
+// conductor -> store master: a node left or rejoined the membership
+using membership_atom = caf::atom_constant<caf::atom("members")>;
 // node agent
 using start_atom = caf::atom_constant<caf::atom("start")>;
 using directory_atom = caf::atom_constant<caf::atom("directory")>;

@@ -35,7 +35,7 @@ using envelope_schemas = schema_list<
     wire::NodeJoin, wire::NodeWelcome, wire::ClusterDirectory,
     // conductor
     wire::ScheduleRequest, wire::ScheduleReply, wire::PrefillReport, wire::RequestReport,
-    wire::BlocksGone, wire::Heartbeat, wire::ConductorStats,
+    wire::BlocksGone, wire::Heartbeat, wire::ConductorStats, wire::NodeStatus,
     // request
     wire::RequestSpec, wire::PrefillDone, wire::TokenBatch, wire::RequestFailed,
     wire::RequestOutcome,

@@ -62,6 +62,8 @@ typed_envelope<wire::OwnerReport> make_report(owner_ptr self) {
   });
 }
 
+void report(owner_ptr self);
+
 void heartbeat(owner_ptr self) {
   auto& st = self->state;
   self->delayed_send(self, st.options.heartbeat_interval, tick_atom::value);
@@ -76,8 +78,14 @@ void heartbeat(owner_ptr self) {
     out.setSsdWriteErrors(st.ssd_write_errors);
     out.setSsdReadErrors(st.ssd_read_errors);
   });
+  // A master that dropped this node (it went silent, or left the conductor's view) refuses its
+  // heartbeats as unavailable until it reports again: the report is the check it rejoins by.
   self->request(st.parts.master, control_timeout, owner_atom::value, heartbeat_atom::value, msg)
-      .then([] {}, [](caf::error&) {});
+      .then([=] { self->state.rejoining = false; },
+            [=](caf::error& err) {
+              if (is(err, errc::unavailable))
+                report(self);
+            });
 }
 
 // Tells the master what survived a restart (the SSD tier), and frees what it does not know.
@@ -89,6 +97,7 @@ void report(owner_ptr self) {
                 make_report(self))
       .then(
           [=](const typed_envelope<wire::OwnerReportReply>& reply) {
+            self->state.rejoining = false;
             auto drop = read_as<wire::OwnerReportReply>(
                 reply, [](wire::OwnerReportReply::Reader in) { return to_keys(in.getDrop()); });
             if (!drop)
@@ -105,8 +114,11 @@ void report(owner_ptr self) {
             }
           },
           [=](caf::error& err) {
-            spdlog::warn("block_owner {}: report not taken: {}", self->state.options.node,
-                         describe(err));
+            // Refused while its node is out of the conductor's view: said once, then tried
+            // again at every heartbeat.
+            if (!std::exchange(self->state.rejoining, true) || !is(err, errc::unavailable))
+              spdlog::warn("block_owner {}: report not taken: {}", self->state.options.node,
+                           describe(err));
           });
 }
 

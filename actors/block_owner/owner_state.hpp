@@ -37,6 +37,7 @@ struct owner_state {
   uint64_t eviction_refusals = 0;
   uint64_t offloads = 0;
   uint64_t promotions = 0;
+  bool rejoining = false; // a report was refused as unavailable: said once, tried every beat
   uint64_t ssd_write_errors = 0;
   uint64_t ssd_read_errors = 0;
   std::string last_ssd_error; // at most ssd_error_text_max bytes

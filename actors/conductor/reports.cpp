@@ -232,12 +232,40 @@ void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
   }
 }
 
+namespace {
+
+std::string why_not_live(const conductor_state& st, uint32_t n) {
+  return st.node_gone[n] ? "node " + std::to_string(n) + " is gone (its agent stopped)"
+                         : "node " + std::to_string(n) + " went silent: no heartbeat for " +
+                               std::to_string(st.options.heartbeat_timeout.count()) + " ms";
+}
+
+// The store master follows this view: a node out of it leaves the pool, and rejoins it (its
+// owner reports) once it is back.
+void tell_store_master(conductor_ptr self, uint32_t n, bool live) {
+  auto& st = self->state;
+  if (!st.options.dir || !st.options.dir->store_master)
+    return;
+  auto reason = live ? std::string{} : why_not_live(st, n);
+  reason.resize(std::min(reason.size(), node_status_reason_max));
+  self->send(st.options.dir->store_master, membership_atom::value,
+             make_envelope<wire::NodeStatus>([&](wire::NodeStatus::Builder out) {
+               out.setNode(n);
+               out.setLive(live);
+               out.setReason(reason);
+             }));
+}
+
+} // namespace
+
 void check_liveness(conductor_ptr self) {
   auto& st = self->state;
   const auto now = self->clock().now();
   std::vector<uint32_t> lost;
   for (uint32_t n = 0; n < st.node_was_live.size(); ++n) {
     const bool live = node_alive(self, n, now);
+    if (st.node_was_live[n] != live)
+      tell_store_master(self, n, live);
     if (st.node_was_live[n] && !live)
       lost.push_back(n);
     st.node_was_live[n] = live; // a silent node that heartbeats again is placed on again
@@ -252,10 +280,7 @@ void check_liveness(conductor_ptr self) {
     for (const uint32_t n : lost) {
       if (!(r.prefill_open && prefill_node == n) && decode_node != n)
         continue;
-      const std::string reason =
-          st.node_gone[n] ? "node " + std::to_string(n) + " is gone (its agent stopped)"
-                          : "node " + std::to_string(n) + " went silent: no heartbeat for " +
-                                std::to_string(st.options.heartbeat_timeout.count()) + " ms";
+      const std::string reason = why_not_live(st, n);
       auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder out) {
         out.setRequestId(id);
         out.setReason(reason);

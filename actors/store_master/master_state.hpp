@@ -24,9 +24,10 @@ struct node_view {
   caf::actor_clock::time_point last_seen;
   caf::actor_clock::time_point lost_at; // when it left the pool
   bool ssd_waiting = false;             // left, and its SSD replicas wait for it
-  uint64_t dram_capacity_bytes = 0;     // 0: not heard of yet
-  uint64_t dram_used_bytes = 0;         // last report plus what was allocated since
-  uint64_t ssd_write_errors = 0;        // as of the last heartbeat
+  bool member = true; // in the conductor's view (NodeStatus); a non-member's owner cannot rejoin
+  uint64_t dram_capacity_bytes = 0; // 0: not heard of yet
+  uint64_t dram_used_bytes = 0;     // last report plus what was allocated since
+  uint64_t ssd_write_errors = 0;    // as of the last heartbeat
   uint64_t ssd_read_errors = 0;
   std::optional<transport::peer_info> peer; // how other processes reach its memory
 };
@@ -121,6 +122,10 @@ caf::result<typed_envelope<wire::EvictReply>>
 on_evict(master_ptr self, const typed_envelope<wire::EvictRequest>& msg);
 void sweep(master_ptr self);
 void node_lost(master_ptr self, uint32_t node, const char* why);
+void on_node_status(master_ptr self, const typed_envelope<wire::NodeStatus>& msg);
+/// Whether the conductor's view decides which nodes are in the pool (a cluster), rather than the
+/// owners' own heartbeats (a master without a conductor: the pool's own processes).
+bool conductor_decides_membership(const master_state& st);
 
 /// Counts blocks that lost their last replica (to a node's loss, a bad or missing copy).
 void count_lost(master_state& st, const std::vector<storage::object_record>& gone);

@@ -136,7 +136,7 @@ void sweep(master_ptr self) {
   const auto now = self->clock().now();
   for (uint32_t n = 0; n < st.nodes.size(); ++n) {
     auto& v = st.nodes[n];
-    if (v.alive && now - v.last_seen > st.options.node_timeout)
+    if (v.alive && !conductor_decides_membership(st) && now - v.last_seen > st.options.node_timeout)
       node_lost(self, n, "no heartbeat");
     if (!v.alive && v.ssd_waiting && now - v.lost_at > st.options.ssd_grace) {
       v.ssd_waiting = false; // [rare] the node did not come back: its SSD copies are gone too
@@ -147,6 +147,39 @@ void sweep(master_ptr self) {
       }
     }
   }
+}
+
+bool conductor_decides_membership(const master_state& st) {
+  return st.dir && st.dir->conductor;
+}
+
+void on_node_status(master_ptr self, const typed_envelope<wire::NodeStatus>& msg) {
+  auto& st = self->state;
+  // Only the conductor's view counts: anyone else could take a node out of the pool.
+  if (refuse_unless_sent_by(
+          self, conductor_decides_membership(st) ? st.dir->conductor.address() : caf::actor_addr{},
+          "a node's status", "the conductor"))
+    return;
+  struct status {
+    uint32_t node;
+    bool live;
+    std::string reason;
+  };
+  auto s = read_as<wire::NodeStatus>(msg, [](wire::NodeStatus::Reader in) -> caf::expected<status> {
+    if (in.getReason().size() > node_status_reason_max)
+      return make_error(errc::limit_exceeded, "a node status's reason over 512 bytes");
+    return status{in.getNode(), in.getLive(), in.getReason().cStr()};
+  });
+  if (s && s->node >= st.nodes.size())
+    s = make_error(errc::invalid_argument, "status of unknown node " + std::to_string(s->node));
+  if (!s) {
+    st.bad.refuse(st.name, std::move(s.error()));
+    return;
+  }
+  st.nodes[s->node].member = s->live;
+  // Back: its owner rejoins by reporting, which its next heartbeat is refused for.
+  if (!s->live)
+    node_lost(self, s->node, s->reason.c_str());
 }
 
 caf::result<void> on_owner_heartbeat(master_ptr self,
@@ -314,6 +347,10 @@ on_owner_report(master_ptr self, const typed_envelope<wire::OwnerReport>& msg) {
                                                  " has a live owner; another cannot take it over"));
   if (r->node >= st.nodes.size())
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "report from unknown node"));
+  if (!st.nodes[r->node].member)
+    return make_error(errc::unavailable, "node " + std::to_string(r->node) +
+                                             " is not live in the conductor's view; it rejoins "
+                                             "once it is");
   // Replicas the owner no longer has are dropped; what it has but the master does not know
   // (or no longer wants) is freed.
   std::vector<block_key> keys;

@@ -111,6 +111,9 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
       [=](owner_atom, report_atom, const typed_envelope<wire::OwnerReport>& msg) {
         return on_owner_report(self, msg);
       },
+      [=](membership_atom, const typed_envelope<wire::NodeStatus>& msg) {
+        on_node_status(self, msg);
+      },
       [=](evict_atom, const typed_envelope<wire::EvictRequest>& msg) {
         return on_evict(self, msg);
       },

@@ -13,6 +13,9 @@
 
 namespace crescent {
 
+/// A NodeStatus's reason, at most.
+inline constexpr size_t node_status_reason_max = 512;
+
 using store_master_actor = caf::typed_actor<
     // PutStart -> PutStartReply
     caf::replies_to<put_start_atom,
@@ -38,6 +41,10 @@ using store_master_actor = caf::typed_actor<
     // OwnerReport -> OwnerReportReply: reconciliation after a restart
     caf::replies_to<owner_atom, report_atom, typed_envelope<wire::OwnerReport>>::with<
         typed_envelope<wire::OwnerReportReply>>,
+    // NodeStatus from the conductor only: a node left (its replicas go, as for an owner that
+    // stopped) or came back (its owner rejoins by reporting). In a cluster the conductor's view
+    // is the pool's; a master without a conductor judges owners by their own heartbeats.
+    caf::reacts_to<membership_atom, typed_envelope<wire::NodeStatus>>,
     // EvictRequest -> EvictReply: may an owner drop these DRAM copies?
     caf::replies_to<evict_atom,
                     typed_envelope<wire::EvictRequest>>::with<typed_envelope<wire::EvictReply>>,

@@ -31,7 +31,7 @@ std::string schema_name(uint64_t schema_id) {
   static const auto names = names_of<
       wire::ByteRange, wire::Digest, wire::NodeJoin, wire::NodeWelcome, wire::ClusterDirectory,
       wire::RegionHandle, wire::BlockKey, wire::Ack, wire::TransportPeer, wire::ScheduleRequest,
-      wire::Placement, wire::BlocksGone, wire::ScheduleReply, wire::PrefillReport,
+      wire::Placement, wire::BlocksGone, wire::NodeStatus, wire::ScheduleReply, wire::PrefillReport,
       wire::RequestReport, wire::Heartbeat, wire::ConductorStats, wire::RequestSpec,
       wire::PrefillDone, wire::TokenBatch, wire::RequestFailed, wire::RequestOutcome,
       wire::PutStart, wire::PutSlot, wire::PutStartReply, wire::PutCommit, wire::PutRevoke,

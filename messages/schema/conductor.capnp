@@ -69,6 +69,15 @@ struct RequestReport {
   completed @1 :Bool;
 }
 
+# conductor -> store master, when the conductor's view of a node changes: the cluster has one
+# membership view, the conductor's (heartbeats of the node agents with a timeout), for placement
+# and for the pool alike.
+struct NodeStatus {
+  node @0 :UInt32;
+  live @1 :Bool;
+  reason @2 :Text;                         # why it is not live; at most 512 bytes
+}
+
 # node agent -> conductor, every heartbeat interval.
 struct Heartbeat {
   node @0 :UInt32;

@@ -544,6 +544,65 @@ TEST(kv_pool, a_dead_owner_leaves_the_replica_lists) {
   EXPECT_NE(after[0][0].node, victim);
 }
 
+// One membership view (docs/faults.md), the conductor's: the store master takes a node out of
+// the pool when the conductor does, though its owner still heartbeats, refuses the owner's
+// report while the node is out, and lets it rejoin with its report once the node is back.
+typed_envelope<wire::NodeStatus> node_status(uint32_t node, bool live) {
+  return make_envelope<wire::NodeStatus>([&](wire::NodeStatus::Builder out) {
+    out.setNode(node);
+    out.setLive(live);
+    out.setReason(live ? "" : "node went silent (test)");
+  });
+}
+
+uint32_t live_nodes(pool& p) {
+  return p.master_stat([](wire::StoreStats::Reader in) { return in.getLiveNodes(); });
+}
+
+TEST(kv_pool, a_node_out_of_the_conductors_view_leaves_the_pool_and_rejoins_with_its_report) {
+  pool p{pool_cluster(3, 1u << 20, 2)};
+  ASSERT_EQ(p.put({1, 2}, 2).size(), 2u);
+  const uint32_t node = p.get({1})[0].at(1).node;
+  ASSERT_EQ(live_nodes(p), 3u);
+  const auto master = caf::actor_cast<caf::strong_actor_ptr>(p.cl->dir().store_master);
+  auto from_conductor = [&](bool live) {
+    master->enqueue(
+        caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(p.cl->dir().conductor),
+                                  caf::make_message_id(), {}, membership_atom::value,
+                                  node_status(node, live)),
+        nullptr);
+    p.sched.run();
+  };
+  from_conductor(false);
+  EXPECT_EQ(p.get({1})[0].size(), 1u) << "the replica on node " << node << " left with it";
+  EXPECT_EQ(live_nodes(p), 2u);
+  // Its owner heartbeats on and is refused; its report is refused while the node is out.
+  p.run_until([] { return false; }, 50);
+  EXPECT_EQ(live_nodes(p), 2u);
+  // Back in the view: the owner's next heartbeat is refused, it reports, and it is in again
+  // (what it held of block 1 is freed: the pool no longer counts that copy).
+  from_conductor(true);
+  EXPECT_TRUE(p.run_until([&] { return live_nodes(p) == 3u; }, 50));
+  EXPECT_EQ(p.get({1})[0].size(), 1u);
+  // From anyone but the conductor, a status is refused and counted.
+  const auto bad = p.master_stat([](wire::StoreStats::Reader in) { return in.getBadMessages(); });
+  caf::anon_send(p.cl->dir().store_master, membership_atom::value, node_status(node, false));
+  p.sched.run();
+  EXPECT_EQ(live_nodes(p), 3u);
+  EXPECT_EQ(p.master_stat([](wire::StoreStats::Reader in) { return in.getBadMessages(); }),
+            bad + 1);
+}
+
+TEST(kv_pool, a_node_whose_agent_is_gone_leaves_the_pool_though_its_owner_runs_on) {
+  pool p{pool_cluster(3, 1u << 20, 2)};
+  ASSERT_EQ(p.put({1, 2}, 2).size(), 2u);
+  const uint32_t node = p.get({1})[0].at(1).node;
+  caf::anon_send_exit(p.cl->dir().node_agents[node], caf::exit_reason::kill);
+  // The conductor sees the agent go at its next liveness check, and tells the master.
+  EXPECT_TRUE(p.run_until([&] { return live_nodes(p) == 2u; }, 50));
+  EXPECT_EQ(p.get({1})[0].size(), 1u);
+}
+
 TEST(kv_pool, a_lost_single_replica_is_an_explicit_miss) {
   pool p{pool_cluster(2, 1u << 20, 1)};
   ASSERT_EQ(p.put({5}, 1).size(), 1u);
