@@ -2,11 +2,11 @@
 //
 // Acknowledgement contract: a PutCommit is answered only after the records are synced to
 // RocksDB, so an acknowledged block's metadata survives a crash of the master. Pending puts are
-// never persisted and are reclaimed after put_timeout. A node whose owner stops heartbeating
-// for node_timeout, or dies, leaves every replica list at the next sweep (every `sweep`),
-// except for its SSD replicas, which wait unserved for ssd_grace: an owner that restarts on the
-// same SSD files gets them back. A block left without replicas is gone: an explicit miss, never
-// wrong bytes.
+// never persisted and are reclaimed after put_timeout. A node that leaves the conductor's view
+// (NodeStatus; without a conductor: whose owner stops heartbeating for node_timeout, checked
+// every `sweep`), or whose owner dies, leaves every replica list, except for its SSD replicas,
+// which wait unserved for ssd_grace: an owner that restarts on the same SSD files gets them
+// back. A block left without replicas is gone: an explicit miss, never wrong bytes.
 #pragma once
 
 #include "actors/cluster/directory.hpp"
