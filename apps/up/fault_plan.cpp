@@ -321,6 +321,18 @@ caf::error check_hosted(int64_t n, const cluster_config& cfg, const std::string&
                                           what);
 }
 
+// The node and peer a real message fault names: each runs in a process of its own (or, as a
+// peer, is the main process).
+caf::error check_ends_hosted(const message_match& m, const cluster_config& cfg,
+                             const std::string& where) {
+  if (m.node)
+    if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
+      return err;
+  if (m.peer)
+    return check_hosted(*m.peer, cfg, where, "faulted (name the main process: peer: main)");
+  return caf::none;
+}
+
 // A fault `crescent up` carries out on packets (--netns): partitions and drops, chosen by node
 // and peer only.
 caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool netns,
@@ -342,14 +354,8 @@ caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool n
                       where + "crescent up --netns drops packets, which carry no message type or "
                               "role: choose them by node and peer only (type, from and to work "
                               "in simulated time)");
-  if (m.node)
-    if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
-      return err;
-  if (m.peer)
-    if (auto err = check_hosted(*m.peer, cfg, where,
-                                "faulted (name the main process: peer: "
-                                "main)"))
-      return err;
+  if (auto err = check_ends_hosted(m, cfg, where))
+    return err;
   return caf::none;
 }
 
@@ -365,18 +371,9 @@ caf::error check_gate_fault(const fault& f, const cluster_config& cfg, bool netn
                           "packets");
   // Messages between actors of the main process cross no gate.
   const auto& m = f.match;
-  if (m.node)
-    if (auto err = check_hosted(*m.node, cfg, where, "faulted"))
-      return err;
-  if (m.peer)
-    if (auto err = check_hosted(*m.peer, cfg, where,
-                                "faulted (name the main process: peer: "
-                                "main)"))
-      return err;
-  bool any = false;
-  for (const auto& n : cfg.nodes)
-    any = any || n.hosted_elsewhere();
-  if (!any)
+  if (auto err = check_ends_hosted(m, cfg, where))
+    return err;
+  if (!spans_processes(cfg))
     return make_error(errc::bad_config,
                       where + "no node runs in a process of its own: there are no messages "
                               "between processes to fault");

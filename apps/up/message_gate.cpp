@@ -127,9 +127,6 @@ std::string gate_directory::role_of(int32_t place, uint64_t actor) const {
 // -- the relay --------------------------------------------------------------------------------
 
 struct message_gate::relay {
-  struct held {
-    std::vector<std::byte> frame;
-  };
   // One direction of one connection: bytes read and not yet framed, bytes to write, frames held.
   struct direction {
     int from = -1, to = -1;

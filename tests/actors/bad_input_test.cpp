@@ -122,14 +122,15 @@ TEST(bad_input, damaged_envelopes_get_error_replies_from_every_actor) {
   expect_all_serving(h);
 }
 
-uint64_t bad_messages(cluster_harness& h, const auto& worker) {
-  auto stats = h.ask(worker, stats_atom::value);
+// Every actor's count of refused messages, from the stats it answers with.
+template <class Handle>
+uint64_t bad_count(cluster_harness& h, const Handle& who) {
+  using schema = typename reply_t<Handle, stats_atom>::schema_type;
+  auto stats = h.ask(who, stats_atom::value);
   EXPECT_TRUE(stats) << describe(stats.error());
   if (!stats)
     return 0;
-  auto n = read_as<wire::WorkerStats>(*stats, [](wire::WorkerStats::Reader in) {
-    return caf::expected<uint64_t>{in.getBadMessages()};
-  });
+  auto n = read_as<schema>(*stats, [](typename schema::Reader in) { return in.getBadMessages(); });
   return n ? *n : 0;
 }
 
@@ -138,36 +139,18 @@ TEST(bad_input, internal_messages_from_outside_are_refused) {
   // next step out of turn. From anyone but the actor itself, both are refused and counted.
   cluster_harness h{small_cluster(1, 1)};
   const auto& d = h.cl->dir();
-  auto master_bad = [&] {
-    auto r = h.ask(d.store_master, stats_atom::value);
-    auto n = r ? read_as<wire::StoreStats>(*r,
-                                           [](wire::StoreStats::Reader in) {
-                                             return caf::expected<uint64_t>{in.getBadMessages()};
-                                           })
-               : caf::expected<uint64_t>{r.error()};
-    return n ? *n : UINT64_MAX;
-  };
-  auto owner_bad = [&] {
-    auto r = h.ask(d.block_owners[0], stats_atom::value);
-    auto n = r ? read_as<wire::OwnerStats>(*r,
-                                           [](wire::OwnerStats::Reader in) {
-                                             return caf::expected<uint64_t>{in.getBadMessages()};
-                                           })
-               : caf::expected<uint64_t>{r.error()};
-    return n ? *n : UINT64_MAX;
-  };
-  const uint64_t before[] = {bad_messages(h, d.prefill[0]), bad_messages(h, d.decode[0]),
-                             master_bad(), owner_bad()};
+  const uint64_t before[] = {bad_count(h, d.prefill[0]), bad_count(h, d.decode[0]),
+                             bad_count(h, d.store_master), bad_count(h, d.block_owners[0])};
   caf::anon_send(d.prefill[0], step_atom::value);
   caf::anon_send(d.decode[0], step_atom::value);
   caf::anon_send(d.store_master, tick_atom::value);
   caf::anon_send(d.block_owners[0], tick_atom::value);
   caf::anon_send(d.node_agents[0], tick_atom::value);
   h.sched.run();
-  EXPECT_EQ(bad_messages(h, d.prefill[0]), before[0] + 1);
-  EXPECT_EQ(bad_messages(h, d.decode[0]), before[1] + 1);
-  EXPECT_EQ(master_bad(), before[2] + 1);
-  EXPECT_EQ(owner_bad(), before[3] + 1);
+  EXPECT_EQ(bad_count(h, d.prefill[0]), before[0] + 1);
+  EXPECT_EQ(bad_count(h, d.decode[0]), before[1] + 1);
+  EXPECT_EQ(bad_count(h, d.store_master), before[2] + 1);
+  EXPECT_EQ(bad_count(h, d.block_owners[0]), before[3] + 1);
   // kv_ready from anyone but a prefill worker is refused, even when it names a request.
   auto ready = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
     out.setRequestId(1);
@@ -266,7 +249,7 @@ TEST(bad_input, a_coupled_instance_refuses_damage_bad_jobs_and_outside_steps) {
       make_target<wire::ReleaseRequest, true>(h, "coupled/release", worker, release_atom{})};
   for (auto& t : targets)
     expect_damage_refused(t);
-  const auto before = bad_messages(h, worker);
+  const auto before = bad_count(h, worker);
   // A well-formed job whose keys do not match its prompt, and a step from outside.
   auto job = make_envelope<wire::CoupledJob>([](wire::CoupledJob::Builder out) {
     out.setRequestId(5);
@@ -279,7 +262,7 @@ TEST(bad_input, a_coupled_instance_refuses_damage_bad_jobs_and_outside_steps) {
   EXPECT_TRUE(is(refused.error(), errc::invalid_argument)) << describe(refused.error());
   caf::anon_send(worker, step_atom::value);
   h.sched.run();
-  EXPECT_EQ(bad_messages(h, worker), before + 2);
+  EXPECT_EQ(bad_count(h, worker), before + 2);
   // And it still serves.
   auto results = h.replay({replay::synthesize(record_of({1, 2, 3}, 4), 0, h.workload())});
   ASSERT_EQ(results.size(), 1u);
@@ -289,18 +272,6 @@ TEST(bad_input, a_coupled_instance_refuses_damage_bad_jobs_and_outside_steps) {
 // Messages an actor takes without answering (or answers only to the one peer entitled to send
 // them) report damage through the actor's count of bad messages: each damaged form sent from
 // the entitled sender must be counted, and the actor must keep serving.
-
-// Every actor's count of refused messages, from the stats it answers with.
-template <class Handle>
-uint64_t bad_count(cluster_harness& h, const Handle& who) {
-  using schema = typename reply_t<Handle, stats_atom>::schema_type;
-  auto stats = h.ask(who, stats_atom::value);
-  EXPECT_TRUE(stats) << describe(stats.error());
-  if (!stats)
-    return 0;
-  auto n = read_as<schema>(*stats, [](typename schema::Reader in) { return in.getBadMessages(); });
-  return n ? *n : 0;
-}
 
 // Truncated (checksum kept and resealed), bit-flipped, empty and wrong-schema forms of `sample`.
 std::vector<envelope> damaged_forms(const envelope& sample) {
@@ -316,26 +287,16 @@ std::vector<envelope> damaged_forms(const envelope& sample) {
   return out;
 }
 
-// Puts a message in `dest`'s mailbox as `as` sent it (the sender its handler is entitled to hear
-// it from: only then is its content read at all), and runs the system.
-template <class Dest, class... Ts>
-void send_as(cluster_harness& h, const caf::strong_actor_ptr& as, const Dest& dest, Ts... xs) {
-  caf::actor_cast<caf::strong_actor_ptr>(dest)->enqueue(
-      caf::make_mailbox_element(as, caf::make_message_id(), {}, std::move(xs)...), nullptr);
-  h.sched.run();
-}
-
 // Sends every damaged form of a sample of Schema to `dest` as `as`, under `atom`, and expects
 // each counted by `dest` as a bad message.
 template <class Schema, class Atom, class Dest, class From>
 void expect_counted_one_way(cluster_harness& h, const char* name, const From& as, const Dest& dest,
                             Atom atom) {
   SCOPED_TRACE(name);
-  const auto sender = caf::actor_cast<caf::strong_actor_ptr>(as);
   const auto forms = damaged_forms(sample_envelope<Schema>());
   const uint64_t before = bad_count(h, dest);
   for (const auto& damaged : forms)
-    send_as(h, sender, dest, atom, typed_envelope<Schema>::retype(damaged));
+    h.send_as(as, dest, atom, typed_envelope<Schema>::retype(damaged));
   EXPECT_EQ(bad_count(h, dest), before + forms.size());
 }
 

@@ -564,14 +564,9 @@ TEST(kv_pool, a_node_out_of_the_conductors_view_leaves_the_pool_and_rejoins_with
   ASSERT_EQ(p.put({1, 2}, 2).size(), 2u);
   const uint32_t node = p.get({1})[0].at(1).node;
   ASSERT_EQ(live_nodes(p), 3u);
-  const auto master = caf::actor_cast<caf::strong_actor_ptr>(p.cl->dir().store_master);
   auto from_conductor = [&](bool live) {
-    master->enqueue(
-        caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(p.cl->dir().conductor),
-                                  caf::make_message_id(), {}, membership_atom::value,
-                                  node_status(node, live)),
-        nullptr);
-    p.sched.run();
+    p.send_as(p.cl->dir().conductor, p.cl->dir().store_master, membership_atom::value,
+              node_status(node, live));
   };
   from_conductor(false);
   EXPECT_EQ(p.get({1})[0].size(), 1u) << "the replica on node " << node << " left with it";

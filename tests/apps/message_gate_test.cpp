@@ -30,13 +30,8 @@ void put_be(std::vector<std::byte>& out, uint64_t x, size_t n) {
     out.push_back(static_cast<std::byte>(x >> (8 * (n - 1 - i))));
 }
 
-// A frame as BASP writes a message: the header, then the forwarding stack and the message.
-std::vector<std::byte> frame_of(deterministic_system& ds, uint8_t op, uint64_t mid,
-                                const caf::message& msg) {
-  std::vector<char> payload;
-  caf::binary_serializer sink{ds.sys, payload};
-  std::vector<caf::strong_actor_ptr> stages;
-  EXPECT_FALSE(sink(stages, msg));
+// A BASP header (source actor 7, destination actor 9) and then `payload`.
+std::vector<std::byte> frame_with(uint8_t op, uint64_t mid, const std::vector<char>& payload) {
   std::vector<std::byte> out;
   put_be(out, op, 1);
   put_be(out, 0, 3); // padding, flags
@@ -47,6 +42,16 @@ std::vector<std::byte> frame_of(deterministic_system& ds, uint8_t op, uint64_t m
   for (char c : payload)
     out.push_back(static_cast<std::byte>(c));
   return out;
+}
+
+// A frame as BASP writes a message: the header, then the forwarding stack and the message.
+std::vector<std::byte> frame_of(deterministic_system& ds, uint8_t op, uint64_t mid,
+                                const caf::message& msg) {
+  std::vector<char> payload;
+  caf::binary_serializer sink{ds.sys, payload};
+  std::vector<caf::strong_actor_ptr> stages;
+  EXPECT_FALSE(sink(stages, msg));
+  return frame_with(op, mid, payload);
 }
 
 caf::message tokens_message() {
@@ -226,13 +231,7 @@ std::vector<std::byte> routed_frame(deterministic_system& ds, uint8_t from, uint
   auto dest = node_id_of(to);
   std::vector<caf::strong_actor_ptr> stages;
   EXPECT_FALSE(sink(source, dest, stages, msg));
-  auto out = frame_of(ds, 0x03, async_mid, caf::message{});
-  out.resize(frame_header_bytes);
-  for (int i = 0; i < 4; ++i) // the payload's length
-    out[4 + i] = static_cast<std::byte>(payload.size() >> (8 * (3 - i)));
-  for (char c : payload)
-    out.push_back(static_cast<std::byte>(c));
-  return out;
+  return frame_with(0x03, async_mid, payload);
 }
 
 std::shared_ptr<gate_directory> directory_of_nodes_1_and_2() {

@@ -73,6 +73,17 @@ class deterministic_system {
     return std::move(**result);
   }
 
+  /// Puts a one-way message in `dest`'s mailbox as `as` sent it (the sender a handler is entitled
+  /// to hear it from), and runs the system.
+  template <class Dest, class From, class... Ts>
+  void send_as(const From& as, const Dest& dest, Ts... xs) {
+    caf::actor_cast<caf::strong_actor_ptr>(dest)->enqueue(
+        caf::make_mailbox_element(caf::actor_cast<caf::strong_actor_ptr>(as),
+                                  caf::make_message_id(), {}, std::move(xs)...),
+        nullptr);
+    sched.run();
+  }
+
   /// As ask, for handlers that answer with nothing but success or an error.
   template <class Handle, class... Ts>
   caf::error ask_void(const Handle& dest, Ts... xs) {
