@@ -123,15 +123,24 @@ class modeled_engine final : public engine {
           write(seqs[i].pages, seqs[i].length_tokens, tokens.subspan(i, 1), all_layers());
       r.next_tokens.push_back(greedy(seqs[i].pages, seqs[i].length_tokens));
     }
-    r.compute_ns = on_cores(modeled_decode_ns(*profile_, contexts, kv_bytes_per_token_));
+    r.compute_ns = on_cores(modeled_decode_ns(*profile_, contexts, kv_bytes_per_token_),
+                            profile_->decode_warmup_ns);
     return r;
   }
 
  private:
   layer_range all_layers() const { return {0, cfg_.layers}; }
 
-  uint64_t on_cores(uint64_t compute_ns) const {
-    return cores_ ? cores_->reserve(compute_ns) : compute_ns;
+  // A call's time on the shared cores, with its warm-up after the time this instance computed
+  // nothing (`warmup`: the profile's curve for this kind of call; empty: none).
+  uint64_t on_cores(uint64_t compute_ns, const std::vector<double>& warmup) {
+    if (!cores_)
+      return compute_ns;
+    const int64_t now = cores_->now();
+    const uint64_t extra = warmup_extra_ns(profile_->warmup_idle_ms, warmup, now - last_end_ns_);
+    const uint64_t duration = cores_->reserve(compute_ns + extra);
+    last_end_ns_ = now + static_cast<int64_t>(duration);
+    return duration;
   }
 
   caf::expected<prefill_result> run_prefill(const sequence_ref& seq,
@@ -169,7 +178,8 @@ class modeled_engine final : public engine {
     if (r.end == cfg_.layers)
       out.next_token = greedy(seq.pages, last);
     out.compute_ns = on_cores(modeled_prefill_layers_ns(*profile_, seq.length_tokens, tokens.size(),
-                                                        r.count(), r.first == 0));
+                                                        r.count(), r.first == 0),
+                              profile_->prefill_warmup_ns);
     return out;
   }
 
@@ -300,6 +310,7 @@ class modeled_engine final : public engine {
   model_config cfg_;
   std::shared_ptr<const modeled_profile> profile_;
   std::shared_ptr<shared_cores> cores_;
+  int64_t last_end_ns_ = 0; // when this instance's last call ended (the run starts idle)
   uint64_t fingerprint_;
   uint64_t kv_bytes_per_token_;
   std::array<page_write, page_write_memo_slots> memo_{}; // by page index

@@ -61,7 +61,8 @@ void write_standin(std::byte* page, const standin_page& s);
 
 /// A modeled engine for `cfg`, whose shape must be the profile's (check_model). With `cores`
 /// (required for a profile with shared_cores), every call's time is slowed by the calls that
-/// share them.
+/// share them, and a call made after the engine computed nothing for a while takes the
+/// profile's warm-up after idle too (modeled_profile::warmup_idle_ms; none without it).
 caf::expected<std::unique_ptr<engine>>
 make_modeled_engine(const model_config& cfg, std::shared_ptr<const modeled_profile> profile,
                     std::shared_ptr<shared_cores> cores = nullptr);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -67,7 +68,50 @@ caf::error validate_fit(const modeled_profile& p) {
   return {};
 }
 
+caf::error validate_warmup(const modeled_profile& p) {
+  const size_t n = p.warmup_idle_ms.size();
+  if (n == 0 && p.prefill_warmup_ns.empty() && p.decode_warmup_ns.empty())
+    return {};
+  if (n > warmup_points_max)
+    return field_error("warmup.idle_ms",
+                       "at most " + std::to_string(warmup_points_max) + " points");
+  if (p.prefill_warmup_ns.size() != n || p.decode_warmup_ns.size() != n)
+    return field_error("warmup.idle_ms", "idle_ms, prefill_extra_ns and decode_extra_ns must "
+                                         "have as many points each");
+  if (p.shared_cores == 0)
+    return field_error("warmup.idle_ms", "a warm-up needs machine.shared_cores (it is measured "
+                                         "for an engine on the host's cores)");
+  for (size_t i = 0; i < n; ++i) {
+    if (auto err = in_range("warmup.idle_ms", p.warmup_idle_ms[i], 1e-3, 3.6e6))
+      return err;
+    if (i > 0 && p.warmup_idle_ms[i] <= p.warmup_idle_ms[i - 1])
+      return field_error("warmup.idle_ms", "must increase point by point");
+    if (auto err = in_range("warmup.prefill_extra_ns", p.prefill_warmup_ns[i], 0, 1e11))
+      return err;
+    if (auto err = in_range("warmup.decode_extra_ns", p.decode_warmup_ns[i], 0, 1e11))
+      return err;
+  }
+  return {};
+}
+
 } // namespace
+
+uint64_t warmup_extra_ns(std::span<const double> idle_ms, std::span<const double> extra_ns,
+                         int64_t idle_ns) {
+  assert(idle_ms.size() == extra_ns.size());
+  if (idle_ms.empty() || idle_ns <= 0)
+    return 0;
+  const double idle = static_cast<double>(idle_ns) / 1e6;
+  double x0 = 0;
+  double y0 = 0;
+  for (size_t i = 0; i < idle_ms.size(); ++i) {
+    if (idle <= idle_ms[i])
+      return to_ns((y0 + (extra_ns[i] - y0) * (idle - x0) / (idle_ms[i] - x0)) / 1e9);
+    x0 = idle_ms[i];
+    y0 = extra_ns[i];
+  }
+  return to_ns(y0 / 1e9);
+}
 
 caf::error validate(const modeled_profile& p) {
   if (p.name.empty() || p.name.size() > 128)
@@ -84,6 +128,8 @@ caf::error validate(const modeled_profile& p) {
   for (const auto& [field, value] : shape)
     if (value == 0)
       return field_error(field, "must be positive");
+  if (auto err = validate_warmup(p))
+    return err;
   if (p.fitted)
     return validate_fit(p);
   const std::array<std::tuple<const char*, double, double, double>, 17> ranges = {{

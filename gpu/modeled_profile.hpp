@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace crescent::gpu {
 
@@ -74,11 +75,29 @@ struct modeled_profile {
   double decode_per_context_token_ns = 0;
   double prefill_fit_error = 0; // rms relative error over the measurements, as fitted
   double decode_fit_error = 0;
+  // Warm-up after idle (the `warmup:` section, measured by `crescent profile`): the extra time of
+  // a call whose instance computed nothing for a while before it. On a host's CPU the caches and
+  // the core go cold meanwhile: on the 2-core build machine a decode step of a 4-layer model took
+  // 10 times its warm time after 100 ms idle, where a prefill chunk took a few percent more.
+  // Points (warmup_idle_ms[i], extra[i]) after an implied (0, 0), interpolated linearly, flat
+  // after the last (warmup_extra_ns). All three lists empty: none. Only with shared_cores (an
+  // engine on the host's cores, whose clock the engine reads the idle time from).
+  std::vector<double> warmup_idle_ms;
+  std::vector<double> prefill_warmup_ns;
+  std::vector<double> decode_warmup_ns;
 
   double weight_bytes() const { return parameters * weight_element_bytes; }
   /// HBM left for KV on one instance once the weights are in.
   double kv_capacity_bytes() const { return gpus * gpu_hbm_bytes - weight_bytes(); }
 };
+
+/// Points of a warm-up curve, at most.
+inline constexpr size_t warmup_points_max = 8;
+
+/// The extra nanoseconds of a call after `idle_ns` without one, on the curve of `extra_ns` at
+/// `idle_ms` (modeled_profile's warm-up; validated: equal sizes, idle_ms increasing).
+uint64_t warmup_extra_ns(std::span<const double> idle_ms, std::span<const double> extra_ns,
+                         int64_t idle_ns);
 
 /// Checks every field's range; the error names the field ("profile.gpus: ...").
 caf::error validate(const modeled_profile& p);

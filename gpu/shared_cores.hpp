@@ -27,6 +27,9 @@ class shared_cores {
   /// the calls running now.
   uint64_t reserve(uint64_t compute_ns);
 
+  /// The simulation's time, by the clock the cores were made with.
+  int64_t now() const { return now_(); }
+
  private:
   uint32_t cores_;
   clock now_;

@@ -36,6 +36,33 @@ caf::error read_model(yaml_reader& r, const YAML::Node& n, modeled_profile& p) {
                   {"weight_element_bytes", real(p.weight_element_bytes)}});
 }
 
+// A list of at most gpu::warmup_points_max numbers.
+caf::error read_points(yaml_reader& r, const YAML::Node& n, const std::string& field,
+                       std::vector<double>& out) {
+  if (!n.IsSequence())
+    return r.error_at(n, field, "expected a list of numbers");
+  if (n.size() > gpu::warmup_points_max)
+    return r.error_at(n, field, "at most " + std::to_string(gpu::warmup_points_max) + " points");
+  out.clear();
+  for (const auto& x : n) {
+    double v = 0;
+    if (auto err = r.read_double(x, field, v))
+      return err;
+    out.push_back(v);
+  }
+  return {};
+}
+
+caf::error read_warmup(yaml_reader& r, const YAML::Node& n, modeled_profile& p) {
+  auto points = [&](std::vector<double>& out) {
+    return [&r, &out](auto& v, auto& f) { return read_points(r, v, f, out); };
+  };
+  return r.visit(n, "warmup",
+                 {{"idle_ms", points(p.warmup_idle_ms)},
+                  {"prefill_extra_ns", points(p.prefill_warmup_ns)},
+                  {"decode_extra_ns", points(p.decode_warmup_ns)}});
+}
+
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile& p) {
   auto real = [&](double& out) {
     return [&r, &out](auto& v, auto& f) { return r.read_double(v, f, out); };
@@ -83,6 +110,7 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                           {"prefill_fit_error", real(p.prefill_fit_error)},
                           {"decode_fit_error", real(p.decode_fit_error)}});
         }},
+       {"warmup", [&](auto& v, auto&) { return read_warmup(r, v, p); }},
        {"efficiency", [&](auto& v, auto&) {
           return r.visit(v, "efficiency",
                          {{"prefill_mfu", real(p.prefill_mfu)},

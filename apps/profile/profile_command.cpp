@@ -14,6 +14,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -43,10 +44,14 @@ struct kv_memory {
   std::vector<std::vector<std::byte*>> pages;
 };
 
+// The median time of `repeats` calls, each made after the thread slept `idle_ms` (0: back to
+// back).
 template <class F>
-double median_ns(uint32_t repeats, F&& call) {
+double median_ns(uint32_t repeats, F&& call, double idle_ms = 0) {
   std::vector<double> t;
   for (uint32_t i = 0; i < repeats; ++i) {
+    if (idle_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(idle_ms));
     const auto start = std::chrono::steady_clock::now();
     call();
     t.push_back(
@@ -143,6 +148,80 @@ caf::expected<points> measure_decode(gpu::engine& e, const cluster_config& cfg,
   return out;
 }
 
+// Warm-up after idle: the extra time of a call made after the thread slept idle_ms[i], over the
+// same call made back to back (medians), for a prefill chunk and a decode step of one sequence.
+struct warmup_points {
+  std::vector<double> idle_ms;
+  std::vector<double> prefill_ns;
+  std::vector<double> decode_ns;
+  double prefill_warm_ns = 0;
+  double decode_warm_ns = 0;
+};
+
+caf::expected<warmup_points> measure_warmup(gpu::engine& e, const cluster_config& cfg,
+                                            const profile_options& opt) {
+  const auto& m = cfg.model;
+  const uint32_t ctx = std::min(512u, m.context_tokens_max - 1);
+  const uint32_t chunk = std::min(cfg.prefill.chunk_tokens, ctx);
+  std::vector<uint32_t> tokens(ctx);
+  for (uint32_t i = 0; i < ctx; ++i)
+    tokens[i] = (i * 13 + 5) % m.vocab;
+  kv_memory kv{m, 1, ctx + 1};
+  caf::error err;
+  auto prefill = [&] {
+    if (auto r = e.prefill({kv.pages[0], 0}, std::span{tokens}.subspan(0, chunk)); !r)
+      err = std::move(r.error());
+  };
+  for (uint32_t done = 0; done < ctx; done += chunk)
+    if (auto r = e.prefill({kv.pages[0], done},
+                           std::span{tokens}.subspan(done, std::min(chunk, ctx - done)));
+        !r)
+      return std::move(r.error());
+  const std::vector<gpu::sequence_ref> seqs{{kv.pages[0], ctx}};
+  const std::vector<uint32_t> in{tokens[0]};
+  auto decode = [&] {
+    if (auto r = e.decode(seqs, in); !r)
+      err = std::move(r.error());
+  };
+  warmup_points out;
+  out.idle_ms = opt.quick ? std::vector<double>{5, 50} : std::vector<double>{1, 5, 20, 100, 400};
+  out.prefill_warm_ns = median_ns(opt.repeats, prefill);
+  out.decode_warm_ns = median_ns(opt.repeats, decode);
+  for (double idle : out.idle_ms) {
+    out.prefill_ns.push_back(
+        std::max(0.0, median_ns(opt.repeats, prefill, idle) - out.prefill_warm_ns));
+    out.decode_ns.push_back(
+        std::max(0.0, median_ns(opt.repeats, decode, idle) - out.decode_warm_ns));
+  }
+  if (err)
+    return err;
+  return out;
+}
+
+std::string warmup_yaml(const warmup_points& w, uint32_t repeats) {
+  auto list = [](const std::vector<double>& xs) {
+    std::string out;
+    for (double x : xs)
+      out += fmt::format("{}{:.6g}", out.empty() ? "" : ", ", x);
+    return "[" + out + "]";
+  };
+  return fmt::format("warmup:                   # extra ns of a call after its instance sat idle "
+                     "idle_ms, over back-to-back calls\n"
+                     "  idle_ms: {}  # median of {} calls a point\n"
+                     "  prefill_extra_ns: {}\n  decode_extra_ns: {}\n",
+                     list(w.idle_ms), repeats, list(w.prefill_ns), list(w.decode_ns));
+}
+
+std::string format_warmup(const warmup_points& w) {
+  std::string out = fmt::format("warm-up after idle: a prefill chunk {:.0f} ns and a decode step "
+                                "of one sequence {:.0f} ns back to back\n",
+                                w.prefill_warm_ns, w.decode_warm_ns);
+  for (size_t i = 0; i < w.idle_ms.size(); ++i)
+    out += fmt::format("  after {:>6.0f} ms idle  prefill {:>+12.0f} ns  decode {:>+12.0f} ns\n",
+                       w.idle_ms[i], w.prefill_ns[i], w.decode_ns[i]);
+  return out;
+}
+
 double memcpy_bytes_per_s(uint32_t repeats) {
   std::vector<std::byte> a(64u << 20, std::byte{1}), b(64u << 20);
   const double ns = median_ns(repeats, [&] { std::memcpy(b.data(), a.data(), a.size()); });
@@ -234,6 +313,13 @@ caf::expected<measured_profile> measure_profile(const cluster_config& cfg,
   auto decode = measure_decode(**engine, cfg, opt);
   if (!decode)
     return std::move(decode.error());
+  std::optional<warmup_points> warmup;
+  if (opt.warmup) {
+    auto measured = measure_warmup(**engine, cfg, opt);
+    if (!measured)
+      return std::move(measured.error());
+    warmup = std::move(*measured);
+  }
   auto pf = gpu::fit_nonnegative(prefill->features, prefill->ns);
   if (!pf)
     return std::move(pf.error());
@@ -242,9 +328,11 @@ caf::expected<measured_profile> measure_profile(const cluster_config& cfg,
     return std::move(df.error());
   measured_profile out;
   out.table = format_points("prefill [n, keys]", *prefill, *pf) +
-              format_points("decode [B, context tokens]", *decode, *df);
+              format_points("decode [B, context tokens]", *decode, *df) +
+              (warmup ? format_warmup(*warmup) : "");
   out.yaml = profile_yaml(opt, cfg, *pf, *df, prefill->ns.size(), decode->ns.size(),
-                          memcpy_bytes_per_s(opt.repeats));
+                          memcpy_bytes_per_s(opt.repeats)) +
+             (warmup ? warmup_yaml(*warmup, opt.repeats) : "");
   auto parsed = parse_profile(out.yaml, opt.name);
   if (!parsed)
     return make_error(errc::internal,

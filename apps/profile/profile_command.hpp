@@ -9,7 +9,9 @@
 //   prefill_ns = base + per_token n + per_key (n p + n (n + 1) / 2) + per_cached_token p
 //   decode_ns  = base + per_sequence B + per_context_token sum (c_i + 1)
 // and the links are in-process copies: memcpy's bandwidth, measured too. The fit's errors are
-// printed and written into the profile.
+// printed and written into the profile. Last (unless `warmup` is false), the warm-up after idle
+// (modeled_profile.hpp): a prefill chunk and a decode step of one sequence made after the thread
+// slept 1 to 400 ms, over the same calls back to back (the `warmup:` section).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -29,6 +31,7 @@ struct profile_options {
   std::string name = "reference-cpu";
   uint32_t repeats = 5;
   bool quick = false; // a smaller grid, for tests
+  bool warmup = true; // measure the warm-up after idle too (the `warmup:` section)
 };
 
 struct measured_profile {

@@ -438,5 +438,28 @@ TEST(cluster_config, profile_errors_name_the_line_and_field) {
   EXPECT_NE(describe(p.error()).find("p.yaml:"), std::string::npos) << describe(p.error());
 }
 
+TEST(cluster_config, a_profile_reads_its_warmup_after_idle) {
+  auto text = builtin_profile_text("reference-cpu");
+  ASSERT_FALSE(text.empty());
+  auto p = parse_profile(text + "warmup:\n  idle_ms: [5, 50]\n  prefill_extra_ns: [0, 1e6]\n"
+                                "  decode_extra_ns: [1000, 2e6]\n",
+                         "p.yaml");
+  ASSERT_TRUE(p) << describe(p.error());
+  EXPECT_EQ((*p)->warmup_idle_ms, (std::vector<double>{5, 50}));
+  EXPECT_EQ((*p)->decode_warmup_ns, (std::vector<double>{1000, 2e6}));
+  p = parse_profile(text + "warmup:\n  idle_ms: 5\n", "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("warmup.idle_ms: expected a list of numbers"),
+            std::string::npos)
+      << describe(p.error());
+  p = parse_profile(text + "warmup:\n  idle_ms: [50, 5]\n  prefill_extra_ns: [0, 0]\n"
+                           "  decode_extra_ns: [0, 0]\n",
+                    "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("warmup.idle_ms: must increase"), std::string::npos)
+      << describe(p.error());
+  EXPECT_NE(describe(p.error()).find("p.yaml:"), std::string::npos) << describe(p.error());
+}
+
 } // namespace
 } // namespace crescent

@@ -364,5 +364,64 @@ TEST(shared_cores, a_profile_that_shares_cores_needs_them) {
   EXPECT_EQ(second->compute_ns, 2 * first->compute_ns);
 }
 
+TEST(warmup, the_extra_time_after_idle_is_interpolated_between_the_measured_points) {
+  const std::vector<double> idle_ms{10, 100};
+  const std::vector<double> extra_ns{1000, 5000};
+  EXPECT_EQ(warmup_extra_ns(idle_ms, extra_ns, 0), 0u) << "back to back: none";
+  EXPECT_EQ(warmup_extra_ns(idle_ms, extra_ns, 5'000'000), 500u) << "half way to (10 ms, 1000)";
+  EXPECT_EQ(warmup_extra_ns(idle_ms, extra_ns, 10'000'000), 1000u);
+  EXPECT_EQ(warmup_extra_ns(idle_ms, extra_ns, 55'000'000), 3000u) << "half way to the next";
+  EXPECT_EQ(warmup_extra_ns(idle_ms, extra_ns, 1'000'000'000), 5000u) << "flat after the last";
+  EXPECT_EQ(warmup_extra_ns({}, {}, 1'000'000'000), 0u) << "no curve: no warm-up";
+}
+
+TEST(warmup, a_call_after_its_instance_was_idle_takes_the_warmup_too) {
+  auto p = std::make_shared<modeled_profile>(tiny_profile());
+  p->shared_cores = 2;
+  p->warmup_idle_ms = {10, 100};
+  p->prefill_warmup_ns = {0, 0};
+  p->decode_warmup_ns = {1000, 5000};
+  ASSERT_FALSE(validate(*p));
+  int64_t now = 0;
+  auto cores = std::make_shared<shared_cores>(2, [&] { return now; });
+  auto e = make_modeled_engine(tiny_model(), p, cores);
+  ASSERT_TRUE(e);
+  pages x(8);
+  const auto t = prompt(10);
+  ASSERT_TRUE((*e)->prefill({x.ptrs, 0}, t)); // at 0, idle since the start: no prefill warm-up
+  const std::vector<uint32_t> ctx{10};
+  const uint64_t warm = modeled_decode_ns(*p, ctx, tiny_model().kv_bytes_per_token());
+  now = 55'000'000; // the prefill ended at once (ns): 55 ms idle, half way from 10 to 100 ms
+  const std::vector<sequence_ref> seqs{{x.ptrs, 10}};
+  const std::vector<uint32_t> in{1};
+  auto first = (*e)->decode(seqs, in);
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->compute_ns, warm + 3000);
+  now += static_cast<int64_t>(first->compute_ns); // the next step, back to back
+  const std::vector<sequence_ref> next{{x.ptrs, 11}};
+  auto second = (*e)->decode(next, in);
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->compute_ns,
+            modeled_decode_ns(*p, std::vector<uint32_t>{11}, tiny_model().kv_bytes_per_token()));
+}
+
+TEST(warmup, a_profile_checks_its_warmup_curve) {
+  auto p = tiny_profile();
+  p.warmup_idle_ms = {10, 100};
+  p.prefill_warmup_ns = {0, 0};
+  p.decode_warmup_ns = {1000, 5000};
+  auto err = validate(p);
+  ASSERT_TRUE(err);
+  EXPECT_NE(describe(err).find("needs machine.shared_cores"), std::string::npos) << describe(err);
+  p.shared_cores = 2;
+  p.warmup_idle_ms = {100, 10};
+  EXPECT_NE(describe(validate(p)).find("must increase"), std::string::npos);
+  p.warmup_idle_ms = {10, 100};
+  p.decode_warmup_ns = {1000};
+  EXPECT_NE(describe(validate(p)).find("as many points"), std::string::npos);
+  p.decode_warmup_ns = {1000, -1};
+  EXPECT_NE(describe(validate(p)).find("warmup.decode_extra_ns"), std::string::npos);
+}
+
 } // namespace
 } // namespace crescent::gpu
