@@ -239,6 +239,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 101u));
   profile_cmd->add_flag("--quick", profile.quick, "A smaller grid (for tests)");
+  profile_cmd->add_flag("--no-warmup{false}", profile.warmup,
+                        "Leave out the warm-up after idle (the `warmup:` section, "
+                        "docs/simulation.md)");
 
   app.add_subcommand("info", "Show what this binary was built with");
 
@@ -382,6 +385,8 @@ int main(int argc, char** argv) {
   fidelity_cmd->add_option("--profile", fidelity.profile_path,
                            "The reference engine's profile (crescent profile --out); default: "
                            "measured first");
+  fidelity_cmd->add_flag("--no-warmup{false}", fidelity.warmup,
+                         "The profile measured first leaves out the warm-up after idle");
 
   crescent::sim::bench_conductor_options conductor_bench;
   auto* conductor_cmd = bench_cmd->add_subcommand(

@@ -24,6 +24,7 @@ profile_for(const bench_fidelity_options& opt, const cluster_config& cfg) {
   if (!opt.profile_path.empty())
     return load_profile(opt.profile_path);
   cli::profile_options popt;
+  popt.warmup = opt.warmup;
   auto measured = cli::measure_profile(cfg, popt);
   if (!measured)
     return std::move(measured.error());
@@ -52,6 +53,16 @@ replay::percentiles ttft_beyond_compute_ms(const std::vector<replay::request_res
                                          static_cast<int64_t>(r.prefill_compute_ns)) /
                      1e6);
   return replay::percentiles_of(rest);
+}
+
+// The interval between a request's first token (from prefill) and its second (its decode
+// instance's first step after the hand-off): the KV's arrival, the batch's join, one step.
+replay::percentiles first_interval_ms(const std::vector<replay::request_result>& results) {
+  std::vector<double> t;
+  for (const auto& r : results)
+    if (r.token_times_ns.size() >= 2)
+      t.push_back(static_cast<double>(r.token_times_ns[1] - r.token_times_ns[0]) / 1e6);
+  return replay::percentiles_of(t);
 }
 
 replay::percentiles prefill_compute_ms(const std::vector<replay::request_result>& results) {
@@ -134,6 +145,10 @@ int bench_fidelity(const bench_fidelity_options& opt) {
   print_row("gap p50", ri.p50, si.p50, false);
   print_row("gap p90", ri.p90, si.p90, false);
   print_row("gap p99", ri.p99, si.p99, false);
+  const auto rf = first_interval_ms(real->results);
+  const auto sf = first_interval_ms(sim->report.results);
+  print_row("first p50", rf.p50, sf.p50, false);
+  print_row("first p90", rf.p90, sf.p90, false);
   fmt::print("completed  real {} of {}, simulated {} of {}\n", r.completed, records->size(),
              s.completed, records->size());
   const bool met = std::fabs(error_of(s.ttft_ms.p50, r.ttft_ms.p50)) <= 0.2 &&

@@ -17,6 +17,7 @@ struct bench_fidelity_options {
   double speedup = 4.0;     // as crescent run's default
   std::string profile_path; // empty: measure the reference engine first
   std::string config_path;  // the cluster of both runs; empty: the embedded default
+  bool warmup = true;       // the profile measured first has a warm-up section
 };
 
 int bench_fidelity(const bench_fidelity_options& opt);

@@ -300,6 +300,17 @@ TEST(cluster_config, transfer_values_out_of_bounds_name_the_file_and_the_option)
   }
 }
 
+TEST(cluster_config, the_fidelity_cluster_loads_as_documented) {
+  auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/fidelity.cluster.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->model.layers, 4u);
+  EXPECT_EQ(cfg->model.d_model, 256u);
+  ASSERT_EQ(cfg->nodes.size(), 2u);
+  EXPECT_EQ(cfg->nodes[0].prefill_instances, 1u);
+  EXPECT_EQ(cfg->nodes[1].decode_instances, 1u);
+  EXPECT_EQ(cfg->engine.kind, gpu::engine_kind::reference) << "it runs for real";
+}
+
 TEST(cluster_config, the_documented_example_is_the_default) {
   auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
   ASSERT_TRUE(cfg) << describe(cfg.error());

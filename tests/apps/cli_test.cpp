@@ -333,9 +333,10 @@ TEST(cli, real_time_commands_refuse_simulated_time_and_the_modeled_engine) {
 
 TEST(cli, profile_writes_a_profile_that_a_simulated_cluster_runs_on) {
   const auto profile = ::testing::TempDir() + "cli_profile.yaml";
-  auto r = run("profile --quick --repeats 1 --out " + profile);
+  auto r = run("profile --quick --repeats 1 --no-warmup --out " + profile);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("rms relative error"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("warm-up after idle"), std::string::npos) << r.output;
   // The embedded default cluster, on the modeled engine with that profile.
   auto cluster =
       write_file("cli_profiled.yaml", "engine: {kind: modeled, profile: " + profile + "}\n");
@@ -345,6 +346,24 @@ TEST(cli, profile_writes_a_profile_that_a_simulated_cluster_runs_on) {
   r = run("profile --out " + profile + " --config " + cluster);
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("only the reference engine"), std::string::npos) << r.output;
+}
+
+TEST(cli, profile_writes_the_warmup_after_idle_and_a_simulation_reads_it) {
+  const auto profile = ::testing::TempDir() + "cli_profile_warmup.yaml";
+  auto r = run("profile --quick --repeats 1 --out " + profile);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("after      5 ms idle"), std::string::npos) << r.output;
+  std::ifstream in{profile};
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("warmup:"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("  idle_ms: [5, 50]"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("  decode_extra_ns: ["), std::string::npos) << text.str();
+  auto cluster =
+      write_file("cli_profiled_warmup.yaml", "engine: {kind: modeled, profile: " + profile + "}\n");
+  r = run("replay " + trace + " --sim --requests 5 --no-progress --cluster " + cluster);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("completed 5"), std::string::npos) << r.output;
 }
 
 TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
