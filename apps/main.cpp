@@ -83,6 +83,13 @@ int main(int argc, char** argv) {
   up_cmd->add_option("--output-scale", up.run.output_scale, "Multiply output lengths by this")
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e3));
+  up_cmd
+      ->add_option("--kv-send", up.run.kv_send,
+                   "KV to decode: config (prefill.stream_min_tokens), stream, after, or ab (after "
+                   "and stream alternating, twice each, each a bring-up of its own, and the "
+                   "ratio of their mean TTFTs)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"config", "stream", "after", "ab"}));
   up_cmd->add_flag("--no-progress{false}", up.run.progress, "Do not print the progress line");
   up_cmd->add_flag("--verbose", up.run.verbose, "Log actor warnings");
 

@@ -44,21 +44,6 @@ std::optional<std::string> missing_default_trace(const std::string& trace_path) 
                      trace_path, ec ? trace_path : tried.string());
 }
 
-void set_kv_send(cluster_config& cfg, bool stream) {
-  cfg.prefill.stream_min_tokens = stream ? 0 : std::numeric_limits<uint32_t>::max();
-}
-
-double mean_ttft_ms(const std::vector<replay::request_result>& results) {
-  double sum = 0;
-  size_t n = 0;
-  for (const auto& r : results)
-    if (r.status == replay::outcome_status::completed && !r.token_times_ns.empty()) {
-      sum += static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
-      ++n;
-    }
-  return n == 0 ? 0 : sum / static_cast<double>(n);
-}
-
 std::string format_handoff(const std::vector<replay::request_result>& results, bool coupled) {
   double tail_ms = 0, hidden = 0, queue_ms = 0;
   size_t n = 0;
@@ -96,12 +81,9 @@ int run_ab(const run_options& opt, cluster_config cfg,
       return fail(describe(run.error()));
     if (opt.progress)
       fmt::print(stderr, "\n");
-    const auto summary = replay::summarize(run->results);
-    failed += static_cast<uint32_t>(summary.failed);
-    const double ttft = mean_ttft_ms(run->results);
-    sum[stream ? 1 : 0] += ttft;
-    fmt::print("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}", stream ? "stream" : "after",
-               ttft, summary.ttft_ms.p90, format_handoff(run->results, false));
+    failed += static_cast<uint32_t>(replay::summarize(run->results).failed);
+    sum[stream ? 1 : 0] += mean_ttft_ms(run->results);
+    fmt::print("{}", format_ab_round(stream, run->results));
   }
   fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each)\n",
              sum[0] == 0 ? 0 : sum[1] / sum[0]);
@@ -109,6 +91,27 @@ int run_ab(const run_options& opt, cluster_config cfg,
 }
 
 } // namespace
+
+void set_kv_send(cluster_config& cfg, bool stream) {
+  cfg.prefill.stream_min_tokens = stream ? 0 : std::numeric_limits<uint32_t>::max();
+}
+
+double mean_ttft_ms(const std::vector<replay::request_result>& results) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& r : results)
+    if (r.status == replay::outcome_status::completed && !r.token_times_ns.empty()) {
+      sum += static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
+      ++n;
+    }
+  return n == 0 ? 0 : sum / static_cast<double>(n);
+}
+
+std::string format_ab_round(bool stream, const std::vector<replay::request_result>& results) {
+  return fmt::format("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}",
+                     stream ? "stream" : "after", mean_ttft_ms(results),
+                     replay::summarize(results).ttft_ms.p90, format_handoff(results, false));
+}
 
 int run_command(const run_options& opt) {
   spdlog::set_level(opt.verbose ? spdlog::level::info : spdlog::level::err);

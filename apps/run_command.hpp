@@ -52,4 +52,14 @@ std::string format_header(const run_options& opt, const cluster_config& cfg, siz
 /// The report after a run: outcomes, TTFT and TBT, prefix hits, the hand-off, the KV moved.
 std::string format_report(const replay::real_time_run& run, const cluster_config& cfg);
 
+/// --kv-send after or stream: every prompt sends its KV to decode once prefill ends, or
+/// streams it layer by layer (prefill.stream_min_tokens at its limit, or 0).
+void set_kv_send(cluster_config& cfg, bool stream);
+
+/// The mean TTFT of the completed requests, in ms (0: none completed).
+double mean_ttft_ms(const std::vector<replay::request_result>& results);
+
+/// One line of an --kv-send ab round: its mean and p90 TTFT and where its hand-offs ended.
+std::string format_ab_round(bool stream, const std::vector<replay::request_result>& results);
+
 } // namespace crescent::cli

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -253,8 +254,9 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                 }},
                {"stream_min_tokens",
                 [&](auto& x, auto& f) {
+                  // Any count: one above every prompt (4294967295) streams none.
                   return r.read_uint(x, f, c.prefill.stream_min_tokens, 0,
-                                     gpu::model_context_tokens_max);
+                                     std::numeric_limits<uint32_t>::max());
                 }},
                {"stream_layers",
                 [&](auto& x, auto& f) {

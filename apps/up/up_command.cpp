@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -106,6 +107,12 @@ caf::expected<prepared> prepare(const up_options& opt) {
   if (auto err = check_real_time(*cfg))
     return make_error(errc::bad_config, opt.cluster_path + ": " + describe(err));
   p.cfg = std::move(*cfg);
+  if (opt.run.kv_send == "after" || opt.run.kv_send == "stream") {
+    if (is_coupled(p.cfg))
+      return make_error(errc::bad_config, "--kv-send chooses how prefill instances send KV to "
+                                          "decode; coupled instances decode where they prefill");
+    set_kv_send(p.cfg, opt.run.kv_send == "stream");
+  }
   if (!opt.faults_path.empty()) {
     auto plan = up::load_fault_plan(opt.faults_path);
     if (!plan)
@@ -298,12 +305,48 @@ void write_processes(const std::string& run_dir, const std::vector<up::node_proc
     out << "node " << x.node << " " << x.process.pid() << "\n";
 }
 
+// --kv-send ab: the same requests sent after prefill and streamed, alternating (after, stream,
+// after, stream) so that a machine that slows or warms up weighs on both alike, each round a
+// bring-up of its own (a node process serves one cluster) in a directory of the run's; then the
+// ratio of the rounds' mean TTFTs, as `crescent run --kv-send ab` prints it for one process.
+int up_ab(const up_options& opt, up_result* out) {
+  if (!opt.faults_path.empty())
+    return fail("--kv-send ab compares two ways of sending KV; it carries out no fault plan");
+  auto dir = make_run_dir(opt.run_dir);
+  if (!dir)
+    return fail(describe(dir.error()));
+  double sum[2] = {0, 0};
+  std::string rounds;
+  int status = 0;
+  for (int round = 0; round < 4; ++round) {
+    const bool stream = round % 2 == 1;
+    up_options one = opt;
+    one.run.kv_send = stream ? "stream" : "after";
+    one.run_dir = *dir + "/" + one.run.kv_send + "-" + std::to_string(round / 2 + 1);
+    up_result r;
+    const int rc = up_command(one, &r);
+    if (rc == 2 || rc == 130)
+      return rc; // did not start, or interrupted: no ratio
+    status = std::max(status, rc);
+    sum[stream ? 1 : 0] += mean_ttft_ms(r.results);
+    rounds += format_ab_round(stream, r.results);
+    if (out != nullptr)
+      out->results.insert(out->results.end(), r.results.begin(), r.results.end());
+  }
+  fmt::print("\n{}ratio         mean TTFT streamed / sent after: {:.3f} (two runs each, rounds "
+             "in {})\n",
+             rounds, sum[0] == 0 ? 0 : sum[1] / sum[0], *dir);
+  return status;
+}
+
 } // namespace
 
 int up_command(const up_options& opt, up_result* out) {
   spdlog::set_level(opt.run.verbose ? spdlog::level::info : spdlog::level::err);
   if (opt.run.requests == 0 || opt.run.speedup <= 0 || opt.run.output_scale <= 0)
     return fail("--requests, --speedup and --output-scale must be positive");
+  if (opt.run.kv_send == "ab")
+    return up_ab(opt, out);
   auto p = prepare(opt);
   if (!p)
     return fail(describe(p.error()));
@@ -315,6 +358,10 @@ int up_command(const up_options& opt, up_result* out) {
     if (!net)
       return fail("--netns: " + describe(net.error()));
     network = std::move(*net);
+  } else if (opt.run.kv_send != "config") {
+    // The node processes read the cluster file: theirs says how their prefill instances send.
+    config_path = p->run_dir + "/cluster.yaml";
+    std::ofstream{config_path} << format_cluster_config(p->cfg);
   }
   const auto transfer_faults = up::transfer_faults_of(p->plan);
   std::vector<std::string> node_flags;

@@ -21,7 +21,8 @@ struct up_options {
   std::string run_dir;     // empty: crescent-up-<seconds since the epoch> here
   bool netns = false;      // node processes in network namespaces (apps/up/netns.hpp)
   uint64_t seed = 1;       // of the transfer faults' draws (each process's own, from this)
-  run_options run;         // the workload, as crescent run's (its config_path is cluster_path)
+  run_options run;         // the workload, as crescent run's (its config_path is cluster_path);
+                           // run.kv_send ab: four bring-ups, sent after and streamed in turn
 };
 
 /// What a run that got as far as its report found (for crescent bench faults).

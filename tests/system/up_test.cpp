@@ -137,6 +137,36 @@ TEST_F(up, brings_a_cluster_up_from_one_file_and_leaves_no_process_behind) {
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
+// --kv-send ab: four bring-ups, sent after and streamed in turn; the hosted prefill instance
+// (node 1) reads the round's own cluster file, which says how it sends.
+TEST_F(up, kv_send_ab_alternates_four_bring_ups_and_prints_the_ratio) {
+  run_dir = dir / "run";
+  auto p = start({"--requests", "6", "--kv-send", "ab"});
+  ASSERT_TRUE(p) << describe(p.error());
+  std::string out;
+  for (;;) {
+    auto line = p->read_line(std::chrono::seconds(120));
+    if (!line)
+      break; // the end of its output
+    out += *line + "\n";
+  }
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  EXPECT_EQ(*status, 0) << out << read_file(dir / "up.err");
+  EXPECT_NE(out.find("ratio         mean TTFT streamed / sent after: "), std::string::npos) << out;
+  for (const char* round : {"after-1", "stream-1", "after-2", "stream-2"}) {
+    const auto report = read_file(run_dir / round / "report.txt");
+    EXPECT_NE(report.find("invariants    held: 6 of 6"), std::string::npos) << round << report;
+    const bool stream = std::string{round}.rfind("stream", 0) == 0;
+    EXPECT_NE(read_file(run_dir / round / "cluster.yaml")
+                  .find(stream ? "stream_min_tokens: 0\n" : "stream_min_tokens: 4294967295\n"),
+              std::string::npos)
+        << round;
+    for (auto pid : pids_of(run_dir / round))
+      EXPECT_TRUE(gone(pid)) << round << ": process " << pid << " is still there";
+  }
+}
+
 TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   run_dir = dir / "run";
   // Requests on the killed node may fail (status 1), with their reason; none may be lost or
