@@ -1,9 +1,11 @@
 // `crescent bench fidelity`: a simulated run against a real one. The head of a trace runs for real
 // on the embedded default cluster (the reference engine, measured, as `crescent run` runs it),
 // then in simulated time on the same cluster with the modeled engine and a profile of the
-// reference engine measured on this machine (`crescent profile`, or measured here first). The
-// target: median TTFT and median TBT within 20% of each other; the errors at p50 and p90 are
-// printed. Real time on these shared 2-core machines is noisy: a run's figures vary.
+// reference engine measured on this machine (`crescent profile`, or measured here first, with
+// its warm-up after idle unless `warmup` is false). The target: median TTFT and median TBT
+// within 20% of each other; the errors at p50 and p90 are printed, with the prefill compute,
+// the rest of TTFT, every token interval and each request's first one. Real time on these
+// shared 2-core machines is noisy: a run's figures vary, within the hour too.
 #pragma once
 
 #include <cstdint>
