@@ -1,6 +1,7 @@
 // The coupled instance's step loop: emit what the last step computed, admit waiting requests
 // whose pages can be had, then compute one step of prefills and decodes (coupled_worker.hpp).
 #include "actors/common/continuous_batch.hpp"
+#include "actors/common/spawn_placement.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/coupled_worker/coupled_state.hpp"
 #include "messages/schema/conductor.capnp.h"
@@ -134,6 +135,7 @@ uint64_t run_decode(coupled_ptr self, const std::vector<uint64_t>& batch) {
     seqs.push_back({s.page_ptrs, s.length});
     inputs.push_back(s.next_input);
   }
+  yield_before_compute(st.options.own_thread);
   auto out = st.parts.engine->decode(seqs, inputs);
   if (!out) {
     // The engine refused the batch: a broken invariant, not a bad request. Fail the batch's
@@ -182,6 +184,7 @@ uint64_t run_prefill(coupled_ptr self, const std::vector<prompt_chunk>& chunks,
   for (const auto& c : chunks) {
     auto& s = st.running.at(c.request_id);
     const std::span<const uint32_t> tokens{s.tokens.data() + s.length, c.tokens};
+    yield_before_compute(st.options.own_thread);
     auto out = st.parts.engine->prefill({s.page_ptrs, s.length}, tokens);
     if (!out) {
       fail_request(self, c.request_id, "prefill failed: " + describe(out.error()));

@@ -1,6 +1,7 @@
 // The continuous batch: requests join when their KV arrives and leave after their last token.
 #include "actors/common/continuous_batch.hpp"
 #include "actors/common/next_step.hpp"
+#include "actors/common/spawn_placement.hpp"
 #include "actors/decode_worker/decode_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/request.capnp.h"
@@ -128,6 +129,7 @@ void on_step(decode_ptr self) {
     seqs.push_back({r.page_ptrs, r.length});
     inputs.push_back(r.next_input);
   }
+  yield_before_compute(st.options.own_thread);
   auto out = st.parts.engine->decode(seqs, inputs);
   if (!out) {
     // The engine refused the batch: a broken invariant, not a bad request. Fail the batch's

@@ -1,6 +1,7 @@
 // The job loop: one job at a time; its chunks are separate steps so that the mailbox (new jobs,
 // stats) is served between them, and so that simulated time can advance by each chunk's cost.
 #include "actors/common/next_step.hpp"
+#include "actors/common/spawn_placement.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/conductor.capnp.h"
@@ -89,6 +90,7 @@ void compute_chunk(prefill_ptr self) {
     if (job.layer == 0)
       job.stream.resize((engine.stream_bytes(n) + sizeof(float) - 1) / sizeof(float));
   }
+  yield_before_compute(st.options.own_thread);
   auto r = job.streaming ? engine.prefill_layers(seq, tokens, range,
                                                  std::as_writable_bytes(std::span{job.stream}))
                          : engine.prefill(seq, tokens);

@@ -15,6 +15,7 @@
 // entitled to send them: the head, the stage before, the stage after.
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/next_step.hpp"
+#include "actors/common/spawn_placement.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/checked_read.hpp"
@@ -185,6 +186,7 @@ void compute_stage(prefill_ptr self) {
   const gpu::layer_range range{job.layer,
                                std::min(layers.end, job.layer + st.options.stream_layers)};
   gpu::sequence_ref seq{job.page_ptrs, job.position};
+  yield_before_compute(st.options.own_thread);
   auto r = engine.prefill_layers(seq, std::span{job.tokens}.subspan(job.position, n), range,
                                  std::as_writable_bytes(std::span{job.stream}));
   if (!r) {
