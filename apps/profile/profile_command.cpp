@@ -158,6 +158,8 @@ struct warmup_points {
   double decode_warm_ns = 0;
 };
 
+constexpr uint32_t warmup_repeats_max = 9;
+
 caf::expected<warmup_points> measure_warmup(gpu::engine& e, const cluster_config& cfg,
                                             const profile_options& opt) {
   const auto& m = cfg.model;
@@ -185,13 +187,14 @@ caf::expected<warmup_points> measure_warmup(gpu::engine& e, const cluster_config
   };
   warmup_points out;
   out.idle_ms = opt.quick ? std::vector<double>{5, 50} : std::vector<double>{1, 5, 20, 100, 400};
-  out.prefill_warm_ns = median_ns(opt.repeats, prefill);
-  out.decode_warm_ns = median_ns(opt.repeats, decode);
+  // Each repeat sleeps: at most warmup_repeats_max of them a point (about 10 s in all).
+  const uint32_t repeats = std::min(opt.repeats, warmup_repeats_max);
+  out.prefill_warm_ns = median_ns(repeats, prefill);
+  out.decode_warm_ns = median_ns(repeats, decode);
   for (double idle : out.idle_ms) {
     out.prefill_ns.push_back(
-        std::max(0.0, median_ns(opt.repeats, prefill, idle) - out.prefill_warm_ns));
-    out.decode_ns.push_back(
-        std::max(0.0, median_ns(opt.repeats, decode, idle) - out.decode_warm_ns));
+        std::max(0.0, median_ns(repeats, prefill, idle) - out.prefill_warm_ns));
+    out.decode_ns.push_back(std::max(0.0, median_ns(repeats, decode, idle) - out.decode_warm_ns));
   }
   if (err)
     return err;
@@ -209,7 +212,8 @@ std::string warmup_yaml(const warmup_points& w, uint32_t repeats) {
                      "idle_ms, over back-to-back calls\n"
                      "  idle_ms: {}  # median of {} calls a point\n"
                      "  prefill_extra_ns: {}\n  decode_extra_ns: {}\n",
-                     list(w.idle_ms), repeats, list(w.prefill_ns), list(w.decode_ns));
+                     list(w.idle_ms), std::min(repeats, warmup_repeats_max), list(w.prefill_ns),
+                     list(w.decode_ns));
 }
 
 std::string format_warmup(const warmup_points& w) {

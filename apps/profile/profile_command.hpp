@@ -11,7 +11,8 @@
 // and the links are in-process copies: memcpy's bandwidth, measured too. The fit's errors are
 // printed and written into the profile. Last (unless `warmup` is false), the warm-up after idle
 // (modeled_profile.hpp): a prefill chunk and a decode step of one sequence made after the thread
-// slept 1 to 400 ms, over the same calls back to back (the `warmup:` section).
+// slept 1 to 400 ms, over the same calls back to back (the `warmup:` section; at most 9 calls a
+// point, since each one sleeps first).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
