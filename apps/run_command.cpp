@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -67,50 +68,58 @@ std::string format_handoff(const std::vector<replay::request_result>& results, b
                      queue_ms / count, tail_ms / count, 100 * hidden / count, n);
 }
 
-// The same requests sent after prefill and streamed, alternating (after, stream, after,
-// stream) so that a machine that slows or warms up weighs on both alike.
-int run_ab(const run_options& opt, cluster_config cfg,
-           const std::vector<replay::synthetic_request>& requests) {
-  double sum[2] = {0, 0};
-  uint32_t failed = 0;
-  for (int round = 0; round < 4; ++round) {
-    const bool stream = round % 2 == 1;
-    set_kv_send(cfg, stream);
-    auto run = replay::replay_in_real_time(cfg, requests, opt.progress ? stderr : nullptr);
-    if (!run)
-      return fail(describe(run.error()));
-    if (opt.progress)
-      fmt::print(stderr, "\n");
-    failed += static_cast<uint32_t>(replay::summarize(run->results).failed);
-    sum[stream ? 1 : 0] += mean_ttft_ms(run->results);
-    fmt::print("{}", format_ab_round(stream, run->results));
-  }
-  fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each)\n",
-             sum[0] == 0 ? 0 : sum[1] / sum[0]);
-  return failed == 0 ? 0 : 1;
+// One line of an --kv-send ab round: its mean and p90 TTFT and where its hand-offs ended.
+std::string format_ab_round(bool stream, const std::vector<replay::request_result>& results) {
+  return fmt::format("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}",
+                     stream ? "stream" : "after", replay::mean_ttft_ms(results),
+                     replay::summarize(results).ttft_ms.p90, format_handoff(results, false));
+}
+
+// One round of `crescent run --kv-send ab`, in this process.
+int run_round(const run_options& opt, cluster_config cfg,
+              const std::vector<replay::synthetic_request>& requests, bool stream,
+              std::vector<replay::request_result>& results) {
+  if (auto err = apply_kv_send(stream ? "stream" : "after", cfg))
+    return fail(describe(err));
+  auto run = replay::replay_in_real_time(cfg, requests, opt.progress ? stderr : nullptr);
+  if (!run)
+    return fail(describe(run.error()));
+  if (opt.progress)
+    fmt::print(stderr, "\n");
+  results = std::move(run->results);
+  return replay::summarize(results).failed == 0 ? 0 : 1;
 }
 
 } // namespace
 
-void set_kv_send(cluster_config& cfg, bool stream) {
-  cfg.prefill.stream_min_tokens = stream ? 0 : std::numeric_limits<uint32_t>::max();
+caf::error apply_kv_send(const std::string& kv_send, cluster_config& cfg) {
+  if (kv_send == "config")
+    return caf::none;
+  if (is_coupled(cfg))
+    return make_error(errc::bad_config, "--kv-send chooses how prefill instances send KV to "
+                                        "decode; coupled instances decode where they prefill");
+  if (kv_send == "after" || kv_send == "stream")
+    cfg.prefill.stream_min_tokens = kv_send == "stream" ? 0 : std::numeric_limits<uint32_t>::max();
+  return caf::none;
 }
 
-double mean_ttft_ms(const std::vector<replay::request_result>& results) {
-  double sum = 0;
-  size_t n = 0;
-  for (const auto& r : results)
-    if (r.status == replay::outcome_status::completed && !r.token_times_ns.empty()) {
-      sum += static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
-      ++n;
-    }
-  return n == 0 ? 0 : sum / static_cast<double>(n);
-}
-
-std::string format_ab_round(bool stream, const std::vector<replay::request_result>& results) {
-  return fmt::format("{:<6}        mean TTFT {:.2f} ms, p90 {:.2f} ms\n{}",
-                     stream ? "stream" : "after", mean_ttft_ms(results),
-                     replay::summarize(results).ttft_ms.p90, format_handoff(results, false));
+int run_ab_rounds(const ab_round& round, const std::string& where) {
+  double sum[2] = {0, 0};
+  int status = 0;
+  for (int i = 0; i < 4; ++i) {
+    const bool stream = i % 2 == 1;
+    std::vector<replay::request_result> results;
+    const int rc = round(stream, results);
+    if (rc == 2 || rc == 130)
+      return rc; // did not start, or interrupted: no ratio
+    status = std::max(status, rc);
+    sum[stream ? 1 : 0] += replay::mean_ttft_ms(results);
+    fmt::print("{}", format_ab_round(stream, results));
+    std::fflush(stdout);
+  }
+  fmt::print("ratio         mean TTFT streamed / sent after: {:.3f} (two runs each{}{})\n",
+             sum[0] == 0 ? 0 : sum[1] / sum[0], where.empty() ? "" : ", rounds in ", where);
+  return status;
 }
 
 int run_command(const run_options& opt) {
@@ -121,9 +130,8 @@ int run_command(const run_options& opt) {
   if (!loaded_cfg)
     return fail(describe(loaded_cfg.error()));
   auto cfg = std::move(*loaded_cfg);
-  if (opt.kv_send != "config" && is_coupled(cfg))
-    return fail("--kv-send chooses how prefill instances send KV to decode; coupled instances "
-                "decode where they prefill");
+  if (auto err = apply_kv_send(opt.kv_send, cfg))
+    return fail(describe(err));
   auto loaded = requests_for(opt, cfg);
   if (!loaded)
     return fail(describe(loaded.error()));
@@ -131,9 +139,9 @@ int run_command(const run_options& opt) {
   fmt::print("{}", format_header(opt, cfg, requests.size()));
   std::fflush(stdout); // the header before the progress line on stderr
   if (opt.kv_send == "ab")
-    return run_ab(opt, cfg, requests);
-  if (opt.kv_send != "config")
-    set_kv_send(cfg, opt.kv_send == "stream");
+    return run_ab_rounds([&](bool stream, std::vector<replay::request_result>& results) {
+      return run_round(opt, cfg, requests, stream, results);
+    });
   auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr);
   if (!run)
     return fail(describe(run.error()));

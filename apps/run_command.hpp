@@ -8,6 +8,7 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,14 +53,19 @@ std::string format_header(const run_options& opt, const cluster_config& cfg, siz
 /// The report after a run: outcomes, TTFT and TBT, prefix hits, the hand-off, the KV moved.
 std::string format_report(const replay::real_time_run& run, const cluster_config& cfg);
 
-/// --kv-send after or stream: every prompt sends its KV to decode once prefill ends, or
-/// streams it layer by layer (prefill.stream_min_tokens at its limit, or 0).
-void set_kv_send(cluster_config& cfg, bool stream);
+/// Applies --kv-send after or stream to `cfg`: every prompt sends its KV to decode once prefill
+/// ends, or streams it layer by layer (prefill.stream_min_tokens at its limit, or 0); config
+/// and ab leave it as it is. Error (bad_config): any but config on a coupled cluster.
+caf::error apply_kv_send(const std::string& kv_send, cluster_config& cfg);
 
-/// The mean TTFT of the completed requests, in ms (0: none completed).
-double mean_ttft_ms(const std::vector<replay::request_result>& results);
+/// One round of --kv-send ab: the requests once, streamed or sent after, into `results`; its
+/// exit status (0, 1; 2 or 130 when it did not start or was interrupted).
+using ab_round = std::function<int(bool stream, std::vector<replay::request_result>& results)>;
 
-/// One line of an --kv-send ab round: its mean and p90 TTFT and where its hand-offs ended.
-std::string format_ab_round(bool stream, const std::vector<replay::request_result>& results);
+/// --kv-send ab: four rounds in turn (after, stream, after, stream) so that a machine that
+/// slows or warms up weighs on both alike, a line each, then the ratio of their mean TTFTs
+/// (`where` follows it: where the rounds are). The worst round's status; a round of status 2
+/// or 130 ends it there, with no ratio.
+int run_ab_rounds(const ab_round& round, const std::string& where = {});
 
 } // namespace crescent::cli

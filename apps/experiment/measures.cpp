@@ -7,14 +7,6 @@
 
 namespace crescent::experiment {
 
-namespace {
-
-double ttft_ms_of(const replay::request_result& x) {
-  return static_cast<double>(x.token_times_ns.front() - x.arrival_ns) / 1e6;
-}
-
-} // namespace
-
 cluster_config with_split(cluster_config cfg, uint32_t nodes, uint32_t prefill) {
   cfg.nodes.assign(nodes, cfg.nodes.front());
   for (uint32_t i = 0; i < nodes; ++i) {
@@ -25,14 +17,7 @@ cluster_config with_split(cluster_config cfg, uint32_t nodes, uint32_t prefill) 
 }
 
 double mean_ttft_ms(const sim::sim_report& r) {
-  double sum = 0;
-  size_t n = 0;
-  for (const auto& x : r.results)
-    if (x.status == replay::outcome_status::completed && !x.token_times_ns.empty()) {
-      sum += ttft_ms_of(x);
-      ++n;
-    }
-  return n == 0 ? 0 : sum / static_cast<double>(n);
+  return replay::mean_ttft_ms(r.results);
 }
 
 size_t effective_at(const sim::sim_report& r, double tbt_ms) {

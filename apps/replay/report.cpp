@@ -126,6 +126,17 @@ request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, u
   return std::move(*r);
 }
 
+double mean_ttft_ms(const std::vector<request_result>& results) {
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& r : results)
+    if (r.status == outcome_status::completed && !r.token_times_ns.empty()) {
+      sum += static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
+      ++n;
+    }
+  return n == 0 ? 0 : sum / static_cast<double>(n);
+}
+
 replay_summary summarize(const std::vector<request_result>& results) {
   replay_summary s;
   std::vector<double> ttft, tbt;

@@ -81,6 +81,9 @@ double request_tbt_ms(const std::vector<int64_t>& token_times_ns);
 request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, uint64_t id,
                               uint32_t prompt_tokens);
 
+/// The mean TTFT of the completed requests, in ms (0: none completed).
+double mean_ttft_ms(const std::vector<request_result>& results);
+
 replay_summary summarize(const std::vector<request_result>& results);
 
 std::string format_summary(const replay_summary& s);

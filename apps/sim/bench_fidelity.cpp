@@ -33,43 +33,44 @@ profile_for(const bench_fidelity_options& opt, const cluster_config& cfg) {
   return measured->profile;
 }
 
-// Every interval between two tokens of a request, over all requests: where TBT (the mean of a
-// request's longest tenth) comes from.
-replay::percentiles token_intervals_ms(const std::vector<replay::request_result>& results) {
-  std::vector<double> gaps;
+// Percentiles over all requests of what `of` takes from each (none, one or several values, in
+// ms).
+template <class F>
+replay::percentiles percentiles_ms(const std::vector<replay::request_result>& results, F of) {
+  std::vector<double> values;
   for (const auto& r : results)
-    for (size_t i = 1; i < r.token_times_ns.size(); ++i)
-      gaps.push_back(static_cast<double>(r.token_times_ns[i] - r.token_times_ns[i - 1]) / 1e6);
-  return replay::percentiles_of(gaps);
+    of(r, values);
+  return replay::percentiles_of(values);
+}
+
+double ms(int64_t ns) {
+  return static_cast<double>(ns) / 1e6;
+}
+
+// Every interval between two tokens of a request: where TBT (the mean of a request's longest
+// tenth) comes from.
+void token_intervals(const replay::request_result& r, std::vector<double>& out) {
+  for (size_t i = 1; i < r.token_times_ns.size(); ++i)
+    out.push_back(ms(r.token_times_ns[i] - r.token_times_ns[i - 1]));
 }
 
 // What a first token waits for besides its prefill's compute: queueing, loads, the hand-off,
 // and in real time the actor system's own work.
-replay::percentiles ttft_beyond_compute_ms(const std::vector<replay::request_result>& results) {
-  std::vector<double> rest;
-  for (const auto& r : results)
-    if (!r.token_times_ns.empty())
-      rest.push_back(static_cast<double>(r.token_times_ns.front() - r.arrival_ns -
-                                         static_cast<int64_t>(r.prefill_compute_ns)) /
-                     1e6);
-  return replay::percentiles_of(rest);
+void ttft_beyond_compute(const replay::request_result& r, std::vector<double>& out) {
+  if (!r.token_times_ns.empty())
+    out.push_back(
+        ms(r.token_times_ns.front() - r.arrival_ns - static_cast<int64_t>(r.prefill_compute_ns)));
 }
 
 // The interval between a request's first token (from prefill) and its second (its decode
 // instance's first step after the hand-off): the KV's arrival, the batch's join, one step.
-replay::percentiles first_interval_ms(const std::vector<replay::request_result>& results) {
-  std::vector<double> t;
-  for (const auto& r : results)
-    if (r.token_times_ns.size() >= 2)
-      t.push_back(static_cast<double>(r.token_times_ns[1] - r.token_times_ns[0]) / 1e6);
-  return replay::percentiles_of(t);
+void first_interval(const replay::request_result& r, std::vector<double>& out) {
+  if (r.token_times_ns.size() >= 2)
+    out.push_back(ms(r.token_times_ns[1] - r.token_times_ns[0]));
 }
 
-replay::percentiles prefill_compute_ms(const std::vector<replay::request_result>& results) {
-  std::vector<double> t;
-  for (const auto& r : results)
-    t.push_back(static_cast<double>(r.prefill_compute_ns) / 1e6);
-  return replay::percentiles_of(t);
+void prefill_compute(const replay::request_result& r, std::vector<double>& out) {
+  out.push_back(ms(static_cast<int64_t>(r.prefill_compute_ns)));
 }
 
 double error_of(double simulated, double real) {
@@ -133,20 +134,20 @@ int bench_fidelity(const bench_fidelity_options& opt) {
   print_row("TTFT p90", r.ttft_ms.p90, s.ttft_ms.p90, false);
   print_row("TBT p50", r.tbt_ms.p50, s.tbt_ms.p50, true);
   print_row("TBT p90", r.tbt_ms.p90, s.tbt_ms.p90, false);
-  const auto rc = prefill_compute_ms(real->results);
-  const auto sc = prefill_compute_ms(sim->report.results);
+  const auto rc = percentiles_ms(real->results, prefill_compute);
+  const auto sc = percentiles_ms(sim->report.results, prefill_compute);
   print_row("compute p50", rc.p50, sc.p50, false);
-  const auto rb = ttft_beyond_compute_ms(real->results);
-  const auto sb = ttft_beyond_compute_ms(sim->report.results);
+  const auto rb = percentiles_ms(real->results, ttft_beyond_compute);
+  const auto sb = percentiles_ms(sim->report.results, ttft_beyond_compute);
   print_row("rest p50", rb.p50, sb.p50, false);
   print_row("rest p90", rb.p90, sb.p90, false);
-  const auto ri = token_intervals_ms(real->results);
-  const auto si = token_intervals_ms(sim->report.results);
+  const auto ri = percentiles_ms(real->results, token_intervals);
+  const auto si = percentiles_ms(sim->report.results, token_intervals);
   print_row("gap p50", ri.p50, si.p50, false);
   print_row("gap p90", ri.p90, si.p90, false);
   print_row("gap p99", ri.p99, si.p99, false);
-  const auto rf = first_interval_ms(real->results);
-  const auto sf = first_interval_ms(sim->report.results);
+  const auto rf = percentiles_ms(real->results, first_interval);
+  const auto sf = percentiles_ms(sim->report.results, first_interval);
   print_row("first p50", rf.p50, sf.p50, false);
   print_row("first p90", rf.p90, sf.p90, false);
   fmt::print("completed  real {} of {}, simulated {} of {}\n", r.completed, records->size(),

@@ -107,12 +107,8 @@ caf::expected<prepared> prepare(const up_options& opt) {
   if (auto err = check_real_time(*cfg))
     return make_error(errc::bad_config, opt.cluster_path + ": " + describe(err));
   p.cfg = std::move(*cfg);
-  if (opt.run.kv_send == "after" || opt.run.kv_send == "stream") {
-    if (is_coupled(p.cfg))
-      return make_error(errc::bad_config, "--kv-send chooses how prefill instances send KV to "
-                                          "decode; coupled instances decode where they prefill");
-    set_kv_send(p.cfg, opt.run.kv_send == "stream");
-  }
+  if (auto err = apply_kv_send(opt.run.kv_send, p.cfg))
+    return err;
   if (!opt.faults_path.empty()) {
     auto plan = up::load_fault_plan(opt.faults_path);
     if (!plan)
@@ -315,28 +311,20 @@ int up_ab(const up_options& opt, up_result* out) {
   auto dir = make_run_dir(opt.run_dir);
   if (!dir)
     return fail(describe(dir.error()));
-  double sum[2] = {0, 0};
-  std::string rounds;
-  int status = 0;
-  for (int round = 0; round < 4; ++round) {
-    const bool stream = round % 2 == 1;
-    up_options one = opt;
-    one.run.kv_send = stream ? "stream" : "after";
-    one.run_dir = *dir + "/" + one.run.kv_send + "-" + std::to_string(round / 2 + 1);
-    up_result r;
-    const int rc = up_command(one, &r);
-    if (rc == 2 || rc == 130)
-      return rc; // did not start, or interrupted: no ratio
-    status = std::max(status, rc);
-    sum[stream ? 1 : 0] += mean_ttft_ms(r.results);
-    rounds += format_ab_round(stream, r.results);
-    if (out != nullptr)
-      out->results.insert(out->results.end(), r.results.begin(), r.results.end());
-  }
-  fmt::print("\n{}ratio         mean TTFT streamed / sent after: {:.3f} (two runs each, rounds "
-             "in {})\n",
-             rounds, sum[0] == 0 ? 0 : sum[1] / sum[0], *dir);
-  return status;
+  int round = 0;
+  return run_ab_rounds(
+      [&](bool stream, std::vector<replay::request_result>& results) {
+        up_options one = opt;
+        one.run.kv_send = stream ? "stream" : "after";
+        one.run_dir = *dir + "/" + one.run.kv_send + "-" + std::to_string(round++ / 2 + 1);
+        up_result r;
+        const int rc = up_command(one, &r);
+        if (out != nullptr)
+          out->results.insert(out->results.end(), r.results.begin(), r.results.end());
+        results = std::move(r.results);
+        return rc;
+      },
+      *dir);
 }
 
 } // namespace
