@@ -51,18 +51,8 @@ bool active(const up::fault& f, int64_t t_ns) {
 }
 
 bool matches(const up::message_match& x, const ready_message& m) {
-  if (!x.type.empty() && operation_of(m.type) != x.type)
-    return false;
-  if (!x.from.empty() && role_of(m.sender_name) != x.from)
-    return false;
-  if (!x.to.empty() && role_of(m.receiver_name) != x.to)
-    return false;
-  if (x.node && x.peer)
-    return (m.sender_place == *x.node && m.receiver_place == *x.peer) ||
-           (m.sender_place == *x.peer && m.receiver_place == *x.node);
-  if (x.node)
-    return m.sender_place == *x.node || m.receiver_place == *x.node;
-  return true;
+  return x.takes(operation_of(m.type), role_of(m.sender_name), role_of(m.receiver_name),
+                 m.sender_place, m.receiver_place);
 }
 
 bool in(const std::vector<uint32_t>& nodes, int32_t place) {

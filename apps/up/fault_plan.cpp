@@ -13,6 +13,25 @@
 
 namespace crescent::up {
 
+bool message_match::takes(std::string_view operation, std::string_view from_role,
+                          std::string_view to_role, std::optional<int32_t> from_place,
+                          std::optional<int32_t> to_place) const {
+  if (!type.empty() && operation != type)
+    return false;
+  if (!from.empty() && from_role != from)
+    return false;
+  if (!to.empty() && to_role != to)
+    return false;
+  if (!node)
+    return true;
+  if (!from_place || !to_place)
+    return false;
+  if (peer)
+    return (*from_place == *node && *to_place == *peer) ||
+           (*from_place == *peer && *to_place == *node);
+  return *from_place == *node || *to_place == *node;
+}
+
 const char* kind_name(fault_kind k) {
   switch (k) {
   case fault_kind::kill:

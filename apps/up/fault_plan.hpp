@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace crescent::up {
@@ -60,6 +61,12 @@ struct message_match {
   std::string from, to;        // the sender's and the receiver's roles
   std::optional<int32_t> node; // one end on this node (never main_place)
   std::optional<int32_t> peer; // the other end here (a node, or main_place)
+
+  /// Whether a message of `operation` from a `from_role` at `from_place` to a `to_role` at
+  /// `to_place` is one this match takes, in simulated time (fault_injector) and through the
+  /// message gates alike; an end whose place is not known matches no node.
+  bool takes(std::string_view operation, std::string_view from_role, std::string_view to_role,
+             std::optional<int32_t> from_place, std::optional<int32_t> to_place) const;
 };
 
 struct fault {

@@ -258,20 +258,7 @@ struct message_gate::relay {
 
   // Whether fault `f` takes this frame (as simulated time matches a message: fault_injector).
   static bool matches(const message_match& m, const frame_view& v, const frame_ends& e) {
-    if (!m.type.empty() && m.type != v.type)
-      return false;
-    if (!m.from.empty() && m.from != e.source_role)
-      return false;
-    if (!m.to.empty() && m.to != e.dest_role)
-      return false;
-    if (!m.node)
-      return true;
-    if (!e.source || !e.dest)
-      return false;
-    if (m.peer)
-      return (*e.source == *m.node && *e.dest == *m.peer) ||
-             (*e.source == *m.peer && *e.dest == *m.node);
-    return *e.source == *m.node || *e.dest == *m.node;
+    return m.takes(v.type, e.source_role, e.dest_role, e.source, e.dest);
   }
 
   // Where a frame goes: dropped (nothing), now, or held until a time; and how many copies.
