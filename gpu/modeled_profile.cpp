@@ -113,6 +113,25 @@ uint64_t warmup_extra_ns(std::span<const double> idle_ms, std::span<const double
   return to_ns(y0 / 1e9);
 }
 
+namespace {
+
+// The SSD is optional: all three fields 0, or bandwidths in range and a latency of at most 1 s.
+caf::error validate_ssd(const modeled_profile& p) {
+  if (p.ssd_read_bytes_per_s == 0 && p.ssd_write_bytes_per_s == 0 && p.ssd_latency_s == 0)
+    return {};
+  const std::array<std::tuple<const char*, double, double, double>, 3> ssd = {{
+      {"ssd_read_bytes_per_s", p.ssd_read_bytes_per_s, 1e6, 1e14},
+      {"ssd_write_bytes_per_s", p.ssd_write_bytes_per_s, 1e6, 1e14},
+      {"ssd_latency_s", p.ssd_latency_s, 0, 1},
+  }};
+  for (const auto& [field, value, lo, hi] : ssd)
+    if (auto err = in_range(field, value, lo, hi))
+      return err;
+  return {};
+}
+
+} // namespace
+
 caf::error validate(const modeled_profile& p) {
   if (p.name.empty() || p.name.size() > 128)
     return field_error("name", "must be 1 to 128 characters");
@@ -129,6 +148,8 @@ caf::error validate(const modeled_profile& p) {
     if (value == 0)
       return field_error(field, "must be positive");
   if (auto err = validate_warmup(p))
+    return err;
+  if (auto err = validate_ssd(p))
     return err;
   if (p.fitted)
     return validate_fit(p);

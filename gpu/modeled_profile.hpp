@@ -50,6 +50,12 @@ struct modeled_profile {
   double h2d_bytes_per_s = 0; // host memory to GPU, per node
   double nic_bytes_per_s = 0; // per node, each direction
   double nic_latency_s = 0;   // added to each transfer between nodes
+  // The node's SSD, for a pool with an SSD tier (nodes[].ssd_mib or ssd_tokens); all three 0:
+  // the machine has none modeled, and such a cluster is refused. Reads and writes go side by
+  // side, each at its own bandwidth (transport/modeled_links.hpp).
+  double ssd_read_bytes_per_s = 0;
+  double ssd_write_bytes_per_s = 0;
+  double ssd_latency_s = 0; // added to each read or write
   // 0: every instance computes on devices of its own. N: all the cluster's instances share N
   // cores (an engine on the host's CPU in one process; gpu/shared_cores.hpp).
   uint32_t shared_cores = 0;
@@ -89,6 +95,8 @@ struct modeled_profile {
   double weight_bytes() const { return parameters * weight_element_bytes; }
   /// HBM left for KV on one instance once the weights are in.
   double kv_capacity_bytes() const { return gpus * gpu_hbm_bytes - weight_bytes(); }
+  /// Whether the profile gives an SSD (its bandwidths are set).
+  bool has_ssd() const { return ssd_read_bytes_per_s > 0 && ssd_write_bytes_per_s > 0; }
 };
 
 /// Points of a warm-up curve, at most.

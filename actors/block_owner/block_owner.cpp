@@ -138,6 +138,7 @@ block_owner_actor::behavior_type block_owner(owner_ptr self, block_owner_options
       },
       [=](free_atom, const typed_envelope<wire::FreeBlocks>& msg) { return on_free(self, msg); },
       [=](promote_atom, const typed_envelope<wire::Promote>& msg) { return on_promote(self, msg); },
+      [=](promote_atom, uint64_t id) { on_promoted(self, id); },
       [=](touch_atom, const typed_envelope<wire::Touch>& msg) { on_touch(self, msg); },
       [=](verify_atom, const typed_envelope<wire::VerifyBlock>& msg) {
         return on_verify(self, msg);

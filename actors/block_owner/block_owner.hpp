@@ -8,6 +8,11 @@
 // freed. Reads are one-sided and never reach it, so the master tells it which blocks were used
 // (Touch, after gets and repeated puts), and the eviction order follows that. Every heartbeat
 // interval it tells the master it is alive and how full it is.
+//
+// In simulated time its tiers hold the modeled engine's stand-ins, and the SSD's time comes from
+// the modeled drive (ssd_modeled_ns): a promotion is answered when its reads would have ended.
+// An offload's DRAM copy is freed when its write is queued, not when it ends (as if written from
+// a copy): the modeled write holds only the drive.
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"
@@ -20,6 +25,7 @@
 #include <caf/actor_system.hpp>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -45,7 +51,14 @@ struct block_owner_parts {
   store_master_actor master;
   /// How other processes reach this node's memory; none in one-process clusters.
   std::optional<transport::peer_info> peer;
+  /// Simulated time: how long after now an SSD read (or write) of `bytes` ends on the modeled
+  /// drive (transport/modeled_links.hpp). Promotions answer that much later; offloads keep the
+  /// drive busy. Empty in real time, where the I/O itself takes the time.
+  std::function<uint64_t(uint64_t bytes, bool write)> ssd_modeled_ns;
 };
+
+/// Promotions waiting for their modeled SSD reads to end, at most (more are refused).
+inline constexpr size_t promotions_waiting_max = 4096;
 
 /// Blocks one message may name, at most.
 inline constexpr uint32_t owner_batch_max = 4096;

@@ -32,6 +32,8 @@ using block_owner_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<typed_envelope<wire::OwnerStats>>,
     // internal: start (report to the master), then heartbeat every interval
     caf::reacts_to<start_atom>, caf::reacts_to<tick_atom>,
+    // internal, simulated time: promotion N's modeled SSD reads have ended (from itself only)
+    caf::reacts_to<promote_atom, uint64_t>,
     // in-process only: serve this (new) store master from now on, reporting to it first
     caf::reacts_to<join_atom, store_master_actor>>;
 

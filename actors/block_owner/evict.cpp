@@ -23,12 +23,6 @@ constexpr size_t victims_per_round_max = 1024;
 constexpr std::chrono::milliseconds refusal_backoff_min{500};
 constexpr std::chrono::milliseconds refusal_backoff_max{60'000};
 
-int64_t clock_ns(owner_ptr self) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             self->clock().now().time_since_epoch())
-      .count();
-}
-
 // Whether a victim goes to SSD: it is there already, or the tier has room for it beside the
 // round's other victims (`reserved`). Nothing is written before the master approves.
 bool wants_ssd(owner_ptr self, const owned_block& b, uint64_t& reserved) {
@@ -63,6 +57,9 @@ bool offload(owner_ptr self, block_key key, owned_block& b) {
   }
   b.on_ssd = true;
   ++st.offloads;
+  if (st.parts.ssd_modeled_ns) // simulated time: the write holds the drive, not the DRAM copy
+      [[maybe_unused]]
+    auto ns = st.parts.ssd_modeled_ns(b.size_bytes, true);
   return true;
 }
 

@@ -77,7 +77,7 @@ std::optional<transport::region_handle> place(owner_ptr self, block_key key, own
 
 } // namespace
 
-caf::expected<transport::region_handle> promote(owner_ptr self, block_key key) {
+caf::expected<transport::region_handle> promote(owner_ptr self, block_key key, uint64_t& read_ns) {
   auto& st = self->state;
   auto i = st.blocks.find(key);
   if (i == st.blocks.end() || i->second.freed)
@@ -93,6 +93,12 @@ caf::expected<transport::region_handle> promote(owner_ptr self, block_key key) {
   auto err = st.parts.ssd->get(key, st.parts.dram->bytes(*b.dram, b.size_bytes));
   if (!err) {
     ++st.promotions;
+    if (st.parts.ssd_modeled_ns) {
+      // Not a victim before the master learns of the copy, when the modeled read has ended.
+      const uint64_t ns = st.parts.ssd_modeled_ns(b.size_bytes, false);
+      read_ns = std::max(read_ns, ns);
+      b.refused_until_ns = std::max(b.refused_until_ns, clock_ns(self) + static_cast<int64_t>(ns));
+    }
     return *h;
   }
   // The SSD copy cannot be read (an I/O error, a short file, a bad checksum): it is gone for
@@ -190,15 +196,37 @@ on_promote(owner_ptr self, const typed_envelope<wire::Promote>& msg) {
     return st.bad.refuse(st.name, std::move(keys.error()));
   if (auto err = check_count(keys->size()))
     return st.bad.refuse(st.name, std::move(err));
+  if (st.promotions_waiting.size() >= promotions_waiting_max)
+    return make_error(errc::limit_exceeded, "too many promotions wait for the modeled SSD");
   std::vector<transport::region_handle> out;
   std::vector<bool> lost;
+  uint64_t read_ns = 0; // 0 in real time: the reads took their time inside promote()
   for (auto key : *keys) {
-    auto h = promote(self, key);
+    auto h = promote(self, key, read_ns);
     out.push_back(h ? *h : transport::region_handle{});
     lost.push_back(!h && !is(h.error(), errc::no_space));
   }
   maybe_evict(self);
-  return promote_reply(out, lost);
+  if (read_ns == 0)
+    return promote_reply(out, lost);
+  // Simulated time: answered when the modeled drive has read the blocks.
+  const uint64_t id = st.next_promotion++;
+  auto& w = st.promotions_waiting[id];
+  w.promise = self->make_response_promise<typed_envelope<wire::PromoteReply>>();
+  w.reply = promote_reply(out, lost);
+  self->delayed_send(self, std::chrono::nanoseconds(read_ns), promote_atom::value, id);
+  return w.promise;
+}
+
+void on_promoted(owner_ptr self, uint64_t id) {
+  auto& st = self->state;
+  if (refuse_unless_self_sent(self, "a promotion's end"))
+    return;
+  auto i = st.promotions_waiting.find(id);
+  if (i == st.promotions_waiting.end())
+    return;
+  i->second.promise.deliver(std::move(i->second.reply));
+  st.promotions_waiting.erase(i);
 }
 
 } // namespace crescent

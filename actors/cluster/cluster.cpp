@@ -184,7 +184,7 @@ caf::error cluster::spawn_storage() {
     if (cfg_.nodes[n].hosted_elsewhere())
       continue; // its process runs the owner; the join brings its handle
     auto owner = spawn_node_owner(sys_, cfg_, n, transfer_, ssd_base + "/node-" + std::to_string(n),
-                                  dir_->store_master, std::nullopt);
+                                  dir_->store_master, std::nullopt, links_);
     if (!owner)
       return std::move(owner.error());
     dir_->block_owners[n] = std::move(*owner);

@@ -94,6 +94,11 @@ uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node) {
   return n.pool_tokens == 0 ? n.pool_bytes : tokens_to_bytes(cfg, n.pool_tokens);
 }
 
+uint64_t ssd_bytes_of(const cluster_config& cfg, uint32_t node) {
+  const auto& n = cfg.nodes.at(node);
+  return n.ssd_tokens == 0 ? n.ssd_bytes : tokens_to_bytes(cfg, n.ssd_tokens);
+}
+
 uint64_t decode_kv_bytes_of(const cluster_config& cfg) {
   return cfg.decode.kv_tokens == 0 ? cfg.decode.kv_bytes
                                    : tokens_to_bytes(cfg, cfg.decode.kv_tokens);
@@ -135,9 +140,12 @@ caf::error validate_engine(const cluster_config& cfg) {
     return field_error("engine.kind", "a modeled cluster runs in one process, in simulated "
                                       "time: no node may have an address");
   for (size_t i = 0; i < cfg.nodes.size(); ++i)
-    if (cfg.nodes[i].ssd_bytes != 0)
-      return field_error("nodes[" + std::to_string(i) + "].ssd_mib",
-                         "the SSD tier is not modeled yet: a modeled cluster has DRAM pools only");
+    if (ssd_bytes_of(cfg, static_cast<uint32_t>(i)) != 0 && e.profile && !e.profile->has_ssd())
+      return field_error("nodes[" + std::to_string(i) + "]." +
+                             (cfg.nodes[i].ssd_tokens != 0 ? "ssd_tokens" : "ssd_mib"),
+                         "an SSD tier needs the profile's SSD (machine.ssd_read_bytes_per_s, "
+                         "ssd_write_bytes_per_s): profile " +
+                             e.profile->name + " gives none");
   if (cfg.model.page_bytes() % gpu::standin_page_bytes(cfg.model) != 0)
     return field_error("model", "a modeled page (" + std::to_string(cfg.model.page_bytes()) +
                                     " bytes) must be a multiple of its stand-in of 64 bytes a "
@@ -238,8 +246,11 @@ caf::error validate(const cluster_config& cfg) {
       return field_error(name + (n.pool_tokens != 0 ? ".pool_tokens" : ".pool_mib"),
                          "the pool must hold 1 to 2^24 blocks of " + std::to_string(page) +
                              " bytes");
-    if (n.ssd_bytes != 0 && (n.ssd_bytes < page || n.ssd_bytes / page > (1u << 24)))
-      return field_error(name + ".ssd_mib", "the SSD tier must hold 1 to 2^24 blocks");
+    const uint64_t ssd = ssd_bytes_of(cfg, static_cast<uint32_t>(i));
+    if (ssd != 0 && (ssd < page || ssd / page > (1u << 24)))
+      return field_error(name + (n.ssd_tokens != 0 ? ".ssd_tokens" : ".ssd_mib"),
+                         "the SSD tier must hold 1 to 2^24 blocks of " + std::to_string(page) +
+                             " bytes");
     prefill += n.prefill_instances;
     decode += n.decode_instances;
   }
@@ -359,6 +370,11 @@ transport::link_profile link_profile_of(const cluster_config& cfg) {
   l.nic_latency_ns = static_cast<uint64_t>(std::ceil(p.nic_latency_s * 1e9));
   l.local_latency_ns = 0;
   l.bytes_scale = cfg.model.page_bytes() / gpu::standin_page_bytes(cfg.model);
+  if (p.has_ssd()) {
+    l.ssd_read_bytes_per_s = clamp(p.ssd_read_bytes_per_s);
+    l.ssd_write_bytes_per_s = clamp(p.ssd_write_bytes_per_s);
+    l.ssd_latency_ns = static_cast<uint64_t>(std::ceil(p.ssd_latency_s * 1e9));
+  }
   return l;
 }
 

@@ -33,6 +33,8 @@ struct node_config {
   // When set, the DRAM tier holds this many tokens of KV instead of pool_bytes (whole blocks,
   // rounded down; see pool_bytes_of).
   uint64_t pool_tokens = 0;
+  // When set, the SSD tier holds this many tokens of KV instead of ssd_bytes (ssd_bytes_of).
+  uint64_t ssd_tokens = 0;
   // Coupled instances (prefill and decode on one engine, the vLLM-style baseline; coupled_config
   // below). A cluster with any has no prefill or decode instances.
   uint32_t coupled_instances = 0;
@@ -208,9 +210,11 @@ transport::transfer_options transfer_options_for(const cluster_config& cfg,
                                                  std::vector<uint32_t> local_nodes,
                                                  const std::string& host);
 
-/// The bytes of node `node`'s DRAM tier and of one decode instance's KV memory, in the model's
-/// true page size (pool_tokens and kv_tokens, where set, decide).
+/// The bytes of node `node`'s DRAM tier, of its SSD tier (0: none) and of one decode instance's
+/// KV memory, in the model's true page size (pool_tokens, ssd_tokens and kv_tokens, where set,
+/// decide).
 uint64_t pool_bytes_of(const cluster_config& cfg, uint32_t node);
+uint64_t ssd_bytes_of(const cluster_config& cfg, uint32_t node);
 uint64_t decode_kv_bytes_of(const cluster_config& cfg);
 /// The KV memory of one coupled instance, in the model's true page size.
 uint64_t coupled_kv_bytes_of(const cluster_config& cfg);

@@ -64,7 +64,10 @@ void print_nodes(std::string& out, const cluster_config& c) {
       fmt::format_to(std::back_inserter(out), "pool_tokens: {}", n.pool_tokens);
     else
       fmt::format_to(std::back_inserter(out), "pool_mib: {}", n.pool_bytes >> 20);
-    fmt::format_to(std::back_inserter(out), ", ssd_mib: {}", n.ssd_bytes >> 20);
+    if (n.ssd_tokens != 0)
+      fmt::format_to(std::back_inserter(out), ", ssd_tokens: {}", n.ssd_tokens);
+    else
+      fmt::format_to(std::back_inserter(out), ", ssd_mib: {}", n.ssd_bytes >> 20);
     if (n.hosted_elsewhere())
       fmt::format_to(std::back_inserter(out), ", address: {}", quoted(n.address));
     out += "}\n";

@@ -112,6 +112,10 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
           }},
          {"ssd_mib",
           [&](auto& v, auto& f) { return r.read_size(v, f, node.ssd_bytes, 20, 0, 1u << 24); }},
+         {"ssd_tokens",
+          [&](auto& v, auto& f) {
+            return r.read_uint(v, f, node.ssd_tokens, 1, uint64_t{1} << 40);
+          }},
          {"address", [&](auto& v, auto& f) -> caf::error {
             if (auto e = r.read_string(v, f, node.address))
               return e;

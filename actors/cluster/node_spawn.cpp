@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -33,7 +34,8 @@ caf::expected<block_owner_actor>
 spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t node,
                  const std::shared_ptr<transport::transfer_engine>& transfer,
                  const std::string& ssd_dir, store_master_actor master,
-                 std::optional<transport::peer_info> peer) {
+                 std::optional<transport::peer_info> peer,
+                 std::shared_ptr<transport::modeled_links> links) {
   const auto& n = cfg.nodes.at(node);
   // Blocks of the model's true page size; the arena holds them in the engine's memory layout
   // (the modeled engine's stand-ins are small, 64 bytes a layer: the arena's unit is the
@@ -61,21 +63,33 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   if (!arena)
     return std::move(arena.error());
   std::shared_ptr<storage::ssd_tier> ssd;
-  if (n.ssd_bytes > 0) {
+  std::function<uint64_t(uint64_t, bool)> ssd_modeled_ns;
+  if (const uint64_t ssd_bytes = ssd_bytes_of(cfg, node); ssd_bytes > 0) {
     if (ssd_dir.empty())
       return make_error(errc::bad_config, "node " + std::to_string(node) +
                                               " has an SSD tier but no directory for it");
     storage::ssd_options sopt;
     sopt.directory = ssd_dir;
-    sopt.capacity_bytes = n.ssd_bytes;
+    sopt.capacity_bytes = ssd_bytes;
     sopt.blocks_max = static_cast<uint32_t>(std::min<uint64_t>(
-        (n.ssd_bytes / cfg.model.page_bytes() + 1) * (*codec ? compressed_blocks_factor_max : 1),
+        (ssd_bytes / cfg.model.page_bytes() + 1) * (*codec ? compressed_blocks_factor_max : 1),
         UINT32_MAX));
-    sopt.sync_writes = cfg.store.sync_commits;
+    if (cfg.engine.kind == gpu::engine_kind::modeled) {
+      // Stand-ins (simulated time): as many blocks as the true bytes hold, in the arena's units;
+      // the modeled drive gives the time, so nothing needs to reach the disk.
+      sopt.capacity_bytes = ssd_bytes / cfg.model.page_bytes() * memory_page;
+      sopt.unit_bytes = unit;
+      sopt.sync_writes = false;
+    } else
+      sopt.sync_writes = cfg.store.sync_commits;
     auto tier = storage::ssd_tier::open(sopt);
     if (!tier)
       return std::move(tier.error());
     ssd = std::move(*tier);
+    if (links)
+      ssd_modeled_ns = [links, node](uint64_t bytes, bool write) {
+        return links->reserve_ssd(node, bytes, write);
+      };
   }
   block_owner_options bopt;
   bopt.node = node;
@@ -86,7 +100,8 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
   bopt.heartbeat_interval = std::chrono::milliseconds(cfg.heartbeat_interval_ms);
   bopt.own_thread = own_threads(cfg);
   return spawn_block_owner(sys, bopt,
-                           {std::move(*arena), std::move(ssd), std::move(master), std::move(peer)});
+                           {std::move(*arena), std::move(ssd), std::move(master), std::move(peer),
+                            std::move(ssd_modeled_ns)});
 }
 
 caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg,

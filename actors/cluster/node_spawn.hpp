@@ -41,14 +41,15 @@ caf::expected<std::shared_ptr<const gpu::block_codec>> handoff_codec_of(const cl
 transport::touch memory_touch(const cluster_config& cfg);
 
 /// Node `node`'s block owner: a DRAM arena of nodes[node].pool_bytes registered with `transfer`
-/// and, where nodes[node].ssd_bytes is set, an SSD tier in `ssd_dir` (which must then be
-/// given). `peer` is how other processes reach the arena (none inside one process); `master`
-/// may be empty until a join_atom brings it.
+/// and, where the node has an SSD tier (ssd_bytes_of), one in `ssd_dir` (which must then be
+/// given), timed on `links`' modeled drive in simulated time. `peer` is how other processes reach
+/// the arena (none inside one process); `master` may be empty until a join_atom brings it.
 caf::expected<block_owner_actor>
 spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t node,
                  const std::shared_ptr<transport::transfer_engine>& transfer,
                  const std::string& ssd_dir, store_master_actor master,
-                 std::optional<transport::peer_info> peer);
+                 std::optional<transport::peer_info> peer,
+                 std::shared_ptr<transport::modeled_links> links = nullptr);
 
 /// Decode instance `instance` (cluster-wide index) on `node`: a reference engine and
 /// decode.kv_bytes of KV pages registered with `transfer`.

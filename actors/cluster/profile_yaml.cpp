@@ -87,6 +87,9 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, modeled_profile
                {"h2d_bytes_per_s", real(p.h2d_bytes_per_s)},
                {"nic_bytes_per_s", real(p.nic_bytes_per_s)},
                {"nic_latency_s", real(p.nic_latency_s)},
+               {"ssd_read_bytes_per_s", real(p.ssd_read_bytes_per_s)},
+               {"ssd_write_bytes_per_s", real(p.ssd_write_bytes_per_s)},
+               {"ssd_latency_s", real(p.ssd_latency_s)},
                {"shared_cores",
                 [&](auto& x, auto& f) { return r.read_uint(x, f, p.shared_cores, 0, 1024); }}});
         }},

@@ -397,16 +397,36 @@ TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
   EXPECT_NE(e.find("llama3-70b-8xa800"), std::string::npos) << "names the built-in ones: " << e;
   e = error_of("engine: {kind: simulated}\n");
   EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
-  e = error_of("engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
-               "nodes: [{prefill: 1, pool_tokens: 100000, ssd_mib: 1024}, "
-               "{decode: 1, pool_tokens: 100000}]\ndecode: {kv_tokens: 100000}\n");
-  EXPECT_NE(e.find("nodes[0].ssd_mib: the SSD tier is not modeled yet"), std::string::npos) << e;
+  e = error_of("engine: {kind: modeled, profile: reference-cpu}\n"
+               "nodes: [{prefill: 1, pool_tokens: 1000, ssd_tokens: 1000}, {decode: 1}]\n");
+  EXPECT_NE(e.find("nodes[0].ssd_tokens: an SSD tier needs the profile's SSD"), std::string::npos)
+      << e;
   e = error_of("model: {layers: 80}\n");
   EXPECT_NE(e.find("model.layers (80) must be in [1, 64] for the reference engine"),
             std::string::npos)
       << e;
   e = error_of("model: {kv_element_bytes: 2}\n");
   EXPECT_NE(e.find("reference engine"), std::string::npos) << e;
+}
+
+TEST(cluster_config, a_modeled_ssd_tier_takes_its_times_from_the_profile) {
+  auto cfg = parse_cluster_config("engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
+                                  "nodes: [{prefill: 1, pool_tokens: 100000, ssd_tokens: 400000}, "
+                                  "{decode: 1, pool_tokens: 100000, ssd_mib: 1048576}]\n"
+                                  "decode: {kv_tokens: 100000}\n",
+                                  "c.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(ssd_bytes_of(*cfg, 0), 400'000 / cfg->model.block_tokens * cfg->model.page_bytes());
+  EXPECT_EQ(ssd_bytes_of(*cfg, 1), uint64_t{1} << 40);
+  auto links = link_profile_of(*cfg);
+  EXPECT_EQ(links.ssd_read_bytes_per_s, 7'000'000'000u);
+  EXPECT_EQ(links.ssd_write_bytes_per_s, 3'800'000'000u);
+  EXPECT_EQ(links.ssd_latency_ns, 100'000u);
+  // It prints as it reads.
+  auto again = parse_cluster_config(format_cluster_config(*cfg), "again.yaml");
+  ASSERT_TRUE(again) << describe(again.error());
+  EXPECT_EQ(again->nodes[0].ssd_tokens, 400'000u);
+  EXPECT_EQ(ssd_bytes_of(*again, 1), uint64_t{1} << 40);
 }
 
 TEST(cluster_config, every_built_in_profile_loads) {
@@ -447,6 +467,13 @@ TEST(cluster_config, profile_errors_name_the_line_and_field) {
   ASSERT_FALSE(p);
   EXPECT_NE(describe(p.error()).find("machine.gpus"), std::string::npos) << describe(p.error());
   EXPECT_NE(describe(p.error()).find("p.yaml:"), std::string::npos) << describe(p.error());
+  // An SSD is all of it or none: a drive that writes at 0 bytes a second is no drive.
+  auto half = text;
+  half.replace(half.find("ssd_write_bytes_per_s: 3.8e9"), 28, "ssd_write_bytes_per_s: 0");
+  p = parse_profile(half, "p.yaml");
+  ASSERT_FALSE(p);
+  EXPECT_NE(describe(p.error()).find("profile.ssd_write_bytes_per_s"), std::string::npos)
+      << describe(p.error());
 }
 
 TEST(cluster_config, a_profile_reads_its_warmup_after_idle) {

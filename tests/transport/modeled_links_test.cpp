@@ -19,6 +19,9 @@ link_profile simple_profile() {
   p.nic_latency_ns = 100;
   p.local_latency_ns = 10;
   p.bytes_scale = 1;
+  p.ssd_read_bytes_per_s = 2'000'000'000; // 2 bytes a ns
+  p.ssd_write_bytes_per_s = 500'000'000;  // 2 ns a byte
+  p.ssd_latency_ns = 50;
   return p;
 }
 
@@ -72,6 +75,21 @@ TEST(modeled_links, bytes_scale_and_rounding) {
   modeled_links links{2, p, [&] { return now; }};
   EXPECT_EQ(links.reserve(0, 1, 1), 334u + 100u) << "rounded up";
   EXPECT_EQ(links.nic_out(0).bytes, 1000u);
+}
+
+TEST(modeled_links, a_drive_reads_and_writes_side_by_side_each_in_turn) {
+  fixture f;
+  EXPECT_EQ(f.links.reserve_ssd(1, 1000, false), 500u + 50u); // a read: 2 bytes a ns
+  EXPECT_EQ(f.links.reserve_ssd(1, 1000, true), 2000u + 50u); // a write beside it, not behind
+  EXPECT_EQ(f.links.reserve_ssd(1, 1000, false), 500u + 500u + 50u); // behind the first read
+  EXPECT_EQ(f.links.reserve_ssd(2, 1000, false), 500u + 50u);        // another node's drive
+  f.now_ns = 800;
+  EXPECT_EQ(f.links.reserve_ssd(1, 100, true), 1200u + 200u + 50u); // what is left of the write
+  EXPECT_EQ(f.links.ssd_read(1).bytes, 2000u);
+  EXPECT_EQ(f.links.ssd_read(1).busy_ns, 1000u);
+  EXPECT_EQ(f.links.ssd_write(1).bytes, 1100u);
+  EXPECT_EQ(f.links.ssd_write(1).operations, 2u);
+  EXPECT_EQ(f.links.nic_out(1).bytes, 0u) << "the drive is no NIC";
 }
 
 TEST(modeled_links, nodes_outside_the_cluster_cost_latency_only) {
