@@ -38,6 +38,7 @@ void notify_request(prefill_ptr self, const prefill_job& job) {
     out.setComputedTokens(job.computed_tokens);
     out.setReusedTokens(job.reused_tokens);
     out.setRemoteReusedTokens(job.remote_reused_tokens);
+    out.setSsdReusedTokens(job.ssd_reused_tokens);
     out.setLoadMisses(job.load_misses);
     out.setComputeNs(job.compute_ns);
     out.setKvTailNs(job.last_end_ns > job.computed_ns

@@ -280,11 +280,16 @@ void finish_loading(prefill_ptr self) {
   job.reused_blocks = static_cast<uint32_t>(reused);
   job.reused_tokens = std::min(job.reused_blocks * block_tokens(self), prompt - 1);
   job.position = job.reused_tokens;
+  // By tier: read back from SSD, else from another node's DRAM, else (the rest) local DRAM.
   job.remote_reused_tokens = 0;
+  job.ssd_reused_tokens = 0;
   for (size_t i = 0; i < reused; ++i) {
     const uint32_t begin = static_cast<uint32_t>(i) * block_tokens(self);
-    if (job.loads[i].remote)
-      job.remote_reused_tokens += std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
+    const uint32_t tokens = std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
+    if (job.loads[i].from_ssd)
+      job.ssd_reused_tokens += tokens;
+    else if (job.loads[i].remote)
+      job.remote_reused_tokens += tokens;
   }
   job.pulled.clear();
   job.pulled_blocks = 0;
@@ -336,6 +341,7 @@ void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
     b.key = found[i].key;
     b.checksum = found[i].checksum;
     b.replicas = std::move(replicas);
+    b.from_ssd = found[i].from_ssd;
     job.loads.push_back(std::move(b));
   }
   load_round(self);

@@ -30,6 +30,7 @@ struct block_load {
   uint32_t next = 0; // the replica the next read tries
   bool verified = false;
   bool remote = false;   // verified from another node's replica
+  bool from_ssd = false; // read back from an SSD tier for this get (the store master says)
   caf::error last_error; // of the last replica tried, if it failed
 };
 
@@ -109,7 +110,8 @@ struct prefill_job {
   stored_blocks stored;               // committed new blocks, kept while the copies are made
   uint32_t reused_blocks = 0;
   uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)
-  uint32_t remote_reused_tokens = 0; // of those, read from other nodes
+  uint32_t remote_reused_tokens = 0; // of those, read from other nodes' DRAM (not from SSD)
+  uint32_t ssd_reused_tokens = 0;    // of those, read back from an SSD tier (on any node)
   uint32_t position = 0;             // tokens whose KV is in the local pages
   uint32_t computed_tokens = 0;
   uint32_t load_misses = 0;

@@ -55,6 +55,7 @@ typed_envelope<wire::RequestOutcome> make_outcome(request_ptr self, request_stat
     for (unsigned k = 0; k < st.stage_compute_ns.size(); ++k)
       stages.set(k, st.stage_compute_ns[k]);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
+    out.setSsdReusedTokens(st.ssd_reused_tokens);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
   });
@@ -150,7 +151,7 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
   auto& st = self->state;
   struct done {
     uint64_t id;
-    uint32_t first, computed, reused, remote, misses;
+    uint32_t first, computed, reused, remote, ssd, misses;
     uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
     std::vector<uint64_t> stages;
   };
@@ -162,6 +163,7 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
                 in.getComputedTokens(),
                 in.getReusedTokens(),
                 in.getRemoteReusedTokens(),
+                in.getSsdReusedTokens(),
                 in.getLoadMisses(),
                 in.getComputeNs(),
                 in.getKvTailNs(),
@@ -181,6 +183,7 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
   st.computed_tokens = d->computed;
   st.reused_tokens = d->reused;
   st.remote_reused_tokens = std::min(d->remote, d->reused);
+  st.ssd_reused_tokens = std::min(d->ssd, d->reused - st.remote_reused_tokens);
   st.load_misses = d->misses;
   st.prefill_compute_ns = d->compute_ns;
   st.kv_tail_ns = d->kv_tail_ns;

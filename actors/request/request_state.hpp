@@ -61,6 +61,7 @@ struct request_state {
   uint32_t computed_tokens = 0;
   uint32_t reused_tokens = 0;
   uint32_t remote_reused_tokens = 0;
+  uint32_t ssd_reused_tokens = 0;
   uint32_t load_misses = 0;
   uint64_t prefill_compute_ns = 0;
   uint64_t kv_tail_ns = 0;                // the KV's arrival at decode after compute ended

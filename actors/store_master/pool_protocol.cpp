@@ -31,7 +31,8 @@ read_get_reply(const typed_envelope<wire::GetReply>& reply) {
   return read_as<wire::GetReply>(reply, [](wire::GetReply::Reader in) {
     std::vector<block_location> out;
     for (auto b : in.getBlocks()) {
-      block_location loc{read_key(b.getKey()), b.getSizeBytes(), b.getChecksum(), {}};
+      block_location loc{
+          read_key(b.getKey()), b.getSizeBytes(), b.getChecksum(), {}, b.getFromSsd()};
       for (auto h : b.getReplicas())
         loc.replicas.push_back(transport::from_wire(h));
       out.push_back(std::move(loc));

@@ -22,6 +22,7 @@ struct block_location {
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
   std::vector<transport::region_handle> replicas;
+  bool from_ssd = false; // promoted from an SSD tier for this get
 };
 
 /// Space granted by put_start for one key; no replicas: skip this block (it exists already, or

@@ -49,8 +49,10 @@ struct get_args {
   bool prefix_only = false;
 };
 
-// Answers a get from the current metadata; leases what it returns.
-typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a) {
+// Answers a get from the current metadata; leases what it returns. `promoted`: the blocks this
+// get read back from SSD.
+typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a,
+                                      const std::unordered_set<block_key>& promoted = {}) {
   auto& st = self->state;
   const int64_t until =
       now_ns(self) +
@@ -78,6 +80,7 @@ typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a) {
       blocks[i].setSizeBytes(r->size_bytes);
       blocks[i].setChecksum(r->checksum);
       blocks[i].setLeaseUntilNs(until);
+      blocks[i].setFromSsd(promoted.contains(shown[i]));
       std::vector<transport::region_handle> in_dram;
       for (const auto& x : r->replicas)
         if (x.in_dram && live(self, x.node))
@@ -163,20 +166,24 @@ caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
     return answer(self, *a);
   auto rp = self->make_response_promise<typed_envelope<wire::GetReply>>();
   auto outstanding = std::make_shared<size_t>(promote.size());
+  auto promoted_keys = std::make_shared<std::unordered_set<block_key>>();
   for (auto& [node, keys] : promote) {
     auto req = make_envelope<wire::Promote>([&](wire::Promote::Builder out) {
       write_keys(out.initKeys(static_cast<unsigned>(keys.size())), keys);
     });
     auto done = [=, node = node, keys = keys](promote_outcome o) mutable {
-      for (size_t i = 0; i < keys.size() && i < o.handles.size(); ++i)
+      for (size_t i = 0; i < keys.size() && i < o.handles.size(); ++i) {
         promoted(self, node, keys[i], o.handles[i]);
+        if (o.handles[i].valid())
+          promoted_keys->insert(keys[i]);
+      }
       for (size_t i = 0; i < keys.size() && i < o.lost.size(); ++i)
         if (o.lost[i])
           if (auto taken = take_replicas(self, keys[i], node); !taken)
             spdlog::error("store_master: dropping a replica of {}: {}", to_string(keys[i]),
                           describe(taken.error()));
       if (--*outstanding == 0)
-        rp.deliver(answer(self, *a));
+        rp.deliver(answer(self, *a, *promoted_keys));
     };
     self->request(st.nodes[node].owner, control_timeout, promote_atom::value, req)
         .then(

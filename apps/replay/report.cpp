@@ -103,6 +103,7 @@ request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, u
     out.computed_tokens = in.getComputedTokens();
     out.reused_tokens = in.getReusedTokens();
     out.remote_reused_tokens = in.getRemoteReusedTokens();
+    out.ssd_reused_tokens = in.getSsdReusedTokens();
     out.load_misses = in.getLoadMisses();
     out.prefill_instance = in.getPrefillInstance();
     out.decode_instance = in.getDecodeInstance();

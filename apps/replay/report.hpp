@@ -25,6 +25,7 @@ struct request_result {
   uint32_t computed_tokens = 0;
   uint32_t reused_tokens = 0;
   uint32_t remote_reused_tokens = 0; // of reused_tokens, read from another node's DRAM
+  uint32_t ssd_reused_tokens = 0;    // of reused_tokens, read back from an SSD tier
   uint32_t load_misses = 0;
   uint32_t prefill_instance = 0;
   uint32_t decode_instance = 0;

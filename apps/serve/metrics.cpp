@@ -160,7 +160,10 @@ void door_metrics::observe(const replay::request_result& r) {
   counts_.completion_tokens += r.tokens.size();
   counts_.computed_tokens += r.computed_tokens;
   counts_.remote_hit_tokens += r.remote_reused_tokens;
-  counts_.local_hit_tokens += r.reused_tokens - std::min(r.reused_tokens, r.remote_reused_tokens);
+  counts_.ssd_hit_tokens += r.ssd_reused_tokens;
+  counts_.local_hit_tokens +=
+      r.reused_tokens -
+      std::min<uint32_t>(r.reused_tokens, r.remote_reused_tokens + r.ssd_reused_tokens);
   if (r.token_times_ns.empty())
     return;
   const double ttft = static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e9;
@@ -188,9 +191,10 @@ int64_t door_metrics::in_flight() const {
 }
 
 double door_numbers::hit_rate() const {
-  return prompt_tokens == 0 ? 0.0
-                            : static_cast<double>(local_hit_tokens + remote_hit_tokens) /
-                                  static_cast<double>(prompt_tokens);
+  return prompt_tokens == 0
+             ? 0.0
+             : static_cast<double>(local_hit_tokens + remote_hit_tokens + ssd_hit_tokens) /
+                   static_cast<double>(prompt_tokens);
 }
 
 door_numbers door_metrics::numbers() const {
@@ -249,11 +253,14 @@ void door_metrics::write(prom_writer& w) const {
   w.sample("crescent_prefill_computed_tokens_total", {}, static_cast<double>(n.computed_tokens));
   w.family("crescent_prefix_hit_tokens_total", "counter",
            "Prompt tokens whose KV was reused, by where it came from (local: the prefill "
-           "node's own pool memory; remote: another node's, pulled)");
+           "node's own pool memory; remote: another node's, pulled; ssd: read back from an "
+           "SSD tier for the request)");
   w.sample("crescent_prefix_hit_tokens_total", {{"tier", "local"}},
            static_cast<double>(n.local_hit_tokens));
   w.sample("crescent_prefix_hit_tokens_total", {{"tier", "remote"}},
            static_cast<double>(n.remote_hit_tokens));
+  w.sample("crescent_prefix_hit_tokens_total", {{"tier", "ssd"}},
+           static_cast<double>(n.ssd_hit_tokens));
 }
 
 namespace {

@@ -76,7 +76,7 @@ struct door_numbers {
   std::array<uint64_t, static_cast<size_t>(door_outcome::count)> outcomes{};
   int64_t in_flight = 0;
   uint64_t prompt_tokens = 0, completion_tokens = 0, computed_tokens = 0;
-  uint64_t local_hit_tokens = 0, remote_hit_tokens = 0;
+  uint64_t local_hit_tokens = 0, remote_hit_tokens = 0, ssd_hit_tokens = 0;
   // Of completed requests, quantiles over the last recent_requests (nearest rank): TTFT, and TBT
   // per request as `crescent run` reports it (the mean of its longest 10% of token intervals).
   latency_summary ttft, tbt;

@@ -75,13 +75,16 @@ std::string requests_section(const door_numbers& d) {
   out += "</tr></table>\n";
 
   out += "<h2>Prefix hits</h2><table><tr><th>hit rate</th><th>local hit tokens</th>"
-         "<th>remote hit tokens</th><th>prompt tokens</th><th>computed tokens</th></tr><tr>";
+         "<th>remote hit tokens</th><th>SSD hit tokens</th><th>prompt tokens</th><th>computed "
+         "tokens</th></tr><tr>";
   out += fmt::format("<td class=\"n\" id=\"hit-rate\" data-value=\"{}\">{:.1f}%</td>",
                      prom_writer::number(d.hit_rate()), 100 * d.hit_rate());
   out += count_cell("crescent_prefix_hit_tokens_total", {{"tier", "local"}},
                     static_cast<double>(d.local_hit_tokens));
   out += count_cell("crescent_prefix_hit_tokens_total", {{"tier", "remote"}},
                     static_cast<double>(d.remote_hit_tokens));
+  out += count_cell("crescent_prefix_hit_tokens_total", {{"tier", "ssd"}},
+                    static_cast<double>(d.ssd_hit_tokens));
   out += count_cell("crescent_prompt_tokens_total", {}, static_cast<double>(d.prompt_tokens));
   out += count_cell("crescent_prefill_computed_tokens_total", {},
                     static_cast<double>(d.computed_tokens));

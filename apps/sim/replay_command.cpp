@@ -120,7 +120,9 @@ std::vector<link_report> link_usage(const cluster& cl) {
     return out;
   for (uint32_t n = 0; n < links->nodes(); ++n) {
     auto o = links->nic_out(n), i = links->nic_in(n), l = links->local(n);
-    out.push_back({n, o.bytes, i.bytes, l.bytes, o.busy_ns, i.busy_ns, l.busy_ns});
+    auto sr = links->ssd_read(n), sw = links->ssd_write(n);
+    out.push_back({n, o.bytes, i.bytes, l.bytes, o.busy_ns, i.busy_ns, l.busy_ns, sr.bytes,
+                   sw.bytes, sr.busy_ns, sw.busy_ns});
   }
   return out;
 }
@@ -299,6 +301,8 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
   }
   out.report.speedup = opt.speedup;
   out.report.coupled = is_coupled(cfg);
+  for (uint32_t n = 0; n < cfg.nodes.size(); ++n)
+    out.report.ssd = out.report.ssd || ssd_bytes_of(cfg, n) != 0;
   out.report.shuffle_seed = opt.shuffle_seed;
   out.report.messages = run->messages;
   out.report.message_hash = run->hash;

@@ -65,6 +65,7 @@ void measure(sim_report& r, std::vector<request_result> results) {
     if (x.status != outcome_status::completed)
       continue;
     r.reused_remote_tokens += x.remote_reused_tokens;
+    r.reused_ssd_tokens += x.ssd_reused_tokens;
     prefill_s += static_cast<double>(x.prefill_compute_ns) / 1e9;
     r.kv_tail_ms_mean += static_cast<double>(x.kv_tail_ns) / 1e6;
     if (x.prompt_tokens >= sim_report::long_prompt_tokens) {
@@ -105,7 +106,8 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
   out += fmt::format("SLO           TTFT <= {:.0f} s: {:.1f}%; TBT <= {} (of {} requests)\n",
                      r.slo.ttft_ms / 1000, share(r.ttft_met, r.requests), tbt, r.requests);
   out += fmt::format("effective     both SLOs met, by TBT threshold: {}\n", eff);
-  const uint64_t local = s.reused_tokens - std::min(s.reused_tokens, r.reused_remote_tokens);
+  const uint64_t local =
+      s.reused_tokens - std::min(s.reused_tokens, r.reused_remote_tokens + r.reused_ssd_tokens);
   auto of_prompt = [&](uint64_t tokens) {
     return s.prompt_tokens == 0 ? 0.0 : static_cast<double>(tokens) / s.prompt_tokens;
   };
@@ -115,8 +117,10 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
                        s.hit_rate());
   else
     out += fmt::format("hit rate      {:.4f} of prompt tokens: local DRAM {:.4f}, remote DRAM "
-                       "{:.4f}, SSD: not modeled\n",
-                       s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens));
+                       "{:.4f}, SSD {}\n",
+                       s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens),
+                       r.ssd ? fmt::format("{:.4f}", of_prompt(r.reused_ssd_tokens))
+                             : std::string{"(no SSD tier)"});
   out += fmt::format("prefill GPU   {:.3f} s per completed request ({})\n", r.prefill_gpu_s_mean,
                      r.coupled ? "its share of the steps that computed its prompt"
                                : "modeled compute");
@@ -135,14 +139,19 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
     out += fmt::format("rejected      {} x {}\n", n, reason);
   for (const auto& [reason, n] : r.failed)
     out += fmt::format("failed        {} x {}\n", n, reason);
-  uint64_t nic = 0, local_bytes = 0;
+  uint64_t nic = 0, local_bytes = 0, ssd_read = 0, ssd_write = 0;
   for (const auto& l : r.links) {
     nic += l.nic_out_bytes;
     local_bytes += l.local_bytes;
+    ssd_read += l.ssd_read_bytes;
+    ssd_write += l.ssd_write_bytes;
   }
   out +=
       fmt::format("KV moved      {:.1f} GB between nodes, {:.1f} GB within nodes (modeled links)\n",
                   nic / 1e9, local_bytes / 1e9);
+  if (r.ssd)
+    out += fmt::format("SSD           {:.1f} GB read back, {:.1f} GB offloaded (modeled drives)\n",
+                       ssd_read / 1e9, ssd_write / 1e9);
   out +=
       fmt::format("messages      {} delivered, stream hash {:016x}\n", r.messages, r.message_hash);
   const double speed = wall.wall_s > 0 ? r.virtual_end_s / wall.wall_s : 0;
@@ -175,6 +184,7 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["prompt_tokens"] = x.prompt_tokens;
   j["reused_tokens"] = x.reused_tokens;
   j["remote_reused_tokens"] = x.remote_reused_tokens;
+  j["ssd_reused_tokens"] = x.ssd_reused_tokens;
   j["computed_tokens"] = x.computed_tokens;
   j["output_tokens"] = x.tokens.size();
   j["prefill_compute_ns"] = x.prefill_compute_ns;
@@ -223,6 +233,7 @@ std::string format_json(const sim_report& r) {
   j["tokens"] = {{"prompt", s.prompt_tokens},
                  {"reused", s.reused_tokens},
                  {"reused_remote", r.reused_remote_tokens},
+                 {"reused_ssd", r.reused_ssd_tokens},
                  {"computed", s.computed_tokens},
                  {"load_misses", s.load_misses},
                  {"hit_rate", s.hit_rate()}};
@@ -249,7 +260,11 @@ std::string format_json(const sim_report& r) {
                      {"local_bytes", l.local_bytes},
                      {"nic_out_busy_ns", l.nic_out_busy_ns},
                      {"nic_in_busy_ns", l.nic_in_busy_ns},
-                     {"local_busy_ns", l.local_busy_ns}});
+                     {"local_busy_ns", l.local_busy_ns},
+                     {"ssd_read_bytes", l.ssd_read_bytes},
+                     {"ssd_write_bytes", l.ssd_write_bytes},
+                     {"ssd_read_busy_ns", l.ssd_read_busy_ns},
+                     {"ssd_write_busy_ns", l.ssd_write_busy_ns}});
   j["links"] = links;
   j["messages"] = {{"delivered", r.messages}, {"hash", fmt::format("{:016x}", r.message_hash)}};
   auto records = nlohmann::ordered_json::array();

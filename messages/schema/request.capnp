@@ -24,10 +24,12 @@ struct PrefillDone {
   loadMisses @4 :UInt32;
   computeNs @5 :UInt64;
   remoteReusedTokens @6 :UInt32;  # of reusedTokens, those read from another node's DRAM
+                                  # where they already were (not read back from SSD for it)
   kvTailNs @7 :UInt64;   # from the end of compute until the last of the KV reached decode
   kvBusyNs @8 :UInt64;   # the time some of the KV was in flight to decode
   queueNs @9 :UInt64;    # from the job's acceptance until it started
   stageComputeNs @10 :List(UInt64);  # a prefill group's job: each stage's busy time (else empty)
+  ssdReusedTokens @11 :UInt32;   # of reusedTokens, those read back from an SSD tier for it
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -68,10 +70,12 @@ struct RequestOutcome {
   decodeInstance @10 :UInt32;
   prefillComputeNs @11 :UInt64;   # the prefill's compute time (measured, or modeled)
   remoteReusedTokens @12 :UInt32; # of reusedTokens, those read from another node's DRAM
+                                  # where they already were (not read back from SSD for it)
   predictedTtftNs @13 :UInt64;    # the conductor's prediction at placement (0: not placed)
   retryAfterMs @14 :UInt64;       # rejected by the conductor: when a retry may be admitted
   kvTailNs @15 :UInt64;           # the KV's arrival at decode after prefill compute ended
   kvBusyNs @16 :UInt64;           # the time some of the KV was in flight to decode
   prefillQueueNs @17 :UInt64;     # the prefill job's wait in its instance's queue
   stageComputeNs @18 :List(UInt64); # a prefill group's job: each stage's busy time (else empty)
+  ssdReusedTokens @19 :UInt32;    # of reusedTokens, those read back from an SSD tier for it
 }

@@ -66,6 +66,7 @@ struct BlockLocation {
   checksum @2 :UInt64;
   replicas @3 :List(Common.RegionHandle);  # in DRAM; empty: not available
   leaseUntilNs @4 :Int64;                  # on the store master's clock
+  fromSsd @5 :Bool;                        # read back from an SSD tier for this get
 }
 
 struct GetReply {

@@ -44,6 +44,7 @@ TEST(prometheus, the_door_counts_outcomes_answers_and_tokens) {
   r.prompt_tokens = 10;
   r.reused_tokens = 8;
   r.remote_reused_tokens = 3;
+  r.ssd_reused_tokens = 2;
   r.tokens = {1, 2, 3};
   r.arrival_ns = 0;
   r.token_times_ns = {2'000'000, 3'000'000, 5'000'000};
@@ -56,8 +57,9 @@ TEST(prometheus, the_door_counts_outcomes_answers_and_tokens) {
                 "crescent_http_responses_total{path=\"/v1/completions\",code=\"200\"} 2\n",
                 "crescent_http_responses_total{path=\"/v1/completions\",code=\"429\"} 1\n",
                 "crescent_ttft_seconds_count 1\n", "crescent_tbt_seconds_count 2\n",
-                "crescent_prefix_hit_tokens_total{tier=\"local\"} 5\n",
+                "crescent_prefix_hit_tokens_total{tier=\"local\"} 3\n",
                 "crescent_prefix_hit_tokens_total{tier=\"remote\"} 3\n",
+                "crescent_prefix_hit_tokens_total{tier=\"ssd\"} 2\n",
                 "crescent_completion_tokens_total 3\n"});
 }
 

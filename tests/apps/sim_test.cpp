@@ -356,6 +356,63 @@ TEST(sim, the_replayed_hit_rate_agrees_with_the_sequence_analysis) {
   }
 }
 
+// An SSD tier below a small DRAM pool: what eviction drops from DRAM goes to the drive and comes
+// back for the prompts that share it, so that DRAM and SSD together give the hit rate of a pool
+// that never evicts; each read back takes the modeled drive's time.
+TEST(sim, an_ssd_tier_serves_evicted_prefixes_at_the_modeled_drive_speed) {
+  auto all = trace_head(1800);
+  std::vector<replay::trace_record> records(all.begin() + 1500, all.end());
+  simulate_options one_at_a_time;
+  one_at_a_time.sequential = true;
+  auto unbounded = one_pool_node_cluster(0);
+  auto dram_only = one_pool_node_cluster(300'000);
+  ASSERT_TRUE(unbounded && dram_only);
+  auto with_ssd = *dram_only;
+  with_ssd.nodes[0].ssd_tokens = 10'000'000; // beyond this part of the trace
+  auto slow_ssd = with_ssd;
+  auto profile = std::make_shared<gpu::modeled_profile>(*with_ssd.engine.profile);
+  profile->ssd_read_bytes_per_s /= 10;
+  slow_ssd.engine.profile = profile;
+
+  auto u = run(*unbounded, records, one_at_a_time);
+  auto d = run(*dram_only, records, one_at_a_time);
+  auto s = run(with_ssd, records, one_at_a_time);
+  auto slow = run(slow_ssd, records, one_at_a_time);
+  for (const auto* x : {&u, &d, &s, &slow})
+    ASSERT_EQ(x->report.summary.completed, records.size());
+  EXPECT_EQ(d.report.reused_ssd_tokens, 0u);
+  EXPECT_GT(s.report.reused_ssd_tokens, 0u) << "evicted prefixes came back from the drive";
+  EXPECT_LT(d.report.summary.hit_rate(), u.report.summary.hit_rate());
+  EXPECT_NEAR(s.report.summary.hit_rate(), u.report.summary.hit_rate(), 5e-4)
+      << "DRAM and SSD hold what one pool that never evicts holds";
+  uint64_t read = 0, written = 0;
+  for (const auto& l : s.report.links) {
+    read += l.ssd_read_bytes;
+    written += l.ssd_write_bytes;
+  }
+  EXPECT_GT(written, 0u);
+  EXPECT_GT(read, 0u);
+  // The same requests, the same hits, a drive ten times slower to read: the requests that read
+  // back from it reach their first token later, the others not.
+  ASSERT_EQ(slow.report.reused_ssd_tokens, s.report.reused_ssd_tokens);
+  int64_t fast_ttft = 0, slow_ttft = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const auto& a = s.report.results[i];
+    const auto& b = slow.report.results[i];
+    const int64_t ta = a.token_times_ns.front() - a.arrival_ns;
+    const int64_t tb = b.token_times_ns.front() - b.arrival_ns;
+    if (a.ssd_reused_tokens > 0) {
+      fast_ttft += ta;
+      slow_ttft += tb;
+    } else {
+      EXPECT_EQ(ta, tb) << "request " << i << " read nothing from the drive";
+    }
+  }
+  EXPECT_GT(slow_ttft, fast_ttft);
+  EXPECT_EQ(format_json(s.report), format_json(run(with_ssd, records, one_at_a_time).report))
+      << "the same run again, byte for byte";
+}
+
 // A hot prefix: `n` requests 100 ms apart, each 40 shared blocks and one of its own. Queued
 // behind each other on one instance, they are sent to others that pull the prefix; the copies
 // they make then serve later ones locally.

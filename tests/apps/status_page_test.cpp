@@ -55,7 +55,7 @@ TEST(status_page_html, every_number_is_the_metrics_value_of_its_series) {
     EXPECT_NE(metrics.find("\n" + line), std::string::npos) << line;
     ++checked;
   }
-  EXPECT_EQ(checked, 6u + 4 + 6 + 3 + 4 * 4 + 7 * 4 + 2); // the last: predicted queues
+  EXPECT_EQ(checked, 6u + 5 + 6 + 3 + 4 * 4 + 7 * 4 + 2); // the last: predicted queues
   EXPECT_NE(page.find("id=\"hit-rate\" data-value=\"0.4\">40.0%"), std::string::npos) << page;
   EXPECT_NE(page.find("m&lt;odel&gt;"), std::string::npos);
   EXPECT_EQ(page.find("<script"), std::string::npos); // self-contained, no script

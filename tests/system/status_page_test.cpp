@@ -118,9 +118,9 @@ TEST(status_page, shows_in_chromium_the_numbers_of_metrics) {
     EXPECT_EQ(value, *expected) << series;
     ++checked;
   }
-  // The 5 outcomes and in flight, 4 hit counters, 6 recent latency numbers, 3 conductor numbers,
-  // 4 per node (4 nodes) and 6 per instance (4 instances).
-  EXPECT_EQ(checked, 6u + 4 + 6 + 3 + 4 * 4 + 7 * 4 + 2) << dom; // the last: predicted queues
+  // The 5 outcomes and in flight, 5 hit counters (tiers local, remote, ssd), 6 recent latency
+  // numbers, 3 conductor numbers, 4 per node (4 nodes) and 6 per instance (4 instances).
+  EXPECT_EQ(checked, 6u + 5 + 6 + 3 + 4 * 4 + 7 * 4 + 2) << dom; // the last: predicted queues
   EXPECT_EQ(metric(metrics, "crescent_requests_total{outcome=\"completed\"}"), 3);
   EXPECT_EQ(metric(metrics, "crescent_requests_total{outcome=\"bad_request\"}"), 1);
   EXPECT_EQ(metric(metrics, "crescent_recent_ttft_seconds_count"), 3);
