@@ -363,7 +363,8 @@ void lookup_prefix(prefill_ptr self) {
     return;
   }
   ask_master<wire::GetReply>(
-      self, computing, get_atom::value, pool_protocol::make_get(job.keys, true),
+      self, computing, get_atom::value,
+      pool_protocol::make_get(job.keys, true, st.options.node, job.pull),
       [self](const typed_envelope<wire::GetReply>& reply) {
         auto found = pool_protocol::read_get_reply(reply);
         if (found) {

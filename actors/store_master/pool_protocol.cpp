@@ -19,10 +19,14 @@ unsigned count(std::span<const T> values) {
 
 } // namespace
 
-typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only) {
+typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only,
+                                   std::optional<uint32_t> reader, bool pull) {
   return make_envelope<wire::Get>([&](wire::Get::Builder out) {
     write_keys(out.initKeys(count(keys)), keys);
     out.setPrefixOnly(prefix_only);
+    if (reader)
+      out.setReader(*reader);
+    out.setPull(pull);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <caf/expected.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -42,7 +43,9 @@ struct put_start_args {
   bool replicate = false;              // one more replica of existing blocks on `node`
 };
 
-typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only);
+/// A get; `reader` and `pull` say where a block only on SSD is read back (wire::Get).
+typed_envelope<wire::Get> make_get(std::span<const block_key> keys, bool prefix_only,
+                                   std::optional<uint32_t> reader = std::nullopt, bool pull = true);
 caf::expected<std::vector<block_location>>
 read_get_reply(const typed_envelope<wire::GetReply>& reply);
 

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <optional>
 #include <unordered_set>
 
 namespace crescent {
@@ -47,7 +48,26 @@ availability available(master_ptr self, const storage::object_record* r) {
 struct get_args {
   std::vector<block_key> keys;
   bool prefix_only = false;
+  uint32_t reader = UINT32_MAX; // none
+  bool pull = true;
 };
+
+// The SSD copy of `r` to read back for this get: the reader's own, else (for a reader that
+// pulls, or none) the first live one; nullopt: none to read.
+std::optional<uint32_t> ssd_copy_to_read(master_ptr self, const storage::object_record& r,
+                                         const get_args& a) {
+  std::optional<uint32_t> first;
+  for (const auto& x : r.replicas) {
+    if (!x.on_ssd || !live(self, x.node))
+      continue;
+    if (x.node == a.reader)
+      return x.node;
+    if (!first)
+      first = x.node;
+  }
+  const bool known_reader = a.reader < self->state.nodes.size();
+  return known_reader && !a.pull ? std::nullopt : first;
+}
 
 // Answers a get from the current metadata; leases what it returns. `promoted`: the blocks this
 // get read back from SSD.
@@ -141,7 +161,7 @@ caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
                                                    const typed_envelope<wire::Get>& msg) {
   auto& st = self->state;
   auto a = read_as<wire::Get>(msg, [](wire::Get::Reader in) {
-    return get_args{to_keys(in.getKeys()), in.getPrefixOnly()};
+    return get_args{to_keys(in.getKeys()), in.getPrefixOnly(), in.getReader(), in.getPull()};
   });
   if (!a)
     return st.bad.refuse(st.name, std::move(a.error()));
@@ -156,11 +176,10 @@ caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
       break;
     if (where != availability::ssd)
       continue;
-    for (const auto& x : r->replicas)
-      if (x.on_ssd && live(self, x.node)) {
-        promote[x.node].push_back(key);
-        break;
-      }
+    if (auto node = ssd_copy_to_read(self, *r, *a))
+      promote[*node].push_back(key);
+    else if (a->prefix_only)
+      break; // the reader cannot use it: the prefix ends here
   }
   if (promote.empty())
     return answer(self, *a);

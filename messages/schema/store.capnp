@@ -58,6 +58,12 @@ struct PutRevoke {
 struct Get {
   keys @0 :List(Common.BlockKey);
   prefixOnly @1 :Bool;   # stop at the first block that is not available
+  # The reader's node, and whether it reads other nodes' copies (a pull). A block only on SSD is
+  # read back on the reader's node where that has a copy, on another node only for a reader that
+  # pulls (else the drive's time and DRAM would go to a copy it does not read). No reader (the
+  # default, or a node outside the pool): the first live copy, wherever it is.
+  reader @2 :UInt32 = 0xffffffff;
+  pull @3 :Bool = true;
 }
 
 struct BlockLocation {

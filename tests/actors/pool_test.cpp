@@ -413,6 +413,50 @@ TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   EXPECT_GT(promotions, 0u);
 }
 
+// A block only on node 0's SSD is read back for a reader on node 0, or one that pulls; a reader on
+// node 1 that does not pull would not read node 0's copy, so the drive and DRAM are spared, and
+// the prefix ends there. The reply says which blocks came back from SSD.
+TEST(kv_pool, a_block_only_on_ssd_is_read_back_where_its_reader_can_use_it) {
+  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
+  cfg.pool.evict_fraction = 0.4;
+  cfg.pool.lease_ttl_ms = 1;
+  cfg.pool.promotion_reserve = 0;
+  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
+  cfg.nodes[1].pool_bytes = 2 * block_bytes; // puts can hardly go to node 1
+  pool p{cfg};
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 40; ++k)
+    keys.push_back(k);
+  ASSERT_EQ(p.put(keys).size(), keys.size());
+  auto promotions = [&] {
+    return p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); });
+  };
+  auto get = [&](uint64_t key, std::optional<uint32_t> reader, bool pull) {
+    const std::vector<block_key> k{block_key{0, key}};
+    auto reply = p.ask(p.cl->dir().store_master, get_atom::value,
+                       pool_protocol::make_get(k, true, reader, pull));
+    EXPECT_TRUE(reply);
+    auto found = pool_protocol::read_get_reply(*reply);
+    EXPECT_TRUE(found);
+    p.sched.advance_time(std::chrono::milliseconds(2)); // its lease ends
+    return found && !found->empty() ? found->front() : pool_protocol::block_location{};
+  };
+  // Blocks 1 to 3 were the first evicted: only on node 0's SSD.
+  const auto before = promotions();
+  EXPECT_TRUE(get(1, 1, false).replicas.empty()) << "node 1 does not pull: not read back";
+  EXPECT_EQ(promotions(), before);
+  auto pulled = get(1, 1, true);
+  ASSERT_EQ(pulled.replicas.size(), 1u) << "node 1 pulls: read back on node 0";
+  EXPECT_EQ(pulled.replicas[0].node, 0u);
+  EXPECT_TRUE(pulled.from_ssd);
+  auto own = get(2, 0, false);
+  ASSERT_EQ(own.replicas.size(), 1u) << "the reader's own copy";
+  EXPECT_TRUE(own.from_ssd);
+  EXPECT_TRUE(get(3, std::nullopt, false).from_ssd) << "no reader named: wherever it is";
+  EXPECT_EQ(promotions(), before + 3);
+  EXPECT_FALSE(get(2, 0, false).from_ssd) << "in DRAM now: read as any other block";
+}
+
 // Node 0 holds 20 blocks of DRAM; puts may fill 19 of them (promotion_reserve 5%), evictions
 // start past 18. Its recent blocks are all leased, so nothing can be evicted, and the puts after
 // them, each leased in turn, fill DRAM up to their limit. Gets of blocks only on SSD still find
