@@ -299,8 +299,9 @@ TEST_F(hosted_nodes, a_prefill_stage_process_killed_mid_run_fails_its_requests_a
       continue;
     }
     if (r.status == replay::outcome_status::failed) {
-      // The head's watch on the stage, or a transfer to its process, tells first.
-      EXPECT_NE(r.reason.find("prefill stage 1"), std::string::npos) << r.reason;
+      // The head's watch on the stage ("prefill stage 1 failed"), or a stream to its process
+      // ("a stream to stage 1 failed"), tells first.
+      EXPECT_NE(r.reason.find("stage 1"), std::string::npos) << r.reason;
       ++failed;
     } // else rejected: the group is gone with its node, so nothing can prefill
   }
