@@ -543,6 +543,12 @@ void store_new_blocks(prefill_ptr self) {
         }
         std::vector<size_t> blocks(last - first);
         std::iota(blocks.begin(), blocks.end(), first);
+        // Blocks only on SSD (computed here again, since this node reads no other's copy): the
+        // pages in hand become DRAM copies on this node, as pulled blocks do, after the new ones.
+        auto& copied = self->state.storing->pulled;
+        for (size_t i = 0; i < slots->size(); ++i)
+          if ((*slots)[i].only_on_ssd)
+            copied.push_back(blocks[i]);
         write_blocks(self, blocks, *slots, false);
       },
       [=](caf::error& err) {
@@ -618,7 +624,8 @@ void commit_blocks(prefill_ptr self, stored_blocks blocks, std::vector<uint64_t>
 
 // The new blocks are stored (or not). Blocks this job pulled from other nodes then become
 // replicas on this node too: a hot prefix spreads to the nodes that read it, and the next job
-// here that needs it reads it locally (Mooncake's replication of hot blocks, section 6.2).
+// here that needs it reads it locally (Mooncake's replication of hot blocks, section 6.2). So do
+// blocks it computed that the pool holds only on SSD: a DRAM copy again, from the pages in hand.
 // Copies are best effort: any trouble and the job ends with what it has.
 void end_store(prefill_ptr self, stored_blocks stored) {
   auto& st = self->state;

@@ -106,7 +106,8 @@ struct prefill_job {
   std::vector<std::vector<size_t>> loading;
   uint64_t round_remote_ns = 0;       // the longest of this round's reads from other nodes
   std::optional<block_store> storing; // the new blocks' writes in flight
-  std::vector<size_t> pulled;         // reused blocks read from other nodes: copied here last
+  std::vector<size_t> pulled;         // copied here last: reused blocks read from other nodes, and
+                                      // computed ones the pool holds only on SSD
   stored_blocks stored;               // committed new blocks, kept while the copies are made
   uint32_t reused_blocks = 0;
   uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)

@@ -64,7 +64,7 @@ read_put_start_reply(const typed_envelope<wire::PutStartReply>& reply) {
   return read_as<wire::PutStartReply>(reply, [](wire::PutStartReply::Reader in) {
     std::vector<put_slot> out;
     for (auto s : in.getSlots()) {
-      put_slot x{read_key(s.getKey()), {}};
+      put_slot x{read_key(s.getKey()), {}, s.isOnlyOnSsd()};
       if (s.isReplicas())
         for (auto h : s.getReplicas())
           x.replicas.push_back(transport::from_wire(h));

@@ -27,10 +27,11 @@ struct block_location {
 };
 
 /// Space granted by put_start for one key; no replicas: skip this block (it exists already, or
-/// there was no room).
+/// there was no room). `only_on_ssd`: it exists, in no live node's DRAM (PutSlot.onlyOnSsd).
 struct put_slot {
   block_key key;
   std::vector<transport::region_handle> replicas;
+  bool only_on_ssd = false;
 };
 
 struct put_start_args {

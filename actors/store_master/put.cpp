@@ -48,8 +48,24 @@ uint64_t free_bytes(const node_view& n) {
              : n.dram_capacity_bytes - std::min(n.dram_used_bytes, n.dram_capacity_bytes);
 }
 
-// A complete block with a DRAM replica on another live node and none on `node`: a copy read
-// from elsewhere may become one more replica there.
+// A complete block in no live node's DRAM, with a copy on a live node's SSD.
+bool only_on_ssd(const master_state& st, const storage::object_record* r) {
+  if (r == nullptr || r->state != storage::object_state::complete)
+    return false;
+  bool ssd = false;
+  for (const auto& x : r->replicas) {
+    if (x.node >= st.nodes.size() || !st.nodes[x.node].alive)
+      continue;
+    if (x.in_dram)
+      return false;
+    ssd = ssd || x.on_ssd;
+  }
+  return ssd;
+}
+
+// A complete block with none on `node`, and a DRAM replica on another live node (a copy read
+// from elsewhere) or none in any live node's DRAM (a copy computed again, of a block only on
+// SSD): it may have one more replica there. The replica's commit checks its bytes' checksum.
 bool replica_wanted(const master_state& st, const storage::object_record* r, uint32_t node) {
   if (r == nullptr || r->state != storage::object_state::complete ||
       r->replicas.size() >= storage::object_store::replicas_max)
@@ -60,7 +76,7 @@ bool replica_wanted(const master_state& st, const storage::object_record* r, uin
       return false;
     elsewhere = elsewhere || (x.in_dram && x.node < st.nodes.size() && st.nodes[x.node].alive);
   }
-  return elsewhere;
+  return elsewhere || only_on_ssd(st, r);
 }
 
 // Live nodes in the order this placement prefers them.
@@ -110,8 +126,11 @@ make_reply(master_ptr self, const put_round& round,
         auto list = slots[i].initReplicas(static_cast<unsigned>(handles.size()));
         for (unsigned r = 0; r < handles.size(); ++r)
           transport::to_wire(handles[r], list[r]);
-      } else if (st.objects->find(key) != nullptr) {
-        slots[i].setExists();
+      } else if (const auto* r = st.objects->find(key); r != nullptr) {
+        if (only_on_ssd(st, r))
+          slots[i].setOnlyOnSsd();
+        else
+          slots[i].setExists();
       } else {
         slots[i].setNoSpace();
       }

@@ -32,6 +32,8 @@ struct PutSlot {
     replicas @1 :List(Common.RegionHandle);  # write every one, then commit
     exists @2 :Void;                         # already pending or complete: skip
     noSpace @3 :Void;                        # not enough live nodes with room: skip
+    onlyOnSsd @4 :Void;  # complete, but in no live node's DRAM: skip it here; a fresh DRAM copy
+                         # is welcome through a `replicate` put on the writer's node
   }
 }
 

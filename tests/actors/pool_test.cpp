@@ -764,6 +764,57 @@ TEST(kv_pool, a_pulled_block_becomes_one_more_replica_on_the_node_that_read_it) 
   EXPECT_TRUE(replicate_start(p, 0, {1}).empty()) << "node 0 always did";
 }
 
+// A block only on SSD that a writer produces again (a reader on another node computed it, not
+// reading node 0's copy): put_start says so, and a replicate put on the writer's node stores the
+// fresh bytes there as a DRAM copy, checked against the block's checksum like any replica.
+TEST(kv_pool, a_block_only_on_ssd_produced_again_gets_a_dram_copy_on_the_writers_node) {
+  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
+  cfg.pool.evict_fraction = 0.4;
+  cfg.pool.lease_ttl_ms = 1;
+  cfg.pool.promotion_reserve = 0;
+  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
+  pool p{cfg};
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 40; ++k)
+    keys.push_back(k);
+  ASSERT_EQ(p.put(keys).size(), keys.size()); // local first: node 0, whose oldest go to SSD
+  p.sched.advance_time(std::chrono::milliseconds(2));
+  auto slots_of = [&](std::vector<uint64_t> ks) {
+    std::vector<block_key> bk;
+    for (auto k : ks)
+      bk.push_back(block_key{0, k});
+    const std::vector<uint64_t> sizes(ks.size(), block_bytes);
+    const std::vector<uint32_t> positions(ks.size(), 0);
+    auto reply = p.ask(p.writer, put_start_atom::value,
+                       pool_protocol::make_put_start(
+                           {1, 1, wire::ReplicaPlacement::LOCAL_FIRST, bk, sizes, positions}));
+    EXPECT_TRUE(reply);
+    auto slots = pool_protocol::read_put_start_reply(*reply);
+    EXPECT_TRUE(slots && slots->size() == ks.size());
+    return slots ? *slots : std::vector<pool_protocol::put_slot>{};
+  };
+  auto slots = slots_of({1, 40});
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_TRUE(slots[0].replicas.empty());
+  EXPECT_TRUE(slots[0].only_on_ssd) << "block 1 went to node 0's SSD";
+  EXPECT_TRUE(slots[1].replicas.empty());
+  EXPECT_FALSE(slots[1].only_on_ssd) << "block 40 is in node 0's DRAM";
+  auto granted = replicate_start(p, 1, {1});
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_EQ(granted[0].first, 1u);
+  EXPECT_EQ(granted[0].second.node, 1u);
+  ASSERT_FALSE(p.cl->transfer().write(granted[0].second, 0, bytes_of(1)));
+  EXPECT_FALSE(p.ask_void(p.writer, put_commit_atom::value,
+                          replica_commit({1}, {storage::block_checksum(bytes_of(1))})));
+  const auto before = p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); });
+  auto found = p.get({1}); // reads and checks the bytes
+  ASSERT_EQ(found[0].size(), 1u);
+  EXPECT_EQ(found[0][0].node, 1u) << "in node 1's DRAM; node 0's copy stays on its SSD";
+  EXPECT_EQ(p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); }), before)
+      << "nothing read back from the drive";
+  EXPECT_FALSE(slots_of({1})[0].only_on_ssd) << "in DRAM again";
+}
+
 // A reader's report of a corrupt replica is checked by the replica's owner first: bytes that
 // changed on their way to the reader cost the pool no good copy. A copy bad at rest goes; a
 // block acknowledged on two nodes that loses both without a node lost counts against the
