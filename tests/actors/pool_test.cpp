@@ -413,21 +413,31 @@ TEST(kv_pool, ssd_offload_and_promotion_keep_bytes_identical) {
   EXPECT_GT(promotions, 0u);
 }
 
-// A block only on node 0's SSD is read back for a reader on node 0, or one that pulls; a reader on
-// node 1 that does not pull would not read node 0's copy, so the drive and DRAM are spared, and
-// the prefix ends there. The reply says which blocks came back from SSD.
-TEST(kv_pool, a_block_only_on_ssd_is_read_back_where_its_reader_can_use_it) {
+// Two nodes; node 0 has DRAM for 20 blocks over an SSD tier and evicts down to 10 past 18.
+// Blocks 1 to 40, put local first, leave node 0's oldest only on its SSD.
+cluster_config node_0_over_ssd(uint64_t node_1_pool_bytes) {
   auto cfg = pool_cluster(2, 20 * block_bytes, 1);
   cfg.pool.evict_fraction = 0.4;
-  cfg.pool.lease_ttl_ms = 1;
+  cfg.pool.lease_ttl_ms = 1; // a read's lease ends before the next read
   cfg.pool.promotion_reserve = 0;
   cfg.nodes[0].ssd_bytes = 200 * block_bytes;
-  cfg.nodes[1].pool_bytes = 2 * block_bytes; // puts can hardly go to node 1
-  pool p{cfg};
+  cfg.nodes[1].pool_bytes = node_1_pool_bytes;
+  return cfg;
+}
+
+void put_blocks_1_to_40(pool& p) {
   std::vector<uint64_t> keys;
   for (uint64_t k = 1; k <= 40; ++k)
     keys.push_back(k);
   ASSERT_EQ(p.put(keys).size(), keys.size());
+}
+
+// A block only on node 0's SSD is read back for a reader on node 0, or one that pulls; a reader on
+// node 1 that does not pull would not read node 0's copy, so the drive and DRAM are spared, and
+// the prefix ends there. The reply says which blocks came back from SSD.
+TEST(kv_pool, a_block_only_on_ssd_is_read_back_where_its_reader_can_use_it) {
+  pool p{node_0_over_ssd(2 * block_bytes)}; // puts can hardly go to node 1
+  put_blocks_1_to_40(p);
   auto promotions = [&] {
     return p.owners_stat([](wire::OwnerStats::Reader in) { return in.getPromotions(); });
   };
@@ -768,16 +778,8 @@ TEST(kv_pool, a_pulled_block_becomes_one_more_replica_on_the_node_that_read_it) 
 // reading node 0's copy): put_start says so, and a replicate put on the writer's node stores the
 // fresh bytes there as a DRAM copy, checked against the block's checksum like any replica.
 TEST(kv_pool, a_block_only_on_ssd_produced_again_gets_a_dram_copy_on_the_writers_node) {
-  auto cfg = pool_cluster(2, 20 * block_bytes, 1);
-  cfg.pool.evict_fraction = 0.4;
-  cfg.pool.lease_ttl_ms = 1;
-  cfg.pool.promotion_reserve = 0;
-  cfg.nodes[0].ssd_bytes = 200 * block_bytes;
-  pool p{cfg};
-  std::vector<uint64_t> keys;
-  for (uint64_t k = 1; k <= 40; ++k)
-    keys.push_back(k);
-  ASSERT_EQ(p.put(keys).size(), keys.size()); // local first: node 0, whose oldest go to SSD
+  pool p{node_0_over_ssd(20 * block_bytes)};
+  put_blocks_1_to_40(p);
   p.sched.advance_time(std::chrono::milliseconds(2));
   auto slots_of = [&](std::vector<uint64_t> ks) {
     std::vector<block_key> bk;
