@@ -5,18 +5,23 @@
 #include "gpu/engine.hpp"
 #include "gpu/least_squares.hpp"
 #include "messages/errors.hpp"
+#include "storage/checksum.hpp"
+#include "storage/ssd_tier.hpp"
 #include "transport/cpu_affinity.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace crescent::cli {
@@ -232,6 +237,114 @@ double memcpy_bytes_per_s(uint32_t repeats) {
   return static_cast<double>(a.size()) / ns * 1e9;
 }
 
+// The SSD tier as a block owner meets it (storage/ssd_tier: the data file and its RocksDB index,
+// synced as the cluster's store.sync_commits says), in a temporary directory beside the system's
+// others: puts and gets of one page and of 64 pages, each the median of `repeats` calls. The
+// line through the two gives the latency (its intercept) and the bandwidth (its slope); a read
+// of a block just written may come from the page cache, as the owner's would.
+struct ssd_points {
+  double read_bytes_per_s = 0, write_bytes_per_s = 0, latency_s = 0;
+  double page_read_ns = 0, page_write_ns = 0, large_read_ns = 0, large_write_ns = 0;
+  uint64_t page_bytes = 0, large_bytes = 0;
+};
+
+// Median nanoseconds of `repeats` puts of new blocks of `bytes` (keys from `first` on, left in
+// the tier), or of gets of the middle one of them.
+caf::expected<double> time_ssd(storage::ssd_tier& tier, uint64_t first, uint64_t bytes, bool write,
+                               uint32_t repeats) {
+  std::vector<std::byte> block(bytes, std::byte{0x3c}), back(bytes);
+  const uint64_t sum = storage::block_checksum(block);
+  uint64_t next = first;
+  caf::error failed;
+  const double ns = median_ns(repeats, [&] {
+    auto err = write ? tier.put(block_key{0, next++}, block, sum)
+                     : tier.get(block_key{0, first + repeats / 2}, back);
+    if (err && !failed)
+      failed = std::move(err);
+  });
+  if (failed)
+    return std::move(failed);
+  return ns;
+}
+
+// The line through (small bytes, small_ns) and (large bytes, large_ns): its slope as a bandwidth,
+// its intercept (returned) as a latency. A slope of noise (the large call no slower than the
+// small one) is no bandwidth: the large call's own rate then, and no latency.
+double fit_ssd_line(uint64_t small, double small_ns, uint64_t large, double large_ns,
+                    double& bytes_per_s) {
+  if (large_ns <= small_ns) {
+    bytes_per_s = static_cast<double>(large) / large_ns * 1e9;
+    return 0.0;
+  }
+  bytes_per_s = static_cast<double>(large - small) / (large_ns - small_ns) * 1e9;
+  return std::max(0.0, small_ns - static_cast<double>(small) / bytes_per_s * 1e9);
+}
+
+caf::expected<ssd_points> measure_ssd(const cluster_config& cfg, uint32_t repeats) {
+  std::string dir = (std::filesystem::temp_directory_path() / "crescent-profile-ssd-XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr)
+    return make_error(errc::io_error, "cannot create a temporary directory for the SSD tier");
+  ssd_points out;
+  out.page_bytes = cfg.model.page_bytes();
+  out.large_bytes = 64 * out.page_bytes;
+  storage::ssd_options sopt;
+  sopt.directory = dir;
+  // Both sizes' blocks stay until the end.
+  sopt.capacity_bytes =
+      uint64_t{repeats} * (out.large_bytes + out.page_bytes) + (uint64_t{1} << 20);
+  sopt.sync_writes = cfg.store.sync_commits;
+  auto times = [&]() -> caf::expected<std::array<double, 4>> {
+    auto tier = storage::ssd_tier::open(sopt);
+    if (!tier)
+      return std::move(tier.error());
+    std::array<double, 4> ns{};
+    const std::array<std::pair<uint64_t, bool>, 4> calls = {{{out.page_bytes, true},
+                                                             {out.page_bytes, false},
+                                                             {out.large_bytes, true},
+                                                             {out.large_bytes, false}}};
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const uint64_t first = 1 + (i / 2) * repeats;
+      auto t = time_ssd(**tier, first, calls[i].first, calls[i].second, repeats);
+      if (!t)
+        return std::move(t.error());
+      ns[i] = *t;
+    }
+    return ns;
+  }();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  if (!times)
+    return std::move(times.error());
+  std::tie(out.page_write_ns, out.page_read_ns, out.large_write_ns, out.large_read_ns) =
+      std::tuple_cat(*times);
+  const double write_latency = fit_ssd_line(out.page_bytes, out.page_write_ns, out.large_bytes,
+                                            out.large_write_ns, out.write_bytes_per_s);
+  const double read_latency = fit_ssd_line(out.page_bytes, out.page_read_ns, out.large_bytes,
+                                           out.large_read_ns, out.read_bytes_per_s);
+  // One latency for both (the profile's): the smaller, since the write's includes its sync.
+  out.latency_s = std::min(write_latency, read_latency) / 1e9;
+  return out;
+}
+
+std::string ssd_yaml(const ssd_points& s, bool synced) {
+  auto clamp = [](double bytes_per_s) { return std::clamp(bytes_per_s, 1e6, 1e14); };
+  return fmt::format("  # The SSD tier in the temporary directory (storage/ssd_tier, writes {}),\n"
+                     "  # measured: a page ({} bytes) and 64 pages, put and got back.\n"
+                     "  ssd_read_bytes_per_s: {:.4g}\n  ssd_write_bytes_per_s: {:.4g}\n"
+                     "  ssd_latency_s: {:.4g}\n",
+                     synced ? "synced" : "unsynced", s.page_bytes, clamp(s.read_bytes_per_s),
+                     clamp(s.write_bytes_per_s), std::min(1.0, s.latency_s));
+}
+
+std::string format_ssd(const ssd_points& s) {
+  return fmt::format(
+      "SSD tier: a page ({} bytes) written in {:.0f} ns, read in {:.0f} ns; 64 pages "
+      "written in {:.0f} ns, read in {:.0f} ns: write {:.3g} B/s, read {:.3g} B/s, "
+      "latency {:.3g} s\n",
+      s.page_bytes, s.page_write_ns, s.page_read_ns, s.large_write_ns, s.large_read_ns,
+      s.write_bytes_per_s, s.read_bytes_per_s, s.latency_s);
+}
+
 // The CPUs this process may run on: what the actor system's threads, and so the instances'
 // compute calls, share.
 size_t cpus() {
@@ -247,7 +360,8 @@ double parameters_of(const gpu::model_config& m) {
 
 std::string profile_yaml(const profile_options& opt, const cluster_config& cfg,
                          const gpu::fit_result& prefill, const gpu::fit_result& decode,
-                         size_t prefill_points, size_t decode_points, double copy_bytes_per_s) {
+                         size_t prefill_points, size_t decode_points, double copy_bytes_per_s,
+                         const std::string& machine_more) {
   const auto& m = cfg.model;
   std::time_t now = std::time(nullptr);
   char date[32];
@@ -272,6 +386,7 @@ std::string profile_yaml(const profile_options& opt, const cluster_config& cfg,
                      "  shared_cores: {}         # the instances share the CPUs this process may "
                      "use\n",
                      copy_bytes_per_s, copy_bytes_per_s, cpus());
+  out += machine_more;
   out += fmt::format("fit:\n  prefill_base_ns: {:.6g}\n  prefill_per_token_ns: {:.6g}\n"
                      "  prefill_per_key_ns: {:.6g}\n  prefill_per_cached_token_ns: {:.6g}\n"
                      "  decode_base_ns: {:.6g}\n"
@@ -324,6 +439,9 @@ caf::expected<measured_profile> measure_profile(const cluster_config& cfg,
       return std::move(measured.error());
     warmup = std::move(*measured);
   }
+  auto ssd = measure_ssd(cfg, opt.repeats);
+  if (!ssd)
+    return make_error(errc::io_error, "measuring the SSD tier: " + describe(ssd.error()));
   auto pf = gpu::fit_nonnegative(prefill->features, prefill->ns);
   if (!pf)
     return std::move(pf.error());
@@ -333,9 +451,9 @@ caf::expected<measured_profile> measure_profile(const cluster_config& cfg,
   measured_profile out;
   out.table = format_points("prefill [n, keys]", *prefill, *pf) +
               format_points("decode [B, context tokens]", *decode, *df) +
-              (warmup ? format_warmup(*warmup) : "");
+              (warmup ? format_warmup(*warmup) : "") + format_ssd(*ssd);
   out.yaml = profile_yaml(opt, cfg, *pf, *df, prefill->ns.size(), decode->ns.size(),
-                          memcpy_bytes_per_s(opt.repeats)) +
+                          memcpy_bytes_per_s(opt.repeats), ssd_yaml(*ssd, cfg.store.sync_commits)) +
              (warmup ? warmup_yaml(*warmup, opt.repeats) : "");
   auto parsed = parse_profile(out.yaml, opt.name);
   if (!parsed)

@@ -12,7 +12,9 @@
 // printed and written into the profile. Last (unless `warmup` is false), the warm-up after idle
 // (modeled_profile.hpp): a prefill chunk and a decode step of one sequence made after the thread
 // slept 1 to 400 ms, over the same calls back to back (the `warmup:` section; at most 9 calls a
-// point, since each one sleeps first).
+// point, since each one sleeps first). And the SSD tier as a block owner meets it, in the system's
+// temporary directory: a page and 64 pages put and got back, the line through them giving the
+// latency and the bandwidths (machine.ssd_*), so a simulated reference cluster may have one.
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 namespace crescent {
 namespace {
 
@@ -397,10 +400,21 @@ TEST(cluster_config, a_modeled_engine_is_checked_against_its_profile) {
   EXPECT_NE(e.find("llama3-70b-8xa800"), std::string::npos) << "names the built-in ones: " << e;
   e = error_of("engine: {kind: simulated}\n");
   EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
-  e = error_of("engine: {kind: modeled, profile: reference-cpu}\n"
-               "nodes: [{prefill: 1, pool_tokens: 1000, ssd_tokens: 1000}, {decode: 1}]\n");
-  EXPECT_NE(e.find("nodes[0].ssd_tokens: an SSD tier needs the profile's SSD"), std::string::npos)
-      << e;
+  {
+    // A profile without a drive: the A800's, its SSD lines left out.
+    std::istringstream in{builtin_profile_text("llama3-70b-8xa800")};
+    std::string line, text;
+    while (std::getline(in, line))
+      if (line.find("ssd_") == std::string::npos)
+        text += line + "\n";
+    const auto path = ::testing::TempDir() + "no_drive.yaml";
+    std::ofstream{path} << text;
+    e = error_of("engine: {kind: modeled, profile: " + path +
+                 "}\nnodes: [{prefill: 1, pool_tokens: 100000, ssd_tokens: 100000}, "
+                 "{decode: 1, pool_tokens: 100000}]\ndecode: {kv_tokens: 100000}\n");
+    EXPECT_NE(e.find("nodes[0].ssd_tokens: an SSD tier needs the profile's SSD"), std::string::npos)
+        << e;
+  }
   e = error_of("model: {layers: 80}\n");
   EXPECT_NE(e.find("model.layers (80) must be in [1, 64] for the reference engine"),
             std::string::npos)

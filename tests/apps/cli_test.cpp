@@ -348,7 +348,7 @@ TEST(cli, profile_writes_a_profile_that_a_simulated_cluster_runs_on) {
   EXPECT_NE(r.output.find("only the reference engine"), std::string::npos) << r.output;
 }
 
-TEST(cli, profile_writes_the_warmup_after_idle_and_a_simulation_reads_it) {
+TEST(cli, profile_writes_the_warmup_after_idle_and_the_ssd_and_a_simulation_reads_them) {
   const auto profile = ::testing::TempDir() + "cli_profile_warmup.yaml";
   auto r = run("profile --quick --repeats 1 --out " + profile);
   ASSERT_EQ(r.status, 0) << r.output;
@@ -359,8 +359,12 @@ TEST(cli, profile_writes_the_warmup_after_idle_and_a_simulation_reads_it) {
   EXPECT_NE(text.str().find("warmup:"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("  idle_ms: [5, 50]"), std::string::npos) << text.str();
   EXPECT_NE(text.str().find("  decode_extra_ns: ["), std::string::npos) << text.str();
-  auto cluster =
-      write_file("cli_profiled_warmup.yaml", "engine: {kind: modeled, profile: " + profile + "}\n");
+  EXPECT_NE(text.str().find("  ssd_read_bytes_per_s: "), std::string::npos) << text.str();
+  EXPECT_NE(r.output.find("SSD tier: a page ("), std::string::npos) << r.output;
+  // The measured drive times a simulated SSD tier.
+  auto cluster = write_file("cli_profiled_warmup.yaml",
+                            "engine: {kind: modeled, profile: " + profile +
+                                "}\nnodes: [{prefill: 1, ssd_mib: 4}, {decode: 1}]\n");
   r = run("replay " + trace + " --sim --requests 5 --no-progress --cluster " + cluster);
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("completed 5"), std::string::npos) << r.output;
