@@ -158,6 +158,8 @@ replay_summary summarize(const std::vector<request_result>& results) {
     s.prompt_tokens += r.prompt_tokens;
     s.computed_tokens += r.computed_tokens;
     s.reused_tokens += r.reused_tokens;
+    s.remote_reused_tokens += r.remote_reused_tokens;
+    s.ssd_reused_tokens += r.ssd_reused_tokens;
     s.load_misses += r.load_misses;
     if (!r.token_times_ns.empty())
       ttft.push_back(static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6);
@@ -179,8 +181,15 @@ std::string format_summary(const replay_summary& s) {
   out += fmt::format("TBT ms        p50 {:.2f}  p90 {:.2f}  p99 {:.2f}   (per request: mean of "
                      "its longest 10% of token intervals; {} requests)\n",
                      s.tbt_ms.p50, s.tbt_ms.p90, s.tbt_ms.p99, s.tbt_ms.count);
-  out += fmt::format("prefix hits   {:.1f}% of prompt tokens reused from the KV pool\n",
-                     100.0 * s.hit_rate());
+  auto share = [&](uint64_t tokens) {
+    return s.prompt_tokens == 0 ? 0.0 : 100.0 * static_cast<double>(tokens) / s.prompt_tokens;
+  };
+  const uint64_t local =
+      s.reused_tokens - std::min(s.reused_tokens, s.remote_reused_tokens + s.ssd_reused_tokens);
+  out += fmt::format("prefix hits   {:.1f}% of prompt tokens reused from the KV pool (local DRAM "
+                     "{:.1f}%, remote DRAM {:.1f}%, SSD {:.1f}%)\n",
+                     100.0 * s.hit_rate(), share(local), share(s.remote_reused_tokens),
+                     share(s.ssd_reused_tokens));
   out += fmt::format("prefill       {} tokens computed, {} reused, {} pool blocks missed\n",
                      s.computed_tokens, s.reused_tokens, s.load_misses);
   out += fmt::format("predicted     TTFT MAPE {:.1f}%, p90 absolute error {:.2f} ms (the "

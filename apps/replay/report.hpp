@@ -56,6 +56,8 @@ struct replay_summary {
   uint64_t prompt_tokens = 0;
   uint64_t computed_tokens = 0;
   uint64_t reused_tokens = 0;
+  uint64_t remote_reused_tokens = 0; // of reused_tokens, from other nodes' DRAM
+  uint64_t ssd_reused_tokens = 0;    // of reused_tokens, read back from SSD tiers
   uint64_t load_misses = 0;
   // The conductor's TTFT predictions against the actual TTFTs of completed requests.
   size_t predicted = 0;

@@ -109,6 +109,8 @@ TEST(report, summary_counts_and_hit_rate) {
   rs[0].prompt_tokens = 100;
   rs[0].computed_tokens = 60;
   rs[0].reused_tokens = 40;
+  rs[0].remote_reused_tokens = 10;
+  rs[0].ssd_reused_tokens = 5;
   rs[0].arrival_ns = 0;
   rs[0].token_times_ns = {2000000, 3000000};
   rs[1].status = outcome_status::rejected;
@@ -119,7 +121,10 @@ TEST(report, summary_counts_and_hit_rate) {
   EXPECT_EQ(s.failed, 1u);
   EXPECT_DOUBLE_EQ(s.hit_rate(), 0.4);
   EXPECT_DOUBLE_EQ(s.ttft_ms.p50, 2.0);
-  EXPECT_NE(format_summary(s).find("40.0%"), std::string::npos);
+  EXPECT_NE(format_summary(s).find("40.0% of prompt tokens reused from the KV pool (local DRAM "
+                                   "25.0%, remote DRAM 10.0%, SSD 5.0%)"),
+            std::string::npos)
+      << format_summary(s);
 }
 
 TEST(report, transfer_paths_busiest_first_and_idle_ones_left_out) {
