@@ -43,7 +43,7 @@ caf::expected<side> run_side(context& ctx, policy_kind policy, const std::string
   out.hit_rate = r.summary.hit_rate();
   out.hit_rate_remote = r.summary.prompt_tokens == 0
                             ? 0
-                            : static_cast<double>(r.reused_remote_tokens) /
+                            : static_cast<double>(r.summary.remote_reused_tokens) /
                                   static_cast<double>(r.summary.prompt_tokens);
   out.prefill_gpu_s = r.prefill_gpu_s_mean;
   out.ttft_mean_ms = mean_ttft_ms(r);

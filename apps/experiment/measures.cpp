@@ -43,7 +43,7 @@ json run_summary(const sim::sim_report& r) {
   for (size_t k = 0; k < r.slo.tbt_ms.size(); ++k)
     effective[fmt::format("{:.0f}", r.slo.tbt_ms[k])] = r.effective[k];
   const double remote = s.prompt_tokens == 0 ? 0.0
-                                             : static_cast<double>(r.reused_remote_tokens) /
+                                             : static_cast<double>(r.summary.remote_reused_tokens) /
                                                    static_cast<double>(s.prompt_tokens);
   json j;
   j["requests"] = r.requests;

@@ -184,12 +184,10 @@ std::string format_summary(const replay_summary& s) {
   auto share = [&](uint64_t tokens) {
     return s.prompt_tokens == 0 ? 0.0 : 100.0 * static_cast<double>(tokens) / s.prompt_tokens;
   };
-  const uint64_t local =
-      s.reused_tokens - std::min(s.reused_tokens, s.remote_reused_tokens + s.ssd_reused_tokens);
   out += fmt::format("prefix hits   {:.1f}% of prompt tokens reused from the KV pool (local DRAM "
                      "{:.1f}%, remote DRAM {:.1f}%, SSD {:.1f}%)\n",
-                     100.0 * s.hit_rate(), share(local), share(s.remote_reused_tokens),
-                     share(s.ssd_reused_tokens));
+                     100.0 * s.hit_rate(), share(s.local_reused_tokens()),
+                     share(s.remote_reused_tokens), share(s.ssd_reused_tokens));
   out += fmt::format("prefill       {} tokens computed, {} reused, {} pool blocks missed\n",
                      s.computed_tokens, s.reused_tokens, s.load_misses);
   out += fmt::format("predicted     TTFT MAPE {:.1f}%, p90 absolute error {:.2f} ms (the "

@@ -66,6 +66,10 @@ struct replay_summary {
   double hit_rate() const {
     return prompt_tokens == 0 ? 0.0 : static_cast<double>(reused_tokens) / prompt_tokens;
   }
+  /// Of reused_tokens, those from the prefill node's own DRAM.
+  uint64_t local_reused_tokens() const {
+    return reused_tokens - std::min(reused_tokens, remote_reused_tokens + ssd_reused_tokens);
+  }
 };
 
 /// Failed requests counted by reason, most frequent first (ties by reason).

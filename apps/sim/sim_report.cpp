@@ -64,8 +64,6 @@ void measure(sim_report& r, std::vector<request_result> results) {
       ++r.failed[reason_group(x.reason)];
     if (x.status != outcome_status::completed)
       continue;
-    r.reused_remote_tokens += x.remote_reused_tokens;
-    r.reused_ssd_tokens += x.ssd_reused_tokens;
     prefill_s += static_cast<double>(x.prefill_compute_ns) / 1e9;
     r.kv_tail_ms_mean += static_cast<double>(x.kv_tail_ns) / 1e6;
     if (x.prompt_tokens >= sim_report::long_prompt_tokens) {
@@ -106,8 +104,6 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
   out += fmt::format("SLO           TTFT <= {:.0f} s: {:.1f}%; TBT <= {} (of {} requests)\n",
                      r.slo.ttft_ms / 1000, share(r.ttft_met, r.requests), tbt, r.requests);
   out += fmt::format("effective     both SLOs met, by TBT threshold: {}\n", eff);
-  const uint64_t local =
-      s.reused_tokens - std::min(s.reused_tokens, r.reused_remote_tokens + r.reused_ssd_tokens);
   auto of_prompt = [&](uint64_t tokens) {
     return s.prompt_tokens == 0 ? 0.0 : static_cast<double>(tokens) / s.prompt_tokens;
   };
@@ -118,8 +114,9 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
   else
     out += fmt::format("hit rate      {:.4f} of prompt tokens: local DRAM {:.4f}, remote DRAM "
                        "{:.4f}, SSD {}\n",
-                       s.hit_rate(), of_prompt(local), of_prompt(r.reused_remote_tokens),
-                       r.ssd ? fmt::format("{:.4f}", of_prompt(r.reused_ssd_tokens))
+                       s.hit_rate(), of_prompt(s.local_reused_tokens()),
+                       of_prompt(s.remote_reused_tokens),
+                       r.ssd ? fmt::format("{:.4f}", of_prompt(s.ssd_reused_tokens))
                              : std::string{"(no SSD tier)"});
   out += fmt::format("prefill GPU   {:.3f} s per completed request ({})\n", r.prefill_gpu_s_mean,
                      r.coupled ? "its share of the steps that computed its prompt"
@@ -232,8 +229,8 @@ std::string format_json(const sim_report& r) {
   j["slo"] = slo;
   j["tokens"] = {{"prompt", s.prompt_tokens},
                  {"reused", s.reused_tokens},
-                 {"reused_remote", r.reused_remote_tokens},
-                 {"reused_ssd", r.reused_ssd_tokens},
+                 {"reused_remote", s.remote_reused_tokens},
+                 {"reused_ssd", s.ssd_reused_tokens},
                  {"computed", s.computed_tokens},
                  {"load_misses", s.load_misses},
                  {"hit_rate", s.hit_rate()}};

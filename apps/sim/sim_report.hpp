@@ -45,15 +45,13 @@ struct sim_report {
   replay::replay_summary summary;
   slo_thresholds slo;
   size_t requests = 0;
-  size_t ttft_met = 0;               // completed with TTFT within its SLO
-  std::vector<size_t> tbt_met;       // per TBT threshold
-  std::vector<size_t> effective;     // both met, per TBT threshold
-  uint64_t reused_remote_tokens = 0; // from other nodes' DRAM
-  uint64_t reused_ssd_tokens = 0;    // read back from SSD tiers
-  bool ssd = false;                  // some node has an SSD tier
-  size_t pulls = 0;                  // completed requests that read cached blocks from another node
-  uint64_t replicas_added = 0;       // copies of pulled blocks made on the nodes that pulled them
-  double prefill_gpu_s_mean = 0;     // per completed request
+  size_t ttft_met = 0;           // completed with TTFT within its SLO
+  std::vector<size_t> tbt_met;   // per TBT threshold
+  std::vector<size_t> effective; // both met, per TBT threshold
+  bool ssd = false;              // some node has an SSD tier
+  size_t pulls = 0;              // completed requests that read cached blocks from another node
+  uint64_t replicas_added = 0;   // copies of pulled blocks made on the nodes that pulled them
+  double prefill_gpu_s_mean = 0; // per completed request
   // The KV hand-off's overlap with compute (request_result::kv_hidden), over completed
   // requests of at least long_prompt_tokens and over all of them.
   static constexpr uint32_t long_prompt_tokens = 8192;

@@ -380,8 +380,8 @@ TEST(sim, an_ssd_tier_serves_evicted_prefixes_at_the_modeled_drive_speed) {
   auto slow = run(slow_ssd, records, one_at_a_time);
   for (const auto* x : {&u, &d, &s, &slow})
     ASSERT_EQ(x->report.summary.completed, records.size());
-  EXPECT_EQ(d.report.reused_ssd_tokens, 0u);
-  EXPECT_GT(s.report.reused_ssd_tokens, 0u) << "evicted prefixes came back from the drive";
+  EXPECT_EQ(d.report.summary.ssd_reused_tokens, 0u);
+  EXPECT_GT(s.report.summary.ssd_reused_tokens, 0u) << "evicted prefixes came back from the drive";
   EXPECT_LT(d.report.summary.hit_rate(), u.report.summary.hit_rate());
   EXPECT_NEAR(s.report.summary.hit_rate(), u.report.summary.hit_rate(), 5e-4)
       << "DRAM and SSD hold what one pool that never evicts holds";
@@ -394,7 +394,7 @@ TEST(sim, an_ssd_tier_serves_evicted_prefixes_at_the_modeled_drive_speed) {
   EXPECT_GT(read, 0u);
   // The same requests, the same hits, a drive ten times slower to read: the requests that read
   // back from it reach their first token later, the others not.
-  ASSERT_EQ(slow.report.reused_ssd_tokens, s.report.reused_ssd_tokens);
+  ASSERT_EQ(slow.report.summary.ssd_reused_tokens, s.report.summary.ssd_reused_tokens);
   int64_t fast_ttft = 0, slow_ttft = 0;
   for (size_t i = 0; i < records.size(); ++i) {
     const auto& a = s.report.results[i];
@@ -449,7 +449,8 @@ TEST(sim, a_hot_prefix_gains_replicas_on_the_nodes_that_pull_it) {
   EXPECT_GE(copied.report.replicas_added, 40u) << "at least one node copied the whole prefix";
   // The copies turn later pulls into local reads.
   EXPECT_LT(copied.report.pulls, not_copied.report.pulls);
-  EXPECT_LT(copied.report.reused_remote_tokens, not_copied.report.reused_remote_tokens);
+  EXPECT_LT(copied.report.summary.remote_reused_tokens,
+            not_copied.report.summary.remote_reused_tokens);
   // A copy serves a request on another node than the prefix's first, without a pull.
   const uint32_t first = copied.report.results.front().prefill_instance;
   size_t local_elsewhere = 0;
