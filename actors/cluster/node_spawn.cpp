@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <functional>
 #include <mutex>
 #include <vector>
@@ -36,7 +37,7 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                  const std::string& ssd_dir, store_master_actor master,
                  std::optional<transport::peer_info> peer,
                  std::shared_ptr<transport::modeled_links> links) {
-  const auto& n = cfg.nodes.at(node);
+  assert(node < cfg.nodes.size());
   // Blocks of the model's true page size; the arena holds them in the engine's memory layout
   // (the modeled engine's stand-ins are small, 64 bytes a layer: the arena's unit is the
   // largest power of two that divides theirs, so that a block wastes nothing).

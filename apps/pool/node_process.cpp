@@ -108,7 +108,8 @@ int run_node_process(const node_process_options& opt) {
   bopt.node = opt.node;
   bopt.policy = opt.policy;
   auto owner = spawn_block_owner(
-      sys, bopt, {std::move(*arena), std::move(ssd), store_master_actor{}, (*engine)->self_info()});
+      sys, bopt,
+      {std::move(*arena), std::move(ssd), store_master_actor{}, (*engine)->self_info(), {}});
   caf::anon_send(owner, start_atom::value);
   fmt::print("crescent-pool-node node={} pid={}\n", opt.node, getpid());
   std::fflush(stdout);

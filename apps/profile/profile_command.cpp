@@ -263,7 +263,7 @@ caf::expected<double> time_ssd(storage::ssd_tier& tier, uint64_t first, uint64_t
       failed = std::move(err);
   });
   if (failed)
-    return std::move(failed);
+    return failed;
   return ns;
 }
 
