@@ -57,9 +57,9 @@ bool offload(owner_ptr self, block_key key, owned_block& b) {
   }
   b.on_ssd = true;
   ++st.offloads;
-  if (st.parts.ssd_modeled_ns) // simulated time: the write holds the drive, not the DRAM copy
-      [[maybe_unused]]
-    auto ns = st.parts.ssd_modeled_ns(b.size_bytes, true);
+  // Simulated time: the modeled write holds the drive (reads go beside it), not the DRAM copy.
+  if (st.parts.ssd_modeled_ns)
+    st.parts.ssd_modeled_ns(b.size_bytes, true);
   return true;
 }
 
