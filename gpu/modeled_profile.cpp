@@ -6,6 +6,7 @@
 #include <array>
 #include <cassert>
 #include <cmath>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -23,6 +24,17 @@ caf::error in_range(const char* field, double value, double lo, double hi) {
     return {};
   return field_error(field, std::to_string(value) + " is not in [" + std::to_string(lo) + ", " +
                                 std::to_string(hi) + "]");
+}
+
+// A field, its value and the range it must lie in.
+using field_range = std::tuple<const char*, double, double, double>;
+
+// The first field out of its range, or none.
+caf::error in_ranges(std::span<const field_range> fields) {
+  for (const auto& [field, value, lo, hi] : fields)
+    if (auto err = in_range(field, value, lo, hi))
+      return err;
+  return {};
 }
 
 // A modeled duration in seconds to the nearest nanosecond (nearest, not up: a sum of terms
@@ -51,15 +63,14 @@ caf::error validate_fit(const modeled_profile& p) {
   for (const auto& [field, value] : fit)
     if (auto err = in_range(field, value, 0, 1e12))
       return err;
-  const std::array<std::tuple<const char*, double, double, double>, 4> links = {{
+  const std::array<field_range, 4> links = {{
       {"kv_element_bytes", double(p.kv_element_bytes), 1, 4},
       {"h2d_bytes_per_s", p.h2d_bytes_per_s, 1e6, 1e14},
       {"nic_bytes_per_s", p.nic_bytes_per_s, 1e6, 1e14},
       {"nic_latency_s", p.nic_latency_s, 0, 1},
   }};
-  for (const auto& [field, value, lo, hi] : links)
-    if (auto err = in_range(field, value, lo, hi))
-      return err;
+  if (auto err = in_ranges(links))
+    return err;
   if (p.prefill_per_token_ns + p.prefill_per_key_ns + p.prefill_per_cached_token_ns <= 0)
     return field_error("fit.prefill_per_token_ns", "a fit whose prefill costs nothing per token");
   if (p.decode_per_sequence_ns + p.decode_per_context_token_ns <= 0)
@@ -119,15 +130,12 @@ namespace {
 caf::error validate_ssd(const modeled_profile& p) {
   if (p.ssd_read_bytes_per_s == 0 && p.ssd_write_bytes_per_s == 0 && p.ssd_latency_s == 0)
     return {};
-  const std::array<std::tuple<const char*, double, double, double>, 3> ssd = {{
+  const std::array<field_range, 3> ssd = {{
       {"ssd_read_bytes_per_s", p.ssd_read_bytes_per_s, 1e6, 1e14},
       {"ssd_write_bytes_per_s", p.ssd_write_bytes_per_s, 1e6, 1e14},
       {"ssd_latency_s", p.ssd_latency_s, 0, 1},
   }};
-  for (const auto& [field, value, lo, hi] : ssd)
-    if (auto err = in_range(field, value, lo, hi))
-      return err;
-  return {};
+  return in_ranges(ssd);
 }
 
 } // namespace
@@ -153,7 +161,7 @@ caf::error validate(const modeled_profile& p) {
     return err;
   if (p.fitted)
     return validate_fit(p);
-  const std::array<std::tuple<const char*, double, double, double>, 17> ranges = {{
+  const std::array<field_range, 17> ranges = {{
       {"kv_element_bytes", double(p.kv_element_bytes), 1, 4},
       {"parameters", p.parameters, 1e3, 1e14},
       {"weight_element_bytes", p.weight_element_bytes, 0.125, 8},
@@ -172,9 +180,8 @@ caf::error validate(const modeled_profile& p) {
       {"prefill_call_overhead_s", p.prefill_call_overhead_s, 0, 10},
       {"decode_step_overhead_s", p.decode_step_overhead_s, 0, 10},
   }};
-  for (const auto& [field, value, lo, hi] : ranges)
-    if (auto err = in_range(field, value, lo, hi))
-      return err;
+  if (auto err = in_ranges(ranges))
+    return err;
   if (p.kv_capacity_bytes() <= 0)
     return field_error("parameters", "the weights (" + std::to_string(p.weight_bytes()) +
                                          " bytes) do not fit in the instance's HBM");

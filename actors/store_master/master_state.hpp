@@ -127,6 +127,15 @@ void on_node_status(master_ptr self, const typed_envelope<wire::NodeStatus>& msg
 /// owners' own heartbeats (a master without a conductor: the pool's own processes).
 bool conductor_decides_membership(const master_state& st);
 
+/// A replica's node is live. Out of range is dead: the metadata's node ids are checked when it
+/// is read back (object_store::load), and this keeps any other slip from indexing past the table.
+bool live(const master_state& st, uint32_t node);
+
+/// Where a block can be read now: a live node's DRAM, else only a live node's SSD (a get
+/// promotes it first), else nowhere (unknown, not complete, or on no live node).
+enum class availability { dram, ssd, none };
+availability available(const master_state& st, const storage::object_record* r);
+
 /// Counts blocks that lost their last replica (to a node's loss, a bad or missing copy).
 void count_lost(master_state& st, const std::vector<storage::object_record>& gone);
 /// Takes `owner` as node `node`'s owner: watched from now on, the node alive.

@@ -24,7 +24,7 @@ void free_replicas(master_ptr self, const std::vector<storage::object_record>& r
   std::map<uint32_t, std::vector<block_key>> by_node;
   for (const auto& r : records)
     for (const auto& x : r.replicas)
-      if (x.node < st.nodes.size() && st.nodes[x.node].alive) {
+      if (live(st, x.node)) {
         by_node[x.node].push_back(r.key);
         if (x.in_dram)
           st.nodes[x.node].dram_used_bytes -=
@@ -54,7 +54,7 @@ void touch_replicas(master_ptr self, const std::vector<block_key>& keys) {
     if (r == nullptr || r->state != storage::object_state::complete)
       continue;
     for (const auto& x : r->replicas)
-      if (x.in_dram && x.node < st.nodes.size() && st.nodes[x.node].alive)
+      if (x.in_dram && live(st, x.node))
         by_node[x.node].push_back(key);
   }
   for (auto& [node, list] : by_node)
@@ -103,7 +103,7 @@ void count_lost(master_state& st, const std::vector<storage::object_record>& gon
 
 void node_lost(master_ptr self, uint32_t node, const char* why) {
   auto& st = self->state;
-  if (node >= st.nodes.size() || !st.nodes[node].alive)
+  if (!live(st, node))
     return;
   const bool keep_ssd = st.options.ssd_grace.count() > 0;
   st.nodes[node].alive = false;
@@ -340,8 +340,7 @@ on_owner_report(master_ptr self, const typed_envelope<wire::OwnerReport>& msg) {
   if (!owner)
     return st.bad.refuse(
         st.name, make_error(errc::invalid_argument, "an owner report must come from the owner"));
-  if (r->node < st.nodes.size() && st.nodes[r->node].alive && st.nodes[r->node].owner &&
-      st.nodes[r->node].owner != owner)
+  if (live(st, r->node) && st.nodes[r->node].owner && st.nodes[r->node].owner != owner)
     return st.bad.refuse(st.name, make_error(errc::access_denied,
                                              "node " + std::to_string(r->node) +
                                                  " has a live owner; another cannot take it over"));

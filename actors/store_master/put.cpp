@@ -48,21 +48,6 @@ uint64_t free_bytes(const node_view& n) {
              : n.dram_capacity_bytes - std::min(n.dram_used_bytes, n.dram_capacity_bytes);
 }
 
-// A complete block in no live node's DRAM, with a copy on a live node's SSD.
-bool only_on_ssd(const master_state& st, const storage::object_record* r) {
-  if (r == nullptr || r->state != storage::object_state::complete)
-    return false;
-  bool ssd = false;
-  for (const auto& x : r->replicas) {
-    if (x.node >= st.nodes.size() || !st.nodes[x.node].alive)
-      continue;
-    if (x.in_dram)
-      return false;
-    ssd = ssd || x.on_ssd;
-  }
-  return ssd;
-}
-
 // A complete block with none on `node`, and a DRAM replica on another live node (a copy read
 // from elsewhere) or none in any live node's DRAM (a copy computed again, of a block only on
 // SSD): it may have one more replica there. The replica's commit checks its bytes' checksum.
@@ -74,9 +59,9 @@ bool replica_wanted(const master_state& st, const storage::object_record* r, uin
   for (const auto& x : r->replicas) {
     if (x.node == node)
       return false;
-    elsewhere = elsewhere || (x.in_dram && x.node < st.nodes.size() && st.nodes[x.node].alive);
+    elsewhere = elsewhere || (x.in_dram && live(st, x.node));
   }
-  return elsewhere || only_on_ssd(st, r);
+  return elsewhere || available(st, r) == availability::ssd;
 }
 
 // Live nodes in the order this placement prefers them.
@@ -127,7 +112,7 @@ make_reply(master_ptr self, const put_round& round,
         for (unsigned r = 0; r < handles.size(); ++r)
           transport::to_wire(handles[r], list[r]);
       } else if (const auto* r = st.objects->find(key); r != nullptr) {
-        if (only_on_ssd(st, r))
+        if (available(st, r) == availability::ssd)
           slots[i].setOnlyOnSsd();
         else
           slots[i].setExists();
@@ -300,7 +285,7 @@ on_put_start(master_ptr self, const typed_envelope<wire::PutStart>& msg) {
   std::unordered_set<block_key> seen;
   std::vector<block_key> again; // exist already: produced again, a use as much as a read is
   const bool replicate = round->args.replicate;
-  if (replicate && (round->args.node >= st.nodes.size() || !st.nodes[round->args.node].alive))
+  if (replicate && !live(st, round->args.node))
     return st.bad.refuse(
         st.name, make_error(errc::invalid_argument, "a replica goes to a live node of the pool"));
   for (size_t i = 0; i < round->args.keys.size(); ++i) {

@@ -14,35 +14,30 @@
 
 namespace crescent {
 
-namespace {
-
-caf::error check_keys(size_t n) {
-  if (n == 0 || n > storage::object_store::batch_max)
-    return make_error(errc::limit_exceeded, "a request names 1 to 4096 blocks");
-  return caf::none;
+bool live(const master_state& st, uint32_t node) {
+  return node < st.nodes.size() && st.nodes[node].alive;
 }
 
-enum class availability { dram, ssd, none };
-
-// A replica's node is live. Out of range is dead: the metadata's node ids are checked when it
-// is read back (object_store::load), and this keeps any other slip from indexing past the table.
-bool live(master_ptr self, uint32_t node) {
-  const auto& nodes = self->state.nodes;
-  return node < nodes.size() && nodes[node].alive;
-}
-
-availability available(master_ptr self, const storage::object_record* r) {
+availability available(const master_state& st, const storage::object_record* r) {
   if (r == nullptr || r->state != storage::object_state::complete)
     return availability::none;
   bool ssd = false;
   for (const auto& x : r->replicas) {
-    if (!live(self, x.node))
+    if (!live(st, x.node))
       continue;
     if (x.in_dram)
       return availability::dram;
     ssd = ssd || x.on_ssd;
   }
   return ssd ? availability::ssd : availability::none;
+}
+
+namespace {
+
+caf::error check_keys(size_t n) {
+  if (n == 0 || n > storage::object_store::batch_max)
+    return make_error(errc::limit_exceeded, "a request names 1 to 4096 blocks");
+  return caf::none;
 }
 
 struct get_args {
@@ -58,7 +53,7 @@ std::optional<uint32_t> ssd_copy_to_read(master_ptr self, const storage::object_
                                          const get_args& a) {
   std::optional<uint32_t> first;
   for (const auto& x : r.replicas) {
-    if (!x.on_ssd || !live(self, x.node))
+    if (!x.on_ssd || !live(self->state, x.node))
       continue;
     if (x.node == a.reader)
       return x.node;
@@ -81,7 +76,7 @@ typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a,
   std::vector<block_key> used; // returned with DRAM replicas: the owners hear of it
   std::unordered_set<block_key> seen;
   for (auto key : a.keys) {
-    const bool in_dram = available(self, st.objects->find(key)) == availability::dram;
+    const bool in_dram = available(st, st.objects->find(key)) == availability::dram;
     if (!in_dram && a.prefix_only)
       break;
     shown.push_back(key);
@@ -94,7 +89,7 @@ typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a,
     for (unsigned i = 0; i < shown.size(); ++i) {
       write_key(blocks[i].initKey(), shown[i]);
       const auto* r = st.objects->find(shown[i]);
-      if (available(self, r) != availability::dram)
+      if (available(st, r) != availability::dram)
         continue;
       st.objects->lease(shown[i], until);
       blocks[i].setSizeBytes(r->size_bytes);
@@ -103,7 +98,7 @@ typed_envelope<wire::GetReply> answer(master_ptr self, const get_args& a,
       blocks[i].setFromSsd(promoted.contains(shown[i]));
       std::vector<transport::region_handle> in_dram;
       for (const auto& x : r->replicas)
-        if (x.in_dram && live(self, x.node))
+        if (x.in_dram && live(st, x.node))
           in_dram.push_back(x.dram);
       auto list = blocks[i].initReplicas(static_cast<unsigned>(in_dram.size()));
       for (unsigned k = 0; k < in_dram.size(); ++k)
@@ -171,7 +166,7 @@ caf::result<typed_envelope<wire::GetReply>> on_get(master_ptr self,
   std::map<uint32_t, std::vector<block_key>> promote;
   for (auto key : a->keys) {
     const auto* r = st.objects->find(key);
-    auto where = available(self, r);
+    auto where = available(st, r);
     if (where == availability::none && a->prefix_only)
       break;
     if (where != availability::ssd)
@@ -234,7 +229,7 @@ caf::result<typed_envelope<wire::ExistsReply>> on_exists(master_ptr self,
   return make_envelope<wire::ExistsReply>([&](wire::ExistsReply::Builder out) {
     auto list = out.initPresent(static_cast<unsigned>(keys->size()));
     for (unsigned i = 0; i < keys->size(); ++i)
-      list.set(i, available(self, st.objects->find((*keys)[i])) != availability::none);
+      list.set(i, available(st, st.objects->find((*keys)[i])) != availability::none);
   });
 }
 
