@@ -51,6 +51,7 @@ struct slice_record {
   uint32_t path = 0;                     // index into the operation's paths
   bool ended = false;                    // asserts that a slice ends exactly once
   slice_fault fault = slice_fault::none; // injected (transfer_engine::set_fault_hook)
+  bool released = false; // back from the delay line: the hook was asked for this attempt
   // Why the first path that could not carry it gave it to the next: should the next fail too,
   // the operation's reason names both (the first is usually the one that explains it).
   std::string given_way{}; // "cuda: unavailable: ..."
@@ -61,9 +62,10 @@ struct op_record {
   std::vector<backend*> paths;          // preference order
   std::vector<path_counters*> counters; // of each path to the remote node
   std::atomic<uint32_t> slices_left{0};
-  uint64_t modeled_ns = 0;   // set once before it starts (modeled links only)
-  bool modeled_late = false; // ...and it would end past the batch's deadline: it times out
-  std::mutex mutex;          // guards the fields below
+  uint64_t modeled_ns = 0;     // set once before it starts (modeled links only)
+  bool modeled_late = false;   // ...and it would end past the batch's deadline: it times out
+  std::mutex mutex;            // guards the fields below
+  uint64_t fault_delay_ns = 0; // the longest injected delay of its slices (fault_delays::modeled)
   caf::error failure;
   bool timed_out = false;
   bool cancelled = false;
@@ -74,6 +76,7 @@ struct batch_state {
   uint64_t id = 0;
   transfer_engine::impl* engine = nullptr;
   clock_type::time_point deadline;
+  uint64_t budget_ns = 0; // from submission to the deadline (0: it had passed)
   std::vector<std::unique_ptr<op_record>> ops;
   std::vector<slice_record> slices;
   std::atomic<size_t> ops_left{0};
@@ -145,6 +148,7 @@ struct transfer_engine::impl {
   caf::error rdma_status;                    // why there is no RDMA backend
   std::unique_ptr<backend> tcp;
   slice_fault_hook fault_hook; // transfer_engine::set_fault_hook
+  fault_delays fault_delay_mode = fault_delays::held;
 
   /// Every path this engine has, the TCP one first (stopped first, as its server's connections
   /// release the RDMA queue pairs they accepted). Route preference is another order
@@ -168,6 +172,9 @@ struct transfer_engine::impl {
   std::mutex watchdog_mutex;
   std::condition_variable watchdog_cv;
   std::multimap<clock_type::time_point, std::weak_ptr<batch_state>> deadlines;
+  // The delay line: slices an injected delay holds until their time (fault_delays::held). A
+  // held slice has not ended, so its batch stays in `batches`, alive.
+  std::multimap<clock_type::time_point, slice_record*> held;
   bool stopping = false;
   std::thread watchdog;
 
@@ -183,6 +190,12 @@ struct transfer_engine::impl {
   uint64_t next_key();
   void watch(const std::shared_ptr<batch_state>& b);
   void run_watchdog();
+  /// Puts `s` in the delay line until `due`; false where the line is full.
+  bool hold(slice_record& s, clock_type::time_point due);
+  /// Lets the held slices of `b` go now (its deadline passed, or it was cancelled).
+  void let_go(const batch_state& b);
+  /// Ends the slices still held (the engine stops).
+  void end_held();
 };
 
 /// Ends a slice (err: none for success). Retries transient failures on another connection or
@@ -199,7 +212,8 @@ void corrupt_bytes(std::byte* bytes, uint64_t length);
 
 /// Consults the fault hook (transfer_engine::set_fault_hook) as a path starts slice `s`, and
 /// keeps its word in s.fault for the path to act on (corrupt). A `fail` ends the slice here with
-/// io_error, and this returns true: the path must not start it.
+/// io_error, and a held `delay` puts it in the delay line: then this returns true, and the path
+/// must not start it (the delay line starts it again when its time comes).
 bool injected_failure(slice_record& s);
 
 /// True for failures worth another attempt: a connection or device that went away.

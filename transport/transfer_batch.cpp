@@ -2,6 +2,7 @@
 #include "messages/errors.hpp"
 #include "transport/engine_internal.hpp"
 
+#include <algorithm>
 #include <cassert>
 
 namespace crescent::transport {
@@ -63,16 +64,16 @@ void finish_op(batch_state& b, op_record& op) {
       op.result = {op_state::timed_out, deadline_passed()};
     } else if (op.cancelled) {
       op.result = {op_state::cancelled, make_error(errc::cancelled, "cancelled")};
-    } else if (op.modeled_late) {
-      // Modeled links: the bytes moved at once, but the modeled transfer would still be going
-      // at the deadline, where a real one is cut off.
+    } else if (op.modeled_late || op.modeled_ns + op.fault_delay_ns > b.budget_ns) {
+      // Modeled time: the bytes moved at once, but the modeled transfer (or its injected delay)
+      // would still be going at the deadline, where a real one is cut off.
       op.result = {op_state::timed_out,
                    make_error(errc::timeout, "the modeled transfer ends after the batch's "
                                              "deadline")};
     } else {
       op.result = {op_state::completed, {}};
     }
-    op.result.modeled_ns = op.modeled_ns;
+    op.result.modeled_ns = std::min(op.modeled_ns + op.fault_delay_ns, b.budget_ns);
   }
   if (b.ops_left.fetch_sub(1) == 1)
     finish_batch(b);
@@ -121,12 +122,29 @@ bool retryable(const caf::error& err) {
 }
 
 bool injected_failure(slice_record& s) {
-  const auto& hook = s.batch->engine->fault_hook;
-  s.fault = hook ? hook({s.kind, s.remote.node, s.length}) : slice_fault::none;
-  if (s.fault != slice_fault::fail)
+  if (s.released) { // back from the delay line: this attempt was judged before it waited
+    s.released = false;
     return false;
-  complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
-  return true;
+  }
+  auto& e = *s.batch->engine;
+  const auto verdict =
+      e.fault_hook ? e.fault_hook({s.kind, s.remote.node, s.length}) : slice_verdict{};
+  s.fault = verdict.fault;
+  if (s.fault == slice_fault::fail) {
+    complete_slice(s, make_error(errc::io_error, "the slice failed (injected fault)"));
+    return true;
+  }
+  if (s.fault != slice_fault::delay)
+    return false;
+  s.fault = slice_fault::none; // nothing else happens to its bytes
+  const auto delay = std::clamp<std::chrono::nanoseconds>(verdict.delay, {}, slice_delay_max);
+  if (e.links || e.fault_delay_mode == fault_delays::modeled) {
+    auto& op = *s.batch->ops[s.op];
+    std::lock_guard guard{op.mutex};
+    op.fault_delay_ns = std::max<uint64_t>(op.fault_delay_ns, delay.count());
+    return false;
+  }
+  return e.hold(s, clock_type::now() + delay);
 }
 
 void complete_slice(slice_record& s, caf::error err) {
@@ -209,6 +227,9 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
   auto b = std::make_shared<batch_state>();
   b->engine = &e;
   b->deadline = deadline;
+  const auto budget =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clock_type::now());
+  b->budget_ns = budget.count() < 0 ? 0 : static_cast<uint64_t>(budget.count());
   b->ops_left = ops.size();
   std::vector<std::vector<backend*>> paths;
   std::unordered_map<uint32_t, std::vector<backend*>> seen; // routes are looked up per node
@@ -238,11 +259,9 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
     rec->slices_left = slices;
     if (e.links) {
       rec->modeled_ns = modeled_duration(e, ops[i]);
-      const auto budget =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - clock_type::now());
-      if (budget.count() < 0 || rec->modeled_ns > static_cast<uint64_t>(budget.count())) {
+      if (budget.count() < 0 || rec->modeled_ns > b->budget_ns) {
         rec->modeled_late = true;
-        rec->modeled_ns = budget.count() < 0 ? 0 : static_cast<uint64_t>(budget.count());
+        rec->modeled_ns = b->budget_ns;
       }
     }
     b->ops.push_back(std::move(rec));
@@ -373,9 +392,16 @@ caf::expected<std::vector<op_result>> transfer_engine::wait(batch_id id) {
 }
 
 void transfer_engine::cancel(batch_id id) {
-  std::lock_guard guard{impl_->batches_mutex};
-  if (auto i = impl_->batches.find(id); i != impl_->batches.end())
-    i->second->cancelled = true;
+  std::shared_ptr<batch_state> b;
+  {
+    std::lock_guard guard{impl_->batches_mutex};
+    if (auto i = impl_->batches.find(id); i != impl_->batches.end())
+      b = i->second;
+  }
+  if (!b)
+    return;
+  b->cancelled = true;
+  impl_->let_go(*b);
 }
 
 // -- deadlines ---------------------------------------------------------------------------------
@@ -392,16 +418,76 @@ void transfer_engine::impl::watch(const std::shared_ptr<batch_state>& b) {
     watchdog_cv.notify_all();
 }
 
+// -- the delay line (injected delays, fault_delays::held) --------------------------------------
+
+bool transfer_engine::impl::hold(slice_record& s, clock_type::time_point due) {
+  bool earliest = false;
+  {
+    std::lock_guard guard{watchdog_mutex};
+    if (held.size() >= held_slices_max || stopping)
+      return false;
+    earliest = held.empty() || due < held.begin()->first;
+    held.emplace(due, &s);
+  }
+  if (earliest)
+    watchdog_cv.notify_all();
+  return true;
+}
+
+void transfer_engine::impl::let_go(const batch_state& b) {
+  bool any = false;
+  {
+    std::lock_guard guard{watchdog_mutex};
+    for (auto i = held.begin(); i != held.end();) {
+      if (i->second->batch != &b || i->first == clock_type::time_point::min()) {
+        ++i;
+        continue;
+      }
+      held.emplace(clock_type::time_point::min(), i->second);
+      i = held.erase(i);
+      any = true;
+    }
+  }
+  if (any)
+    watchdog_cv.notify_all();
+}
+
+void transfer_engine::impl::end_held() {
+  std::multimap<clock_type::time_point, slice_record*> left;
+  {
+    std::lock_guard guard{watchdog_mutex};
+    left.swap(held);
+  }
+  for (auto& [due, s] : left)
+    complete_slice(*s, make_error(errc::cancelled, "the engine stopped while the slice was held "
+                                                   "by an injected delay"));
+}
+
 void transfer_engine::impl::run_watchdog() {
   std::unique_lock guard{watchdog_mutex};
   while (!stopping) {
+    if (!held.empty() && clock_type::now() >= held.begin()->first) {
+      auto* s = held.begin()->second;
+      held.erase(held.begin());
+      guard.unlock();
+      s->released = true; // start_slice ends it at once if its batch expired or was cancelled
+      start_slice(*s);
+      guard.lock();
+      continue;
+    }
     if (deadlines.empty()) {
-      watchdog_cv.wait(guard);
+      if (held.empty())
+        watchdog_cv.wait(guard);
+      else
+        watchdog_cv.wait_until(guard, held.begin()->first);
       continue;
     }
     auto first = deadlines.begin();
     if (clock_type::now() < first->first) {
-      watchdog_cv.wait_until(guard, first->first);
+      auto until = first->first;
+      if (!held.empty())
+        until = std::min(until, held.begin()->first);
+      watchdog_cv.wait_until(guard, until);
       continue;
     }
     auto b = first->second.lock();
@@ -417,6 +503,7 @@ void transfer_engine::impl::run_watchdog() {
     guard.unlock();
     for (auto* path : paths())
       path->expire(*b);
+    let_go(*b);
     guard.lock();
   }
 }

@@ -190,6 +190,7 @@ transfer_engine::~transfer_engine() {
   impl_->watchdog_cv.notify_all();
   if (impl_->watchdog.joinable())
     impl_->watchdog.join();
+  impl_->end_held();
   for (auto* b : impl_->paths()) // the TCP server first
     b->stop();
 }
@@ -228,8 +229,9 @@ caf::expected<region_handle> transfer_engine::register_region(uint32_t node, std
   return handle;
 }
 
-void transfer_engine::set_fault_hook(slice_fault_hook hook) {
+void transfer_engine::set_fault_hook(slice_fault_hook hook, fault_delays delays) {
   impl_->fault_hook = std::move(hook);
+  impl_->fault_delay_mode = delays;
 }
 
 caf::error transfer_engine::unregister_region(const region_handle& region) {

@@ -122,6 +122,25 @@ enum class slice_fault : uint8_t {
   fail,    // the slice fails (io_error), as a lost connection mid-transfer would end it
   corrupt, // 8 bytes of the destination change on the way: a slice with a checksum fails
            // with checksum_mismatch; one without arrives changed
+  delay,   // the slice starts slice_verdict::delay later, as over a congested link
+};
+
+/// The longest delay a fault hook may give one slice; a longer one is cut to it.
+inline constexpr std::chrono::milliseconds slice_delay_max{3'600'000};
+
+/// A fault hook's word on one slice.
+struct slice_verdict {
+  slice_fault fault = slice_fault::none;
+  std::chrono::nanoseconds delay{0}; // slice_fault::delay only
+  slice_verdict() = default;
+  slice_verdict(slice_fault f) : fault(f) {} // NOLINT: a bare fault is a verdict without delay
+  slice_verdict(slice_fault f, std::chrono::nanoseconds d) : fault(f), delay(d) {}
+};
+
+/// How an engine carries out a delayed slice (transfer_engine::set_fault_hook).
+enum class fault_delays : uint8_t {
+  held,    // the slice waits on the steady clock in the engine's delay line, then starts
+  modeled, // the bytes move at once; the operation's op_result::modeled_ns grows by the delay
 };
 
 /// A slice as a fault hook sees it.
@@ -131,7 +150,10 @@ struct slice_view {
   uint64_t length_bytes = 0;
 };
 
-using slice_fault_hook = std::function<slice_fault(const slice_view&)>;
+using slice_fault_hook = std::function<slice_verdict(const slice_view&)>;
+
+/// Slices that may wait in one engine's delay line at once; one more starts without its delay.
+inline constexpr size_t held_slices_max = 65'536;
 
 class transfer_engine {
  public:
@@ -196,9 +218,23 @@ class transfer_engine {
   /// RDMA and CUDA paths do not take it yet); empty: none. On TCP a `corrupt` changes a read's
   /// bytes as they arrive, and makes a checksummed write fail its check at the receiver; a
   /// write without a checksum arrives intact there (its payload is sent from the caller's
-  /// memory, which a fault must not change). For fault injection only: set it while no batch is
-  /// in flight; it runs on the thread that starts a slice.
-  void set_fault_hook(slice_fault_hook hook);
+  /// memory, which a fault must not change).
+  ///
+  /// A `delay` (at most slice_delay_max) is carried out as `delays` says, and always as
+  /// `modeled` on an engine with modeled links (create_modeled), whose time is its actors'
+  /// clock:
+  ///  - held: the slice waits in the engine's delay line (its watchdog thread) and then starts
+  ///    on its path, once: the hook is not asked again for that attempt. Its batch's deadline and
+  ///    cancel() still end it (a held slice of an expired or cancelled batch is let go at once
+  ///    and ends so). Past held_slices_max waiting, a slice starts without its delay.
+  ///  - modeled: for an engine whose callers act on op_result::modeled_ns by a virtual clock
+  ///    (create_local under a simulation: actors/common/modeled_delay.hpp). The bytes move at
+  ///    once, and the slice's operation ends its longest slice delay later than it would have
+  ///    (timed out if that is past its batch's deadline, as on modeled links). A wait() does not
+  ///    wait for it.
+  /// For fault injection only: set it while no batch is in flight; it runs on the thread that
+  /// starts a slice.
+  void set_fault_hook(slice_fault_hook hook, fault_delays delays = fault_delays::held);
 
   // -- peers --------------------------------------------------------------------------------
 

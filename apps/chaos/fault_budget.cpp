@@ -20,7 +20,7 @@ caf::error read_kinds(yaml_reader& r, const YAML::Node& v, const std::string& fi
       {"partition", up::fault_kind::partition}, {"drop", up::fault_kind::drop},
       {"delay", up::fault_kind::delay},         {"duplicate", up::fault_kind::duplicate},
       {"reorder", up::fault_kind::reorder},     {"fail_transfer", up::fault_kind::fail_transfer},
-      {"corrupt", up::fault_kind::corrupt}};
+      {"corrupt", up::fault_kind::corrupt},     {"delay_transfer", up::fault_kind::delay_transfer}};
   std::vector<std::string> given;
   if (auto err = r.read_strings(v, field, given, 16))
     return err;
@@ -34,7 +34,7 @@ caf::error read_kinds(yaml_reader& r, const YAML::Node& v, const std::string& fi
       return r.error_at(v, field,
                         "'" + g +
                             "' is not a fault kind: kill, pause, partition, drop, delay, "
-                            "duplicate, reorder, fail_transfer or corrupt");
+                            "duplicate, reorder, fail_transfer, corrupt or delay_transfer");
     if (std::find(out.begin(), out.end(), k->second) == out.end())
       out.push_back(k->second);
   }
@@ -148,7 +148,8 @@ up::fault draw_fault(draw& d, const fault_budget& b, uint32_t nodes, uint64_t sp
     // Rounded to 1e-4, so that the plan's YAML reads back the same.
     f.probability = std::max(1e-4, std::round(d.unit() * b.probability_max * 1e4) / 1e4);
     f.for_ms = d.in(1, b.for_ms_max);
-    if (kind == up::fault_kind::delay || kind == up::fault_kind::reorder)
+    if (kind == up::fault_kind::delay || kind == up::fault_kind::reorder ||
+        kind == up::fault_kind::delay_transfer)
       f.delay_ms = d.in(1, b.delay_ms_max);
     if (f.is_transfer_fault()) {
       if (d.below(2) == 0)

@@ -3,9 +3,11 @@
 //
 //   budget:
 //     faults_max: 3          # faults per seed: 1 to this many
-//     kinds: [kill, pause, partition, drop, delay, duplicate, reorder, fail_transfer, corrupt]
+//     kinds: [kill, pause, partition, drop, delay, duplicate, reorder, fail_transfer, corrupt,
+//             delay_transfer]
 //     probability_max: 0.05  # a message fault takes each matching message with at most this
-//     delay_ms_max: 200      # delay and reorder hold a message at most this long
+//     delay_ms_max: 200      # delay and reorder hold a message at most this long, and
+//                            # delay_transfer a KV slice
 //     for_ms_max: 3000       # pauses, partitions and message faults last at most this long
 //     nodes_lost_max: 1      # nodes killed in one run, at most
 #pragma once
@@ -23,10 +25,11 @@ namespace crescent::chaos {
 
 struct fault_budget {
   uint32_t faults_max = 3;
-  std::vector<up::fault_kind> kinds{
-      up::fault_kind::kill,    up::fault_kind::pause,         up::fault_kind::partition,
-      up::fault_kind::drop,    up::fault_kind::delay,         up::fault_kind::duplicate,
-      up::fault_kind::reorder, up::fault_kind::fail_transfer, up::fault_kind::corrupt};
+  std::vector<up::fault_kind> kinds{up::fault_kind::kill,      up::fault_kind::pause,
+                                    up::fault_kind::partition, up::fault_kind::drop,
+                                    up::fault_kind::delay,     up::fault_kind::duplicate,
+                                    up::fault_kind::reorder,   up::fault_kind::fail_transfer,
+                                    up::fault_kind::corrupt,   up::fault_kind::delay_transfer};
   double probability_max = 0.05;
   uint64_t delay_ms_max = 200;
   uint64_t for_ms_max = 3000;

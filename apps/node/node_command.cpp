@@ -183,8 +183,9 @@ int node_command(const node_options& opt) {
              replay::format_transfer_metrics((*engine)->metrics()));
   if (transfer_faults) {
     const auto taken = up::transfer_faults_taken_here();
-    fmt::print("crescent-node node={} transfer faults: {} slice attempts failed, {} corrupted\n",
-               opt.node, taken.failed, taken.corrupted);
+    fmt::print("crescent-node node={} transfer faults: {} slice attempts failed, {} corrupted, "
+               "{} delayed\n",
+               opt.node, taken.failed, taken.corrupted, taken.delayed);
   }
   std::fflush(stdout);
   return 0;

@@ -115,7 +115,7 @@ caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_in
 
 namespace {
 
-transport::slice_fault judge_slice(fault_injector::state& st, const transport::slice_view& v) {
+transport::slice_verdict judge_slice(fault_injector::state& st, const transport::slice_view& v) {
   const int64_t now = st.sim->elapsed().count();
   for (size_t i = 0; i < st.plan.faults.size(); ++i) {
     const auto& f = st.plan.faults[i];
@@ -123,11 +123,21 @@ transport::slice_fault judge_slice(fault_injector::state& st, const transport::s
         (f.match.node && *f.match.node != int32_t(v.remote_node)) || st.draw() >= f.probability)
       continue;
     ++st.taken[i];
-    const bool corrupt = f.kind == up::fault_kind::corrupt;
-    st.note(now, fmt::format("{} a {} slice of {} bytes with node {}", corrupt ? "corrupt" : "fail",
-                             v.kind == transport::op_kind::read ? "read" : "write", v.length_bytes,
-                             v.remote_node));
-    return corrupt ? transport::slice_fault::corrupt : transport::slice_fault::fail;
+    const char* what = v.kind == transport::op_kind::read ? "read" : "write";
+    switch (f.kind) {
+    case up::fault_kind::corrupt:
+      st.note(now, fmt::format("corrupt a {} slice of {} bytes with node {}", what, v.length_bytes,
+                               v.remote_node));
+      return transport::slice_fault::corrupt;
+    case up::fault_kind::delay_transfer:
+      st.note(now, fmt::format("delay a {} slice of {} bytes with node {} by {} ms", what,
+                               v.length_bytes, v.remote_node, f.delay_ms));
+      return {transport::slice_fault::delay, std::chrono::milliseconds(f.delay_ms)};
+    default:
+      st.note(now, fmt::format("fail a {} slice of {} bytes with node {}", what, v.length_bytes,
+                               v.remote_node));
+      return transport::slice_fault::fail;
+    }
   }
   return transport::slice_fault::none;
 }
@@ -149,8 +159,10 @@ fault_injector::fault_injector(sim_system& sim, const directory& dir,
   const bool slices = std::any_of(st_->plan.faults.begin(), st_->plan.faults.end(),
                                   [](const up::fault& f) { return f.is_transfer_fault(); });
   if (transfer_ != nullptr && slices)
+    // Delays are simulated time: the actors act on the operation's end by their virtual clock.
     transfer_->set_fault_hook(
-        [st = st_](const transport::slice_view& v) { return judge_slice(*st, v); });
+        [st = st_](const transport::slice_view& v) { return judge_slice(*st, v); },
+        transport::fault_delays::modeled);
 }
 
 fault_injector::~fault_injector() {

@@ -13,8 +13,9 @@
 //             (a connection that broke loses what was in flight);
 //   drop, delay, duplicate, reorder: a matching message between two places is lost, held for
 //             delay_ms, delivered twice, or held 1 to delay_ms ms (later ones overtake it);
-//   fail_transfer, corrupt: a KV slice of the cluster's transfer engine to or from the node
-//             fails, or has one byte changed on the way (transfer_engine::set_fault_hook).
+//   fail_transfer, corrupt, delay_transfer: a KV slice of the cluster's transfer engine to or
+//             from the node fails, has one byte changed on the way, or ends delay_ms later
+//             (transfer_engine::set_fault_hook; the delay in modeled time: fault_delays::modeled).
 // Messages within one place (an actor to itself, two actors of one node) and down and exit
 // messages (made where they are received) are never taken by message faults or partitions.
 #pragma once

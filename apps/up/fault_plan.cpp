@@ -52,6 +52,8 @@ const char* kind_name(fault_kind k) {
     return "fail_transfer";
   case fault_kind::corrupt:
     return "corrupt";
+  case fault_kind::delay_transfer:
+    return "delay_transfer";
   }
   return "?";
 }
@@ -166,6 +168,7 @@ std::map<std::string, yaml_reader::handler> fault_handlers(yaml_reader& r, fault
       {"reorder", message_kind(fault_kind::reorder)},
       {"fail_transfer", message_kind(fault_kind::fail_transfer)},
       {"corrupt", message_kind(fault_kind::corrupt)},
+      {"delay_transfer", message_kind(fault_kind::delay_transfer)},
       {"type",
        [&](auto& v, auto& field) {
          seen.match = true;
@@ -194,7 +197,7 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
   if (seen.kinds != 1)
     return r.error_at(n, name,
                       "needs exactly one of kill, pause, partition, drop, delay, duplicate, "
-                      "reorder, fail_transfer or corrupt");
+                      "reorder, fail_transfer, corrupt or delay_transfer");
   if (!seen.at)
     return r.error_at(n, name, "needs at_ms, when it happens");
   const char* kind = kind_name(f.kind);
@@ -203,12 +206,14 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
     return r.error_at(n, name, fmt::format("a {} needs for_ms, how long", kind));
   if (f.kind == fault_kind::kill && seen.for_ms)
     return r.error_at(n, name, "a kill lasts: for_ms does not apply to it");
-  const bool held = f.kind == fault_kind::delay || f.kind == fault_kind::reorder;
+  const bool held = f.kind == fault_kind::delay || f.kind == fault_kind::reorder ||
+                    f.kind == fault_kind::delay_transfer;
   if (held && !seen.delay_ms)
     return r.error_at(n, name,
-                      fmt::format("a {} needs delay_ms, how long a message is held", kind));
+                      fmt::format("a {} needs delay_ms, how long a {} is held", kind,
+                                  f.is_transfer_fault() ? "KV slice" : "message"));
   if (!held && seen.delay_ms)
-    return r.error_at(n, name, "delay_ms applies to delay and reorder only");
+    return r.error_at(n, name, "delay_ms applies to delay, reorder and delay_transfer only");
   const bool message_fields = !f.match.type.empty() || !f.match.from.empty() ||
                               !f.match.to.empty() || f.match.peer.has_value();
   if (f.is_transfer_fault() && message_fields)
@@ -447,6 +452,7 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
       break;
     case fault_kind::fail_transfer:
     case fault_kind::corrupt:
+    case fault_kind::delay_transfer:
       if (auto err = check_transfer_fault(cfg, where, ++transfer_faults))
         return err;
       break;
@@ -517,11 +523,16 @@ std::string describe(const fault& f) {
     return fmt::format("reorder {} of {} (held up to {} ms){}", share, describe_match(f.match),
                        f.delay_ms, during);
   case fault_kind::fail_transfer:
-  case fault_kind::corrupt: {
+  case fault_kind::corrupt:
+  case fault_kind::delay_transfer: {
     const std::string where =
         f.match.node ? " to or from node " + std::to_string(*f.match.node) : std::string{};
-    return fmt::format("{} {} of KV slices{}{}", f.kind == fault_kind::corrupt ? "corrupt" : "fail",
-                       share, where, during);
+    const std::string by =
+        f.kind == fault_kind::delay_transfer ? fmt::format(" by {} ms", f.delay_ms) : "";
+    const char* verb = f.kind == fault_kind::corrupt          ? "corrupt"
+                       : f.kind == fault_kind::delay_transfer ? "delay"
+                                                              : "fail";
+    return fmt::format("{} {} of KV slices{}{}{}", verb, share, where, by, during);
   }
   }
   return "?";

@@ -11,6 +11,7 @@
 //     - {at_ms: 0, reorder: 0.02, delay_ms: 50}     # held 1..50 ms: later ones overtake it
 //     - {at_ms: 0, corrupt: 0.01, node: 2}           # 1% of KV slices to or from node 2 changed
 //     - {at_ms: 0, fail_transfer: 0.01}              # 1% of KV slices fail
+//     - {at_ms: 0, delay_transfer: 0.1, delay_ms: 20} # 10% of KV slices start 20 ms late
 //
 // Times count from the first request's submission. Message faults take only messages that
 // cross from one place to another (a node, or the main process where the conductor, the store
@@ -18,14 +19,14 @@
 // `from` and `to` (roles), `node` (one end there) and `peer` (the other end there; "main": the
 // main process), each with the fault's probability, drawn from the run's seed.
 //
-// Transfer faults (fail_transfer, corrupt) take KV slices of the transfer engine (in-process,
-// shared-memory and TCP paths) whose remote end is on `node` (any, without it).
+// Transfer faults (fail_transfer, corrupt, delay_transfer) take KV slices of the transfer engine
+// (in-process, shared-memory and TCP paths) whose remote end is on `node` (any, without it).
 //
-// What each mode carries out: `crescent up` kills and pauses node processes, fails and corrupts
-// their KV slices (transfer_faults.hpp), drops, delays, duplicates and reorders whole messages
-// in its message gates (message_gate.hpp: between processes; not with --netns), and
-// with --netns partitions the processes and drops their packets (check_fault_plan); simulated
-// time carries out every kind (check_sim_fault_plan).
+// What each mode carries out: `crescent up` kills and pauses node processes, fails, corrupts and
+// delays their KV slices (transfer_faults.hpp), drops, delays, duplicates and reorders whole
+// messages in its message gates (message_gate.hpp: between processes; not with --netns), and with
+// --netns partitions the processes and drops their packets (check_fault_plan); simulated time
+// carries out every kind (check_sim_fault_plan).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -48,8 +49,9 @@ enum class fault_kind {
   delay,
   duplicate,
   reorder,
-  fail_transfer, // a KV transfer slice to or from `node` fails
-  corrupt,       // a KV transfer slice to or from `node` has a byte changed on the way
+  fail_transfer,  // a KV transfer slice to or from `node` fails
+  corrupt,        // a KV transfer slice to or from `node` has a byte changed on the way
+  delay_transfer, // a KV transfer slice to or from `node` starts delay_ms late
 };
 
 /// The main process (conductor, store master, requests), as a message fault's `peer`.
@@ -76,7 +78,8 @@ struct fault {
   uint64_t at_ms = 0;
   uint64_t for_ms = 0;      // pause, partition: how long; message faults: 0 = to the end
   double probability = 1.0; // message faults: of each matching message
-  uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most
+  uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most;
+                            // delay_transfer: how late a slice starts
   message_match match;      // message faults
   int line = 0;             // in the plan file, for messages
   bool is_message_fault() const { return kind >= fault_kind::drop && kind <= fault_kind::reorder; }
@@ -91,7 +94,7 @@ inline constexpr size_t faults_max = 1024;
 /// Transfer faults of a plan that crescent up carries out (one bit each: transfer_faults.hpp).
 inline constexpr size_t transfer_faults_max = 64;
 inline constexpr uint64_t fault_time_ms_max = 24ull * 3600 * 1000;
-inline constexpr uint64_t fault_delay_ms_max = 3600ull * 1000;
+inline constexpr uint64_t fault_delay_ms_max = 3600ull * 1000; // transport::slice_delay_max
 
 /// The roles a message fault's `from` and `to` name.
 inline constexpr const char* fault_roles[] = {"conductor",   "store_master", "request",
@@ -115,7 +118,7 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
 caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                                 const std::string& source);
 
-/// The plan's word for a kind: "kill", "fail_transfer", ...
+/// The plan's word for a kind: "kill", "fail_transfer", ...; what parse_fault_plan reads.
 const char* kind_name(fault_kind k);
 
 /// "kill node 3", "pause node 2 for 2000 ms", "drop 5% of messages between node 2 and node 3".

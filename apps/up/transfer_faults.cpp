@@ -23,6 +23,7 @@ std::atomic<uint64_t> switched_on{0}; // bit k: fault k is on
 std::atomic<uint64_t> draws{0};
 std::atomic<uint64_t> failed{0};
 std::atomic<uint64_t> corrupted{0};
+std::atomic<uint64_t> delayed{0};
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 int switch_signal() {
@@ -52,7 +53,7 @@ struct hook_state {
   uint64_t stream = 0; // of the seed and the node
 };
 
-transport::slice_fault judge(const hook_state& st, const transport::slice_view& v) {
+transport::slice_verdict judge(const hook_state& st, const transport::slice_view& v) {
   const uint64_t on = switched_on.load(std::memory_order_relaxed);
   if (on == 0)
     return transport::slice_fault::none;
@@ -63,12 +64,17 @@ transport::slice_fault judge(const hook_state& st, const transport::slice_view& 
     const uint64_t x = mix(st.stream ^ mix(draws.fetch_add(1)));
     if (static_cast<double>(x >> 11) * 0x1.0p-53 >= f.probability)
       continue;
-    if (f.kind == fault_kind::corrupt) {
+    switch (f.kind) {
+    case fault_kind::corrupt:
       corrupted.fetch_add(1);
       return transport::slice_fault::corrupt;
+    case fault_kind::delay_transfer:
+      delayed.fetch_add(1);
+      return {transport::slice_fault::delay, std::chrono::milliseconds(f.delay_ms)};
+    default:
+      failed.fetch_add(1);
+      return transport::slice_fault::fail;
     }
-    failed.fetch_add(1);
-    return transport::slice_fault::fail;
   }
   return transport::slice_fault::none;
 }
@@ -78,35 +84,61 @@ caf::error bad(size_t entry, const std::string& text, const std::string& what) {
                     fmt::format("--transfer-faults: entry {} ('{}'): {}", entry + 1, text, what));
 }
 
+// Splits "a:b:c" at its colons.
+std::vector<std::string> fields_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (size_t colon; (colon = text.find(':', at)) != std::string::npos; at = colon + 1)
+    out.push_back(text.substr(at, colon - at));
+  out.push_back(text.substr(at));
+  return out;
+}
+
 caf::expected<transfer_fault_spec> parse_entry(size_t entry, const std::string& text) {
-  const auto first = text.find(':');
-  const auto second = first == std::string::npos ? first : text.find(':', first + 1);
-  if (second == std::string::npos || text.find(':', second + 1) != std::string::npos)
+  const auto fields = fields_of(text);
+  if (fields.size() < 3)
     return bad(entry, text, "expected KIND:PROBABILITY:NODE (NODE a number or 'any')");
   transfer_fault_spec f;
-  const auto kind = text.substr(0, first);
+  const auto& kind = fields[0];
   if (kind == kind_name(fault_kind::fail_transfer))
     f.kind = fault_kind::fail_transfer;
   else if (kind == kind_name(fault_kind::corrupt))
     f.kind = fault_kind::corrupt;
+  else if (kind == kind_name(fault_kind::delay_transfer))
+    f.kind = fault_kind::delay_transfer;
   else
-    return bad(entry, text, "the kind is fail_transfer or corrupt");
-  const auto probability = text.substr(first + 1, second - first - 1);
+    return bad(entry, text, "the kind is fail_transfer, corrupt or delay_transfer");
+  const size_t want = f.kind == fault_kind::delay_transfer ? 4 : 3;
+  if (fields.size() != want)
+    return bad(entry, text,
+               want == 4 ? "expected delay_transfer:PROBABILITY:NODE:DELAY_MS (NODE a number or "
+                           "'any')"
+                         : "expected KIND:PROBABILITY:NODE (NODE a number or 'any')");
+  const auto& probability = fields[1];
   char* end = nullptr;
   errno = 0;
   f.probability = std::strtod(probability.c_str(), &end);
   if (probability.empty() || *end != '\0' || errno != 0 || !(f.probability > 0) ||
       f.probability > 1)
     return bad(entry, text, "the probability is a number in (0, 1]");
-  const auto node = text.substr(second + 1);
-  if (node != "any") {
+  auto read_uint = [&](const std::string& field, uint64_t max, uint64_t& out) {
     errno = 0;
-    const unsigned long long n = std::strtoull(node.c_str(), &end, 10);
-    if (node.empty() || node[0] == '-' || *end != '\0' || errno != 0 || n >= cluster_nodes_max)
+    const unsigned long long n = std::strtoull(field.c_str(), &end, 10);
+    if (field.empty() || field[0] == '-' || *end != '\0' || errno != 0 || n > max)
+      return false;
+    out = n;
+    return true;
+  };
+  if (fields[2] != "any") {
+    uint64_t n = 0;
+    if (!read_uint(fields[2], cluster_nodes_max - 1, n))
       return bad(entry, text,
                  fmt::format("the node is 'any' or a number below {}", cluster_nodes_max));
     f.node = static_cast<uint32_t>(n);
   }
+  if (want == 4 && (!read_uint(fields[3], fault_delay_ms_max, f.delay_ms) || f.delay_ms == 0))
+    return bad(entry, text,
+               fmt::format("the delay is a number of ms in [1, {}]", fault_delay_ms_max));
   return f;
 }
 
@@ -116,17 +148,19 @@ std::vector<transfer_fault_spec> transfer_faults_of(const fault_plan& plan) {
   std::vector<transfer_fault_spec> out;
   for (const auto& f : plan.faults)
     if (f.is_transfer_fault())
-      out.push_back(
-          {f.kind, f.probability,
-           f.match.node ? std::optional<uint32_t>{uint32_t(*f.match.node)} : std::nullopt});
+      out.push_back({f.kind, f.probability,
+                     f.match.node ? std::optional<uint32_t>{uint32_t(*f.match.node)} : std::nullopt,
+                     f.kind == fault_kind::delay_transfer ? f.delay_ms : 0});
   return out;
 }
 
 std::string format_transfer_faults(const std::vector<transfer_fault_spec>& faults) {
   std::string out;
   for (const auto& f : faults)
-    out += fmt::format("{}{}:{}:{}", out.empty() ? "" : ",", kind_name(f.kind), f.probability,
-                       f.node ? std::to_string(*f.node) : std::string{"any"});
+    out += fmt::format("{}{}:{}:{}{}", out.empty() ? "" : ",", kind_name(f.kind), f.probability,
+                       f.node ? std::to_string(*f.node) : std::string{"any"},
+                       f.kind == fault_kind::delay_transfer ? fmt::format(":{}", f.delay_ms)
+                                                            : std::string{});
   return out;
 }
 
@@ -157,6 +191,7 @@ caf::error install_transfer_faults(transport::transfer_engine& engine,
   draws = 0;
   failed = 0;
   corrupted = 0;
+  delayed = 0;
   struct sigaction action {};
   action.sa_sigaction = on_switch;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -184,7 +219,7 @@ caf::error switch_transfer_fault(pid_t pid, size_t ordinal, bool on) {
 }
 
 transfer_faults_taken transfer_faults_taken_here() {
-  return {failed.load(), corrupted.load()};
+  return {failed.load(), corrupted.load(), delayed.load()};
 }
 
 } // namespace crescent::up

@@ -275,21 +275,23 @@ std::string format_slices_taken(const std::vector<std::string>& node_logs) {
     std::string line;
     bool found = false;
     while (std::getline(in, line)) {
-      unsigned long long f = 0, c = 0;
+      unsigned long long f = 0, c = 0, d = 0;
       const auto at = line.find("transfer faults: ");
       if (line.rfind("crescent-node ", 0) == 0 && at != std::string::npos &&
           std::sscanf(line.c_str() + at,
-                      "transfer faults: %llu slice attempts failed, %llu corrupted", &f, &c) == 2) {
+                      "transfer faults: %llu slice attempts failed, %llu corrupted, %llu delayed",
+                      &f, &c, &d) == 3) {
         taken.failed += f;
         taken.corrupted += c;
+        taken.delayed += d;
         found = true;
       }
     }
     silent += found ? 0 : 1;
   }
   return fmt::format(
-      "transfer      {} KV slice attempts failed, {} corrupted by the plan{}\n", taken.failed,
-      taken.corrupted,
+      "transfer      {} KV slice attempts failed, {} corrupted, {} delayed by the plan{}\n",
+      taken.failed, taken.corrupted, taken.delayed,
       silent == 0 ? std::string{}
                   : fmt::format(" ({} node processes did not say: killed or ended early)", silent));
 }

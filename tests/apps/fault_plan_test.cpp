@@ -56,7 +56,17 @@ TEST(fault_plan, bad_values_are_named_with_their_line) {
   e = error_of("faults:\n  - {at_ms: 1, delay: 0.5}\n");
   EXPECT_NE(e.find("a delay needs delay_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, delay_ms: 4}\n");
-  EXPECT_NE(e.find("delay_ms applies to delay and reorder only"), std::string::npos) << e;
+  EXPECT_NE(e.find("delay_ms applies to delay, reorder and delay_transfer only"), std::string::npos)
+      << e;
+  e = error_of("faults:\n  - {at_ms: 1, delay_transfer: 0.5}\n");
+  EXPECT_NE(e.find("a delay_transfer needs delay_ms, how long a KV slice is held"),
+            std::string::npos)
+      << e;
+  e = error_of("faults:\n  - {at_ms: 1, delay_transfer: 0.5, delay_ms: 3600001}\n");
+  EXPECT_NE(e.find("faults[0].delay_ms: 3600001 is not in [1, 3600000]"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 1, delay_transfer: 0.5, delay_ms: 5, from: decode}\n");
+  EXPECT_NE(e.find("a delay_transfer takes KV slices, chosen by node only"), std::string::npos)
+      << e;
   e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, from: decoder}\n");
   EXPECT_NE(e.find("faults[0].from: 'decoder' is not a role"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, peer: 2}\n");
@@ -120,10 +130,11 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
                            "  - {at_ms: 30, reorder: 0.0125, delay_ms: 50}\n"
                            "  - {at_ms: 40, partition: [0, 1], for_ms: 800}\n"
                            "  - {at_ms: 50, corrupt: 0.5, node: 2}\n"
-                           "  - {at_ms: 60, fail_transfer: 0.25, for_ms: 10}\n";
+                           "  - {at_ms: 60, fail_transfer: 0.25, for_ms: 10}\n"
+                           "  - {at_ms: 70, delay_transfer: 0.1, delay_ms: 20, node: 1}\n";
   auto plan = parse_fault_plan(text, "p.yaml");
   ASSERT_TRUE(plan) << crescent::describe(plan.error());
-  ASSERT_EQ(plan->faults.size(), 7u);
+  ASSERT_EQ(plan->faults.size(), 8u);
   const auto& drop = plan->faults[0];
   EXPECT_EQ(drop.kind, fault_kind::drop);
   EXPECT_DOUBLE_EQ(drop.probability, 0.05);
@@ -140,11 +151,14 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
   EXPECT_EQ(describe(plan->faults[4]), "cut nodes 0, 1 from the others for 800 ms");
   EXPECT_EQ(describe(plan->faults[5]), "corrupt 50% of KV slices to or from node 2");
   EXPECT_EQ(describe(plan->faults[6]), "fail 25% of KV slices for 10 ms");
+  EXPECT_EQ(plan->faults[7].kind, fault_kind::delay_transfer);
+  EXPECT_EQ(plan->faults[7].delay_ms, 20u);
+  EXPECT_EQ(describe(plan->faults[7]), "delay 10% of KV slices to or from node 1 by 20 ms");
   // What chaos prints for a seed reads back as the same plan.
   auto again = parse_fault_plan(format_fault_plan(*plan), "again.yaml");
   ASSERT_TRUE(again) << crescent::describe(again.error()) << format_fault_plan(*plan);
   EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
-  ASSERT_EQ(again->faults.size(), 7u);
+  ASSERT_EQ(again->faults.size(), 8u);
   EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
   // Simulated time takes every kind; crescent up only what crosses between processes (node 3
   // runs in the main process).

@@ -19,15 +19,17 @@ TEST(transfer_faults, flags_read_back_what_the_plan_said) {
   auto plan = parse_fault_plan("faults:\n"
                                "  - {at_ms: 0, kill: 1}\n"
                                "  - {at_ms: 5, corrupt: 0.125, node: 2}\n"
-                               "  - {at_ms: 9, fail_transfer: 0.3}\n",
+                               "  - {at_ms: 9, fail_transfer: 0.3}\n"
+                               "  - {at_ms: 9, delay_transfer: 0.5, delay_ms: 20, node: 1}\n",
                                "p.yaml");
   ASSERT_TRUE(plan) << crescent::describe(plan.error());
   const auto faults = transfer_faults_of(*plan);
-  ASSERT_EQ(faults.size(), 2u);
+  ASSERT_EQ(faults.size(), 3u);
   EXPECT_EQ(faults[0], (transfer_fault_spec{fault_kind::corrupt, 0.125, 2u}));
   EXPECT_EQ(faults[1], (transfer_fault_spec{fault_kind::fail_transfer, 0.3, std::nullopt}));
+  EXPECT_EQ(faults[2], (transfer_fault_spec{fault_kind::delay_transfer, 0.5, 1u, 20}));
   const auto text = format_transfer_faults(faults);
-  EXPECT_EQ(text, "corrupt:0.125:2,fail_transfer:0.3:any");
+  EXPECT_EQ(text, "corrupt:0.125:2,fail_transfer:0.3:any,delay_transfer:0.5:1:20");
   auto back = parse_transfer_faults(text);
   ASSERT_TRUE(back) << crescent::describe(back.error());
   EXPECT_EQ(*back, faults);
@@ -40,9 +42,19 @@ TEST(transfer_faults, a_bad_flag_names_its_entry_and_what_is_wrong) {
     return f ? std::string{} : crescent::describe(f.error());
   };
   auto e = error_of("corrupt:0.5:any,drop:0.5:any");
-  EXPECT_NE(e.find("entry 2 ('drop:0.5:any'): the kind is fail_transfer or corrupt"),
+  EXPECT_NE(e.find("entry 2 ('drop:0.5:any'): the kind is fail_transfer, corrupt or "
+                   "delay_transfer"),
             std::string::npos)
       << e;
+  EXPECT_NE(
+      error_of("delay_transfer:0.5:any").find("expected delay_transfer:PROBABILITY:NODE:DELAY_MS"),
+      std::string::npos);
+  EXPECT_NE(error_of("delay_transfer:0.5:any:0").find("the delay is a number of ms in [1, "),
+            std::string::npos);
+  EXPECT_NE(error_of("delay_transfer:0.5:any:3600001").find("[1, 3600000]"), std::string::npos);
+  EXPECT_NE(error_of("delay_transfer:0.5:any:5ms").find("the delay is"), std::string::npos);
+  EXPECT_NE(error_of("corrupt:0.5:any:3").find("expected KIND:PROBABILITY:NODE"),
+            std::string::npos);
   EXPECT_NE(error_of("corrupt:0:any").find("the probability is a number in (0, 1]"),
             std::string::npos);
   EXPECT_NE(error_of("corrupt:1.5:any").find("(0, 1]"), std::string::npos);
@@ -110,6 +122,21 @@ TEST_F(switched, a_fault_takes_slices_only_while_a_signal_has_it_switched_on) {
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << crescent::describe(r.reason);
   EXPECT_EQ(transfer_faults_taken_here().corrupted, attempts);
+  engine->set_fault_hook({});
+}
+
+TEST_F(switched, a_delay_holds_each_slice_it_takes_and_the_write_still_lands) {
+  ASSERT_FALSE(install_transfer_faults(
+      *engine, {{fault_kind::delay_transfer, 1.0, std::nullopt, 25}}, 7, 0));
+  ASSERT_FALSE(switch_transfer_fault(getpid(), 0, true));
+  const auto start = clock_type::now();
+  const auto r = write_once();
+  EXPECT_GE(clock_type::now() - start, std::chrono::milliseconds(25)) << "held in the delay line";
+  EXPECT_EQ(r.state, op_state::completed) << crescent::describe(r.reason);
+  EXPECT_EQ(memory.data()[999], std::byte{0x77});
+  const auto taken = transfer_faults_taken_here();
+  EXPECT_EQ(taken.delayed, 1u) << "one slice, one attempt: a delay is no failure to retry";
+  EXPECT_EQ(taken.failed + taken.corrupted, 0u);
   engine->set_fault_hook({});
 }
 

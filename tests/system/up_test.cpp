@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -101,7 +102,7 @@ class up : public ::testing::Test {
 
   // Runs 40 requests under a plan of two faults, and returns the report once the run ended with
   // status 0 or 1, both faults carried out, and every request ended correctly.
-  std::string run_two_faults(const std::string& faults) {
+  std::string run_faults(const std::string& faults) {
     std::ofstream{dir / "plan.yaml"} << "faults:\n" << faults;
     auto p = start({"--requests", "40", "--faults", (dir / "plan.yaml").string()});
     EXPECT_TRUE(p) << describe(p.error());
@@ -109,7 +110,10 @@ class up : public ::testing::Test {
     EXPECT_TRUE(status) << describe(status.error());
     const auto report = read_file(run_dir / "report.txt");
     EXPECT_TRUE(status && (*status == 0 || *status == 1)) << read_file(dir / "up.err");
-    EXPECT_NE(report.find("faults        2 of 2 carried out"), std::string::npos) << report;
+    const auto n = std::count(faults.begin(), faults.end(), '\n'); // a fault a line
+    const auto carried =
+        "faults        " + std::to_string(n) + " of " + std::to_string(n) + " carried out";
+    EXPECT_NE(report.find(carried), std::string::npos) << report;
     EXPECT_NE(report.find("invariants    held: 40 of 40"), std::string::npos) << report;
     return report;
   }
@@ -171,8 +175,8 @@ TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   run_dir = dir / "run";
   // Requests on the killed node may fail (status 1), with their reason; none may be lost or
   // decode other tokens.
-  const auto report = run_two_faults("  - {at_ms: 100, pause: 1, for_ms: 500}\n"
-                                     "  - {at_ms: 300, kill: 2}\n");
+  const auto report = run_faults("  - {at_ms: 100, pause: 1, for_ms: 500}\n"
+                                 "  - {at_ms: 300, kill: 2}\n");
   // After the faults: the paused node counts as live again, the killed one does not.
   EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
             std::string::npos)
@@ -295,7 +299,7 @@ TEST_F(up, a_bad_plan_or_a_node_that_does_not_start_is_exit_status_two) {
 TEST_F(up, delayed_and_duplicated_messages_between_processes_break_no_invariant) {
   run_dir = dir / "run";
   // Without --netns, message faults run in a gate per node process, on whole CAF messages.
-  const auto report = run_two_faults(
+  const auto report = run_faults(
       "  - {at_ms: 0, delay: 0.2, delay_ms: 30, type: tokens, from: decode, to: request}\n"
       "  - {at_ms: 0, duplicate: 0.1, for_ms: 60000}\n");
   unsigned long long frames = 0, dropped = 0, delayed = 0, duplicated = 0, reordered = 0;
@@ -320,7 +324,7 @@ TEST_F(up, delayed_and_duplicated_messages_between_processes_break_no_invariant)
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
-TEST_F(up, failed_and_corrupted_kv_slices_in_every_process_break_no_invariant) {
+TEST_F(up, failed_corrupted_and_delayed_kv_slices_in_every_process_break_no_invariant) {
   run_dir = dir / "run";
   // The launcher passes the node processes' transfer-fault flags on.
   auto text = read_file(cluster);
@@ -330,19 +334,22 @@ TEST_F(up, failed_and_corrupted_kv_slices_in_every_process_break_no_invariant) {
   std::ofstream{cluster} << text;
   // A slice whose every attempt was taken fails its request with the reason; none may be lost,
   // decode other tokens (the hand-off's and the pool's slices are checked), or leave a page.
-  const auto report = run_two_faults("  - {at_ms: 0, fail_transfer: 0.2}\n"
-                                     "  - {at_ms: 0, corrupt: 0.2, for_ms: 60000}\n");
+  // A delayed slice (held 5 ms in its engine's delay line) only makes its request later.
+  const auto report = run_faults("  - {at_ms: 0, fail_transfer: 0.2}\n"
+                                 "  - {at_ms: 0, corrupt: 0.2, for_ms: 60000}\n"
+                                 "  - {at_ms: 0, delay_transfer: 0.2, delay_ms: 5}\n");
   EXPECT_NE(report.find("settled       "), std::string::npos) << report;
-  unsigned long long failed = 0, corrupted = 0;
+  unsigned long long failed = 0, corrupted = 0, delayed = 0;
   const auto at = report.find("transfer      ");
   ASSERT_NE(at, std::string::npos) << report;
   ASSERT_EQ(std::sscanf(report.c_str() + at,
-                        "transfer      %llu KV slice attempts failed, %llu corrupted", &failed,
-                        &corrupted),
-            2)
+                        "transfer      %llu KV slice attempts failed, %llu corrupted, %llu delayed",
+                        &failed, &corrupted, &delayed),
+            3)
       << report;
   EXPECT_GT(failed, 0u) << report;
   EXPECT_GT(corrupted, 0u) << report;
+  EXPECT_GT(delayed, 0u) << report;
   for (const auto* node : {"node-1.log", "node-2.log"})
     EXPECT_NE(read_file(run_dir / node).find("transfer faults: "), std::string::npos) << node;
   const auto faults = read_file(run_dir / "faults.log");

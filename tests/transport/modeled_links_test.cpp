@@ -143,6 +143,62 @@ TEST(modeled_links, a_transfer_past_its_deadline_times_out) {
   EXPECT_LE((*results)[0].modeled_ns, 200'000'000u) << "it ends at the deadline, cut off";
 }
 
+TEST(modeled_links, an_injected_slice_delay_adds_to_its_operations_modeled_time) {
+  int64_t now = 0;
+  auto links = std::make_shared<modeled_links>(3, simple_profile(), [&] { return now; });
+  auto engine = *transfer_engine::create_modeled(7, links);
+  std::vector<std::byte> a(1000), b(1000), c(1000);
+  [[maybe_unused]] auto ra = *engine->register_region(0, a.data(), a.size());
+  auto rb = *engine->register_region(1, b.data(), b.size());
+  auto rc = *engine->register_region(2, c.data(), c.size());
+  // Slices to node 2 are held 5 us; on modeled links the delay is modeled time, whatever
+  // fault_delays says.
+  engine->set_fault_hook([](const slice_view& v) {
+    return v.remote_node == 2 ? slice_verdict{slice_fault::delay, std::chrono::microseconds(5)}
+                              : slice_verdict{};
+  });
+  a[0] = std::byte{42};
+  std::vector<transfer_op> ops{{op_kind::write, {a.data(), 1000}, rb},
+                               {op_kind::write, {a.data(), 1000}, rc}};
+  auto id = engine->submit(ops, clock_type::now() + std::chrono::seconds(5));
+  auto results = engine->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ((*results)[0].state, op_state::completed);
+  EXPECT_EQ((*results)[1].state, op_state::completed);
+  EXPECT_EQ((*results)[0].modeled_ns, 1100u) << "not delayed";
+  EXPECT_EQ((*results)[1].modeled_ns, 2100u + 5000u) << "as before, and 5 us later";
+  EXPECT_EQ(c[0], std::byte{42}) << "the bytes moved at once";
+
+  // A delay past the batch's deadline times the operation out there.
+  engine->set_fault_hook([](const slice_view&) {
+    return slice_verdict{slice_fault::delay, std::chrono::seconds(10)};
+  });
+  id = engine->submit(ops, clock_type::now() + std::chrono::seconds(1));
+  results = engine->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ((*results)[0].state, op_state::timed_out);
+  EXPECT_LE((*results)[0].modeled_ns, 1'000'000'000u) << "it ends at the deadline, cut off";
+}
+
+TEST(modeled_links, a_local_engine_under_a_virtual_clock_models_injected_delays) {
+  // fault_delays::modeled: what a simulation with real bytes (crescent chaos) asks for.
+  auto engine = *transfer_engine::create_local(7);
+  std::vector<std::byte> a(64, std::byte{7}), b(64);
+  auto rb = *engine->register_region(1, b.data(), b.size());
+  engine->set_fault_hook(
+      [](const slice_view&) {
+        return slice_verdict{slice_fault::delay, std::chrono::milliseconds(250)};
+      },
+      fault_delays::modeled);
+  std::vector<transfer_op> ops{{op_kind::write, {a.data(), 64}, rb}};
+  auto id = engine->submit(ops, clock_type::now() + std::chrono::seconds(5));
+  auto results = engine->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ((*results)[0].state, op_state::completed);
+  EXPECT_EQ((*results)[0].modeled_ns, 250'000'000u);
+  EXPECT_EQ(b[0], std::byte{7});
+}
+
 TEST(modeled_links, real_engines_report_no_modeled_time) {
   auto engine = *transfer_engine::create_local(7);
   std::vector<std::byte> a(64), b(64);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -248,6 +249,48 @@ TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_proc
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_EQ(back, data);
   expect_path_used();
+}
+
+TEST_P(two_engines, injected_delays_hold_slices_until_their_time_deadline_or_cancel) {
+  auto delay_all = [&](std::chrono::milliseconds d) {
+    initiator->set_fault_hook([d](const slice_view&) {
+      return slice_verdict{slice_fault::delay, d};
+    });
+  };
+  auto data = random_bytes(200u << 10, 11);
+  const std::vector<transfer_op> ops{{op_kind::write, data, region, 0, true}};
+
+  // Held 30 ms, then moved intact: the batch cannot end sooner.
+  delay_all(std::chrono::milliseconds(30));
+  const auto start = clock_type::now();
+  auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
+  ASSERT_TRUE(id);
+  auto results = initiator->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_GE(clock_type::now() - start, std::chrono::milliseconds(30));
+  EXPECT_EQ(results->at(0).state, op_state::completed) << describe(results->at(0).reason);
+  EXPECT_EQ(results->at(0).modeled_ns, 0u) << "a held delay is real time, not modeled";
+  EXPECT_EQ(std::vector<std::byte>(memory.data(), memory.data() + data.size()), data);
+
+  // Held an hour: the deadline ends it, and cancel() does, without waiting for the hour.
+  delay_all(std::chrono::hours(1));
+  id = initiator->submit(ops, clock_type::now() + std::chrono::milliseconds(50));
+  results = initiator->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ(results->at(0).state, op_state::timed_out) << describe(results->at(0).reason);
+  id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
+  initiator->cancel(*id);
+  results = initiator->wait(*id);
+  ASSERT_TRUE(results);
+  EXPECT_EQ(results->at(0).state, op_state::cancelled) << describe(results->at(0).reason);
+
+  // An engine that stops ends what it holds: the callback still runs.
+  std::optional<op_result> ended;
+  ASSERT_FALSE(initiator->submit(ops, clock_type::now() + std::chrono::seconds(30),
+                                 [&](std::vector<op_result> r) { ended = r.at(0); }));
+  initiator.reset();
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(ended->state, op_state::cancelled);
 }
 
 INSTANTIATE_TEST_SUITE_P(paths, two_engines, ::testing::Values(path::tcp, path::shm), name_of);
