@@ -105,6 +105,9 @@ struct conductor_config {
   policy_kind policy = policy_kind::global_cache_aware;
   admission_mode admission = admission_mode::predicted_load;
   double kvcache_balancing_threshold = 1.5;
+  // Whether the prefix index follows blocks offloaded to the nodes' SSD tiers, so that a
+  // placement plans to read them back (false: DRAM only, for comparison).
+  bool ssd_index = true;
   uint32_t slo_ttft_ms = 30'000;
   uint32_t slo_tbt_ms = 100;
   uint64_t seed = 1;

@@ -155,6 +155,7 @@ caf::error read_conductor(yaml_reader& r, const YAML::Node& n, conductor_config&
        {"admission", named(r, c.admission, "none, current_load or predicted_load")},
        {"kvcache_balancing_threshold",
         [&](auto& v, auto& f) { return r.read_double(v, f, c.kvcache_balancing_threshold); }},
+       {"ssd_index", [&](auto& v, auto& f) { return r.read_bool(v, f, c.ssd_index); }},
        {"slo",
         [&](auto& v, auto&) {
           return r.visit(v, "conductor.slo",

@@ -66,7 +66,8 @@ class decode_track {
 struct conductor_state {
   static inline const char* name = "conductor";
   conductor_options options;
-  prefix_index index;
+  prefix_index index;              // blocks in the nodes' DRAM
+  prefix_index ssd_index;          // blocks on the nodes' SSD tiers (BlocksGone.offloaded)
   std::optional<time_model> model; // corrected online from prefill reports
   std::optional<scheduling_policy> policy;
   std::vector<prefill_track> prefill; // per prefill instance

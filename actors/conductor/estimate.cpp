@@ -93,28 +93,31 @@ uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t b
 }
 
 uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           uint32_t local_blocks, uint32_t pulled_blocks, uint32_t holder) {
+                           const prefix_load& load) {
   const auto& m = *v.model;
   // The backlog delays a pull that starts now; behind a queue, the running pulls are taken to
   // have drained by the time this one starts.
   const auto& p = v.prefill[instance];
+  const uint32_t holder = load.holder;
   const uint64_t backlog =
       p.queue_ns == 0 && holder < v.pull_backlog_bytes.size() ? v.pull_backlog_bytes[holder] : 0;
-  const uint64_t compute_ns =
-      m.prefill_ns(r.prompt_tokens, reused_tokens(v, r, local_blocks + pulled_blocks));
-  const uint64_t load_ns = m.load_ns(local_blocks, false) +
-                           m.pull_ns(pulled_blocks, holder, v.prefill[instance].node, backlog);
-  return v.prefill[instance].queue_ns + load_ns + compute_ns +
-         m.handoff_ns(r.prompt_tokens, compute_ns, load_ns, local_blocks + pulled_blocks);
+  const uint32_t blocks = load.local + load.pulled;
+  const uint64_t compute_ns = m.prefill_ns(r.prompt_tokens, reused_tokens(v, r, blocks));
+  const uint64_t load_ns = m.ssd_read_ns(load.local_on_ssd) + m.load_ns(load.local, false) +
+                           m.ssd_read_ns(load.pulled_on_ssd) +
+                           m.pull_ns(load.pulled, holder, p.node, backlog);
+  return p.queue_ns + load_ns + compute_ns +
+         m.handoff_ns(r.prompt_tokens, compute_ns, load_ns, blocks);
 }
 
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,
                             const prefix_match& m) {
   prefill_choice c;
   c.instance = instance;
-  c.local_blocks = m.length[v.prefill[instance].node];
+  const uint32_t node = v.prefill[instance].node;
+  c.local_blocks = m.length[node];
   c.reuse_blocks = c.local_blocks;
-  c.ttft_ns = predicted_ttft_ns(v, r, instance, c.local_blocks, 0, 0);
+  c.ttft_ns = predicted_ttft_ns(v, r, instance, {c.local_blocks, m.on_ssd[node]});
   return c;
 }
 

@@ -29,10 +29,20 @@ bool lighter(const schedule_view& v, uint32_t a, uint32_t b);
 /// Tokens a prefill reuses from `blocks` leading blocks: never its last token.
 uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t blocks);
 
-/// Queue, loads (the instance's own blocks, then `pulled` from node `holder`, behind what
-/// others read from it), compute and the hand-off to decode.
+/// What a prefill loads: `local` blocks from its own node, then `pulled` from node `holder`;
+/// of each, those read back from that node's SSD tier first.
+struct prefix_load {
+  uint32_t local = 0;
+  uint32_t local_on_ssd = 0;
+  uint32_t pulled = 0;
+  uint32_t pulled_on_ssd = 0;
+  uint32_t holder = 0;
+};
+
+/// Queue, loads (the instance's own blocks, then those pulled from the holder, behind what
+/// others read from it; drive reads before each), compute and the hand-off to decode.
 uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           uint32_t local_blocks, uint32_t pulled_blocks, uint32_t holder);
+                           const prefix_load& load);
 
 /// Reusing only what the instance's own node holds.
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,

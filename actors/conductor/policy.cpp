@@ -71,7 +71,7 @@ scheduling_policy::scheduling_policy(policy_kind kind, uint64_t seed) : kind_(ki
 }
 
 decision scheduling_policy::place(const schedule_view& v, const request_view& r) {
-  const auto match = v.index->match(r.keys);
+  const auto match = v.index->match(r.keys, v.ssd_index);
   return complete(v, r, prefill_(v, r, match, state_));
 }
 

@@ -95,7 +95,67 @@ uint32_t prefix_index::cached_prefix(std::span<const block_key> keys, uint32_t n
   return n;
 }
 
-prefix_match prefix_index::match(std::span<const block_key> keys) const {
+node_set prefix_index::holders(block_key key) const {
+  if (is_wide_) {
+    const auto* nodes = wide_.find(key);
+    return nodes == nullptr ? node_set{} : *nodes;
+  }
+  node_set out;
+  const auto* mask = narrow_.find(key);
+  for (uint64_t m = mask == nullptr ? 0 : *mask; m != 0; m &= m - 1)
+    out.insert(static_cast<uint32_t>(std::countr_zero(m)));
+  return out;
+}
+
+prefix_match prefix_index::match(std::span<const block_key> keys, const prefix_index* ssd) const {
+  const bool tiers = ssd != nullptr && ssd->size() != 0;
+  auto out = tiers ? match_tiers(keys, *ssd) : match_dram(keys);
+  // Nodes past 64 hold nothing in the narrow form: their lengths stay 0.
+  const uint32_t nodes = is_wide_ || (tiers && ssd->is_wide_) ? node_set::capacity : 64;
+  for (uint32_t n = 0; n < nodes; ++n)
+    if (out.length[n] > out.best) {
+      out.best = out.length[n];
+      out.best_node = n;
+    }
+  return out;
+}
+
+prefix_match prefix_index::match_tiers(std::span<const block_key> keys,
+                                       const prefix_index& ssd) const {
+  prefix_match out;
+  size_t i = 0;
+  if (!is_wide_ && !ssd.is_wide_) {
+    uint64_t still = ~uint64_t{0}; // nodes that hold every key so far, in DRAM or on SSD
+    for (; i < keys.size() && still != 0; ++i) {
+      const auto* d = narrow_.find(keys[i]);
+      const auto* s = ssd.narrow_.find(keys[i]);
+      const uint64_t in_dram = d == nullptr ? 0 : *d;
+      const uint64_t on_ssd = s == nullptr ? 0 : *s;
+      const uint64_t held = in_dram | on_ssd;
+      for (uint64_t dropped = still & ~held; dropped != 0; dropped &= dropped - 1)
+        out.length[std::countr_zero(dropped)] = static_cast<uint32_t>(i);
+      still &= held;
+      for (uint64_t only = still & ~in_dram; only != 0; only &= only - 1)
+        ++out.on_ssd[std::countr_zero(only)];
+    }
+    for (; still != 0; still &= still - 1)
+      out.length[std::countr_zero(still)] = static_cast<uint32_t>(i);
+    return out;
+  }
+  node_set still = node_set::all();
+  for (; i < keys.size() && !still.empty(); ++i) {
+    const node_set in_dram = holders(keys[i]);
+    node_set held = in_dram;
+    held |= ssd.holders(keys[i]);
+    still.without(held).for_each([&](uint32_t n) { out.length[n] = static_cast<uint32_t>(i); });
+    still &= held;
+    still.without(in_dram).for_each([&](uint32_t n) { ++out.on_ssd[n]; });
+  }
+  still.for_each([&](uint32_t n) { out.length[n] = static_cast<uint32_t>(i); });
+  return out;
+}
+
+prefix_match prefix_index::match_dram(std::span<const block_key> keys) const {
   prefix_match out;
   size_t i = 0;
   if (!is_wide_) {
@@ -119,13 +179,6 @@ prefix_match prefix_index::match(std::span<const block_key> keys) const {
     }
     still.for_each([&](uint32_t n) { out.length[n] = static_cast<uint32_t>(i); });
   }
-  // Nodes past 64 hold nothing in the narrow form: their lengths stay 0.
-  const uint32_t nodes = is_wide_ ? node_set::capacity : 64;
-  for (uint32_t n = 0; n < nodes; ++n)
-    if (out.length[n] > out.best) {
-      out.best = out.length[n];
-      out.best_node = n;
-    }
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The conductor's global prefix index: which nodes hold which blocks. It is a hint for
 // placement, learned from prefill reports; the store master stays the authority on what can be
-// read, so a stale or missing entry costs a worse placement, never wrong data.
+// read, so a stale or missing entry costs a worse placement, never wrong data. The conductor
+// keeps two: blocks in the nodes' DRAM, and blocks on their SSD tiers (offloaded there).
 #pragma once
 
 #include "actors/common/node_set.hpp"
@@ -18,6 +19,9 @@ struct prefix_match {
   std::array<uint32_t, node_set::capacity> length{}; // per node
   uint32_t best = 0;                                 // the longest
   uint32_t best_node = 0; // the lowest node holding the longest (0 when best is 0)
+  // Per node, how many of its `length` keys it holds only on its SSD tier (match with an SSD
+  // index): a load reads them from the drive first.
+  std::array<uint32_t, node_set::capacity> on_ssd{};
 };
 
 class prefix_index {
@@ -35,8 +39,10 @@ class prefix_index {
   uint32_t cached_prefix(std::span<const block_key> keys, uint32_t node) const;
 
   /// Every node's leading keys at once, in one pass over the keys (a node drops out at its
-  /// first miss): time proportional to the prompt's blocks, not to nodes times blocks.
-  prefix_match match(std::span<const block_key> keys) const;
+  /// first miss): time proportional to the prompt's blocks, not to nodes times blocks. With
+  /// `ssd` (the blocks on the nodes' SSD tiers; null or empty: none), a node holds a key in
+  /// this index or in that one, and prefix_match::on_ssd counts those only in `ssd`.
+  prefix_match match(std::span<const block_key> keys, const prefix_index* ssd = nullptr) const;
 
   size_t size() const { return is_wide_ ? wide_.size() : narrow_.size(); }
 
@@ -46,6 +52,10 @@ class prefix_index {
   // from the first add of a node past 63 on.
   void widen();
   bool holds(block_key key, uint32_t node) const;
+  /// The nodes holding `key`, in either form.
+  node_set holders(block_key key) const;
+  prefix_match match_dram(std::span<const block_key> keys) const;
+  prefix_match match_tiers(std::span<const block_key> keys, const prefix_index& ssd) const;
 
   struct no_bits {
     bool operator()(uint64_t mask) const { return mask == 0; }

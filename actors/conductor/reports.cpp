@@ -191,20 +191,28 @@ void on_blocks_gone(conductor_ptr self, const typed_envelope<wire::BlocksGone>& 
   struct gone {
     uint32_t node;
     std::vector<block_key> keys;
+    std::vector<bool> offloaded;
   };
   auto g = read_as<wire::BlocksGone>(msg, [](wire::BlocksGone::Reader in) {
-    return gone{in.getNode(), to_keys(in.getKeys())};
+    gone out{in.getNode(), to_keys(in.getKeys()), {}};
+    for (auto o : in.getOffloaded())
+      out.offloaded.push_back(o);
+    return out;
   });
   if (!g) {
     st.bad.refuse(st.name, std::move(g.error()));
     return;
   }
-  if (g->node >= st.node_last_seen.size() || g->keys.size() > report_keys_max) {
+  if (g->node >= st.node_last_seen.size() || g->keys.size() > report_keys_max ||
+      (!g->offloaded.empty() && g->offloaded.size() != g->keys.size())) {
     st.bad.refuse(st.name, make_error(errc::invalid_argument, "malformed blocks gone"));
     return;
   }
-  for (auto key : g->keys)
-    st.index.remove(key, g->node);
+  for (size_t i = 0; i < g->keys.size(); ++i) {
+    st.index.remove(g->keys[i], g->node);
+    if (st.options.ssd_index && !g->offloaded.empty() && g->offloaded[i])
+      st.ssd_index.add(g->keys[i], g->node);
+  }
 }
 
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {

@@ -104,6 +104,7 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   v.prefill = prefill;
   v.decode = decode;
   v.index = &st.index;
+  v.ssd_index = &st.ssd_index;
   v.model = &*st.model;
   v.slo = st.options.slo;
   v.admission = st.options.admission;

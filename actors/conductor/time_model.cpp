@@ -66,6 +66,8 @@ time_model_source source_of(std::shared_ptr<const gpu::modeled_profile> profile,
   src.h2d_bytes_per_s = profile->h2d_bytes_per_s;
   src.nic_bytes_per_s = profile->nic_bytes_per_s;
   src.nic_latency_s = profile->nic_latency_s;
+  src.ssd_read_bytes_per_s = profile->ssd_read_bytes_per_s;
+  src.ssd_latency_s = profile->ssd_latency_s;
   return src;
 }
 
@@ -153,6 +155,15 @@ uint64_t time_model::load_ns(uint32_t blocks, bool remote) const {
   const double bytes = static_cast<double>(blocks) * static_cast<double>(pool_block_bytes_);
   const double s = remote ? bytes / p.nic_bytes_per_s + p.nic_latency_s : bytes / p.h2d_bytes_per_s;
   return static_cast<uint64_t>(std::llround(s * 1e9));
+}
+
+uint64_t time_model::ssd_read_ns(uint32_t blocks) const {
+  const auto& p = source_;
+  if (blocks == 0 || !(p.ssd_read_bytes_per_s > 0))
+    return 0;
+  const double bytes = static_cast<double>(blocks) * static_cast<double>(pool_block_bytes_);
+  return static_cast<uint64_t>(
+      std::llround((bytes / p.ssd_read_bytes_per_s + p.ssd_latency_s) * 1e9));
 }
 
 double time_model::bandwidth(uint32_t from, uint32_t to) const {

@@ -7,7 +7,8 @@
 //   is kept (printed where the conductor is brought up); online, every prefill report's actual
 //   compute corrects it by a smoothed ratio (correct()).
 // - Loading reused blocks: their bytes over the host-to-device bandwidth (local) or the NIC
-//   (from another node); the hand-off to decode: the prompt's pages over the NIC.
+//   (from another node), after reading those only on an SSD tier back over the drive's read
+//   bandwidth; the hand-off to decode: the prompt's pages over the NIC.
 // - Pulling blocks from another node: their bytes, behind what other jobs are reading from that
 //   node now, over the bandwidth between the two nodes learned from completed pulls (smoothed;
 //   the profile's NIC until the first), plus the NIC's latency.
@@ -40,6 +41,10 @@ struct time_model_source {
   double h2d_bytes_per_s = 20e9;
   double nic_bytes_per_s = 20e9;
   double nic_latency_s = 0;
+  // A node's SSD tier: 0 where the source gives no drive (a read from it then costs nothing
+  // beyond the load that follows).
+  double ssd_read_bytes_per_s = 0;
+  double ssd_latency_s = 0;
 };
 
 /// The source for a modeled engine's profile.
@@ -56,6 +61,9 @@ class time_model {
   uint64_t prefill_ns(uint32_t prompt_tokens, uint32_t reused_tokens) const;
   /// Loading `blocks` cached blocks: from this node's pool, or from another node's.
   uint64_t load_ns(uint32_t blocks, bool remote) const;
+  /// Reading `blocks` blocks back from a node's SSD tier into its DRAM before they load: their
+  /// bytes over the drive's read bandwidth, plus its latency (0 without a drive in the source).
+  uint64_t ssd_read_ns(uint32_t blocks) const;
   /// Pulling `blocks` from node `from` to node `to` behind `backlog_bytes` already being read
   /// from `from`.
   uint64_t pull_ns(uint32_t blocks, uint32_t from, uint32_t to, uint64_t backlog_bytes) const;

@@ -69,6 +69,9 @@ struct schedule_view {
   std::span<const prefill_view> prefill;
   std::span<const decode_view> decode;
   const prefix_index* index = nullptr;
+  // Blocks on the nodes' SSD tiers (null: none): a node's own prefix reaches through them, and
+  // its load reads them from the drive first.
+  const prefix_index* ssd_index = nullptr;
   // Per node: bytes that running jobs are still reading from it (a pull from there that starts
   // now queues behind them); empty: none.
   std::span<const uint64_t> pull_backlog_bytes;

@@ -217,15 +217,22 @@ caf::result<void> on_owner_heartbeat(master_ptr self,
 
 namespace {
 
-// The conductor's prefix index follows what is in DRAM where (fire and forget: a lost notice
-// costs a placement that expects a block it then does not find).
-void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<block_key>& keys) {
+// The conductor's prefix index follows what is in DRAM where, and what went to the SSD tier
+// (fire and forget: a lost notice costs a placement that expects a block it then does not find,
+// or misses one it could have read back).
+void tell_conductor_gone(master_ptr self, uint32_t node, const std::vector<block_key>& keys,
+                         const std::vector<bool>& offloaded) {
   const auto& conductor = self->state.dir ? self->state.dir->conductor : conductor_actor{};
   if (!conductor || keys.empty())
     return;
   auto msg = make_envelope<wire::BlocksGone>([&](wire::BlocksGone::Builder out) {
     out.setNode(node);
     write_keys(out.initKeys(static_cast<unsigned>(keys.size())), keys);
+    if (std::find(offloaded.begin(), offloaded.end(), true) == offloaded.end())
+      return; // none: the list stays empty
+    auto list = out.initOffloaded(static_cast<unsigned>(offloaded.size()));
+    for (unsigned i = 0; i < offloaded.size(); ++i)
+      list.set(i, offloaded[i]);
   });
   self->send(conductor, evicted_atom::value, std::move(msg));
 }
@@ -259,6 +266,7 @@ on_evict(master_ptr self, const typed_envelope<wire::EvictRequest>& msg) {
   const int64_t now = now_ns(self);
   std::vector<bool> approved;
   std::vector<block_key> gone; // left the node's DRAM
+  std::vector<bool> gone_to_ssd;
   for (size_t i = 0; i < r->keys.size(); ++i) {
     const auto* rec = st.objects->find(r->keys[i]);
     if (rec == nullptr) {
@@ -295,8 +303,9 @@ on_evict(master_ptr self, const typed_envelope<wire::EvictRequest>& msg) {
     approved.push_back(true);
     ++st.approved;
     gone.push_back(r->keys[i]);
+    gone_to_ssd.push_back(r->offloaded[i]);
   }
-  tell_conductor_gone(self, r->node, gone);
+  tell_conductor_gone(self, r->node, gone, gone_to_ssd);
   return make_envelope<wire::EvictReply>([&](wire::EvictReply::Builder out) {
     auto list = out.initApproved(static_cast<unsigned>(approved.size()));
     for (unsigned i = 0; i < approved.size(); ++i)

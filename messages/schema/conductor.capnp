@@ -57,10 +57,12 @@ struct PrefillReport {
 }
 
 # store master -> conductor: these blocks left this node's DRAM (evicted), so that the prefix
-# index does not promise them.
+# index does not promise them there.
 struct BlocksGone {
   node @0 :UInt32;
   keys @1 :List(Common.BlockKey);          # at most 4096
+  offloaded @2 :List(Bool);                # empty, or one per key: the node keeps it on its SSD
+                                           # tier (a load reads it from the drive first)
 }
 
 # request -> conductor, when a request ends (completed, rejected after placement, failed).

@@ -61,6 +61,37 @@ TEST(prefix_index, nodes_past_the_first_64_are_held_apart) {
   EXPECT_EQ(m.best_node, 255u);
 }
 
+TEST(prefix_index, blocks_on_ssd_tiers_extend_each_nodes_prefix_and_are_counted_apart) {
+  for (uint32_t base : {0u, 100u}) { // the narrow form, then the wide one
+    prefix_index dram, ssd;
+    dram.add(1_key, base);
+    ssd.add(2_key, base);
+    ssd.add(3_key, base);
+    dram.add(3_key, base); // read back since: in DRAM again, and still on the drive
+    dram.add(1_key, base + 1);
+    dram.add(2_key, base + 1);
+    ssd.add(1_key, base + 2);
+    std::vector<block_key> keys = numbered_keys({1, 2, 3, 4});
+    auto m = dram.match(keys, &ssd);
+    EXPECT_EQ(m.length[base], 3u) << base;
+    EXPECT_EQ(m.on_ssd[base], 1u) << "key 2 only; key 3 is in DRAM too";
+    EXPECT_EQ(m.length[base + 1], 2u);
+    EXPECT_EQ(m.on_ssd[base + 1], 0u);
+    EXPECT_EQ(m.length[base + 2], 1u);
+    EXPECT_EQ(m.on_ssd[base + 2], 1u);
+    EXPECT_EQ(m.best, 3u);
+    EXPECT_EQ(m.best_node, base);
+    // Without the SSD index (or with an empty one), DRAM alone.
+    const prefix_index empty;
+    for (const auto* none : {&empty, static_cast<const prefix_index*>(nullptr)}) {
+      m = dram.match(keys, none);
+      EXPECT_EQ(m.length[base], 1u);
+      EXPECT_EQ(m.on_ssd[base], 0u);
+      EXPECT_EQ(m.best_node, base + 1);
+    }
+  }
+}
+
 TEST(node_set, holds_every_id_below_its_capacity_in_order) {
   node_set s;
   EXPECT_TRUE(s.empty());
@@ -294,6 +325,55 @@ TEST(global_cache_aware, a_busy_or_slow_holder_makes_a_pull_cost_more) {
   EXPECT_EQ(d.prefill, 1u);
   EXPECT_TRUE(d.pull);
   EXPECT_EQ(d.predicted_ttft_ns, 4 * remote_block_ns + 1'000 + 4 * remote_block_ns);
+}
+
+TEST(local_cache_aware, a_prefix_on_the_nodes_drive_is_reused_after_its_read_back) {
+  cluster_state s;
+  s.model = testing::simple_time_model(0.25e9); // a block's 8,192 bytes in 32,768 ns
+  prefix_index ssd;
+  hold(s.index, 0, 1); // instance 0's node: block 1 in DRAM, blocks 2 and 3 on its drive
+  ssd.add(four_keys[1], 0);
+  ssd.add(four_keys[2], 0);
+  auto v = s.view();
+  v.ssd_index = &ssd;
+  scheduling_policy p{policy_kind::local_cache_aware};
+  // Instance 0: 2 drive reads + 3 local loads + 16 tokens + hand-off = 155,648 ns; instance 1:
+  // 64 tokens + hand-off = 129,536 ns. A read back costs more than computing, here.
+  auto d = p.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 1u);
+  EXPECT_EQ(d.predicted_ttft_ns, 64'000 + 4 * remote_block_ns);
+  // A drive 4x faster: 2 x 8,192 + 3 x 8,192 + 16,000 + hand-off = 122,496 ns, instance 0.
+  s.model = testing::simple_time_model(1e9);
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.reuse_blocks, 3u);
+  EXPECT_EQ(d.predicted_ttft_ns, 2 * 8192 + 3 * local_block_ns + 16'000 + 4 * remote_block_ns);
+  // Without the SSD index the conductor sees block 1 only.
+  v.ssd_index = nullptr;
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_EQ(d.reuse_blocks, 1u);
+}
+
+TEST(global_cache_aware, a_pull_from_a_holders_drive_is_charged_its_read) {
+  cluster_state s;
+  s.model = testing::simple_time_model(1e9);
+  prefix_index ssd;
+  for (const auto& key : four_keys)
+    ssd.add(key, 2); // node 2 (no prefill instance) holds the whole prompt, on its drive
+  hold(s.index, 0, 1);
+  auto v = s.view();
+  v.ssd_index = &ssd;
+  scheduling_policy p{policy_kind::global_cache_aware};
+  // Instance 0 pulls blocks 2 to 4: node 2 reads them back (3 x 8,192 ns) and sends them.
+  auto d = p.place(v, four_blocks());
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.prefill, 0u);
+  EXPECT_TRUE(d.pull);
+  EXPECT_EQ(d.pull_from, 2u);
+  EXPECT_EQ(d.reuse_blocks, 4u);
+  EXPECT_EQ(d.predicted_ttft_ns,
+            local_block_ns + 3 * 8192 + 3 * remote_block_ns + 1'000 + 4 * remote_block_ns);
 }
 
 TEST(block_cost, adds_the_blocks_to_compute_and_those_queued) {
