@@ -270,6 +270,11 @@ void begin_store(prefill_ptr self) {
 
 void finish_store(prefill_ptr self, stored_blocks stored) {
   auto& st = self->state;
+  // Blocks read back from a drive are in that node's DRAM again: the conductor's index learns
+  // it as it learns of stored ones (else it would still charge their read back).
+  auto& back = st.storing->read_back;
+  stored.keys.insert(stored.keys.end(), back.keys.begin(), back.keys.end());
+  stored.nodes.insert(stored.nodes.end(), back.nodes.begin(), back.nodes.end());
   report_to_conductor(self, *st.storing, true, stored);
   release_pages(self, *st.storing);
   st.storing.reset();

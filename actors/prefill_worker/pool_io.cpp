@@ -293,8 +293,13 @@ void finish_loading(prefill_ptr self) {
   }
   job.pulled.clear();
   job.pulled_blocks = 0;
+  job.read_back = {};
   for (size_t i = 0; i < reused; ++i) {
     const auto& b = job.loads[i];
+    if (b.from_ssd) {
+      job.read_back.keys.push_back(job.keys[i]);
+      job.read_back.nodes.emplace_back().insert(b.replicas[b.next].node);
+    }
     if (!b.remote)
       continue;
     if (job.pulled_blocks == 0)

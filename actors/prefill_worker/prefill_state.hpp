@@ -109,6 +109,9 @@ struct prefill_job {
   std::vector<size_t> pulled;         // copied here last: reused blocks read from other nodes, and
                                       // computed ones the pool holds only on SSD
   stored_blocks stored;               // committed new blocks, kept while the copies are made
+  // Reused blocks the store master read back from an SSD tier for this job, with the node whose
+  // DRAM holds them again now (the one read from): the report tells the conductor.
+  stored_blocks read_back;
   uint32_t reused_blocks = 0;
   uint32_t reused_tokens = 0; // of the prompt, from the pool (at most all but its last token)
   uint32_t remote_reused_tokens = 0; // of those, read from other nodes' DRAM (not from SSD)

@@ -43,7 +43,8 @@ struct PrefillReport {
   computedTokens @4 :UInt32;
   reusedTokens @5 :UInt32;
   computeNs @6 :UInt64;
-  storedKeys @7 :List(Common.BlockKey);    # blocks newly committed to the pool by this job
+  storedKeys @7 :List(Common.BlockKey);    # blocks in DRAM because of this job: newly committed,
+                                  # copied here, or read back from an SSD tier
   storedOn @8 :List(UInt64);      # per stored key, 4 words: the nodes holding its replicas
                                   # (bit n % 64 of word n / 64: node ids below 256)
                                   # (empty: the reporting node)
