@@ -385,14 +385,7 @@ caf::error check_network_fault(const fault& f, const cluster_config& cfg, bool n
 
 // A message fault `crescent up` carries out in its message gates (message_gate.hpp): whole CAF
 // messages between processes, chosen as in simulated time.
-caf::error check_gate_fault(const fault& f, const cluster_config& cfg, bool netns,
-                            const std::string& where) {
-  if (netns)
-    return make_error(errc::bad_config,
-                      where + "'" + kind_name(f.kind) +
-                          "' faults of whole messages run without --netns (crescent up's message "
-                          "gates) or in simulated time; with --netns, drop and partition act on "
-                          "packets");
+caf::error check_gate_fault(const fault& f, const cluster_config& cfg, const std::string& where) {
   // Messages between actors of the main process cross no gate.
   const auto& m = f.match;
   if (auto err = check_ends_hosted(m, cfg, where))
@@ -440,14 +433,14 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
         return err;
       break;
     case fault_kind::drop:
-      if (auto err = netns ? check_network_fault(f, cfg, netns, where)
-                           : check_gate_fault(f, cfg, netns, where))
+      if (auto err =
+              netns ? check_network_fault(f, cfg, netns, where) : check_gate_fault(f, cfg, where))
         return err;
       break;
     case fault_kind::delay:
     case fault_kind::duplicate:
     case fault_kind::reorder:
-      if (auto err = check_gate_fault(f, cfg, netns, where))
+      if (auto err = check_gate_fault(f, cfg, where))
         return err;
       break;
     case fault_kind::fail_transfer:

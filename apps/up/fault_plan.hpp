@@ -24,9 +24,9 @@
 //
 // What each mode carries out: `crescent up` kills and pauses node processes, fails, corrupts and
 // delays their KV slices (transfer_faults.hpp), drops, delays, duplicates and reorders whole
-// messages in its message gates (message_gate.hpp: between processes; not with --netns), and with
-// --netns partitions the processes and drops their packets (check_fault_plan); simulated time
-// carries out every kind (check_sim_fault_plan).
+// messages in its message gates (message_gate.hpp: between processes; with --netns, drops are of
+// packets instead), and with --netns partitions the processes and drops their packets
+// (check_fault_plan); simulated time carries out every kind (check_sim_fault_plan).
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -84,6 +84,11 @@ struct fault {
   int line = 0;             // in the plan file, for messages
   bool is_message_fault() const { return kind >= fault_kind::drop && kind <= fault_kind::reorder; }
   bool is_transfer_fault() const { return kind >= fault_kind::fail_transfer; }
+  /// Whether crescent up's message gates carry it out: every message fault, except a drop
+  /// with --netns (`netns`), which the kernel does to packets.
+  bool is_gate_fault(bool netns) const {
+    return is_message_fault() && !(netns && kind == fault_kind::drop);
+  }
 };
 
 struct fault_plan {

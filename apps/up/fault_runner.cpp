@@ -27,7 +27,7 @@ fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& no
       ++transfer;
       continue;
     }
-    if (f.is_message_fault() && network_ == nullptr) {
+    if (f.is_gate_fault(network_ != nullptr)) {
       // Whole messages, taken by the message gates on the way to and from the node processes.
       const auto what = describe(f) + " [message gates]";
       actions_.push_back({f.at_ms, 0, 0, what, i, false, {}, true});

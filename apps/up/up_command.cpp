@@ -164,9 +164,10 @@ caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
   return net;
 }
 
-// Without --netns, message faults run in a gate per node process (message_gate.hpp): this
-// process reaches each node through its gate, while the nodes, which read the cluster file,
-// listen where they did.
+// Message faults run in a gate per node process (message_gate.hpp; with --netns, all but drops,
+// which are of packets there): this process reaches each node through its gate, on its own
+// loopback, while the nodes, which read the cluster file, listen where they did (in their
+// namespaces with --netns, which this process reaches over the bridge).
 caf::expected<std::vector<std::unique_ptr<up::message_gate>>> start_gates(prepared& p,
                                                                           uint64_t seed) {
   std::vector<std::unique_ptr<up::message_gate>> out;
@@ -364,8 +365,8 @@ int up_command(const up_options& opt, up_result* out) {
   if (!nodes)
     return fail(describe(nodes.error()));
   std::vector<std::unique_ptr<up::message_gate>> gates;
-  if (!opt.netns && std::any_of(p->plan.faults.begin(), p->plan.faults.end(),
-                                [](const up::fault& f) { return f.is_message_fault(); })) {
+  if (std::any_of(p->plan.faults.begin(), p->plan.faults.end(),
+                  [&](const up::fault& f) { return f.is_gate_fault(opt.netns); })) {
     auto started_gates = start_gates(*p, opt.seed);
     if (!started_gates) {
       up::stop_nodes(*nodes);

@@ -167,7 +167,7 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
   EXPECT_NE(e.find("p.yaml:2: node 3 runs in the cluster's main process"), std::string::npos) << e;
 }
 
-TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) {
+TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer_and_gate_faults) {
   auto check = [](const std::string& yaml) {
     auto plan = parse_fault_plan(yaml, "p.yaml");
     EXPECT_TRUE(plan) << crescent::describe(plan.error());
@@ -183,8 +183,20 @@ TEST(fault_plan, crescent_up_netns_takes_partitions_and_drops_by_node_and_peer) 
   EXPECT_NE(e.find("p.yaml:2: crescent up --netns drops packets, which carry no message type"),
             std::string::npos)
       << e;
-  e = crescent::describe(check("faults:\n  - {at_ms: 0, delay: 0.5, delay_ms: 9}\n"));
-  EXPECT_NE(e.find("'delay' faults of whole messages run without --netns"), std::string::npos) << e;
+  // Delays, duplicates and reorders of whole messages run in the message gates, as without it.
+  EXPECT_FALSE(check("faults:\n  - {at_ms: 0, delay: 0.5, delay_ms: 9, type: tokens}\n"
+                     "  - {at_ms: 0, duplicate: 0.1, node: 1, peer: main}\n"
+                     "  - {at_ms: 0, reorder: 0.1, delay_ms: 9}\n"));
+  e = crescent::describe(check("faults:\n  - {at_ms: 0, delay: 0.5, delay_ms: 9, node: 3}\n"));
+  EXPECT_NE(e.find("node 3 runs in the cluster's main process"), std::string::npos) << e;
+  fault f;
+  f.kind = fault_kind::drop;
+  EXPECT_TRUE(f.is_gate_fault(false));
+  EXPECT_FALSE(f.is_gate_fault(true)) << "with --netns a drop is of packets";
+  f.kind = fault_kind::delay;
+  EXPECT_TRUE(f.is_gate_fault(true));
+  f.kind = fault_kind::corrupt;
+  EXPECT_FALSE(f.is_gate_fault(false));
   e = crescent::describe(check("faults:\n  - {at_ms: 0, partition: [0], for_ms: 9}\n"));
   EXPECT_NE(e.find("node 0 runs in the cluster's main process"), std::string::npos) << e;
   e = crescent::describe(check("faults:\n  - {at_ms: 0, drop: 0.5, node: 1, peer: 3}\n"));
