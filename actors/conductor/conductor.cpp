@@ -66,6 +66,8 @@ typed_envelope<wire::ConductorStats> make_stats(conductor_ptr self) {
     out.setRejected(st.rejected);
     out.setBadMessages(st.bad.count);
     out.setLiveNodes(live);
+    out.setIndexedBlocks(st.index.size());
+    out.setSsdIndexedBlocks(st.ssd_index.size());
     auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill.size()));
     for (unsigned i = 0; i < st.prefill.size(); ++i)
       q.set(i, static_cast<uint32_t>(st.prefill[i].jobs.size()));

@@ -280,6 +280,12 @@ void check_liveness(conductor_ptr self) {
   }
   if (lost.empty())
     return;
+  // The store master drops a node out of the view from the pool, and what it held is freed when
+  // it rejoins: the index forgets it too, so no placement counts on it or pulls from it.
+  for (const uint32_t n : lost) {
+    st.index.remove_node(n);
+    st.ssd_index.remove_node(n);
+  }
   // A request waits for its prefill node until its first token, and for its decode node to
   // the end: on a silent node it would wait for its deadline. It fails now, with the reason.
   for (const auto& [id, r] : st.in_flight) {

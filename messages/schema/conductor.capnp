@@ -95,4 +95,6 @@ struct ConductorStats {
   prefillQueueJobs @4 :List(UInt32);  # per prefill instance
   decodeActive @5 :List(UInt32);      # per decode instance
   prefillQueueNs @6 :List(UInt64);    # per prefill instance: predicted until it is free of its jobs
+  indexedBlocks @7 :UInt64;           # blocks the prefix index has in some node's DRAM
+  ssdIndexedBlocks @8 :UInt64;        # blocks it has on some node's SSD tier
 }

@@ -1,6 +1,7 @@
 // The KV pool end to end in simulated time: store master, block owners and the transfer engine.
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
+#include "messages/schema/conductor.capnp.h"
 #include "messages/schema/store.capnp.h"
 #include "storage/checksum.hpp"
 #include "support/block_keys.hpp"
@@ -650,6 +651,40 @@ TEST(kv_pool, a_node_whose_agent_is_gone_leaves_the_pool_though_its_owner_runs_o
   // The conductor sees the agent go at its next liveness check, and tells the master.
   EXPECT_TRUE(p.run_until([&] { return live_nodes(p) == 2u; }, 50));
   EXPECT_EQ(p.get({1})[0].size(), 1u);
+}
+
+TEST(conductor, forgets_the_blocks_of_a_node_that_leaves_its_view) {
+  pool p{pool_cluster(3, 1u << 20, 2)};
+  auto indexed = [&] {
+    auto reply = p.ask(p.cl->dir().conductor, stats_atom::value);
+    EXPECT_TRUE(reply);
+    return *read_as<wire::ConductorStats>(
+        *reply, [](wire::ConductorStats::Reader in) { return in.getIndexedBlocks(); });
+  };
+  // Prefill instance 0 (node 0) reports blocks 1 and 2 stored on nodes 0 and 2, and block 3 on
+  // node 2 alone.
+  node_set both, two;
+  both.insert(0);
+  both.insert(2);
+  two.insert(2);
+  auto report = make_envelope<wire::PrefillReport>([&](wire::PrefillReport::Builder out) {
+    out.setRequestId(1);
+    out.setInstance(0);
+    out.setNode(0);
+    out.setOk(true);
+    const std::vector<block_key> keys{block_key{0, 1}, block_key{0, 2}, block_key{0, 3}};
+    write_keys(out.initStoredKeys(3), keys);
+    auto on = out.initStoredOn(3 * node_set::words);
+    for (unsigned k = 0; k < 3; ++k)
+      for (unsigned w = 0; w < node_set::words; ++w)
+        on.set(k * node_set::words + w, (k < 2 ? both : two).to_words()[w]);
+  });
+  p.send_as(p.cl->dir().prefill[0], p.cl->dir().conductor, report_atom::value, report);
+  ASSERT_EQ(indexed(), 3u);
+  // Node 2's agent goes: at its next liveness check the conductor drops node 2 from its view,
+  // and from its index: block 3 was only there.
+  caf::anon_send_exit(p.cl->dir().node_agents[2], caf::exit_reason::kill);
+  EXPECT_TRUE(p.run_until([&] { return indexed() == 2u; }, 50));
 }
 
 TEST(kv_pool, a_lost_single_replica_is_an_explicit_miss) {
