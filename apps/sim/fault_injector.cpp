@@ -1,6 +1,7 @@
 #include "apps/sim/fault_injector.hpp"
 
 #include "apps/sim/sim_system.hpp"
+#include "apps/up/transfer_faults.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/event_based_actor.hpp>
@@ -123,21 +124,15 @@ transport::slice_verdict judge_slice(fault_injector::state& st, const transport:
         (f.match.node && *f.match.node != int32_t(v.remote_node)) || st.draw() >= f.probability)
       continue;
     ++st.taken[i];
-    const char* what = v.kind == transport::op_kind::read ? "read" : "write";
-    switch (f.kind) {
-    case up::fault_kind::corrupt:
-      st.note(now, fmt::format("corrupt a {} slice of {} bytes with node {}", what, v.length_bytes,
-                               v.remote_node));
-      return transport::slice_fault::corrupt;
-    case up::fault_kind::delay_transfer:
-      st.note(now, fmt::format("delay a {} slice of {} bytes with node {} by {} ms", what,
-                               v.length_bytes, v.remote_node, f.delay_ms));
-      return {transport::slice_fault::delay, std::chrono::milliseconds(f.delay_ms)};
-    default:
-      st.note(now, fmt::format("fail a {} slice of {} bytes with node {}", what, v.length_bytes,
-                               v.remote_node));
-      return transport::slice_fault::fail;
-    }
+    const auto verdict = up::slice_verdict_of(f.kind, f.delay_ms);
+    const bool delay = verdict.fault == transport::slice_fault::delay;
+    st.note(now, fmt::format("{} a {} slice of {} bytes with node {}{}",
+                             delay                                              ? "delay"
+                             : verdict.fault == transport::slice_fault::corrupt ? "corrupt"
+                                                                                : "fail",
+                             v.kind == transport::op_kind::read ? "read" : "write", v.length_bytes,
+                             v.remote_node, delay ? fmt::format(" by {} ms", f.delay_ms) : ""));
+    return verdict;
   }
   return transport::slice_fault::none;
 }

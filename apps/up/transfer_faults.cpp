@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <cerrno>
@@ -64,17 +65,12 @@ transport::slice_verdict judge(const hook_state& st, const transport::slice_view
     const uint64_t x = mix(st.stream ^ mix(draws.fetch_add(1)));
     if (static_cast<double>(x >> 11) * 0x1.0p-53 >= f.probability)
       continue;
-    switch (f.kind) {
-    case fault_kind::corrupt:
-      corrupted.fetch_add(1);
-      return transport::slice_fault::corrupt;
-    case fault_kind::delay_transfer:
-      delayed.fetch_add(1);
-      return {transport::slice_fault::delay, std::chrono::milliseconds(f.delay_ms)};
-    default:
-      failed.fetch_add(1);
-      return transport::slice_fault::fail;
-    }
+    const auto verdict = slice_verdict_of(f.kind, f.delay_ms);
+    (verdict.fault == transport::slice_fault::corrupt ? corrupted
+     : verdict.fault == transport::slice_fault::delay ? delayed
+                                                      : failed)
+        .fetch_add(1);
+    return verdict;
   }
   return transport::slice_fault::none;
 }
@@ -99,15 +95,12 @@ caf::expected<transfer_fault_spec> parse_entry(size_t entry, const std::string& 
   if (fields.size() < 3)
     return bad(entry, text, "expected KIND:PROBABILITY:NODE (NODE a number or 'any')");
   transfer_fault_spec f;
-  const auto& kind = fields[0];
-  if (kind == kind_name(fault_kind::fail_transfer))
-    f.kind = fault_kind::fail_transfer;
-  else if (kind == kind_name(fault_kind::corrupt))
-    f.kind = fault_kind::corrupt;
-  else if (kind == kind_name(fault_kind::delay_transfer))
-    f.kind = fault_kind::delay_transfer;
-  else
+  const auto kinds = {fault_kind::fail_transfer, fault_kind::corrupt, fault_kind::delay_transfer};
+  const auto kind = std::find_if(kinds.begin(), kinds.end(),
+                                 [&](fault_kind k) { return fields[0] == kind_name(k); });
+  if (kind == kinds.end())
     return bad(entry, text, "the kind is fail_transfer, corrupt or delay_transfer");
+  f.kind = *kind;
   const size_t want = f.kind == fault_kind::delay_transfer ? 4 : 3;
   if (fields.size() != want)
     return bad(entry, text,

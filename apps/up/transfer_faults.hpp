@@ -23,6 +23,7 @@
 #include <caf/expected.hpp>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +39,19 @@ struct transfer_fault_spec {
   uint64_t delay_ms = 0;                       // delay_transfer only: [1, fault_delay_ms_max]
   bool operator==(const transfer_fault_spec&) const = default;
 };
+
+/// What a transfer fault of `kind` (fail_transfer, corrupt or delay_transfer, held `delay_ms`)
+/// does to a slice it takes: the engine's verdict, in real and in simulated time alike.
+inline transport::slice_verdict slice_verdict_of(fault_kind kind, uint64_t delay_ms) {
+  switch (kind) {
+  case fault_kind::corrupt:
+    return transport::slice_fault::corrupt;
+  case fault_kind::delay_transfer:
+    return {transport::slice_fault::delay, std::chrono::milliseconds(delay_ms)};
+  default:
+    return transport::slice_fault::fail;
+  }
+}
 
 /// The plan's transfer faults in plan order: a fault's place here is its ordinal.
 std::vector<transfer_fault_spec> transfer_faults_of(const fault_plan& plan);
