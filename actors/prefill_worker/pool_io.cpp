@@ -107,21 +107,6 @@ std::vector<transport::region_handle> by_locality(std::vector<transport::region_
   return rs;
 }
 
-// One result per operation: none where it completed.
-std::vector<caf::error> outcomes(const std::vector<transport::op_result>& results) {
-  std::vector<caf::error> out;
-  out.reserve(results.size());
-  for (const auto& r : results) {
-    if (r.state == transport::op_state::completed)
-      out.emplace_back();
-    else
-      out.push_back(r.reason ? r.reason
-                             : make_error(errc::internal, std::string{"a transfer ended "} +
-                                                              transport::to_string(r.state)));
-  }
-  return out;
-}
-
 // The modeled time of the batch's reads from other nodes (0 on every real engine, or with none).
 uint64_t remote_end_ns(const std::vector<transport::transfer_op>& ops,
                        std::span<const transport::op_result> results, uint32_t node) {
@@ -150,11 +135,11 @@ void submit_batch(prefill_ptr self, uint64_t id, const std::vector<transport::tr
        pages = st.parts.kv_pages->memory_keepalive()](std::vector<transport::op_result> results) {
         if constexpr (std::is_same_v<Atom, loaded_atom>)
           send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), atom, id, batch,
-                                                  outcomes(results),
+                                                  pool_batches::errors_of(results),
                                                   remote_end_ns(ops, results, node));
         else
           send_at_batch_end<prefill_worker_actor>(me, batch_end_ns(results), atom, id,
-                                                  outcomes(results));
+                                                  pool_batches::errors_of(results));
       });
   if (!err)
     return;
@@ -204,30 +189,11 @@ void finish_loading(prefill_ptr self);
 // modeled links run a node's operations FIFO, so the batches end one after another there).
 void load_round(prefill_ptr self) {
   auto& job = *self->state.current;
-  std::vector<transport::transfer_op> ops;
-  std::vector<size_t> loading;
   job.loading.clear();
   job.round_remote_ns = 0;
-  for (size_t i = 0; i < job.loads.size(); ++i) {
-    auto& b = job.loads[i];
-    if (b.verified)
-      continue;
-    auto page = page_span(self, job, i);
-    // A compressed block is no larger than its page, and is read into the page's front.
-    const bool codec = self->state.parts.codec != nullptr;
-    auto fits = [&](const transport::region_handle& h) {
-      return codec ? h.length > 0 && h.length <= page.size() : h.length == page.size();
-    };
-    while (b.next < b.replicas.size() && !fits(b.replicas[b.next])) {
-      b.last_error = make_error(errc::invalid_argument, "replica of the wrong size");
-      ++b.next;
-    }
-    if (b.next == b.replicas.size())
-      break; // the prefix ends here: later blocks are of no use
-    ops.push_back(
-        {transport::op_kind::read, page.first(b.replicas[b.next].length), b.replicas[b.next]});
-    loading.push_back(i);
-  }
+  auto round = job.loads->next_round();
+  auto& ops = round.ops;
+  const auto& loading = round.blocks;
   if (ops.empty()) {
     finish_loading(self);
     return;
@@ -254,10 +220,7 @@ void load_round(prefill_ptr self) {
 
 // The leading blocks of the prefix that are verified.
 uint32_t verified_prefix(const prefill_job& job) {
-  uint32_t n = 0;
-  while (n < job.loads.size() && job.loads[n].verified)
-    ++n;
-  return n;
+  return job.loads ? static_cast<uint32_t>(job.loads->verified_prefix()) : 0;
 }
 
 // The verified prefix is reused; a block that failed for another reason than being gone is a
@@ -267,8 +230,13 @@ void finish_loading(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
   const size_t reused = verified_prefix(job);
-  if (reused < job.loads.size()) {
-    const auto& miss = job.loads[reused];
+  static const std::vector<pool_batches::block_read> none;
+  const auto& loads = job.loads ? job.loads->blocks() : none;
+  auto remote = [&](const pool_batches::block_read& b) {
+    return b.replicas[b.next].node != st.options.node;
+  };
+  if (reused < loads.size()) {
+    const auto& miss = loads[reused];
     if (miss.last_error && !is(miss.last_error, errc::not_found)) {
       spdlog::warn("prefill_worker {}: block {} of request {} is a miss: {}", st.options.instance,
                    reused, job.request_id, describe(miss.last_error));
@@ -286,21 +254,21 @@ void finish_loading(prefill_ptr self) {
   for (size_t i = 0; i < reused; ++i) {
     const uint32_t begin = static_cast<uint32_t>(i) * block_tokens(self);
     const uint32_t tokens = std::min(job.reused_tokens, begin + block_tokens(self)) - begin;
-    if (job.loads[i].from_ssd)
+    if (loads[i].from_ssd)
       job.ssd_reused_tokens += tokens;
-    else if (job.loads[i].remote)
+    else if (remote(loads[i]))
       job.remote_reused_tokens += tokens;
   }
   job.pulled.clear();
   job.pulled_blocks = 0;
   job.read_back = {};
   for (size_t i = 0; i < reused; ++i) {
-    const auto& b = job.loads[i];
+    const auto& b = loads[i];
     if (b.from_ssd) {
       job.read_back.keys.push_back(job.keys[i]);
       job.read_back.nodes.emplace_back().insert(b.replicas[b.next].node);
     }
-    if (!b.remote)
+    if (!remote(b))
       continue;
     if (job.pulled_blocks == 0)
       job.pulled_from = b.replicas[b.next].node;
@@ -315,7 +283,7 @@ void finish_loading(prefill_ptr self) {
                 : job.pull_modeled_ns > 0
                     ? job.pull_modeled_ns
                     : static_cast<uint64_t>(clock_ns(self) - job.load_started_ns);
-  job.loads.clear();
+  job.loads.reset();
   job.loading.clear();
   begin_compute(self);
 }
@@ -336,19 +304,18 @@ void start_loading(prefill_ptr self, const std::vector<block_location>& found) {
     return;
   auto& st = self->state;
   auto& job = *st.current;
-  job.loads.clear();
   job.load_started_ns = clock_ns(self);
-  for (size_t i = 0; i < found.size() && i < job.keys.size(); ++i) {
-    auto replicas = usable_replicas(self, found[i].replicas);
-    if (found[i].key != job.keys[i] || replicas.empty())
-      break;
-    block_load b;
-    b.key = found[i].key;
-    b.checksum = found[i].checksum;
-    b.replicas = std::move(replicas);
-    b.from_ssd = found[i].from_ssd;
-    job.loads.push_back(std::move(b));
-  }
+  auto reads = pool_batches::reads_of(found, job.keys, pool_batches::read_extent::prefix,
+                                      [self](std::vector<transport::region_handle> rs) {
+                                        return usable_replicas(self, std::move(rs));
+                                      });
+  std::vector<std::span<std::byte>> pages;
+  for (size_t i = 0; i < reads.size(); ++i)
+    pages.push_back(page_span(self, job, i));
+  // A compressed block is no larger than its page, and is read into the page's front.
+  job.loads.emplace(std::move(reads), std::move(pages),
+                    st.parts.codec ? pool_batches::read_fit::front : pool_batches::read_fit::exact,
+                    pool_batches::read_extent::prefix);
   load_round(self);
 }
 
@@ -391,7 +358,7 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
     return;
   auto& job = *self->state.current;
   // A batch ends once: its reads are then forgotten.
-  if (batch >= job.loading.size() || results.size() != job.loading[batch].size() ||
+  if (!job.loads || batch >= job.loading.size() || results.size() != job.loading[batch].size() ||
       results.empty()) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "a load's results do not match"));
@@ -403,33 +370,18 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
   if (end_if_cancelled(self)) // the batch has ended: it reads into its pages no more
     return;
   job.round_remote_ns = std::max(job.round_remote_ns, remote_ns); // the batches run together
-  for (size_t k = 0; k < results.size(); ++k) {
-    const size_t i = loading[k];
-    auto& b = job.loads[i];
-    const auto& h = b.replicas[b.next];
-    const auto read = page_span(self, job, i).first(h.length);
-    if (!results[k] && storage::block_checksum(read) == b.checksum) {
-      // The pool's checksum covers the stored bytes; a block the codec does not know (another
-      // format, codec or calibration) is a miss, never data.
-      auto err = self->state.parts.codec ? decode_in_place(self, job, i, h.length) : caf::error{};
-      if (!err) {
-        b.verified = true;
-        b.remote = h.node != self->state.options.node;
-        continue;
-      }
-      ++self->state.codec_errors_total;
-      b.last_error = std::move(err);
-      ++b.next;
-      continue;
-    }
-    if (!results[k]) {
-      report_corrupt(self, b.key, h.node);
-      b.last_error = make_error(errc::checksum_mismatch, "block " + to_string(b.key));
-    } else {
-      b.last_error = results[k];
-    }
-    ++b.next;
-  }
+  // The pool's checksum covers the stored bytes; a block the codec does not know (another
+  // format, codec or calibration) is a miss, never data.
+  pool_batches::accept_fn decode;
+  if (self->state.parts.codec)
+    decode = [self, &job](size_t i, size_t bytes) {
+      auto err = decode_in_place(self, job, i, bytes);
+      if (err)
+        ++self->state.codec_errors_total;
+      return err;
+    };
+  for (const auto& bad : job.loads->settle(loading, results, decode))
+    report_corrupt(self, bad.key, bad.node);
   if (streams(self->state, job)) {
     const auto id = job.request_id;
     send_cached_prefix(self, verified_prefix(job)); // may fail the job, or mark it to fail
@@ -465,7 +417,6 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
   const auto node = self->state.options.node;
   block_store store;
   store.replicate = copies;
-  std::vector<transport::transfer_op> ops;
   for (size_t i = 0; i < slots.size(); ++i) {
     const auto& s = slots[i];
     if (s.replicas.empty())
@@ -492,22 +443,15 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
     store.keys.push_back(s.key);
     store.blocks.push_back(blocks[i]);
     store.bytes.push_back(bytes);
-    store.ops.emplace_back();
     node_set holders;
     for (const auto& h : s.replicas)
       if (h.node < node_set::capacity)
         holders.insert(h.node);
     store.nodes.push_back(holders);
-    // Checked end to end (an xxh3 of each slice where it lands): a replica changed on its way
-    // would be committed with the block's checksum and found bad only when read, perhaps after
-    // the node with the good copy is gone (crescent chaos, seed 285: corrupt and kill faults).
-    // A slice that fails its check fails the write, and the block is revoked, not committed.
-    for (const auto& h : s.replicas) {
-      store.ops.back().push_back(ops.size());
-      ops.push_back({transport::op_kind::write, page, h, 0, true});
-    }
+    store.writes.add(page, s.replicas); // a replica that fails its check revokes the block
   }
-  if (!ops.empty()) {
+  if (!store.writes.ops().empty()) {
+    auto ops = store.writes.ops();
     job.storing = std::move(store);
     submit_batch(self, job.request_id, ops, stored_atom::value);
   } else if (copies) {
@@ -575,11 +519,9 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
   job.storing.reset();
   stored_blocks written;
   std::vector<uint64_t> sums;
+  const auto ok = store.writes.written(results);
   for (size_t i = 0; i < store.keys.size(); ++i) {
-    bool ok = true;
-    for (auto op : store.ops[i])
-      ok = ok && op < results.size() && !results[op];
-    if (!ok) {
+    if (!ok[i]) {
       store.revoke.push_back(store.keys[i]);
       continue;
     }

@@ -7,6 +7,7 @@
 #include "actors/common/node_set.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "actors/request/request_actor.hpp"
+#include "actors/store_master/pool_batches.hpp"
 #include "transport/region_handle.hpp"
 
 #include <algorithm>
@@ -21,28 +22,16 @@
 
 namespace crescent {
 
-/// One cached block being loaded into the job's pages: its replicas, nearest first, tried in
-/// turn until one reads and verifies.
-struct block_load {
-  block_key key;
-  uint64_t checksum = 0;
-  std::vector<transport::region_handle> replicas;
-  uint32_t next = 0; // the replica the next read tries
-  bool verified = false;
-  bool remote = false;   // verified from another node's replica
-  bool from_ssd = false; // read back from an SSD tier for this get (the store master says)
-  caf::error last_error; // of the last replica tried, if it failed
-};
-
-/// A batch of replica writes in flight: the granted blocks and which writes carry each.
+/// A batch of replica writes in flight: the granted blocks, in the order they were added to
+/// the writes.
 struct block_store {
-  std::vector<block_key> keys;          // granted blocks
-  std::vector<size_t> blocks;           // their indices in the prompt
-  std::vector<node_set> nodes;          // the nodes holding each one's replicas
-  std::vector<std::vector<size_t>> ops; // per block: indices of its replica writes in the batch
-  std::vector<size_t> bytes;            // per block: its stored bytes (encoded, with a codec)
-  std::vector<block_key> revoke;        // granted blocks that could not even be written
-  bool replicate = false; // copies of pulled blocks (committed as replicas), not new blocks
+  std::vector<block_key> keys; // granted blocks
+  std::vector<size_t> blocks;  // their indices in the prompt
+  std::vector<node_set> nodes; // the nodes holding each one's replicas
+  std::vector<size_t> bytes;   // per block: its stored bytes (encoded, with a codec)
+  pool_batches::replica_writes writes;
+  std::vector<block_key> revoke; // granted blocks that could not even be written
+  bool replicate = false;        // copies of pulled blocks (committed as replicas), not new blocks
 };
 
 /// Stored blocks: their keys and, per key, the nodes holding them.
@@ -100,8 +89,8 @@ struct prefill_job {
   // Progress, filled while the job runs.
   std::vector<transport::region_handle> pages; // local KV pages
   std::vector<std::byte*> page_ptrs;
-  std::vector<block_load> loads; // the cached prefix, while it loads
-  // Per batch of the current round of reads: indices into loads (emptied when it ends). A
+  std::optional<pool_batches::replica_reads> loads; // the cached prefix, while it loads
+  // Per batch of the current round of reads: the blocks it reads (emptied when it ends). A
   // streaming job reads in several batches, so that its pages go to decode as they land.
   std::vector<std::vector<size_t>> loading;
   uint64_t round_remote_ns = 0;       // the longest of this round's reads from other nodes

@@ -134,33 +134,21 @@ pool_client::put(std::span<const block_key> keys,
   if (!slots || slots->size() != keys.size())
     return make_error(errc::malformed_message, "put_start answer does not match the request");
   // Every replica of every block in one batch.
-  std::vector<transport::transfer_op> ops;
-  std::vector<size_t> op_block;
+  pool_batches::replica_writes writes;
+  std::vector<size_t> granted; // per added block: its index in keys
   for (size_t i = 0; i < slots->size(); ++i)
-    for (const auto& h : (*slots)[i].replicas) {
-      auto bytes = blocks[i];
-      // Checked where it lands, as the prefill worker's puts are: a replica changed on its way
-      // is not committed as the block.
-      ops.push_back({transport::op_kind::write,
-                     {const_cast<std::byte*>(bytes.data()), bytes.size()},
-                     h,
-                     0,
-                     true});
-      op_block.push_back(i);
+    if (!(*slots)[i].replicas.empty()) {
+      writes.add(blocks[i], (*slots)[i].replicas);
+      granted.push_back(i);
     }
-  std::vector<bool> written(slots->size(), true);
-  for (size_t i = 0; i < slots->size(); ++i)
-    written[i] = !(*slots)[i].replicas.empty();
-  if (!ops.empty()) {
-    auto id = engine_->submit(ops, transport::clock_type::now() + std::chrono::seconds(30));
-    if (!id)
-      return std::move(id.error());
-    auto results = engine_->wait(*id);
+  std::vector<bool> written(slots->size(), false);
+  if (!granted.empty()) {
+    auto results = run_batch(writes.ops());
     if (!results)
       return std::move(results.error());
-    for (size_t o = 0; o < results->size(); ++o)
-      if ((*results)[o].state != transport::op_state::completed)
-        written[op_block[o]] = false;
+    const auto ok = writes.written(pool_batches::errors_of(*results));
+    for (size_t b = 0; b < granted.size(); ++b)
+      written[granted[b]] = ok[b];
   }
   std::vector<block_key> commit, revoke;
   std::vector<uint64_t> sums;
@@ -195,9 +183,12 @@ caf::expected<std::vector<bool>> pool_client::get(std::span<const block_key> key
     return std::move(found.error());
   if (found->size() != keys.size())
     return make_error(errc::malformed_message, "get answer does not match the request");
-  std::vector<bool> ok(keys.size(), false);
-  for (size_t i = 0; i < keys.size(); ++i)
-    ok[i] = read_block((*found)[i], out[i]);
+  auto read = read_blocks(*found, keys, out, pool_batches::read_extent::all);
+  if (!read)
+    return std::move(read.error());
+  std::vector<bool> ok;
+  for (const auto& b : *read)
+    ok.push_back(b.verified);
   return ok;
 }
 
@@ -213,23 +204,45 @@ caf::expected<size_t> pool_client::get_prefix(std::span<const block_key> keys,
     return std::move(found.error());
   if (found->size() > keys.size())
     return make_error(errc::malformed_message, "prefix answer longer than the request");
+  auto read = read_blocks(*found, keys, out, pool_batches::read_extent::prefix);
+  if (!read)
+    return std::move(read.error());
   size_t n = 0;
-  while (n < found->size() && (*found)[n].key == keys[n] && read_block((*found)[n], out[n]))
+  while (n < read->size() && (*read)[n].verified)
     ++n;
   return n;
 }
 
-bool pool_client::read_block(const pool_protocol::block_location& at, std::span<std::byte> out) {
-  for (const auto& h : at.replicas) {
-    if (h.length != out.size() || engine_->read(h, 0, out))
-      continue;
-    if (storage::block_checksum(out) == at.checksum)
-      return true;
-    // A mismatch is a miss for this replica: reported, so that the master drops it.
-    [[maybe_unused]] auto err =
-        ask_master_void(corrupt_atom::value, pool_protocol::make_report_corrupt(at.key, h.node));
+caf::expected<std::vector<transport::op_result>>
+pool_client::run_batch(const std::vector<transport::transfer_op>& ops) {
+  auto id = engine_->submit(ops, transport::clock_type::now() + batch_timeout);
+  if (!id)
+    return std::move(id.error());
+  return engine_->wait(*id);
+}
+
+caf::expected<std::vector<pool_batches::block_read>>
+pool_client::read_blocks(const std::vector<pool_protocol::block_location>& found,
+                         std::span<const block_key> keys, std::span<const std::span<std::byte>> out,
+                         pool_batches::read_extent extent) {
+  auto blocks = pool_batches::reads_of(found, keys, extent);
+  // A prefix's reads end at its first block that is not there.
+  std::vector<std::span<std::byte>> buffers{out.begin(),
+                                            out.begin() + static_cast<ptrdiff_t>(blocks.size())};
+  pool_batches::replica_reads reads{std::move(blocks), std::move(buffers),
+                                    pool_batches::read_fit::exact, extent};
+  for (;;) {
+    auto round = reads.next_round();
+    if (round.ops.empty())
+      return reads.blocks();
+    auto results = run_batch(round.ops);
+    if (!results)
+      return std::move(results.error());
+    // A mismatch is a miss for that replica: reported, so that the master drops it.
+    for (const auto& bad : reads.settle(round.blocks, pool_batches::errors_of(*results)))
+      [[maybe_unused]] auto err = ask_master_void(
+          corrupt_atom::value, pool_protocol::make_report_corrupt(bad.key, bad.node));
   }
-  return false;
 }
 
 } // namespace crescent::pool

@@ -1,10 +1,12 @@
 // A blocking client of a KV pool whose master and owners run in other processes: puts and gets
 // of whole blocks through the store master's protocol and this process's transfer engine. Used
-// by the multi-process pool tests and `crescent bench store`; workers inside the cluster use the
-// same protocol from their actors.
+// by the multi-process pool tests and `crescent bench store`. Its batches are the prefill
+// worker's (actors/store_master/pool_batches.hpp): the same reads in rounds and checked replica
+// writes, driven here by waiting, there by the actor's messages.
 #pragma once
 
 #include "actors/common/reply_type.hpp"
+#include "actors/store_master/pool_batches.hpp"
 #include "actors/store_master/store_master_actor.hpp"
 #include "apps/pool/get_combiner.hpp"
 #include "transport/transfer_engine.hpp"
@@ -75,8 +77,17 @@ class pool_client {
   template <class... Xs>
   caf::expected<reply_t<store_master_actor, Xs...>> ask_master(const Xs&... xs);
   caf::error ask_master_void(const auto&... xs);
-  /// Reads one block from the first of its replicas that verifies; false: none did.
-  bool read_block(const pool_protocol::block_location& at, std::span<std::byte> out);
+  /// Reads the blocks a get found into `out` (pool_batches::replica_reads: one batch a round,
+  /// each block's next replica until one verifies). The blocks, verified or not.
+  caf::expected<std::vector<pool_batches::block_read>>
+  read_blocks(const std::vector<pool_protocol::block_location>& found,
+              std::span<const block_key> keys, std::span<const std::span<std::byte>> out,
+              pool_batches::read_extent extent);
+  /// Submits one batch and waits for its end.
+  caf::expected<std::vector<transport::op_result>>
+  run_batch(const std::vector<transport::transfer_op>& ops);
+
+  static constexpr auto batch_timeout = std::chrono::seconds(30);
 
   caf::actor_system* sys_ = nullptr;
   store_master_actor master_;
