@@ -192,6 +192,38 @@ std::string log_path(const char* phase) {
       .string();
 }
 
+// The value of one series of a Prometheus text (`name{labels}` exactly as written), or nothing.
+std::optional<double> prom_value(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos)
+    return std::nullopt;
+  return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
+}
+
+// What the server says of its own share of the HTTP TTFT: its request actors' TTFT (what the
+// in-process side measures) and the front door's time before and after them.
+struct server_side {
+  std::optional<double> actor_ttft_ms, door_in_ms, door_out_ms;
+};
+
+server_side ask_server_side(int port) {
+  const auto get = fmt::format("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n"
+                               "Connection: close\r\n\r\n",
+                               port);
+  auto a = run_http_load({{0, get}}, {"127.0.0.1", port, {}});
+  server_side out;
+  if (a[0].status != 200)
+    return out;
+  auto ms = [&](const std::string& series) -> std::optional<double> {
+    auto v = prom_value(a[0].body, series);
+    return v ? std::optional<double>{*v * 1e3} : std::nullopt;
+  };
+  out.actor_ttft_ms = ms("crescent_recent_ttft_seconds{quantile=\"0.5\"}");
+  out.door_in_ms = ms("crescent_recent_front_door_seconds{phase=\"in\",quantile=\"0.5\"}");
+  out.door_out_ms = ms("crescent_recent_front_door_seconds{phase=\"out\",quantile=\"0.5\"}");
+  return out;
+}
+
 int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
                  const std::vector<replay::synthetic_request>& requests) {
   fmt::print("replay        {} requests at the trace's times x{}, streamed; in process, then "
@@ -209,6 +241,7 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
     return fail(describe(srv.error()));
   const auto answers =
       run_http_load(jobs_for(requests, srv->port, 1.0), {"127.0.0.1", srv->port, {}});
+  const auto server = ask_server_side(srv->port);
   const bool stopped = srv->stop();
   const auto remote = http_side(answers, requests);
 
@@ -239,6 +272,15 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
              verdict(tl.count > 0 && diff <= 1.0));
   fmt::print("              (HTTP TBT: between server-sent events, which may carry several "
              "tokens)\n");
+  // Where the HTTP side's TTFT goes, as the server saw it (its /metrics: the last 256 requests,
+  // this phase's 200 when --requests is at most that). Medians: they do not add up exactly.
+  auto ms = [](const std::optional<double>& v) {
+    return v ? fmt::format("{:.2f} ms", *v) : std::string{"-"};
+  };
+  fmt::print("server side   p50s: the request actors' TTFT {} (in process {:.2f} ms); the front "
+             "door before them {}, from their first token to the first event written {}; the "
+             "rest is the connection, the request's read and parse, and the client\n",
+             ms(server.actor_ttft_ms), tl.p50, ms(server.door_in_ms), ms(server.door_out_ms));
   for (const auto* s : {&local, &remote})
     if (!s->first_failure.empty())
       fmt::print(stderr, "  a failed request: {}\n", s->first_failure);

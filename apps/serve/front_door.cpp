@@ -34,7 +34,26 @@ struct session {
   clock_type::time_point deadline;
   connection_addresses client;
   int client_fd = -2; // -2: not looked for yet; -1: not found
+  // On the request actor's clock (steady_clock in real time), for the front door's share of
+  // TTFT (door_numbers::door_in and door_out).
+  int64_t handler_start_ns = 0;
+  int64_t first_event_ns = 0; // the first server-sent event written (streamed)
 };
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now().time_since_epoch())
+      .count();
+}
+
+// The front door's share of a completed request's TTFT, in seconds: before the request actor's
+// arrival, and (streamed; else negative) from its first token to the first event written.
+std::pair<double, double> door_share(const session& s, const replay::request_result& r) {
+  auto seconds = [](int64_t ns) { return static_cast<double>(std::max<int64_t>(ns, 0)) / 1e9; };
+  const double in = seconds(r.arrival_ns - s.handler_start_ns);
+  if (s.first_event_ns == 0 || r.token_times_ns.empty())
+    return {in, -1.0};
+  return {in, seconds(s.first_event_ns - r.token_times_ns.front())};
+}
 
 enum class wake { tokens, outcome, idle, timeout };
 
@@ -223,8 +242,10 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
                        std::chrono::system_clock::now().time_since_epoch())
                        .count(),
                    options_.model};
+  const auto handler_start_ns = steady_ns();
   auto s =
       start(sys_, cl_, id, std::get<completion_request>(std::move(parsed)), std::move(head), req);
+  s->handler_start_ns = handler_start_ns;
   metrics_.in_flight(1);
   // Until the first token (streamed) or the outcome: the status is not known before.
   for (;;) {
@@ -260,6 +281,7 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
     metrics_.in_flight(-1);
     metrics_.outcome(door_outcome::completed);
     metrics_.observe(*s->outcome);
+    metrics_.observe_door(door_share(*s, *s->outcome).first, -1.0);
     res.set_content(completion_json(s->head, tokens_to_text(s->outcome->tokens), finish_reason(*s),
                                     usage_of(*s->outcome)),
                     "application/json");
@@ -282,6 +304,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
         s->pending.clear();
         if ((!chunk.empty() || first) && !write(chunk_event(s->head, chunk, first, {})))
           return gone();
+        if (first)
+          s->first_event_ns = steady_ns();
         first = false;
       }
       if (s->outcome)
@@ -300,6 +324,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
     if (r.status == replay::outcome_status::completed) {
       metrics_.outcome(door_outcome::completed);
       metrics_.observe(r);
+      const auto [in, out] = door_share(*s, r);
+      metrics_.observe_door(in, out);
       if (!write(chunk_event(s->head, text.flush(), first, finish_reason(*s))))
         return false;
       if (s->req.include_usage && !write(usage_event(s->head, usage_of(r))))

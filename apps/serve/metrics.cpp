@@ -180,6 +180,18 @@ void door_metrics::observe(const replay::request_result& r) {
   }
 }
 
+void door_metrics::observe_door(double in_s, double out_s) {
+  std::lock_guard guard{mu_};
+  remember(recent_in_, recent_next_in_, in_s);
+  counts_.door_in.sum += in_s;
+  ++counts_.door_in.count;
+  if (out_s < 0)
+    return;
+  remember(recent_out_, recent_next_out_, out_s);
+  counts_.door_out.sum += out_s;
+  ++counts_.door_out.count;
+}
+
 void door_metrics::in_flight(int delta) {
   std::lock_guard guard{mu_};
   counts_.in_flight += delta;
@@ -202,18 +214,30 @@ door_numbers door_metrics::numbers() const {
   auto n = counts_;
   n.ttft.recent = quantiles_of(recent_ttft_);
   n.tbt.recent = quantiles_of(recent_tbt_);
+  n.door_in.recent = quantiles_of(recent_in_);
+  n.door_out.recent = quantiles_of(recent_out_);
   return n;
 }
 
 namespace {
 
+// One summary's samples; `by` labels each of them (a family of several summaries).
+void write_summary_samples(prom_writer& w, std::string_view name, const latency_summary& s,
+                           const prom_writer::labels& by = {}) {
+  auto with = [&](prom_writer::labels l) {
+    l.insert(l.begin(), by.begin(), by.end());
+    return l;
+  };
+  w.sample(name, with({{"quantile", "0.5"}}), s.recent.p50);
+  w.sample(name, with({{"quantile", "0.99"}}), s.recent.p99);
+  w.sample(fmt::format("{}_sum", name), by, s.sum);
+  w.sample(fmt::format("{}_count", name), by, static_cast<double>(s.count));
+}
+
 void write_summary(prom_writer& w, std::string_view name, std::string_view help,
                    const latency_summary& s) {
   w.family(name, "summary", help);
-  w.sample(name, {{"quantile", "0.5"}}, s.recent.p50);
-  w.sample(name, {{"quantile", "0.99"}}, s.recent.p99);
-  w.sample(fmt::format("{}_sum", name), {}, s.sum);
-  w.sample(fmt::format("{}_count", name), {}, static_cast<double>(s.count));
+  write_summary_samples(w, name, s);
 }
 
 } // namespace
@@ -243,6 +267,13 @@ void door_metrics::write(prom_writer& w) const {
                 "TBT of completed requests, per request the mean of its longest 10% of token "
                 "intervals; quantiles over the last 256 (nearest rank)",
                 n.tbt);
+  w.family("crescent_recent_front_door_seconds", "summary",
+           "The front door's share of a completed request's TTFT, which crescent_ttft_seconds "
+           "leaves out: phase=in, from the HTTP handler's start to the request actor's arrival; "
+           "phase=out (streamed requests), from the first token to the first event written. "
+           "Quantiles over the last 256 (nearest rank)");
+  write_summary_samples(w, "crescent_recent_front_door_seconds", n.door_in, {{"phase", "in"}});
+  write_summary_samples(w, "crescent_recent_front_door_seconds", n.door_out, {{"phase", "out"}});
   w.family("crescent_prompt_tokens_total", "counter", "Prompt tokens of completed requests");
   w.sample("crescent_prompt_tokens_total", {}, static_cast<double>(n.prompt_tokens));
   w.family("crescent_completion_tokens_total", "counter",

@@ -80,6 +80,13 @@ struct door_numbers {
   // Of completed requests, quantiles over the last recent_requests (nearest rank): TTFT, and TBT
   // per request as `crescent run` reports it (the mean of its longest 10% of token intervals).
   latency_summary ttft, tbt;
+  // The front door's own share of what a client sees as TTFT, which `ttft` (the request actor's
+  // arrival to its first token) leaves out: `door_in`, from the HTTP handler's start to the
+  // request actor's arrival (spawn, the request's message); `door_out`, streamed requests only,
+  // from the request actor's first token to the first server-sent event written (the token's
+  // message to the HTTP thread, the answer's head and the event). Before `door_in` come the
+  // connection's accept and the request's read and parse, which no clock here sees.
+  latency_summary door_in, door_out;
   /// Prefix hit tokens over prompt tokens of completed requests (0 before any).
   double hit_rate() const;
 };
@@ -92,6 +99,9 @@ class door_metrics {
   void outcome(door_outcome o);
   /// A request that ran to its end (completed): its TTFT, TBTs, tokens and cache hits.
   void observe(const replay::request_result& r);
+  /// The front door's share of a completed request's TTFT (door_numbers), in seconds; `out_s`
+  /// negative: not streamed.
+  void observe_door(double in_s, double out_s);
   void in_flight(int delta);
   int64_t in_flight() const;
   door_numbers numbers() const;
@@ -103,8 +113,8 @@ class door_metrics {
   std::vector<std::pair<std::pair<std::string, int>, uint64_t>> http_; // (path, code) -> count
   histogram ttft_, tbt_;
   // The last recent_requests TTFTs and TBTs (seconds), oldest overwritten first.
-  std::vector<double> recent_ttft_, recent_tbt_;
-  size_t recent_next_ttft_ = 0, recent_next_tbt_ = 0;
+  std::vector<double> recent_ttft_, recent_tbt_, recent_in_, recent_out_;
+  size_t recent_next_ttft_ = 0, recent_next_tbt_ = 0, recent_next_in_ = 0, recent_next_out_ = 0;
 };
 
 struct conductor_numbers {

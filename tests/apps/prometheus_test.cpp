@@ -88,5 +88,26 @@ TEST(prometheus, recent_quantiles_are_over_the_last_requests_and_sum_and_count_o
                           "crescent_recent_tbt_seconds_count 300\n"});
 }
 
+TEST(prometheus, the_front_doors_share_is_one_summary_per_phase_out_only_for_streams) {
+  door_metrics m;
+  m.observe_door(0.0002, 0.0004);
+  m.observe_door(0.0006, -1.0); // not streamed: no first event
+  m.observe_door(0.0004, 0.0001);
+  const auto n = m.numbers();
+  EXPECT_EQ(n.door_in.count, 3u);
+  EXPECT_EQ(n.door_out.count, 2u);
+  EXPECT_DOUBLE_EQ(n.door_in.recent.p50, 0.0004);
+  EXPECT_DOUBLE_EQ(n.door_out.recent.p99, 0.0004);
+  EXPECT_NEAR(n.door_in.sum, 0.0012, 1e-12);
+  prom_writer w;
+  m.write(w);
+  expect_lines(w.take(),
+               {"# TYPE crescent_recent_front_door_seconds summary\n",
+                "crescent_recent_front_door_seconds{phase=\"in\",quantile=\"0.5\"} 0.0004\n",
+                "crescent_recent_front_door_seconds_count{phase=\"in\"} 3\n",
+                "crescent_recent_front_door_seconds{phase=\"out\",quantile=\"0.99\"} 0.0004\n",
+                "crescent_recent_front_door_seconds_count{phase=\"out\"} 2\n"});
+}
+
 } // namespace
 } // namespace crescent::serve

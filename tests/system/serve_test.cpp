@@ -87,6 +87,34 @@ TEST_F(serve, a_streamed_completion_has_the_same_text_as_a_whole_one) {
   EXPECT_EQ(json::parse(events[events.size() - 2])["choices"][0]["finish_reason"], "length");
 }
 
+TEST_F(serve, the_front_door_counts_its_own_share_of_each_completions_ttft) {
+  auto c = shared->client();
+  auto before = c.Get("/metrics");
+  ASSERT_TRUE(before);
+  auto count = [](const std::string& text, const char* phase) {
+    return metric(text,
+                  std::string{"crescent_recent_front_door_seconds_count{phase=\""} + phase + "\"}");
+  };
+  for (bool stream : {false, true}) {
+    auto r = c.Post("/v1/completions", completion_body("Once upon a time", 4, stream).dump(),
+                    "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+  }
+  auto after = c.Get("/metrics");
+  ASSERT_TRUE(after);
+  const auto& text = after->body;
+  // Both ran to their end; only the streamed one wrote a first event.
+  EXPECT_EQ(count(text, "in"), count(before->body, "in") + 2) << text;
+  EXPECT_EQ(count(text, "out"), count(before->body, "out") + 1) << text;
+  for (const char* phase : {"in", "out"}) {
+    const double p50 = metric(text, std::string{"crescent_recent_front_door_seconds{phase=\""} +
+                                        phase + "\",quantile=\"0.5\"}");
+    EXPECT_GT(p50, 0.0) << phase; // each takes at least a message between threads
+    EXPECT_LT(p50, 10.0) << phase;
+  }
+}
+
 TEST_F(serve, a_streamed_chat_ends_with_its_usage_and_done) {
   json body = {{"model", "crescent-reference"},
                {"messages", {{{"role", "user"}, {"content", "Hello"}}}},
