@@ -92,9 +92,18 @@ on_prefill_job(prefill_ptr self, const typed_envelope<wire::PrefillJob>& msg) {
   if (!job->requester)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
                                              "a prefill job needs a requester to report to"));
+  // Not counted as bad: a copy is the network's doing, not the sender's. Its answer goes to a
+  // request that has the first one's already, and is dropped there.
+  if (st.recent_jobs.contains(job->request_id)) {
+    return make_error(errc::already_exists, "prefill instance " +
+                                                std::to_string(st.options.instance) +
+                                                " has taken the job of request " +
+                                                std::to_string(job->request_id) + " already");
+  }
   if (st.queue.size() >= st.options.queue_jobs_max)
     return make_error(errc::no_space, "prefill queue of instance " +
                                           std::to_string(st.options.instance) + " is full");
+  st.recent_jobs.insert(job->request_id);
   self->monitor(job->requester);
   const auto ahead = static_cast<uint32_t>(st.queue.size() + (st.current ? 1 : 0));
   const auto id = job->request_id;

@@ -5,6 +5,7 @@
 
 #include "actors/common/handler_guard.hpp"
 #include "actors/common/node_set.hpp"
+#include "actors/common/recent_ids.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "actors/request/request_actor.hpp"
 #include "actors/store_master/pool_batches.hpp"
@@ -175,6 +176,9 @@ struct prefill_state {
   std::vector<std::byte*> stream_ptrs;
   uint32_t chunks_max = 0;
   bad_message_counter bad;
+  // The requests of the last jobs taken: a second copy of a PrefillJob (a message delivered
+  // twice) is refused, not run again after the first handed its KV off.
+  recent_ids recent_jobs{prefill_recent_jobs_max};
   std::vector<std::byte> codec_scratch; // a page: what is encoded or decoded in place goes here
   // The hand-off's staging (parts.staging): slot i for page i of the current job, slot
   // staging_pages + i for page i of a group stage's job.

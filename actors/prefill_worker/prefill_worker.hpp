@@ -26,6 +26,10 @@ namespace crescent {
 /// that its first pages go to decode while the rest load (pool_io.cpp).
 inline constexpr uint32_t prefill_prefix_load_batches = 8;
 
+/// Requests whose jobs a worker remembers, to refuse a second copy of one (recent_ids): the
+/// last 16,384, some seconds of jobs at the most a worker takes.
+inline constexpr size_t prefill_recent_jobs_max = 16384;
+
 struct prefill_worker_options {
   uint32_t instance = 0;
   uint32_t node = 0;

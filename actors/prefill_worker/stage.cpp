@@ -451,6 +451,13 @@ on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg) {
     return st.bad.refuse(st.name, std::move(job.error()));
   if (auto err = check_stage_job(*job, st))
     return st.bad.refuse(st.name, std::move(err));
+  // A second copy, after the first ran, would write into the head's pages again, which by
+  // then may hold another request's KV.
+  if (st.recent_jobs.contains(job->request_id)) {
+    return make_error(errc::already_exists, "prefill stage " + std::to_string(st.options.instance) +
+                                                " has taken request " +
+                                                std::to_string(job->request_id) + " already");
+  }
   if (st.stage)
     return make_error(errc::no_space, "prefill stage " + std::to_string(st.options.instance) +
                                           " is busy with request " +
@@ -477,6 +484,7 @@ on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg) {
   if (st.early_inbox && st.early_inbox->first == id)
     job->out.inbox = std::move(st.early_inbox->second);
   st.early_inbox.reset();
+  st.recent_jobs.insert(id);
   st.stage = std::move(*job);
   self->monitor(st.parts.dir->prefill[group_head(st)]);
   send_inbox(self, *st.stage);

@@ -71,7 +71,8 @@ namespace crescent::sim {
 struct fault_verdict {
   enum class action { deliver, drop, duplicate, hold };
   action what = action::deliver;
-  int64_t until_ns = 0; // hold: delivered again at this simulated time
+  int64_t until_ns = 0; // hold: delivered again at this simulated time; duplicate: the copy
+                        // is delivered then (0: queued at once)
 };
 
 /// Decides, message by message, whether a ready message is delivered, lost, delivered twice or

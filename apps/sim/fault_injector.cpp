@@ -201,6 +201,11 @@ fault_verdict fault_injector::judge(const ready_message& m) {
       st.note(m.now_ns, "drop " + describe_message(m));
       return {action::drop, 0};
     case up::fault_kind::duplicate:
+      if (f.delay_ms > 0) {
+        st.note(m.now_ns,
+                fmt::format("duplicate, the copy {} ms late: {}", f.delay_ms, describe_message(m)));
+        return {action::duplicate, m.now_ns + int64_t(f.delay_ms) * 1'000'000};
+      }
       st.note(m.now_ns, "duplicate " + describe_message(m));
       return {action::duplicate, 0};
     case up::fault_kind::delay:

@@ -218,12 +218,20 @@ bool sim_system::apply_fault(const delivered_message& m, const fault_verdict& v)
   delivered_message note = m;
   note.type = type_index(std::string{action_name(v.what)} + ":" + types_[m.type]);
   if (v.what == fault_verdict::action::duplicate) {
-    // The copy queues behind what the actor already has; the original goes now.
+    // The copy queues behind what the actor already has, or comes at its time; the original
+    // goes now.
     auto copy =
         caf::make_mailbox_element(e->sender, e->mid, e->stages,
                                   const_cast<caf::mailbox_element*>(e)->copy_content_to_message());
     unfiltered_.insert(copy.get()); // a copy is not copied again, or lost
-    actor->enqueue(std::move(copy), nullptr);
+    if (v.until_ns > m.time_ns) {
+      const auto at = std::chrono::duration_cast<caf::actor_clock::duration_type>(
+          start_ + std::chrono::nanoseconds(v.until_ns));
+      sched_.clock().schedule_message(caf::actor_clock::time_point{at},
+                                      caf::strong_actor_ptr{actor->ctrl()}, std::move(copy));
+    } else {
+      actor->enqueue(std::move(copy), nullptr);
+    }
     record(note);
     return false;
   }

@@ -212,8 +212,11 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
     return r.error_at(n, name,
                       fmt::format("a {} needs delay_ms, how long a {} is held", kind,
                                   f.is_transfer_fault() ? "KV slice" : "message"));
-  if (!held && seen.delay_ms)
-    return r.error_at(n, name, "delay_ms applies to delay, reorder and delay_transfer only");
+  // A duplicate's copy may come late (a copy sent again after a lost acknowledgement does):
+  // delay_ms is optional there, the copy's lateness.
+  if (!held && f.kind != fault_kind::duplicate && seen.delay_ms)
+    return r.error_at(n, name,
+                      "delay_ms applies to delay, reorder, duplicate and delay_transfer only");
   const bool message_fields = !f.match.type.empty() || !f.match.from.empty() ||
                               !f.match.to.empty() || f.match.peer.has_value();
   if (f.is_transfer_fault() && message_fields)
@@ -511,7 +514,8 @@ std::string describe(const fault& f) {
     return fmt::format("delay {} of {} by {} ms{}", share, describe_match(f.match), f.delay_ms,
                        during);
   case fault_kind::duplicate:
-    return "duplicate " + share + " of " + describe_match(f.match) + during;
+    return "duplicate " + share + " of " + describe_match(f.match) +
+           (f.delay_ms > 0 ? fmt::format(" (the copy {} ms late)", f.delay_ms) : "") + during;
   case fault_kind::reorder:
     return fmt::format("reorder {} of {} (held up to {} ms){}", share, describe_match(f.match),
                        f.delay_ms, during);

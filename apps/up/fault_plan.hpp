@@ -79,6 +79,7 @@ struct fault {
   uint64_t for_ms = 0;      // pause, partition: how long; message faults: 0 = to the end
   double probability = 1.0; // message faults: of each matching message
   uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most;
+                            // duplicate: how late the copy comes (0: at once);
                             // delay_transfer: how late a slice starts
   message_match match;      // message faults
   int line = 0;             // in the plan file, for messages

@@ -267,6 +267,7 @@ struct message_gate::relay {
   void route(direction& d, std::vector<std::byte> frame) {
     auto view = read_frame(frame);
     gate_clock::duration hold{};
+    gate_clock::duration copy_late{}; // the second copy's own lateness (duplicate's delay_ms)
     size_t copies = 1;
     if (view && view->message && (d.from_node || !view->routed)) {
       std::lock_guard<std::mutex> guard{mutex};
@@ -284,6 +285,8 @@ struct message_gate::relay {
         case fault_kind::duplicate:
           ++counts.duplicated;
           copies = 2;
+          copy_late =
+              std::max<gate_clock::duration>(copy_late, std::chrono::milliseconds(f.delay_ms));
           break;
         case fault_kind::delay:
           ++counts.delayed;
@@ -305,8 +308,11 @@ struct message_gate::relay {
       }
     }
     for (size_t c = 0; c < copies; ++c) {
-      if (hold.count() > 0) {
-        d.held.emplace(gate_clock::now() + hold, frame);
+      auto late = hold;
+      if (c > 0 && held_now < gate_held_frames_max) // past the limit, a copy goes with its original
+        late += copy_late;
+      if (late.count() > 0) {
+        d.held.emplace(gate_clock::now() + late, frame);
         ++held_now;
       } else {
         d.out.insert(d.out.end(), frame.begin(), frame.end());

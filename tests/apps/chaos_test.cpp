@@ -104,6 +104,38 @@ TEST(chaos, duplicated_and_reordered_token_batches_still_give_the_reference_toke
   }
 }
 
+TEST(chaos, a_prefill_job_delivered_twice_runs_once_and_fails_no_request) {
+  // Found in crescent up's gates (10% of all messages sent twice): a second copy of a job ran
+  // after the first had handed its KV off, wrote into pages decode had revoked ("no registered
+  // region") and failed a request that was decoding well.
+  // At once (the copy queues behind the job), and 2 s late (the first has ended by then).
+  auto c = prepared(20);
+  for (const char* yaml : {"faults: [{at_ms: 0, duplicate: 1, type: prefill}]",
+                           "faults: [{at_ms: 0, duplicate: 1, delay_ms: 2000, type: prefill}]"}) {
+    auto r = run_yaml(c, yaml);
+    EXPECT_TRUE(r.held()) << yaml << "\n" << violations_of(r);
+    EXPECT_EQ(r.completed, 20u) << yaml;
+    for (const auto& x : r.results)
+      EXPECT_TRUE(x.reason.empty()) << yaml << ": request " << x.id << ": " << x.reason;
+    ASSERT_EQ(r.faults_taken.size(), 1u);
+    EXPECT_GE(r.faults_taken[0], 20u) << "every job";
+  }
+}
+
+TEST(chaos, a_stage_job_delivered_twice_runs_once_in_a_prefill_group) {
+  // A second copy of a StageJob, after the first ran, would write into the head's pages again,
+  // which may hold another request's KV by then.
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  auto r = run_yaml(c, "faults: [{at_ms: 0, duplicate: 1, delay_ms: 300, type: stage}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.completed, 20u);
+  for (const auto& x : r.results)
+    EXPECT_TRUE(x.reason.empty()) << "request " << x.id << ": " << x.reason;
+  ASSERT_EQ(r.faults_taken.size(), 1u);
+  EXPECT_GE(r.faults_taken[0], 20u) << "every stage job";
+}
+
 TEST(chaos, a_delay_moves_each_token_by_exactly_its_length) {
   auto c = prepared(1);
   auto base = run_plan(c, {}, 1);

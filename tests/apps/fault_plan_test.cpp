@@ -56,7 +56,8 @@ TEST(fault_plan, bad_values_are_named_with_their_line) {
   e = error_of("faults:\n  - {at_ms: 1, delay: 0.5}\n");
   EXPECT_NE(e.find("a delay needs delay_ms"), std::string::npos) << e;
   e = error_of("faults:\n  - {at_ms: 1, drop: 0.5, delay_ms: 4}\n");
-  EXPECT_NE(e.find("delay_ms applies to delay, reorder and delay_transfer only"), std::string::npos)
+  EXPECT_NE(e.find("delay_ms applies to delay, reorder, duplicate and delay_transfer only"),
+            std::string::npos)
       << e;
   e = error_of("faults:\n  - {at_ms: 1, delay_transfer: 0.5}\n");
   EXPECT_NE(e.find("a delay_transfer needs delay_ms, how long a KV slice is held"),
@@ -131,10 +132,15 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
                            "  - {at_ms: 40, partition: [0, 1], for_ms: 800}\n"
                            "  - {at_ms: 50, corrupt: 0.5, node: 2}\n"
                            "  - {at_ms: 60, fail_transfer: 0.25, for_ms: 10}\n"
-                           "  - {at_ms: 70, delay_transfer: 0.1, delay_ms: 20, node: 1}\n";
+                           "  - {at_ms: 70, delay_transfer: 0.1, delay_ms: 20, node: 1}\n"
+                           "  - {at_ms: 80, duplicate: 0.5, delay_ms: 300, type: prefill}\n";
   auto plan = parse_fault_plan(text, "p.yaml");
   ASSERT_TRUE(plan) << crescent::describe(plan.error());
-  ASSERT_EQ(plan->faults.size(), 8u);
+  ASSERT_EQ(plan->faults.size(), 9u);
+  EXPECT_EQ(plan->faults[2].delay_ms, 0u) << "a copy at once";
+  EXPECT_EQ(plan->faults[8].delay_ms, 300u);
+  EXPECT_EQ(describe(plan->faults[8]),
+            "duplicate 50% of 'prefill' messages (the copy 300 ms late)");
   const auto& drop = plan->faults[0];
   EXPECT_EQ(drop.kind, fault_kind::drop);
   EXPECT_DOUBLE_EQ(drop.probability, 0.05);
@@ -158,7 +164,7 @@ TEST(fault_plan, reads_message_faults_and_writes_them_back_the_same) {
   auto again = parse_fault_plan(format_fault_plan(*plan), "again.yaml");
   ASSERT_TRUE(again) << crescent::describe(again.error()) << format_fault_plan(*plan);
   EXPECT_EQ(format_fault_plan(*again), format_fault_plan(*plan));
-  ASSERT_EQ(again->faults.size(), 8u);
+  ASSERT_EQ(again->faults.size(), 9u);
   EXPECT_DOUBLE_EQ(again->faults[3].probability, 0.0125);
   // Simulated time takes every kind; crescent up only what crosses between processes (node 3
   // runs in the main process).
