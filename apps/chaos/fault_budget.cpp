@@ -60,6 +60,7 @@ caf::error read_budget(yaml_reader& r, const YAML::Node& v, const std::string& f
         [&](auto& x, auto& f) {
           return r.read_uint(x, f, b.delay_ms_max, 1, up::fault_delay_ms_max);
         }},
+       {"late_copies", [&](auto& x, auto& f) { return r.read_bool(x, f, b.late_copies); }},
        {"for_ms_max",
         [&](auto& x, auto& f) {
           return r.read_uint(x, f, b.for_ms_max, 1, up::fault_time_ms_max);
@@ -151,6 +152,8 @@ up::fault draw_fault(draw& d, const fault_budget& b, uint32_t nodes, uint64_t sp
     if (kind == up::fault_kind::delay || kind == up::fault_kind::reorder ||
         kind == up::fault_kind::delay_transfer)
       f.delay_ms = d.in(1, b.delay_ms_max);
+    if (kind == up::fault_kind::duplicate && b.late_copies)
+      f.delay_ms = d.in(0, b.delay_ms_max); // 0: at once
     if (f.is_transfer_fault()) {
       if (d.below(2) == 0)
         f.match.node = int32_t(d.below(nodes));

@@ -8,6 +8,8 @@
 //     probability_max: 0.05  # a message fault takes each matching message with at most this
 //     delay_ms_max: 200      # delay and reorder hold a message at most this long, and
 //                            # delay_transfer a KV slice
+//     late_copies: true      # a duplicate's copy comes 0 to delay_ms_max ms after its
+//                            # original (drawn); false: at once
 //     for_ms_max: 3000       # pauses, partitions and message faults last at most this long
 //     nodes_lost_max: 1      # nodes killed in one run, at most
 #pragma once
@@ -32,6 +34,9 @@ struct fault_budget {
                                     up::fault_kind::corrupt,   up::fault_kind::delay_transfer};
   double probability_max = 0.05;
   uint64_t delay_ms_max = 200;
+  // A copy sent again after a lost acknowledgement comes late, after the original was handled
+  // (the class of bug a copy at once does not show: docs/faults.md, "Bugs campaigns found").
+  bool late_copies = true;
   uint64_t for_ms_max = 3000;
   uint32_t nodes_lost_max = 1;
 };

@@ -14,13 +14,14 @@
 namespace crescent::chaos {
 namespace {
 
-// The kinds campaigns drew before delay_transfer existed: the seeds kept below were found with
-// them, and draw the plans that found their bugs only from these.
+// The budget campaigns drew from before delay_transfer and late copies existed: the seeds kept
+// below were found with it, and draw the plans that found their bugs only from it.
 campaign found_with_nine_kinds(campaign c) {
   c.budget.kinds = {
       up::fault_kind::kill,    up::fault_kind::pause,         up::fault_kind::partition,
       up::fault_kind::drop,    up::fault_kind::delay,         up::fault_kind::duplicate,
       up::fault_kind::reorder, up::fault_kind::fail_transfer, up::fault_kind::corrupt};
+  c.budget.late_copies = false;
   return c;
 }
 
@@ -331,7 +332,7 @@ TEST(chaos, seed_285_commits_no_replica_damaged_on_its_way) {
 TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   auto b = parse_fault_budget("budget:\n  faults_max: 5\n  kinds: [drop, kill]\n"
                               "  probability_max: 0.2\n  delay_ms_max: 9\n  for_ms_max: 99\n"
-                              "  nodes_lost_max: 0\n",
+                              "  nodes_lost_max: 0\n  late_copies: false\n",
                               "b.yaml");
   ASSERT_TRUE(b) << describe(b.error());
   EXPECT_EQ(b->faults_max, 5u);
@@ -340,6 +341,7 @@ TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   EXPECT_EQ(b->delay_ms_max, 9u);
   EXPECT_EQ(b->for_ms_max, 99u);
   EXPECT_EQ(b->nodes_lost_max, 0u);
+  EXPECT_FALSE(b->late_copies);
   auto error_of = [](const std::string& yaml) {
     auto x = parse_fault_budget(yaml, "b.yaml");
     EXPECT_FALSE(x) << yaml;
@@ -373,6 +375,18 @@ TEST(fault_budget, draws_plans_its_checks_take_and_kills_no_more_than_allowed) {
     EXPECT_EQ(up::format_fault_plan(draw_fault_plan(b, cfg, seed, 10'000)),
               up::format_fault_plan(plan));
   }
+  // Late copies: some of the duplicates' copies come late, none later than delay_ms_max.
+  b.kinds = {up::fault_kind::duplicate};
+  size_t late = 0, at_once = 0;
+  for (uint64_t seed = 1; seed <= 50; ++seed)
+    for (const auto& f : draw_fault_plan(b, cfg, seed, 10'000).faults) {
+      EXPECT_LE(f.delay_ms, b.delay_ms_max);
+      (f.delay_ms > 0 ? late : at_once) += 1;
+    }
+  EXPECT_GT(late, 0u);
+  b.late_copies = false;
+  for (const auto& f : draw_fault_plan(b, cfg, 1, 10'000).faults)
+    EXPECT_EQ(f.delay_ms, 0u) << "without late copies, a copy comes at once";
   b.kinds = {up::fault_kind::kill};
   b.nodes_lost_max = 0;
   EXPECT_TRUE(draw_fault_plan(b, cfg, 1, 10'000).faults.empty()) << "no room: no fault";
