@@ -168,6 +168,18 @@ TEST(experiment, the_global_pool_hits_at_least_as_often_as_local_caches) {
   EXPECT_GE(r["global"]["hit_rate"].get<double>(), r["local"]["hit_rate"].get<double>());
   EXPECT_LE(r["global"]["prefill_gpu_s_mean"].get<double>(),
             r["local"]["prefill_gpu_s_mean"].get<double>());
+  // The same pair at the paper cluster's caches and three smaller ones, largest first.
+  const auto& by = r["by_cache"];
+  ASSERT_EQ(by.size(), 4u);
+  EXPECT_EQ(by[0]["global"]["hit_rate"], r["global"]["hit_rate"]);
+  for (size_t i = 0; i < by.size(); ++i) {
+    if (i > 0)
+      EXPECT_LT(by[i]["cache_tokens_per_node"].get<uint64_t>(),
+                by[i - 1]["cache_tokens_per_node"].get<uint64_t>());
+    for (const char* side : {"local", "global"})
+      expect_share(by[i][side]["hit_rate"].get<double>(), side);
+    EXPECT_EQ(by[i]["local"]["hit_rate_remote"].get<double>(), 0) << i;
+  }
 }
 
 TEST(experiment, every_policy_has_its_ttft) {
