@@ -173,9 +173,10 @@ TEST(experiment, the_global_pool_hits_at_least_as_often_as_local_caches) {
   ASSERT_EQ(by.size(), 4u);
   EXPECT_EQ(by[0]["global"]["hit_rate"], r["global"]["hit_rate"]);
   for (size_t i = 0; i < by.size(); ++i) {
-    if (i > 0)
+    if (i > 0) {
       EXPECT_LT(by[i]["cache_tokens_per_node"].get<uint64_t>(),
                 by[i - 1]["cache_tokens_per_node"].get<uint64_t>());
+    }
     for (const char* side : {"local", "global"})
       expect_share(by[i][side]["hit_rate"].get<double>(), side);
     EXPECT_EQ(by[i]["local"]["hit_rate_remote"].get<double>(), 0) << i;
