@@ -56,6 +56,14 @@ caf::error check_job(const prefill_job& job, const prefill_state& st) {
 
 } // namespace
 
+caf::error refuse_if_taken(const prefill_state& st, uint64_t request_id, const char* role) {
+  if (!st.recent_jobs.contains(request_id))
+    return caf::none;
+  return make_error(errc::already_exists,
+                    std::string{"prefill "} + role + " " + std::to_string(st.options.instance) +
+                        " has taken the job of request " + std::to_string(request_id) + " already");
+}
+
 caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,
                         uint32_t decode_instance,
                         const std::vector<transport::region_handle>& pages) {
@@ -92,14 +100,9 @@ on_prefill_job(prefill_ptr self, const typed_envelope<wire::PrefillJob>& msg) {
   if (!job->requester)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
                                              "a prefill job needs a requester to report to"));
-  // Not counted as bad: a copy is the network's doing, not the sender's. Its answer goes to a
-  // request that has the first one's already, and is dropped there.
-  if (st.recent_jobs.contains(job->request_id)) {
-    return make_error(errc::already_exists, "prefill instance " +
-                                                std::to_string(st.options.instance) +
-                                                " has taken the job of request " +
-                                                std::to_string(job->request_id) + " already");
-  }
+  // The refusal answers a request that has the first copy's answer already: dropped there.
+  if (auto err = refuse_if_taken(st, job->request_id, "instance"))
+    return err;
   if (st.queue.size() >= st.options.queue_jobs_max)
     return make_error(errc::no_space, "prefill queue of instance " +
                                           std::to_string(st.options.instance) + " is full");

@@ -227,6 +227,10 @@ inline page_extent extent_of(uint32_t index, uint32_t prompt_tokens, uint32_t bl
 /// The memory behind each of `slots` of `pool`, appended to `out`.
 caf::error map_slots(storage::dram_pool& pool, const std::vector<transport::region_handle>& slots,
                      std::vector<std::byte*>& out);
+/// already_exists if this worker took a job of `request_id` among its last ones (recent_jobs):
+/// a second copy of a message, which it refuses without counting it as bad input (a copy is the
+/// network's doing, not the sender's). `role`: "instance" or "stage", for the reason.
+caf::error refuse_if_taken(const prefill_state& st, uint64_t request_id, const char* role);
 /// The checks every job takes, a group stage's too: token ids in the vocabulary, a decode
 /// instance that exists, pages of one KV page each.
 caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,

@@ -453,11 +453,8 @@ on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg) {
     return st.bad.refuse(st.name, std::move(err));
   // A second copy, after the first ran, would write into the head's pages again, which by
   // then may hold another request's KV.
-  if (st.recent_jobs.contains(job->request_id)) {
-    return make_error(errc::already_exists, "prefill stage " + std::to_string(st.options.instance) +
-                                                " has taken request " +
-                                                std::to_string(job->request_id) + " already");
-  }
+  if (auto err = refuse_if_taken(st, job->request_id, "stage"))
+    return err;
   if (st.stage)
     return make_error(errc::no_space, "prefill stage " + std::to_string(st.options.instance) +
                                           " is busy with request " +
