@@ -209,7 +209,9 @@ namespace {
 std::shared_ptr<session> start(caf::actor_system& sys, cluster& cl, uint64_t id,
                                completion_request parsed, answer_head head,
                                const httplib::Request& req) {
+  const auto handler_start_ns = steady_ns(); // before the session's own scoped actor
   auto s = std::make_shared<session>(sys);
+  s->handler_start_ns = handler_start_ns;
   s->id = id;
   s->req = std::move(parsed);
   s->head = std::move(head);
@@ -242,10 +244,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
                        std::chrono::system_clock::now().time_since_epoch())
                        .count(),
                    options_.model};
-  const auto handler_start_ns = steady_ns();
   auto s =
       start(sys_, cl_, id, std::get<completion_request>(std::move(parsed)), std::move(head), req);
-  s->handler_start_ns = handler_start_ns;
   metrics_.in_flight(1);
   // Until the first token (streamed) or the outcome: the status is not known before.
   for (;;) {

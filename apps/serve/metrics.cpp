@@ -148,6 +148,13 @@ void remember(std::vector<double>& ring, size_t& next, double value) {
   next = (next + 1) % recent_requests;
 }
 
+// One observation of a summary: into its ring of recent values, its sum and its count.
+void observe_into(std::vector<double>& ring, size_t& next, latency_summary& s, double value) {
+  remember(ring, next, value);
+  s.sum += value;
+  ++s.count;
+}
+
 replay::percentiles quantiles_of(std::vector<double> values) {
   return replay::percentiles_of(values);
 }
@@ -168,28 +175,20 @@ void door_metrics::observe(const replay::request_result& r) {
     return;
   const double ttft = static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e9;
   ttft_.observe(ttft);
-  remember(recent_ttft_, recent_next_ttft_, ttft);
-  counts_.ttft.sum += ttft;
-  ++counts_.ttft.count;
+  observe_into(recent_ttft_, recent_next_ttft_, counts_.ttft, ttft);
   for (size_t i = 1; i < r.token_times_ns.size(); ++i)
     tbt_.observe(static_cast<double>(r.token_times_ns[i] - r.token_times_ns[i - 1]) / 1e9);
   if (const double tbt_ms = replay::request_tbt_ms(r.token_times_ns); tbt_ms >= 0) {
-    remember(recent_tbt_, recent_next_tbt_, tbt_ms / 1e3);
-    counts_.tbt.sum += tbt_ms / 1e3;
-    ++counts_.tbt.count;
+    observe_into(recent_tbt_, recent_next_tbt_, counts_.tbt, tbt_ms / 1e3);
   }
 }
 
 void door_metrics::observe_door(double in_s, double out_s) {
   std::lock_guard guard{mu_};
-  remember(recent_in_, recent_next_in_, in_s);
-  counts_.door_in.sum += in_s;
-  ++counts_.door_in.count;
+  observe_into(recent_in_, recent_next_in_, counts_.door_in, in_s);
   if (out_s < 0)
     return;
-  remember(recent_out_, recent_next_out_, out_s);
-  counts_.door_out.sum += out_s;
-  ++counts_.door_out.count;
+  observe_into(recent_out_, recent_next_out_, counts_.door_out, out_s);
 }
 
 void door_metrics::in_flight(int delta) {
