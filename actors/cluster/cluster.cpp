@@ -87,6 +87,7 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   copt.policy = cfg.conductor.policy;
   copt.admission = cfg.conductor.admission;
   copt.kvcache_balancing_threshold = cfg.conductor.kvcache_balancing_threshold;
+  copt.decode_tbt_slack = cfg.conductor.decode_tbt_slack;
   copt.ssd_index = cfg.conductor.ssd_index;
   copt.slo.ttft_ns = uint64_t{cfg.conductor.slo_ttft_ms} * 1'000'000;
   copt.slo.tbt_ns = uint64_t{cfg.conductor.slo_tbt_ms} * 1'000'000;

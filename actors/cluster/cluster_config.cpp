@@ -324,6 +324,8 @@ caf::error validate(const cluster_config& cfg) {
   if (!(cfg.conductor.kvcache_balancing_threshold >= 1 &&
         cfg.conductor.kvcache_balancing_threshold <= 1e6))
     return field_error("conductor.kvcache_balancing_threshold", "must be in [1, 1e6]");
+  if (!(cfg.conductor.decode_tbt_slack >= 0 && cfg.conductor.decode_tbt_slack <= 10))
+    return field_error("conductor.decode_tbt_slack", "must be in [0, 10]");
   if (cfg.conductor.slo_ttft_ms == 0 || cfg.conductor.slo_tbt_ms == 0)
     return field_error("conductor.slo", "ttft_ms and tbt_ms must be positive");
   if (auto err = gpu::check_block_codec(cfg.model, cfg.codec))

@@ -105,6 +105,9 @@ struct conductor_config {
   policy_kind policy = policy_kind::global_cache_aware;
   admission_mode admission = admission_mode::predicted_load;
   double kvcache_balancing_threshold = 1.5;
+  // A decode instance within this share of the lowest predicted TBT may be chosen for fewer
+  // hand-offs arriving at its NIC at once (schedule_view::decode_tbt_slack; 0: TBT alone).
+  double decode_tbt_slack = 0.1;
   // Whether the prefix index follows blocks offloaded to the nodes' SSD tiers, so that a
   // placement plans to read them back (false: DRAM only, for comparison).
   bool ssd_index = true;

@@ -110,11 +110,11 @@ void print_workers(std::string& out, const cluster_config& c) {
   const auto& k = c.conductor;
   fmt::format_to(std::back_inserter(out),
                  "conductor:\n  heartbeat_timeout_ms: {}\n  policy: {}\n  admission: {}\n"
-                 "  kvcache_balancing_threshold: {}\n  ssd_index: {}\n"
+                 "  kvcache_balancing_threshold: {}\n  decode_tbt_slack: {}\n  ssd_index: {}\n"
                  "  slo: {{ttft_ms: {}, tbt_ms: {}}}\n  seed: {}\n  profile: {}\n",
                  k.heartbeat_timeout_ms, to_string(k.policy), to_string(k.admission),
-                 k.kvcache_balancing_threshold, to_text(k.ssd_index), k.slo_ttft_ms, k.slo_tbt_ms,
-                 k.seed, quoted(k.profile));
+                 k.kvcache_balancing_threshold, k.decode_tbt_slack, to_text(k.ssd_index),
+                 k.slo_ttft_ms, k.slo_tbt_ms, k.seed, quoted(k.profile));
   fmt::format_to(std::back_inserter(out),
                  "store:\n  db_path: {}\n  sync_commits: {}\n  ssd_dir: {}\n",
                  quoted(c.store.db_path), to_text(c.store.sync_commits), quoted(c.store.ssd_dir));

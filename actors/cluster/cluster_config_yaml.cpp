@@ -155,6 +155,8 @@ caf::error read_conductor(yaml_reader& r, const YAML::Node& n, conductor_config&
        {"admission", named(r, c.admission, "none, current_load or predicted_load")},
        {"kvcache_balancing_threshold",
         [&](auto& v, auto& f) { return r.read_double(v, f, c.kvcache_balancing_threshold); }},
+       {"decode_tbt_slack",
+        [&](auto& v, auto& f) { return r.read_double(v, f, c.decode_tbt_slack); }},
        {"ssd_index", [&](auto& v, auto& f) { return r.read_bool(v, f, c.ssd_index); }},
        {"slo",
         [&](auto& v, auto&) {

@@ -53,6 +53,32 @@ void decode_track::sum_from(size_t first) {
     tokens_before_[k + 1] = tokens_before_[k] + loads_[k].tokens;
 }
 
+void inbound_track::add(uint64_t request_id, handoff_burst burst) {
+  remove(request_id);
+  bursts_.push_back(burst);
+  ids_.push_back(request_id);
+}
+
+void inbound_track::remove(uint64_t request_id) {
+  auto i = std::find(ids_.begin(), ids_.end(), request_id);
+  if (i == ids_.end())
+    return;
+  bursts_.erase(bursts_.begin() + (i - ids_.begin()));
+  ids_.erase(i);
+}
+
+std::span<const handoff_burst> inbound_track::current(int64_t now_ns) {
+  size_t kept = 0;
+  for (size_t k = 0; k < bursts_.size(); ++k)
+    if (bursts_[k].end_ns > now_ns) {
+      bursts_[kept] = bursts_[k];
+      ids_[kept++] = ids_[k];
+    }
+  bursts_.resize(kept);
+  ids_.resize(kept);
+  return bursts_;
+}
+
 namespace {
 
 typed_envelope<wire::ConductorStats> make_stats(conductor_ptr self) {
@@ -86,6 +112,7 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
   st.options = std::move(options);
   st.prefill.assign(st.options.prefill_node.size(), prefill_track{});
   st.decode.assign(st.options.decode_node.size(), {});
+  st.inbound.assign(st.options.decode_node.size(), {});
   assert(st.options.model && "a conductor needs its time model");
   st.model = *st.options.model;
   st.policy.emplace(st.options.policy, st.options.seed);

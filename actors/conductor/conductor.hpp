@@ -36,7 +36,8 @@ struct conductor_options {
   policy_kind policy = policy_kind::global_cache_aware;
   admission_mode admission = admission_mode::predicted_load;
   double kvcache_balancing_threshold = 1.5;
-  bool ssd_index = true; // follow blocks offloaded to SSD tiers (BlocksGone.offloaded)
+  double decode_tbt_slack = 0; // schedule_view::decode_tbt_slack
+  bool ssd_index = true;       // follow blocks offloaded to SSD tiers (BlocksGone.offloaded)
   slo_targets slo;
   uint64_t seed = 1; // the random policy's
   uint32_t block_tokens = 16;

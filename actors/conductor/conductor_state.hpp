@@ -63,6 +63,21 @@ class decode_track {
   std::vector<uint64_t> tokens_before_ = {0}; // loads_.size() + 1 entries
 };
 
+/// Hand-off bursts on their way to a decode instance, as predicted at placement; one ends with
+/// its request or its prefill report (its KV has landed by then), or at its predicted end.
+/// At most one per request in flight.
+class inbound_track {
+ public:
+  void add(uint64_t request_id, handoff_burst burst);
+  void remove(uint64_t request_id);
+  /// Drops those predicted to have ended by `now_ns`; the others, for the view.
+  std::span<const handoff_burst> current(int64_t now_ns);
+
+ private:
+  std::vector<handoff_burst> bursts_;
+  std::vector<uint64_t> ids_; // of bursts_, in the same order
+};
+
 struct conductor_state {
   static inline const char* name = "conductor";
   conductor_options options;
@@ -72,6 +87,7 @@ struct conductor_state {
   std::optional<scheduling_policy> policy;
   std::vector<prefill_track> prefill; // per prefill instance
   std::vector<decode_track> decode;   // per decode instance
+  std::vector<inbound_track> inbound; // per decode instance
   uint64_t pulls = 0;                 // placements that pull a prefix from another node
   std::vector<caf::actor_clock::time_point> node_last_seen;
   // Each node's agent (from bring-up's watch_atom), watched: an agent that is gone (its process

@@ -92,8 +92,8 @@ uint32_t reused_tokens(const schedule_view& v, const request_view& r, uint32_t b
       std::min<uint64_t>(uint64_t{blocks} * v.block_tokens, r.prompt_tokens - 1));
 }
 
-uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           const prefix_load& load) {
+ttft_estimate predicted_ttft(const schedule_view& v, const request_view& r, uint32_t instance,
+                             const prefix_load& load) {
   const auto& m = *v.model;
   // The backlog delays a pull that starts now; behind a queue, the running pulls are taken to
   // have drained by the time this one starts.
@@ -106,8 +106,8 @@ uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32
   const uint64_t load_ns = m.ssd_read_ns(load.local_on_ssd) + m.load_ns(load.local, false) +
                            m.ssd_read_ns(load.pulled_on_ssd) +
                            m.pull_ns(load.pulled, holder, p.node, backlog);
-  return p.queue_ns + load_ns + compute_ns +
-         m.handoff_ns(r.prompt_tokens, compute_ns, load_ns, blocks);
+  const auto handoff = m.handoff(r.prompt_tokens, compute_ns, load_ns, blocks);
+  return {p.queue_ns + load_ns + compute_ns + handoff.tail_ns, handoff.burst_ns};
 }
 
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,
@@ -117,24 +117,54 @@ prefill_choice local_choice(const schedule_view& v, const request_view& r, uint3
   const uint32_t node = v.prefill[instance].node;
   c.local_blocks = m.length[node];
   c.reuse_blocks = c.local_blocks;
-  c.ttft_ns = predicted_ttft_ns(v, r, instance, {c.local_blocks, m.on_ssd[node]});
+  const auto t = predicted_ttft(v, r, instance, {c.local_blocks, m.on_ssd[node]});
+  c.ttft_ns = t.ttft_ns;
+  c.handoff_burst_ns = t.handoff_burst_ns;
   return c;
 }
 
 std::optional<decode_choice> choose_decode(const schedule_view& v, const request_view& r,
-                                           uint64_t ttft_ns) {
-  std::optional<decode_choice> best;
+                                           const prefill_choice& prefill) {
   const uint64_t needs = uint64_t{r.prompt_tokens} + r.max_new_tokens;
-  for (uint32_t i = 0; i < v.decode.size(); ++i) {
+  const int64_t arrival = v.now_ns + static_cast<int64_t>(prefill.ttft_ns);
+  // The TBT of instance i with this request, or none without memory for it.
+  const auto tbt_of = [&](uint32_t i) -> std::optional<uint64_t> {
     const auto& d = v.decode[i];
     if (!d.alive)
-      continue;
-    const auto b = batch_at(v, d, r, v.now_ns + static_cast<int64_t>(ttft_ns));
+      return std::nullopt;
+    const auto b = batch_at(v, d, r, arrival);
     if (b.reserved_tokens + needs > d.capacity_tokens)
+      return std::nullopt;
+    return v.model->decode_step_ns(b.batch, b.context_tokens);
+  };
+  std::optional<decode_choice> best;
+  for (uint32_t i = 0; i < v.decode.size(); ++i)
+    if (const auto tbt = tbt_of(i); tbt && (!best || *tbt < best->tbt_ns))
+      best = decode_choice{i, *tbt, 0};
+  if (!best || v.decode_tbt_slack <= 0 || prefill.handoff_burst_ns == 0)
+    return best;
+  // A second pass: the slack is relative to the lowest TBT, known only after the first.
+  auto limit = static_cast<uint64_t>(static_cast<double>(best->tbt_ns) * (1 + v.decode_tbt_slack));
+  if (v.admission != admission_mode::none && best->tbt_ns <= v.slo.tbt_ns)
+    limit = std::min(limit, v.slo.tbt_ns);
+  const int64_t burst_start = arrival - static_cast<int64_t>(prefill.handoff_burst_ns);
+  const auto crowded_at = [&](uint32_t i) {
+    uint64_t crowded = 0;
+    for (const auto& h : v.decode[i].inbound) {
+      const int64_t from = std::max(h.start_ns, burst_start);
+      const int64_t to = std::min(h.end_ns, arrival);
+      crowded += to > from ? static_cast<uint64_t>(to - from) : 0;
+    }
+    return crowded;
+  };
+  best->crowded_ns = crowded_at(best->instance);
+  for (uint32_t i = 0; i < v.decode.size() && best->crowded_ns > 0; ++i) {
+    const auto tbt = tbt_of(i);
+    if (!tbt || *tbt > limit)
       continue;
-    const uint64_t tbt = v.model->decode_step_ns(b.batch, b.context_tokens);
-    if (!best || tbt < best->tbt_ns)
-      best = decode_choice{i, tbt};
+    const uint64_t crowded = crowded_at(i);
+    if (crowded < best->crowded_ns || (crowded == best->crowded_ns && *tbt < best->tbt_ns))
+      best = decode_choice{i, *tbt, crowded};
   }
   return best;
 }
@@ -156,7 +186,7 @@ decision complete(const schedule_view& v, const request_view& r,
   if (!prefill)
     return rejected("no live prefill instance has room in its queue", 1000);
   auto dec = v.coupled ? std::optional{coupled_decode(v, r, prefill->instance, prefill->ttft_ns)}
-                       : choose_decode(v, r, prefill->ttft_ns);
+                       : choose_decode(v, r, *prefill);
   if (!dec)
     return rejected("no live decode instance has KV memory for " +
                         std::to_string(uint64_t{r.prompt_tokens} + r.max_new_tokens) + " tokens",
@@ -181,6 +211,7 @@ decision complete(const schedule_view& v, const request_view& r,
   d.pull_from = prefill->pull_from;
   d.predicted_ttft_ns = prefill->ttft_ns;
   d.predicted_tbt_ns = dec->tbt_ns;
+  d.handoff_burst_ns = prefill->handoff_burst_ns;
   return d;
 }
 

@@ -16,6 +16,7 @@ struct prefill_choice {
   bool pull = false;         // the others come from another node
   uint32_t pull_from = 0;    // that node
   uint64_t ttft_ns = 0;
+  uint64_t handoff_burst_ns = 0; // the end of its hand-off that crowds the decode NIC
 };
 
 /// Whether the instance takes new jobs: alive, queue not full.
@@ -40,22 +41,30 @@ struct prefix_load {
 };
 
 /// Queue, loads (the instance's own blocks, then those pulled from the holder, behind what
-/// others read from it; drive reads before each), compute and the hand-off to decode.
-uint64_t predicted_ttft_ns(const schedule_view& v, const request_view& r, uint32_t instance,
-                           const prefix_load& load);
+/// others read from it; drive reads before each), compute and the hand-off to decode; and the
+/// hand-off's burst (time_model::handoff).
+struct ttft_estimate {
+  uint64_t ttft_ns = 0;
+  uint64_t handoff_burst_ns = 0;
+};
+ttft_estimate predicted_ttft(const schedule_view& v, const request_view& r, uint32_t instance,
+                             const prefix_load& load);
 
 /// Reusing only what the instance's own node holds.
 prefill_choice local_choice(const schedule_view& v, const request_view& r, uint32_t instance,
                             const prefix_match& m);
 
 /// The decode instance with the lowest predicted TBT once this request joins (at the time it
-/// would arrive there, under predicted_load), among those with KV memory for it.
+/// would arrive there, under predicted_load), among those with KV memory for it; or, within
+/// decode_tbt_slack of that TBT, the one whose NIC the fewest other hand-offs crowd during this
+/// one's burst (ties by TBT, then index).
 struct decode_choice {
   uint32_t instance = 0;
   uint64_t tbt_ns = 0;
+  uint64_t crowded_ns = 0; // of this hand-off's burst, the time others' bursts overlap it
 };
 std::optional<decode_choice> choose_decode(const schedule_view& v, const request_view& r,
-                                           uint64_t ttft_ns);
+                                           const prefill_choice& prefill);
 
 /// The decision for a prefill choice (none: no instance with room): decode, then admission.
 decision complete(const schedule_view& v, const request_view& r,

@@ -139,6 +139,7 @@ caf::result<void> on_prefill_report(conductor_ptr self,
     if (r->ok && i->second.prefill_open && i->second.prefill == r->instance)
       learn(self, r->reused_tokens, r->computed_tokens, r->compute_ns);
     close_prefill(self, i->second, r->request_id, r->store_ns);
+    st.inbound[i->second.decode].remove(r->request_id); // its KV has landed
   }
   return caf::unit;
 }
@@ -159,6 +160,7 @@ caf::result<void> on_request_report(conductor_ptr self,
     return err;
   close_prefill(self, i->second, *id);
   st.decode[i->second.decode].remove(*id);
+  st.inbound[i->second.decode].remove(*id);
   st.in_flight.erase(i);
   return caf::unit;
 }

@@ -95,7 +95,8 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   for (uint32_t i = 0; i < st.decode.size(); ++i) {
     const auto node = st.options.decode_node[i];
     decode.push_back({node, node_alive(self, node, clock_now), st.options.decode_capacity_tokens,
-                      st.decode[i].loads(), st.decode[i].tokens_before()});
+                      st.decode[i].loads(), st.decode[i].tokens_before(),
+                      st.inbound[i].current(now)});
   }
   pull_backlog(self, now, backlog);
   schedule_view v;
@@ -109,6 +110,7 @@ schedule_view make_view(conductor_ptr self, std::vector<prefill_view>& prefill,
   v.slo = st.options.slo;
   v.admission = st.options.admission;
   v.kvcache_balancing_threshold = st.options.kvcache_balancing_threshold;
+  v.decode_tbt_slack = st.options.decode_tbt_slack;
   v.prefill_queue_max = st.options.prefill_queue_max;
   v.block_tokens = st.options.block_tokens;
   v.coupled = st.options.coupled;
@@ -149,6 +151,11 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
                              static_cast<int64_t>(uint64_t{a.max_new_tokens} * d.predicted_tbt_ns);
   st.decode[d.decode].add(a.request_id,
                           decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end});
+  if (d.handoff_burst_ns > 0) {
+    const int64_t arrival = v.now_ns + static_cast<int64_t>(d.predicted_ttft_ns);
+    st.inbound[d.decode].add(a.request_id,
+                             {arrival - static_cast<int64_t>(d.handoff_burst_ns), arrival});
+  }
   st.in_flight.emplace(a.request_id,
                        placed_request{d.prefill, d.decode, true,
                                       caf::actor_cast<request_actor>(self->current_sender())});

@@ -198,12 +198,14 @@ void time_model::learn_transfer(uint32_t from, uint32_t to, uint64_t bytes, uint
   bw += (sample - bw) / 8.0;
 }
 
-uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns, uint64_t load_ns,
-                                uint32_t load_blocks) const {
+time_model::handoff_estimate time_model::handoff(uint32_t prompt_tokens, uint64_t compute_ns,
+                                                 uint64_t load_ns, uint32_t load_blocks) const {
   const auto& p = source_;
   const uint32_t pages = ceil_div(prompt_tokens, block_tokens_);
   const double page_s = static_cast<double>(handoff_page_bytes_) / p.nic_bytes_per_s;
-  double send_s = pages * page_s;
+  const double all_s = pages * page_s;
+  double send_s = all_s;
+  double burst_s = all_s;
   if (prompt_tokens >= stream_min_tokens_ && prompt_tokens > 0) {
     // The last step sends its layers of the pages that the last chunk wrote, which starts
     // after the reused prefix (the prompt's last token is always computed).
@@ -218,9 +220,13 @@ uint64_t time_model::handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns, uin
             : static_cast<double>(ceil_div(load_blocks, stream_load_batches_)) / load_blocks;
     const double overlap_s =
         (static_cast<double>(compute_ns) + static_cast<double>(load_ns) * (1 - first_batch)) / 1e9;
-    send_s = std::max(last_pages * page_s * stream_step_share_, send_s - overlap_s);
+    const double last_step_s = last_pages * page_s * stream_step_share_;
+    send_s = std::max(last_step_s, all_s - overlap_s);
+    // Held back by the link: its pages wait for the NIC from the first batch on.
+    burst_s = all_s - overlap_s > last_step_s ? all_s : last_step_s;
   }
-  return static_cast<uint64_t>(std::llround((send_s + p.nic_latency_s) * 1e9));
+  return {static_cast<uint64_t>(std::llround((send_s + p.nic_latency_s) * 1e9)),
+          static_cast<uint64_t>(std::llround(burst_s * 1e9))};
 }
 
 void time_model::set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers,

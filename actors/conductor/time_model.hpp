@@ -80,7 +80,18 @@ class time_model {
   /// compute and the load of the cached prefix (`load_blocks` blocks in `load_ns`, whose first
   /// batch's pages start it), and at least the last step's layers of the last chunk.
   uint64_t handoff_ns(uint32_t prompt_tokens, uint64_t compute_ns = 0, uint64_t load_ns = 0,
-                      uint32_t load_blocks = 0) const;
+                      uint32_t load_blocks = 0) const {
+    return handoff(prompt_tokens, compute_ns, load_ns, load_blocks).tail_ns;
+  }
+  struct handoff_estimate {
+    uint64_t tail_ns = 0; // handoff_ns
+    // The hand-off's last stretch in which its bytes come as fast as the NIC takes them, which
+    // ends with it: all of the transfer when sent after prefill or when streaming is held back by
+    // the link (a prompt found whole in the pool), else the last step. Without the latency.
+    uint64_t burst_ns = 0;
+  };
+  handoff_estimate handoff(uint32_t prompt_tokens, uint64_t compute_ns = 0, uint64_t load_ns = 0,
+                           uint32_t load_blocks = 0) const;
   /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step, and
   /// read their prefix in up to `load_batches` batches (the prefill worker's stream_min_tokens,
   /// stream_layers and prefill_prefix_load_batches). Not called: none stream.

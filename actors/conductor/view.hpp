@@ -53,6 +53,13 @@ struct decode_load {
   int64_t end_ns = 0;  // when it is predicted to finish
 };
 
+/// A placed request's hand-off while it crowds a decode instance's NIC (time_model::handoff's
+/// burst), as predicted: one arriving then waits behind it or shares the link.
+struct handoff_burst {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
 struct decode_view {
   uint32_t node = 0;
   bool alive = true;
@@ -62,6 +69,8 @@ struct decode_view {
   // the tokens of requests [0, i) (requests.size() + 1 entries). A placement then finds the
   // batch at a time by one binary search instead of a pass over the requests.
   std::span<const uint64_t> tokens_before{};
+  // The bursts of hand-offs on their way to it that have not ended (empty: none known).
+  std::span<const handoff_burst> inbound{};
 };
 
 struct schedule_view {
@@ -79,6 +88,10 @@ struct schedule_view {
   slo_targets slo;
   admission_mode admission = admission_mode::predicted_load;
   double kvcache_balancing_threshold = 1.5;
+  // A decode instance whose predicted TBT is within this share of the lowest (and within the
+  // TBT SLO where that one is) may be chosen instead when fewer hand-offs crowd its NIC at the
+  // end of this one's: 0 chooses by TBT alone.
+  double decode_tbt_slack = 0;
   uint32_t prefill_queue_max = 256;
   uint32_t block_tokens = 16;
   // Coupled instances: prefill instance i is decode instance i, and a request decodes where it
@@ -102,8 +115,9 @@ struct decision {
   uint32_t local_blocks = 0; // of those, the ones its node holds
   uint64_t predicted_ttft_ns = 0;
   uint64_t predicted_tbt_ns = 0;
-  std::string reason;          // why not, when not placed
-  uint64_t retry_after_ms = 0; // when not placed for an SLO: when it may fit
+  uint64_t handoff_burst_ns = 0; // the end of the hand-off that crowds the decode NIC
+  std::string reason;            // why not, when not placed
+  uint64_t retry_after_ms = 0;   // when not placed for an SLO: when it may fit
 };
 
 } // namespace crescent

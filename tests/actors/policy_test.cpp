@@ -183,6 +183,25 @@ TEST(time_model, a_streamed_hand_off_hides_behind_the_prefix_load_after_its_firs
   EXPECT_EQ(m.handoff_ns(15, compute, load, 1), remote_block_ns);
 }
 
+TEST(time_model, a_hand_off_crowds_the_nic_at_its_end_for_its_last_step_unless_the_link_holds_it) {
+  auto m = simple_model();
+  m.set_streaming(16, 1, 2, 8);
+  const uint64_t send = 64 * remote_block_ns;
+  const uint64_t load = 48 * local_block_ns;
+  const uint64_t compute = m.prefill_ns(1024, 768);
+  // Held back by the link (its tail is more than a last step): all of its pages, back to back.
+  auto h = m.handoff(1024, compute, load, 48);
+  EXPECT_EQ(h.tail_ns, send - compute - load * 42 / 48);
+  EXPECT_EQ(h.burst_ns, send);
+  // Hidden behind a long compute: only the last step comes at once.
+  h = m.handoff(1024, 10 * send, load, 48);
+  EXPECT_EQ(h.burst_ns, 8 * remote_block_ns / 2);
+  EXPECT_EQ(h.burst_ns, h.tail_ns);
+  // Sent after prefill: all of it, after the compute.
+  h = m.handoff(15, compute, load, 1);
+  EXPECT_EQ(h.burst_ns, remote_block_ns);
+}
+
 TEST(time_model, predicts_a_prefill_groups_pipeline) {
   auto m = simple_model(); // 1 us a token, chunks of 128
   m.set_pipeline(4);
@@ -407,6 +426,64 @@ TEST(decode_choice, takes_the_lowest_predicted_tbt_within_kv_memory) {
   EXPECT_NE(d.reason.find("KV memory"), std::string::npos) << d.reason;
 }
 
+TEST(decode_choice, within_the_tbt_slack_takes_the_nic_that_other_hand_offs_crowd_least) {
+  cluster_state s;
+  s.loads[0] = {{1000, 1'000'000'000}}; // both: TBT 2 ms with ours
+  s.loads[1] = {{1000, 1'000'000'000}};
+  scheduling_policy p{policy_kind::least_loaded};
+  auto d = p.place(s.view(), four_blocks());
+  ASSERT_TRUE(d.placed);
+  EXPECT_EQ(d.decode, 0u) << "no hand-off known: the lowest index";
+  // Sent after its prefill: its 4 pages at 0.5 GB/s end with its first token.
+  ASSERT_EQ(d.handoff_burst_ns, 4 * remote_block_ns);
+  const auto arrival = static_cast<int64_t>(d.predicted_ttft_ns);
+  const auto burst = static_cast<int64_t>(d.handoff_burst_ns);
+  // Another hand-off into instance 0 over the second half of this one's, into 1 over a quarter.
+  const std::vector<handoff_burst> into_0{{arrival - burst / 2, arrival + 1000}};
+  const std::vector<handoff_burst> into_1{{arrival - 2 * burst, arrival - 3 * burst / 4}};
+  s.decode[0].inbound = into_0;
+  s.decode[1].inbound = into_1;
+  d = p.place(s.view(), four_blocks());
+  EXPECT_EQ(d.decode, 0u) << "no slack: by TBT alone";
+  auto v = s.view();
+  v.decode_tbt_slack = 0.1;
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.decode, 1u) << "equal TBT, a quarter crowded against a half";
+  auto c = choose_decode(v, four_blocks(),
+                         {.ttft_ns = d.predicted_ttft_ns, .handoff_burst_ns = d.handoff_burst_ns});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->crowded_ns, static_cast<uint64_t>(burst / 4));
+  // Beyond the slack: instance 1 with two requests (TBT 3 ms) is not taken however free its NIC.
+  s.loads[1].push_back({1000, 1'000'000'000});
+  v = s.view();
+  v.decode_tbt_slack = 0.1;
+  EXPECT_EQ(p.place(v, four_blocks()).decode, 0u);
+  v.decode_tbt_slack = 0.5;
+  EXPECT_EQ(p.place(v, four_blocks()).decode, 1u) << "3 ms is within half of 2 ms";
+  // Admission holds the slack within the TBT SLO while the lowest TBT meets it.
+  v.admission = admission_mode::current_load;
+  v.slo.tbt_ns = 2'500'000;
+  d = p.place(v, four_blocks());
+  EXPECT_EQ(d.decode, 0u);
+  EXPECT_EQ(d.predicted_tbt_ns, 2'000'000u);
+}
+
+TEST(decode_choice, a_tracked_burst_leaves_at_its_end_or_with_its_request) {
+  inbound_track t;
+  t.add(1, {0, 100});
+  t.add(2, {50, 300});
+  t.add(3, {10, 200});
+  t.add(2, {60, 400}); // placed again: replaced
+  ASSERT_EQ(t.current(0).size(), 3u);
+  EXPECT_EQ(t.current(100).size(), 2u) << "request 1's ended at 100";
+  t.remove(3);
+  const auto left = t.current(100);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].start_ns, 60);
+  EXPECT_EQ(left[0].end_ns, 400);
+  EXPECT_TRUE(t.current(400).empty());
+}
+
 TEST(coupled, a_request_decodes_where_it_prefills_and_ties_go_to_the_lighter_batch) {
   // Two coupled instances, each prefill instance i being decode instance i, on nodes 0 and 1.
   cluster_state s;
@@ -549,11 +626,12 @@ TEST(decode_choice, the_conductors_sorted_sums_give_what_a_pass_over_the_request
     v.now_ns = static_cast<int64_t>(rng() % 500) * 1'000'000;
     v.admission = round % 2 == 0 ? admission_mode::predicted_load : admission_mode::current_load;
     const request_view r{static_cast<uint32_t>(1 + rng() % 4000), 8, {}};
-    const uint64_t ttft_ns = (rng() % 400) * 1'000'000; // ends at the arrival too
+    prefill_choice p;
+    p.ttft_ns = (rng() % 400) * 1'000'000; // ends at the arrival too
     v.decode = plain;
-    const auto a = choose_decode(v, r, ttft_ns);
+    const auto a = choose_decode(v, r, p);
     v.decode = summed;
-    const auto b = choose_decode(v, r, ttft_ns);
+    const auto b = choose_decode(v, r, p);
     ASSERT_EQ(a.has_value(), b.has_value()) << round;
     if (a) {
       EXPECT_EQ(a->instance, b->instance) << round;

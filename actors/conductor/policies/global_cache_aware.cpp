@@ -26,9 +26,11 @@ prefill_choice pulling_choice(const schedule_view& v, const request_view& r, uin
   // Of the holder's blocks only on its drive, those past `own` are not known apart from the
   // rest: at most all of them are among the pulled ones, which is what is charged.
   const uint32_t pulled = m.best - own;
-  c.ttft_ns = predicted_ttft_ns(
+  const auto t = predicted_ttft(
       v, r, instance,
       {own, m.on_ssd[node], pulled, std::min(pulled, m.on_ssd[m.best_node]), m.best_node});
+  c.ttft_ns = t.ttft_ns;
+  c.handoff_burst_ns = t.handoff_burst_ns;
   return c;
 }
 
