@@ -20,6 +20,11 @@
 
 namespace crescent {
 
+connection_liveness connection_liveness_of(const cluster_config& cfg) {
+  return {std::chrono::milliseconds(cfg.connection_heartbeat_ms),
+          std::chrono::milliseconds(cfg.connection_timeout_ms)};
+}
+
 namespace {
 
 caf::expected<std::string> make_temp_dir() {

@@ -15,6 +15,7 @@
 
 #include "actors/cluster/cluster_config.hpp"
 #include "actors/cluster/directory.hpp"
+#include "actors/common/actor_system_setup.hpp"
 #include "actors/request/request.hpp"
 #include "gpu/shared_cores.hpp"
 #include "storage/dram_arena.hpp"
@@ -31,6 +32,10 @@
 #include <vector>
 
 namespace crescent {
+
+/// Heartbeats and the silence after which a connection closes, for the actor systems of the
+/// cluster's processes (connection_heartbeat_ms, connection_timeout_ms).
+connection_liveness connection_liveness_of(const cluster_config& cfg);
 
 class cluster {
  public:

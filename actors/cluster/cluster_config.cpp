@@ -306,6 +306,10 @@ caf::error validate(const cluster_config& cfg) {
       cfg.heartbeat_interval_ms >= cfg.conductor.heartbeat_timeout_ms)
     return field_error("heartbeat_interval_ms",
                        "must be positive and below conductor.heartbeat_timeout_ms");
+  if (cfg.connection_heartbeat_ms != 0 &&
+      cfg.connection_heartbeat_ms * uint64_t{2} > cfg.connection_timeout_ms)
+    return field_error("connection_heartbeat_ms",
+                       "must be 0 (off) or at most half of connection_timeout_ms");
   const auto& pool = cfg.pool;
   if (pool.replicas == 0 || pool.replicas > 8 || pool.replicas > cfg.nodes.size())
     return field_error("pool.replicas", "must be in [1, 8] and at most the number of nodes");

@@ -136,6 +136,9 @@ struct transfer_config {
   transport::transfer_options engine;
 };
 
+/// The longest connection_timeout_ms (and connection_heartbeat_ms): an hour.
+inline constexpr uint32_t connection_timeout_ms_max = 3'600'000;
+
 struct cluster_config {
   gpu::model_config model;
   gpu::engine_options engine;
@@ -163,6 +166,12 @@ struct cluster_config {
   // node --config {config} --node {node}` on this host, without a shell.
   std::string launcher;
   uint32_t heartbeat_interval_ms = 1000;
+  // CAF's own heartbeats on every connection between this cluster's processes (0: off), and how
+  // long a connection may carry nothing before its process closes it (connection_timeout_ms).
+  // A pause or partition shorter than the timeout is survived; a longer one ends the node
+  // process cut off, which does not rejoin (docs/faults.md).
+  uint32_t connection_heartbeat_ms = 1000;
+  uint32_t connection_timeout_ms = 30000;
   uint32_t request_deadline_ms = 300000;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
   /// simulated time (`crescent replay --sim`, and tests on the deterministic scheduler), off in

@@ -324,6 +324,14 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
        {"heartbeat_interval_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},
+       {"connection_heartbeat_ms",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.connection_heartbeat_ms, 0, connection_timeout_ms_max);
+        }},
+       {"connection_timeout_ms",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.connection_timeout_ms, 1, connection_timeout_ms_max);
+        }},
        {"request_deadline_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.request_deadline_ms, 1, u32_max); }},
        {"simulated_time", [&](auto& v, auto& f) { return r.read_bool(v, f, c.simulated_time); }},

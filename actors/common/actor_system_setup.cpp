@@ -10,6 +10,7 @@
 #include <caf/scoped_actor.hpp>
 #include <fmt/format.h>
 
+#include <cassert>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -20,7 +21,8 @@
 
 namespace crescent {
 
-void setup_actor_system(caf::actor_system_config& cfg, bool networked) {
+void setup_actor_system(caf::actor_system_config& cfg, bool networked,
+                        connection_liveness liveness) {
   register_types(cfg);
   cfg.set("scheduler.policy", caf::atom("sharing"));
   if (networked) {
@@ -29,6 +31,11 @@ void setup_actor_system(caf::actor_system_config& cfg, bool networked) {
     // not handed to a BASP worker on the scheduler first: one thread wake-up less per message
     // each way (CAF's default is one worker on machines of under 8 cores).
     cfg.set("middleman.workers", size_t{0});
+    if (liveness.heartbeat.count() > 0) {
+      assert(liveness.timeout >= 2 * liveness.heartbeat);
+      cfg.set("middleman.heartbeat-interval", caf::timespan{liveness.heartbeat});
+      cfg.set("middleman.connection-timeout", caf::timespan{liveness.timeout});
+    }
   }
 }
 
@@ -102,8 +109,9 @@ void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who) {
     r.actors.emplace_back(static_cast<const void*>(&sys), who);
 }
 
-process_actor_system::process_actor_system(bool networked) : p_(new parts) {
-  setup_actor_system(p_->cfg, networked);
+process_actor_system::process_actor_system(bool networked, connection_liveness liveness)
+    : p_(new parts) {
+  setup_actor_system(p_->cfg, networked, liveness);
   p_->sys.emplace(p_->cfg);
 }
 

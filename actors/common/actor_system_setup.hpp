@@ -19,7 +19,18 @@ namespace crescent {
 /// process): 450 us with work stealing on both sides, 133 us with work sharing, whose idle
 /// workers wake on a condition variable. Crescent's actors are few and exchange requests, which
 /// is the case work sharing serves well.
-void setup_actor_system(caf::actor_system_config& cfg, bool networked);
+///
+/// A networked system sends CAF's own heartbeats on every connection to another process and
+/// closes one that has carried nothing for `liveness.timeout`: the actors of the process on its
+/// other side are then down, here as after a crash (for a node process, its cluster has left,
+/// and it ends). Without them a connection to a process cut off (a host gone without a reset, a
+/// long partition) would wait for TCP's own retries, a quarter of an hour.
+struct connection_liveness {
+  std::chrono::milliseconds heartbeat{1000}; // 0: no heartbeats, and no timeout
+  std::chrono::milliseconds timeout{30000};
+};
+void setup_actor_system(caf::actor_system_config& cfg, bool networked,
+                        connection_liveness liveness = {});
 
 /// Records an actor spawned with a thread of its own (spawn_placed), so that a system that does
 /// not end within its limit can name the ones it still waits for.
@@ -48,7 +59,7 @@ inline constexpr std::chrono::seconds actor_system_end_limit{3};
 /// its threads wait, harmless, until the process exits, and its memory is not freed.
 class process_actor_system {
  public:
-  explicit process_actor_system(bool networked);
+  explicit process_actor_system(bool networked, connection_liveness liveness = {});
   ~process_actor_system();
   process_actor_system(const process_actor_system&) = delete;
   process_actor_system& operator=(const process_actor_system&) = delete;

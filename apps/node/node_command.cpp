@@ -1,5 +1,6 @@
 #include "apps/node/node_command.hpp"
 
+#include "actors/cluster/cluster.hpp"
 #include "actors/cluster/cluster_config.hpp"
 #include "actors/cluster/node_spawn.hpp"
 #include "actors/common/actor_system_setup.hpp"
@@ -158,7 +159,7 @@ int node_command(const node_options& opt) {
       return fail(describe(err));
     transfer_faults = std::move(*faults);
   }
-  process_actor_system actors{true};
+  process_actor_system actors{true, connection_liveness_of(*cfg)};
   auto& sys = actors.get();
   auto hosted = spawn_node(sys, *cfg, opt, *engine);
   if (!hosted)

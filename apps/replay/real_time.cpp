@@ -16,7 +16,7 @@ caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
                     std::FILE* progress, const std::function<void(cluster&)>& started,
                     const std::function<void(caf::actor_system&, cluster&)>& finished) {
-  process_actor_system actors{spans_processes(cfg)};
+  process_actor_system actors{spans_processes(cfg), connection_liveness_of(cfg)};
   auto& sys = actors.get();
   auto cl = cluster::start(sys, cfg);
   if (!cl)

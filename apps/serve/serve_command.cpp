@@ -100,7 +100,7 @@ int serve_command(const serve_options& opt) {
       return fail(describe(started.error()));
     nodes = std::move(*started);
   }
-  process_actor_system actors{spans_processes(cfg)};
+  process_actor_system actors{spans_processes(cfg), connection_liveness_of(cfg)};
   auto& sys = actors.get();
   // Stopped on every way out, after the cluster (their agents see the conductor go) and before
   // the actor system ends (whose end could otherwise wait on actors their connections hold).

@@ -217,6 +217,17 @@ std::shared_ptr<const up::gate_directory> gate_directory_of(const cluster& cl) {
   return out;
 }
 
+// Node processes that ended during the run though no fault killed them: one cut off past
+// connection_timeout_ms ends itself (docs/faults.md); a crash reads the same, its log says which.
+std::string format_ended_early(const std::vector<uint32_t>& nodes, const std::string& run_dir) {
+  std::string out;
+  for (auto n : nodes)
+    out += fmt::format("lost          node {}: its process ended during the run, not killed by "
+                       "the plan ({}/node-{}.log)\n",
+                       n, run_dir, n);
+  return out;
+}
+
 std::string format_gate_counts(const std::vector<std::unique_ptr<up::message_gate>>& gates) {
   up::gate_counts sum;
   for (const auto& g : gates) {
@@ -389,14 +400,21 @@ int up_command(const up_options& opt, up_result* out) {
     gate_ptrs.push_back(g.get());
   up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log", network.get(), gate_ptrs};
   std::vector<std::string> unsettled;
+  std::vector<uint32_t> ended_early; // node processes that ended during the run, not killed
   auto settle = [&](caf::actor_system& sys, cluster& cl) {
     faults.stop(); // no more faults: a paused node resumes, and the cluster must heal
     std::set<uint32_t> killed;
     for (auto& x : *nodes) {
       if (x.paused && x.process.signal(SIGCONT))
         x.paused = false;
-      if (x.killed)
+      if (x.killed) {
         killed.insert(x.node);
+      } else if (!x.process.running()) {
+        // Ended on its own: cut off past connection_timeout_ms, its connections closed and
+        // its cluster gone (or a crash). Lost like a killed node, and named in the report.
+        killed.insert(x.node);
+        ended_early.push_back(x.node);
+      }
     }
     // A node silent for the heartbeat timeout needs one more beat and check to count again.
     const auto within = std::chrono::milliseconds(p->cfg.conductor.heartbeat_timeout_ms +
@@ -438,9 +456,11 @@ int up_command(const up_options& opt, up_result* out) {
                                   faults.injected(), p->plan.faults.size()) +
                       (transfer_faults.empty() ? std::string{} : format_slices_taken(node_logs)) +
                       (gates.empty() ? std::string{} : format_gate_counts(gates)) +
+                      format_ended_early(ended_early, p->run_dir) +
                       up::format_invariants(invariants) +
                       (unsettled.empty() ? "settled       the conductor counts every node not "
-                                           "killed as live; no decode reservation is left\n"
+                                           "killed or lost as live; no decode reservation is "
+                                           "left\n"
                                          : std::string{});
   fmt::print("{}", report.substr(header.size()));
   std::ofstream{p->run_dir + "/report.txt"} << report;

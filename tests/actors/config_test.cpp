@@ -85,6 +85,17 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   e = error_of("- just\n- a list\n");
   EXPECT_NE(e.find("expected a mapping"), std::string::npos) << e;
 
+  e = error_of("connection_heartbeat_ms: 600\nconnection_timeout_ms: 1000\n");
+  EXPECT_NE(e.find("connection_heartbeat_ms: must be 0 (off) or at most half of "
+                   "connection_timeout_ms"),
+            std::string::npos)
+      << e;
+  e = error_of("connection_timeout_ms: 0\n");
+  EXPECT_NE(e.find("connection_timeout_ms"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.yaml:1"), std::string::npos) << e;
+  e = error_of("conductor: {decode_tbt_slack: -0.5}\n");
+  EXPECT_NE(e.find("conductor.decode_tbt_slack: must be in [0, 10]"), std::string::npos) << e;
+
   e = error_of("launcher: \"ssh {hots} exec crescent node --node {node}\"\n");
   EXPECT_NE(
       e.find("launcher: '{hots}' is not {crescent}, {config}, {node}, {host}, {port} or {faults}"),
@@ -331,6 +342,9 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->coupled.chunked_prefill, defaults.coupled.chunked_prefill);
   EXPECT_EQ(cfg->coupled.token_budget, defaults.coupled.token_budget);
   EXPECT_EQ(cfg->coupled.prefix_caching, defaults.coupled.prefix_caching);
+  EXPECT_EQ(cfg->conductor.decode_tbt_slack, defaults.conductor.decode_tbt_slack);
+  EXPECT_EQ(cfg->connection_heartbeat_ms, defaults.connection_heartbeat_ms);
+  EXPECT_EQ(cfg->connection_timeout_ms, defaults.connection_timeout_ms);
   const auto &file = cfg->transfer.engine, &engine = defaults.transfer.engine;
   EXPECT_EQ(file.enable_rdma, engine.enable_rdma);
   EXPECT_EQ(file.rdma_gid_index, engine.rdma_gid_index);

@@ -178,7 +178,7 @@ TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   const auto report = run_faults("  - {at_ms: 100, pause: 1, for_ms: 500}\n"
                                  "  - {at_ms: 300, kill: 2}\n");
   // After the faults: the paused node counts as live again, the killed one does not.
-  EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as live"),
             std::string::npos)
       << report;
   const auto faults = read_file(run_dir / "faults.log");
@@ -410,7 +410,7 @@ TEST_F(up_netns, a_partitioned_node_fails_its_requests_in_time_and_serves_again)
   EXPECT_NE(report.find("x node 2 went silent: no heartbeat for 600 ms"), std::string::npos)
       << report;
   EXPECT_NE(report.find("invariants    held: 80 of 80"), std::string::npos) << report;
-  EXPECT_NE(report.find("settled       the conductor counts every node not killed as live"),
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as live"),
             std::string::npos)
       << "node 2 heartbeats again once the partition ends\n"
       << report;
@@ -421,6 +421,28 @@ TEST_F(up_netns, a_partitioned_node_fails_its_requests_in_time_and_serves_again)
   const auto used = read_file(run_dir / "cluster.yaml");
   EXPECT_NE(used.find("address: \"10.213."), std::string::npos) << used;
   EXPECT_NE(used.find("shm: false"), std::string::npos) << used;
+  expect_no_network_left();
+}
+
+TEST_F(up_netns, a_node_cut_off_past_the_connection_timeout_ends_and_the_rest_serve_on) {
+  // CAF's heartbeats every 200 ms; a connection silent for 1 s is closed on both sides. The node
+  // cut off for 4 s sees its cluster gone and ends; the main process counts it lost.
+  std::ofstream{cluster, std::ios::app} << "connection_heartbeat_ms: 200\n"
+                                           "connection_timeout_ms: 1000\n";
+  const int status = run_plan("{at_ms: 200, partition: [2], for_ms: 4000}", "80");
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_EQ(status, 1) << "requests on the cut node fail\n" << report << read_file(dir / "up.err");
+  EXPECT_NE(report.find("lost          node 2: its process ended during the run"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("invariants    held: 80 of 80"), std::string::npos) << report;
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as "
+                        "live"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(read_file(run_dir / "node-2.log").find("main process went away"), std::string::npos)
+      << "the node says its conductor is gone\n"
+      << read_file(run_dir / "node-2.log");
   expect_no_network_left();
 }
 
