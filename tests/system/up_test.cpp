@@ -56,13 +56,16 @@ class up : public ::testing::Test {
     // Nodes 1 (prefill) and 2 (decode) in processes of their own, started through a launcher
     // template as a remote launcher would be (here a local shell: the stand-in for ssh).
     cluster = dir / "cluster.yaml";
+    // Both at once: two calls of unused_port() may get the same port back (the first is
+    // released before the second is bound), and the file is then refused.
+    const auto ports = unused_ports(2);
     std::ofstream{cluster} << "nodes:\n"
                               "  - {prefill: 1}\n"
                               "  - {prefill: 1, address: \"127.0.0.1:"
-                           << unused_port()
+                           << ports[0]
                            << "\"}\n"
                               "  - {decode: 1, address: \"127.0.0.1:"
-                           << unused_port()
+                           << ports[1]
                            << "\"}\n"
                               "  - {decode: 1}\n"
                               "launcher: \"exec {crescent} node --config {config} --node {node}\"\n"
