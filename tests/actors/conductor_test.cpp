@@ -48,7 +48,9 @@ caf::behavior relay(caf::event_based_actor* self, std::shared_ptr<conductor_acto
 
 class conductor_harness : public deterministic_system {
  public:
-  conductor_harness() {
+  // One prefill instance on node 0 and one decode instance on node 1; or, `wide`, two prefill
+  // instances (nodes 0 and 2) and two decode instances (both on node 1) under `decode_tbt_slack`.
+  explicit conductor_harness(bool wide = false, double decode_tbt_slack = 0) {
     auto target = std::make_shared<conductor_actor>();
     client = caf::actor_cast<conductor_actor>(sys.spawn(relay, target));
     auto dir = std::make_shared<directory>();
@@ -58,6 +60,13 @@ class conductor_harness : public deterministic_system {
     o.nodes = 2;
     o.prefill_node = {0};
     o.decode_node = {1};
+    if (wide) {
+      dir->prefill.push_back(dir->prefill.front());
+      o.nodes = 3;
+      o.prefill_node = {0, 2};
+      o.decode_node = {1, 1};
+    }
+    o.decode_tbt_slack = decode_tbt_slack;
     o.admission = admission_mode::none;
     o.block_tokens = 16;
     o.decode_capacity_tokens = 1'000'000;
@@ -66,8 +75,16 @@ class conductor_harness : public deterministic_system {
     *target = conductor;
   }
 
+  struct placement {
+    uint64_t ttft_ns = 0; // predicted; 0: not placed
+    uint32_t prefill = 0;
+    uint32_t decode = 0;
+  };
+
   // A 64-token prompt of 4 uncached blocks; its predicted TTFT (0: not placed).
-  uint64_t schedule(uint64_t id) {
+  uint64_t schedule(uint64_t id) { return place(id).ttft_ns; }
+
+  placement place(uint64_t id) {
     auto msg = make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
       out.setRequestId(id);
       out.setPromptTokens(64);
@@ -79,25 +96,38 @@ class conductor_harness : public deterministic_system {
     auto reply = ask(client, schedule_atom::value, msg);
     EXPECT_TRUE(reply);
     if (!reply)
-      return 0;
+      return {};
     return *read_as<wire::ScheduleReply>(*reply, [](wire::ScheduleReply::Reader in) {
-      return in.isPlaced() ? in.getPlaced().getPredictedTtftNs() : uint64_t{0};
+      if (!in.isPlaced())
+        return placement{};
+      auto p = in.getPlaced();
+      return placement{p.getPredictedTtftNs(), p.getPrefillInstance(), p.getDecodeInstance()};
     });
   }
 
   // The job ended having reused `reused` of its 64 tokens and computed the rest in `compute_ns`;
   // then the request ended.
   void report(uint64_t id, uint32_t reused, uint64_t compute_ns) {
+    report_job(id, reused, compute_ns);
+    end(id);
+  }
+
+  // Prefill instance `instance` (on node `node`) reports the job of request `id`.
+  void report_job(uint64_t id, uint32_t reused, uint64_t compute_ns, uint32_t instance = 0,
+                  uint32_t node = 0) {
     auto msg = make_envelope<wire::PrefillReport>([&](wire::PrefillReport::Builder out) {
       out.setRequestId(id);
-      out.setInstance(0);
-      out.setNode(0);
+      out.setInstance(instance);
+      out.setNode(node);
       out.setOk(true);
       out.setComputedTokens(64 - reused);
       out.setReusedTokens(reused);
       out.setComputeNs(compute_ns);
     });
     EXPECT_FALSE(ask_void(client, report_atom::value, msg));
+  }
+
+  void end(uint64_t id) {
     auto ended = make_envelope<wire::RequestReport>([&](wire::RequestReport::Builder out) {
       out.setRequestId(id);
       out.setCompleted(true);
@@ -184,6 +214,28 @@ TEST(conductor, its_stats_give_each_prefill_instance_s_predicted_queue_time) {
   EXPECT_EQ(h.predicted_queue_ns(), one);
   h.report(2, 0, 64'000);
   EXPECT_EQ(h.predicted_queue_ns(), 0u);
+}
+
+TEST(conductor, a_decode_instance_with_a_hand_off_arriving_at_once_gives_way_within_the_slack) {
+  for (const double slack : {0.0, 0.1}) {
+    conductor_harness h{true, slack};
+    // Request 1 on prefill 0 and decode 0. Request 10 on the idle prefill 1 and decode 1; its
+    // KV has landed (its job reported) though it still decodes there.
+    const auto one = h.place(1);
+    ASSERT_GT(one.ttft_ns, 0u);
+    EXPECT_EQ(one.decode, 0u);
+    const auto ten = h.place(10);
+    EXPECT_EQ(ten.prefill, 1u);
+    EXPECT_EQ(ten.decode, 1u);
+    h.report_job(10, 0, 64'000, 1, 2);
+    // Request 2 on prefill 1 again: its hand-off comes when request 1's does. Both decode
+    // instances hold one request (the same TBT with it): by TBT alone the first, within the
+    // slack the one no other hand-off crowds.
+    const auto two = h.place(2);
+    EXPECT_EQ(two.prefill, 1u);
+    EXPECT_EQ(two.ttft_ns, one.ttft_ns);
+    EXPECT_EQ(two.decode, slack > 0 ? 1u : 0u) << "slack " << slack;
+  }
 }
 
 } // namespace
