@@ -80,8 +80,18 @@ void fill_loads(conductor_bench_state& s, uint32_t instances, std::mt19937_64& r
     for (const auto& x : loads)
       sums.push_back(sums.back() + x.tokens);
   }
+  // Hand-offs on their way: 1 to 200 ms each, ending within 10 s, where placements' first
+  // tokens fall; the decode choice weighs them within its slack.
+  for (uint32_t i = 0; i < instances; ++i) {
+    auto& bursts = s.inbound.emplace_back();
+    for (size_t k = 0, n = rng() % 4; k < n; ++k) {
+      const auto end = static_cast<int64_t>(rng() % 10'000'000'000);
+      bursts.push_back({end - static_cast<int64_t>(1'000'000 + rng() % 199'000'000), end});
+    }
+  }
   for (uint32_t i = 0; i < instances; ++i)
-    s.decode.push_back({i, true, s.decode_capacity_tokens, s.loads[i], s.tokens_before[i]});
+    s.decode.push_back(
+        {i, true, s.decode_capacity_tokens, s.loads[i], s.tokens_before[i], s.inbound[i]});
 }
 
 } // namespace
@@ -95,6 +105,7 @@ schedule_view conductor_bench_state::view() const {
   v.model = model.get();
   v.prefill_queue_max = 1024;
   v.block_tokens = block_tokens;
+  v.decode_tbt_slack = decode_tbt_slack;
   return v;
 }
 
@@ -119,6 +130,7 @@ make_conductor_bench_state(const bench_conductor_options& opt) {
   s->model = *model;
   s->block_tokens = cfg->model.block_tokens;
   s->decode_capacity_tokens = cfg->decode.kv_tokens;
+  s->decode_tbt_slack = cfg->conductor.decode_tbt_slack;
   replay::workload_options w;
   w.block_tokens = tokens_per_trace_block(*cfg);
   w.vocab = cfg->model.vocab;
@@ -325,6 +337,7 @@ conductor_options conductor_for(const conductor_bench_state& s, uint32_t instanc
   o.heartbeat_timeout = std::chrono::hours(24); // no agents here: every node stays live
   o.block_tokens = s.block_tokens;
   o.decode_capacity_tokens = s.decode_capacity_tokens;
+  o.decode_tbt_slack = s.decode_tbt_slack;
   o.model = s.model;
   return o;
 }

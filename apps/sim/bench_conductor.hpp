@@ -42,6 +42,9 @@ struct conductor_bench_state {
   std::vector<std::vector<decode_load>> loads;
   std::vector<std::vector<uint64_t>> tokens_before; // per instance: as the conductor keeps them
   std::vector<decode_view> decode;
+  // Per decode instance: hand-offs on their way to it (0 to 3, as the conductor notes them).
+  std::vector<std::vector<handoff_burst>> inbound;
+  double decode_tbt_slack = 0; // the cluster file's default
   prefix_index index;
   std::shared_ptr<const time_model> model;
   std::vector<std::vector<block_key>> keys; // per prompt
