@@ -147,12 +147,12 @@ std::optional<decode_choice> choose_decode(const schedule_view& v, const request
   auto limit = static_cast<uint64_t>(static_cast<double>(best->tbt_ns) * (1 + v.decode_tbt_slack));
   if (v.admission != admission_mode::none && best->tbt_ns <= v.slo.tbt_ns)
     limit = std::min(limit, v.slo.tbt_ns);
-  const int64_t burst_start = arrival - static_cast<int64_t>(prefill.handoff_burst_ns);
+  const auto own = handoff_burst::ending_at(arrival, prefill.handoff_burst_ns);
   const auto crowded_at = [&](uint32_t i) {
     uint64_t crowded = 0;
     for (const auto& h : v.decode[i].inbound) {
-      const int64_t from = std::max(h.start_ns, burst_start);
-      const int64_t to = std::min(h.end_ns, arrival);
+      const int64_t from = std::max(h.start_ns, own.start_ns);
+      const int64_t to = std::min(h.end_ns, own.end_ns);
       crowded += to > from ? static_cast<uint64_t>(to - from) : 0;
     }
     return crowded;

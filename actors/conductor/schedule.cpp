@@ -151,11 +151,10 @@ void record(conductor_ptr self, const schedule_view& v, const schedule_args& a, 
                              static_cast<int64_t>(uint64_t{a.max_new_tokens} * d.predicted_tbt_ns);
   st.decode[d.decode].add(a.request_id,
                           decode_load{uint64_t{a.prompt_tokens} + a.max_new_tokens, decode_end});
-  if (d.handoff_burst_ns > 0) {
-    const int64_t arrival = v.now_ns + static_cast<int64_t>(d.predicted_ttft_ns);
-    st.inbound[d.decode].add(a.request_id,
-                             {arrival - static_cast<int64_t>(d.handoff_burst_ns), arrival});
-  }
+  if (d.handoff_burst_ns > 0)
+    st.inbound[d.decode].add(
+        a.request_id, handoff_burst::ending_at(v.now_ns + static_cast<int64_t>(d.predicted_ttft_ns),
+                                               d.handoff_burst_ns));
   st.in_flight.emplace(a.request_id,
                        placed_request{d.prefill, d.decode, true,
                                       caf::actor_cast<request_actor>(self->current_sender())});

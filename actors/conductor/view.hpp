@@ -58,6 +58,10 @@ struct decode_load {
 struct handoff_burst {
   int64_t start_ns = 0;
   int64_t end_ns = 0;
+  /// The burst of `burst_ns` that ends with a first token at `arrival_ns`.
+  static handoff_burst ending_at(int64_t arrival_ns, uint64_t burst_ns) {
+    return {arrival_ns - static_cast<int64_t>(burst_ns), arrival_ns};
+  }
 };
 
 struct decode_view {
