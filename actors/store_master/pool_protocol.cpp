@@ -89,6 +89,11 @@ typed_envelope<wire::PutRevoke> make_put_revoke(std::span<const block_key> keys)
       [&](wire::PutRevoke::Builder out) { write_keys(out.initKeys(count(keys)), keys); });
 }
 
+typed_envelope<wire::Remove> make_remove(std::span<const block_key> keys) {
+  return make_envelope<wire::Remove>(
+      [&](wire::Remove::Builder out) { write_keys(out.initKeys(count(keys)), keys); });
+}
+
 typed_envelope<wire::ReportCorrupt> make_report_corrupt(block_key key, uint32_t node) {
   return make_envelope<wire::ReportCorrupt>([&](wire::ReportCorrupt::Builder out) {
     write_key(out.initKey(), key);

@@ -58,6 +58,7 @@ typed_envelope<wire::PutCommit> make_put_commit(std::span<const block_key> keys,
                                                 std::span<const uint64_t> checksums,
                                                 bool replicas = false);
 typed_envelope<wire::PutRevoke> make_put_revoke(std::span<const block_key> keys);
+typed_envelope<wire::Remove> make_remove(std::span<const block_key> keys);
 typed_envelope<wire::ReportCorrupt> make_report_corrupt(block_key key, uint32_t node);
 
 } // namespace crescent::pool_protocol

@@ -49,6 +49,8 @@ class pool_kv_client final : public kv_client {
     return (*got)[0];
   }
 
+  pool::pool_client& pool() { return *client_; }
+
  private:
   std::unique_ptr<pool::pool_client> client_;
   uint32_t replicas_;
@@ -114,6 +116,21 @@ caf::expected<system_under_test> connect_all(const std::string& name, uint32_t c
   return s;
 }
 
+// Removes the keys run_phase gave `clients` (untimed); the first failure's reason, or empty.
+std::string remove_phase(const std::vector<pool_kv_client*>& clients, uint64_t ops_per_client,
+                         uint64_t key_base) {
+  std::vector<block_key> keys;
+  for (uint64_t k = 0; k < clients.size() * ops_per_client; ++k) {
+    keys.push_back(block_key{0, key_base + k});
+    if (keys.size() == pool::get_combiner::keys_max || k + 1 == clients.size() * ops_per_client) {
+      if (auto err = clients.front()->pool().remove(keys))
+        return "remove: " + describe(err);
+      keys.clear();
+    }
+  }
+  return {};
+}
+
 struct row_key {
   uint64_t size;
   bool put;
@@ -148,16 +165,26 @@ int bench_store(const bench_store_options& opt) {
   }
   std::vector<system_under_test> systems;
   auto combiner = opt.combine_gets ? std::make_shared<pool::get_combiner>() : nullptr;
+  std::vector<pool_kv_client*> pool_clients;
   {
+    // One transfer engine for every client, as one serving process has: the first client makes
+    // it and learns the owners; the others copy through it.
     uint32_t next = first_client_node;
+    std::shared_ptr<transport::transfer_engine> engine;
     auto s =
         connect_all("crescent", opt.clients, [&]() -> caf::expected<std::unique_ptr<kv_client>> {
-          auto c = pool::pool_client::connect(sys, "127.0.0.1", pool.port, next++, combiner);
+          auto c =
+              pool::pool_client::connect(sys, "127.0.0.1", pool.port, next++, combiner, engine);
           if (!c)
             return std::move(c.error());
-          if (auto err = (*c)->await_owners(opt.nodes, std::chrono::seconds(30)))
-            return err;
-          return std::unique_ptr<kv_client>{new pool_kv_client(std::move(*c), opt.replicas)};
+          if (!engine) {
+            if (auto err = (*c)->await_owners(opt.nodes, std::chrono::seconds(30)))
+              return err;
+            engine = (*c)->shared_engine();
+          }
+          auto kv = std::make_unique<pool_kv_client>(std::move(*c), opt.replicas);
+          pool_clients.push_back(kv.get());
+          return std::unique_ptr<kv_client>{std::move(kv)};
         });
     if (!s) {
       fmt::print(stderr, "bench store: cannot connect to the pool: {}\n", describe(s.error()));
@@ -201,23 +228,38 @@ int bench_store(const bench_store_options& opt) {
   auto ops_of = [&](uint64_t size) {
     return std::max<uint64_t>(1, (opt.mib_per_phase << 20) / size / opt.clients);
   };
-  // The pool's arena is faulted in when its node starts; a baseline's memory is touched by its
-  // first puts, and a first touch costs more than the put itself here (memcached stored 512 KiB
-  // values 12x faster into memory it had used before). So each baseline stores every key of
-  // every trial once, untimed: its timed puts then replace values in memory it has touched.
+  // A first touch of a page costs more than the put itself on this VM (memcached stored 512 KiB
+  // values 12x faster into memory it had used before), and for the pool's writer it is its own
+  // mapping of an owner's memory that is touched, whatever the owner touched. So every system
+  // first stores as much as its timed trials will, untimed: each baseline every key of every
+  // trial (its timed puts then replace values in memory it has touched); the pool, which keeps
+  // the first value of a key, other keys that it then removes (its timed puts then go to space
+  // its clients have written before).
   for (auto& s : systems) {
-    if (s.name == "crescent")
-      continue; // the pool keeps the first value of a key: its timed puts must be the first
+    const bool pool = s.name == "crescent";
+    auto warm_key_base = [&](uint32_t t, size_t si) {
+      return key_base_of(pool ? opt.trials + t : t, si);
+    };
     for (uint32_t t = 0; t < opt.trials; ++t)
       for (size_t si = 0; si < opt.sizes_kib.size(); ++si) {
         const uint64_t size = opt.sizes_kib[si] << 10;
-        auto r = run_phase(s.clients, true, size, ops_of(size), key_base_of(t, si));
+        auto r = run_phase(s.clients, true, size, ops_of(size), warm_key_base(t, si));
         if (r.errors > 0) {
           failed = true;
           fmt::print(stderr, "bench store: {} warm-up put {}: {} errors: {}\n", s.name,
                      size_text(size), r.errors, r.first_error);
         }
       }
+    // The pool's: all stored first, then all removed, so that they covered as much as the
+    // trials will hold.
+    for (uint32_t t = 0; pool && t < opt.trials; ++t)
+      for (size_t si = 0; si < opt.sizes_kib.size(); ++si)
+        if (auto err =
+                remove_phase(pool_clients, ops_of(opt.sizes_kib[si] << 10), warm_key_base(t, si));
+            !err.empty()) {
+          failed = true;
+          fmt::print(stderr, "bench store: crescent warm-up: {}\n", err);
+        }
   }
   for (uint32_t t = 0; t < opt.trials; ++t)
     for (size_t si = 0; si < opt.sizes_kib.size(); ++si) {

@@ -35,21 +35,25 @@ caf::error pool_client::ask_master_void(const auto&... xs) {
 
 caf::expected<std::unique_ptr<pool_client>>
 pool_client::connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node,
-                     std::shared_ptr<get_combiner> combiner) {
+                     std::shared_ptr<get_combiner> combiner,
+                     std::shared_ptr<transport::transfer_engine> engine) {
   auto master = sys.middleman().remote_actor<store_master_actor>(host, port);
   if (!master)
     return make_error(errc::unavailable, "cannot reach the store master at " + host + ":" +
                                              std::to_string(port) + ": " +
                                              sys.render(master.error()));
-  transport::transfer_options o;
-  o.local_nodes = {node};
-  auto engine = transport::transfer_engine::create(o);
-  if (!engine)
-    return std::move(engine.error());
+  if (!engine) {
+    transport::transfer_options o;
+    o.local_nodes = {node};
+    auto made = transport::transfer_engine::create(o);
+    if (!made)
+      return std::move(made.error());
+    engine = std::move(*made);
+  }
   std::unique_ptr<pool_client> c{new pool_client};
   c->sys_ = &sys;
   c->master_ = *master;
-  c->engine_ = std::move(*engine);
+  c->engine_ = std::move(engine);
   c->node_ = node;
   c->self_ = std::make_unique<caf::scoped_actor>(sys);
   // Alone, a combiner sends each get at once: one code path either way.
@@ -170,6 +174,12 @@ pool_client::put(std::span<const block_key> keys,
           ask_master_void(put_commit_atom::value, pool_protocol::make_put_commit(commit, sums)))
     return err; // not acknowledged: none of them count as stored
   return commit;
+}
+
+caf::error pool_client::remove(std::span<const block_key> keys) {
+  if (keys.empty() || keys.size() > get_combiner::keys_max)
+    return make_error(errc::invalid_argument, "a remove names 1 to 4096 keys");
+  return ask_master_void(remove_atom::value, pool_protocol::make_remove(keys));
 }
 
 caf::expected<std::vector<bool>> pool_client::get(std::span<const block_key> keys,

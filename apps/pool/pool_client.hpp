@@ -38,9 +38,14 @@ class pool_client {
  public:
   /// `node`: this client's own node id (no owner runs there). Clients given the same
   /// `combiner` (one per process and master) send their concurrent gets to the master together.
+  /// Clients given the same `engine` (another client's engine()) copy through one transfer
+  /// engine, as the workers of one serving process do: its routes and its mappings of the
+  /// owners' memory are shared, so a peer joined by one client (await_owners) is known to all.
+  /// Without one, the client makes its own.
   static caf::expected<std::unique_ptr<pool_client>>
   connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node,
-          std::shared_ptr<get_combiner> combiner = nullptr);
+          std::shared_ptr<get_combiner> combiner = nullptr,
+          std::shared_ptr<transport::transfer_engine> engine = nullptr);
 
   /// Waits until `count` owners have joined (at most `timeout`), and learns how to reach them.
   caf::error await_owners(size_t count, std::chrono::milliseconds timeout);
@@ -59,6 +64,10 @@ class pool_client {
                                             std::span<const std::span<const std::byte>> blocks,
                                             uint32_t replicas);
 
+  /// Removes blocks from the pool (1 to 4096 keys); their space is freed at their owners. Keys
+  /// that are not there are skipped; a block under a read lease goes once the lease ends.
+  caf::error remove(std::span<const block_key> keys);
+
   /// Reads blocks into `out` (each exactly its size); per key: true if read and verified. A
   /// replica that fails its checksum is reported and the next one tried. 1 to 4096 keys.
   caf::expected<std::vector<bool>> get(std::span<const block_key> keys,
@@ -71,6 +80,7 @@ class pool_client {
                                    std::span<const std::span<std::byte>> out);
 
   transport::transfer_engine& engine() { return *engine_; }
+  const std::shared_ptr<transport::transfer_engine>& shared_engine() const { return engine_; }
   const store_master_actor& master() const { return master_; }
 
  private:

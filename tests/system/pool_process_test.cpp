@@ -243,6 +243,42 @@ TEST_F(pool_processes, with_one_replica_a_killed_owner_means_explicit_misses) {
   EXPECT_GT(good, acked.size() / 3) << "the others' are not";
 }
 
+TEST_F(pool_processes, clients_sharing_one_engine_remove_and_put_what_the_other_reads) {
+  ASSERT_EQ(put_range(0, 200, 1).size(), 200u);
+  // A second client through the first one's engine: no await_owners, the routes are there.
+  auto second = pool::pool_client::connect(sys, "127.0.0.1", port, client_node + 1, nullptr,
+                                           client->shared_engine());
+  ASSERT_TRUE(second) << describe(second.error());
+  std::vector<uint64_t> removed;
+  for (uint64_t k = 0; k < 100; ++k)
+    removed.push_back(k);
+  auto err = (*second)->remove(numbered_keys(removed));
+  ASSERT_FALSE(err) << describe(err);
+  auto stats = client->stats();
+  ASSERT_TRUE(stats) << describe(stats.error());
+  EXPECT_EQ(stats->complete_blocks, 100u);
+  std::vector<uint64_t> missed;
+  std::vector<uint64_t> all;
+  for (uint64_t k = 0; k < 200; ++k)
+    all.push_back(k);
+  EXPECT_EQ(verify(all, 100, &missed), 100u);
+  EXPECT_EQ(missed, removed) << "exactly the removed blocks miss";
+  // What the second client writes, the first reads.
+  std::vector<std::vector<std::byte>> data;
+  for (uint64_t k = 1000; k < 1050; ++k)
+    data.push_back(block_of(k));
+  std::vector<uint64_t> fresh;
+  for (uint64_t k = 1000; k < 1050; ++k)
+    fresh.push_back(k);
+  std::vector<std::span<const std::byte>> spans(data.begin(), data.end());
+  auto done = (*second)->put(numbered_keys(fresh), spans, 1);
+  ASSERT_TRUE(done) << describe(done.error());
+  EXPECT_EQ(done->size(), 50u);
+  EXPECT_EQ(verify(fresh), 50u);
+  std::vector<block_key> none;
+  EXPECT_TRUE((*second)->remove(none)) << "a remove of no keys is refused";
+}
+
 TEST_F(pool_processes, the_longest_available_prefix_is_read_and_verified) {
   // A chain of ten blocks whose sixth was never stored.
   ASSERT_EQ(put_range(500, 5, 1).size(), 5u);
