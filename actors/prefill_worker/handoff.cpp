@@ -49,6 +49,9 @@ void notify_request(prefill_ptr self, const prefill_job& job) {
     auto stages = out.initStageComputeNs(static_cast<unsigned>(job.stage_compute_ns.size()));
     for (unsigned k = 0; k < job.stage_compute_ns.size(); ++k)
       stages.set(k, job.stage_compute_ns[k]);
+    auto pulled = out.initPulledFrom(static_cast<unsigned>(job.pulled_nodes.size()));
+    for (unsigned k = 0; k < job.pulled_nodes.size(); ++k)
+      pulled.set(k, job.pulled_nodes[k]);
   });
   self->send(job.requester, prefill_done_atom::value, msg); // as itself: the request checks who
 }

@@ -260,6 +260,7 @@ void finish_loading(prefill_ptr self) {
       job.remote_reused_tokens += tokens;
   }
   job.pulled.clear();
+  job.pulled_nodes.clear();
   job.pulled_blocks = 0;
   job.read_back = {};
   for (size_t i = 0; i < reused; ++i) {
@@ -270,8 +271,11 @@ void finish_loading(prefill_ptr self) {
     }
     if (!remote(b))
       continue;
+    const uint32_t from = b.replicas[b.next].node;
     if (job.pulled_blocks == 0)
-      job.pulled_from = b.replicas[b.next].node;
+      job.pulled_from = from;
+    if (std::find(job.pulled_nodes.begin(), job.pulled_nodes.end(), from) == job.pulled_nodes.end())
+      job.pulled_nodes.push_back(from);
     ++job.pulled_blocks;
     if (st.options.copy_pulled)
       job.pulled.push_back(i);

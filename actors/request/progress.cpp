@@ -1,5 +1,6 @@
 // Progress of a request: the first token from prefill, the rest from decode, and its ending.
 #include "actors/common/continuous_batch.hpp"
+#include "actors/common/node_set.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/request/request_state.hpp"
 #include "gpu/model_config.hpp"
@@ -56,6 +57,9 @@ typed_envelope<wire::RequestOutcome> make_outcome(request_ptr self, request_stat
       stages.set(k, st.stage_compute_ns[k]);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
     out.setSsdReusedTokens(st.ssd_reused_tokens);
+    auto pulled = out.initPulledFrom(static_cast<unsigned>(st.pulled_from.size()));
+    for (unsigned k = 0; k < st.pulled_from.size(); ++k)
+      pulled.set(k, st.pulled_from[k]);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
   });
@@ -154,10 +158,14 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
     uint32_t first, computed, reused, remote, ssd, misses;
     uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
     std::vector<uint64_t> stages;
+    std::vector<uint32_t> pulled_from;
   };
   auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) -> caf::expected<done> {
     if (in.getStageComputeNs().size() > gpu::model_layers_max)
       return make_error(errc::limit_exceeded, "a PrefillDone of more stages than layers");
+    if (in.getPulledFrom().size() > node_set::capacity)
+      return make_error(errc::limit_exceeded,
+                        "a PrefillDone pulled from more nodes than a cluster has");
     return done{in.getRequestId(),
                 in.getFirstToken(),
                 in.getComputedTokens(),
@@ -169,7 +177,8 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
                 in.getKvTailNs(),
                 in.getKvBusyNs(),
                 in.getQueueNs(),
-                to_vector(in.getStageComputeNs())};
+                to_vector(in.getStageComputeNs()),
+                to_vector(in.getPulledFrom())};
   });
   if (!d)
     return std::move(d.error());
@@ -190,6 +199,7 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
   st.kv_busy_ns = d->kv_busy_ns;
   st.prefill_queue_ns = d->queue_ns;
   st.stage_compute_ns = std::move(d->stages);
+  st.pulled_from = std::move(d->pulled_from);
   append_tokens(self, {d->first});
   heard_token(self);
   append_tokens(self, st.early_tokens);

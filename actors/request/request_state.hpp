@@ -68,6 +68,7 @@ struct request_state {
   uint64_t kv_busy_ns = 0;                // the time some of the KV was in flight
   std::vector<uint64_t> stage_compute_ns; // a prefill group's: each stage's busy time
   uint64_t prefill_queue_ns = 0;
+  std::vector<uint32_t> pulled_from; // the other nodes its reused blocks were read from
 };
 
 using request_ptr = request_actor::stateful_pointer<request_state>;

@@ -112,6 +112,7 @@ request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, u
     out.kv_busy_ns = in.getKvBusyNs();
     out.prefill_queue_ns = in.getPrefillQueueNs();
     out.stage_compute_ns = to_vector(in.getStageComputeNs());
+    out.pulled_from = to_vector(in.getPulledFrom());
     out.predicted_ttft_ns = in.getPredictedTtftNs();
     out.retry_after_ms = in.getRetryAfterMs();
     return out;

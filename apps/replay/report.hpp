@@ -34,6 +34,7 @@ struct request_result {
   uint64_t kv_busy_ns = 0;                // the time some of the KV was in flight to decode
   uint64_t prefill_queue_ns = 0;          // the prefill job's wait in its instance's queue
   std::vector<uint64_t> stage_compute_ns; // a prefill group's job: each stage's busy time
+  std::vector<uint32_t> pulled_from; // the other nodes its reused blocks were read from, each once
   /// The share of the KV transfer's time that overlapped compute: 0 when sent after prefill.
   double kv_hidden() const {
     return kv_busy_ns == 0 ? 1.0

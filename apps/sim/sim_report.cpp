@@ -182,6 +182,8 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["reused_tokens"] = x.reused_tokens;
   j["remote_reused_tokens"] = x.remote_reused_tokens;
   j["ssd_reused_tokens"] = x.ssd_reused_tokens;
+  if (!x.pulled_from.empty())
+    j["pulled_from"] = x.pulled_from; // the other nodes its reused blocks were read from
   j["computed_tokens"] = x.computed_tokens;
   j["output_tokens"] = x.tokens.size();
   j["prefill_compute_ns"] = x.prefill_compute_ns;

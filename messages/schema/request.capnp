@@ -30,6 +30,8 @@ struct PrefillDone {
   queueNs @9 :UInt64;    # from the job's acceptance until it started
   stageComputeNs @10 :List(UInt64);  # a prefill group's job: each stage's busy time (else empty)
   ssdReusedTokens @11 :UInt32;   # of reusedTokens, those read back from an SSD tier for it
+  pulledFrom @12 :List(UInt32);  # the other nodes whose DRAM its reused blocks were read from,
+                                 # each once, in the order of their first block (empty: none)
 }
 
 # decode worker -> request actor, once per decode step that produced tokens for it.
@@ -78,4 +80,5 @@ struct RequestOutcome {
   prefillQueueNs @17 :UInt64;     # the prefill job's wait in its instance's queue
   stageComputeNs @18 :List(UInt64); # a prefill group's job: each stage's busy time (else empty)
   ssdReusedTokens @19 :UInt32;    # of reusedTokens, those read back from an SSD tier for it
+  pulledFrom @20 :List(UInt32);   # the other nodes its reused blocks were read from (PrefillDone)
 }

@@ -103,6 +103,14 @@ TEST(cluster, blocks_read_from_another_node_count_as_remote_hits) {
   EXPECT_EQ(results[1].reused_tokens, 3 * block);
   EXPECT_EQ(results[1].remote_reused_tokens, 3 * block) << "every block came from another node";
   EXPECT_EQ(results[0].remote_reused_tokens, 0u);
+  EXPECT_TRUE(results[0].pulled_from.empty());
+  ASSERT_FALSE(results[1].pulled_from.empty()) << "the report names the nodes pulled from";
+  for (auto n : results[1].pulled_from)
+    EXPECT_TRUE(n == 1 || n == 2) << "a decode node's pool: the prefill instance is node 0's";
+  EXPECT_LE(results[1].pulled_from.size(), 2u);
+  if (results[1].pulled_from.size() == 2) {
+    EXPECT_NE(results[1].pulled_from[0], results[1].pulled_from[1]) << "each node once";
+  }
 }
 
 TEST(cluster, a_partial_last_block_is_stored_and_reused) {
