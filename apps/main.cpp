@@ -46,10 +46,11 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--kv-send", run.kv_send,
                    "KV to decode: config (prefill.stream_min_tokens), stream (layer by layer "
-                   "while prefill runs), after (once prefill ends), or ab (after and stream "
-                   "alternating, twice each, and the ratio of their mean TTFTs)")
+                   "while prefill runs), after (once prefill ends), ab (after and stream "
+                   "alternating, twice each, and the ratio of their mean TTFTs), or pairs (one "
+                   "run: each request and a twin of it, one sent after and one streamed)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"config", "stream", "after", "ab"}));
+      ->check(CLI::IsMember({"config", "stream", "after", "ab", "pairs"}));
   run_cmd->add_flag("--no-progress{false}", run.progress, "Do not print the progress line");
   run_cmd->add_flag("--verbose", run.verbose, "Log actor warnings");
 
@@ -85,11 +86,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1e-3, 1e3));
   up_cmd
       ->add_option("--kv-send", up.run.kv_send,
-                   "KV to decode: config (prefill.stream_min_tokens), stream, after, or ab (after "
+                   "KV to decode: config (prefill.stream_min_tokens), stream, after, ab (after "
                    "and stream alternating, twice each, each a bring-up of its own, and the "
-                   "ratio of their mean TTFTs)")
+                   "ratio of their mean TTFTs), or pairs (one bring-up: each request and a twin "
+                   "of it, one sent after and one streamed)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"config", "stream", "after", "ab"}));
+      ->check(CLI::IsMember({"config", "stream", "after", "ab", "pairs"}));
   up_cmd->add_flag("--no-progress{false}", up.run.progress, "Do not print the progress line");
   up_cmd->add_flag("--verbose", up.run.verbose, "Log actor warnings");
 

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
 #include <system_error>
 
@@ -92,6 +93,67 @@ int run_round(const run_options& opt, cluster_config cfg,
 
 } // namespace
 
+std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& requests,
+                                 const std::vector<replay::request_result>& results) {
+  std::map<uint64_t, const replay::request_result*> by_id;
+  for (const auto& r : results)
+    by_id[r.id] = &r;
+  auto ttft_ms = [](const replay::request_result& r) {
+    return static_cast<double>(r.token_times_ns.front() - r.arrival_ns) / 1e6;
+  };
+  // The TTFT without the wait in the prefill queue: what the way of sending can change, apart
+  // from which twin the queue served first.
+  auto served_ms = [&](const replay::request_result& r) {
+    return ttft_ms(r) - static_cast<double>(r.prefill_queue_ns) / 1e6;
+  };
+  double sum[2] = {0, 0}, tail_ms[2] = {0, 0}, served[2] = {0, 0}, compute_ms[2] = {0, 0};
+  std::vector<double> ratios, served_ratios;
+  size_t sooner = 0, served_sooner = 0;
+  for (size_t i = 0; i + 1 < requests.size(); i += 2) {
+    const replay::request_result* pair[2] = {nullptr, nullptr}; // after, stream
+    for (size_t k = i; k < i + 2; ++k) {
+      auto r = by_id.find(requests[k].id);
+      if (r != by_id.end() && r->second->status == replay::outcome_status::completed &&
+          !r->second->token_times_ns.empty())
+        pair[requests[k].kv_send == wire::KvSend::STREAM ? 1 : 0] = r->second;
+    }
+    if (pair[0] == nullptr || pair[1] == nullptr)
+      continue;
+    for (int s = 0; s < 2; ++s) {
+      sum[s] += ttft_ms(*pair[s]);
+      tail_ms[s] += static_cast<double>(pair[s]->kv_tail_ns) / 1e6;
+      served[s] += served_ms(*pair[s]);
+      compute_ms[s] += static_cast<double>(pair[s]->prefill_compute_ns) / 1e6;
+    }
+    ratios.push_back(ttft_ms(*pair[1]) / ttft_ms(*pair[0]));
+    sooner += ttft_ms(*pair[1]) < ttft_ms(*pair[0]) ? 1 : 0;
+    served_ratios.push_back(served_ms(*pair[1]) / served_ms(*pair[0]));
+    served_sooner += served_ms(*pair[1]) < served_ms(*pair[0]) ? 1 : 0;
+  }
+  const size_t n = ratios.size();
+  if (n == 0)
+    return fmt::format("pairs         none of {} completed both ways: no ratio\n",
+                       requests.size() / 2);
+  auto median = [n](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  const double count = static_cast<double>(n);
+  return fmt::format(
+      "after         mean TTFT {:.2f} ms ({:.2f} ms without the prefill queue), compute "
+      "{:.2f} ms, KV hand-off {:.3f} ms after it\n"
+      "stream        mean TTFT {:.2f} ms ({:.2f} ms without the prefill queue), compute "
+      "{:.2f} ms, KV hand-off {:.3f} ms after it\n"
+      "ratio         mean TTFT streamed / sent after: {:.3f}; per pair: median {:.3f}, "
+      "streamed sooner in {} of {} (pairs of twins in one run; {} of {} pairs completed)\n"
+      "              without the prefill queue: {:.3f}; per pair: median {:.3f}, streamed "
+      "sooner in {} of {}\n",
+      sum[0] / count, served[0] / count, compute_ms[0] / count, tail_ms[0] / count, sum[1] / count,
+      served[1] / count, compute_ms[1] / count, tail_ms[1] / count, sum[1] / sum[0], median(ratios),
+      sooner, n, n, requests.size() / 2, served[1] / served[0], median(served_ratios),
+      served_sooner, n);
+}
+
 caf::error apply_kv_send(const std::string& kv_send, cluster_config& cfg) {
   if (kv_send == "config")
     return caf::none;
@@ -142,13 +204,18 @@ int run_command(const run_options& opt) {
     return run_ab_rounds([&](bool stream, std::vector<replay::request_result>& results) {
       return run_round(opt, cfg, requests, stream, results);
     });
-  auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr);
+  const auto requests_sent = opt.kv_send == "pairs" ? requests : decltype(requests){};
+  // Pairs of twins one at a time: neither twin's compute shares the cores with the other's.
+  auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr,
+                                         {}, {}, opt.kv_send == "pairs");
   if (!run)
     return fail(describe(run.error()));
   if (opt.progress)
     fmt::print(stderr, "\n");
   auto summary = replay::summarize(run->results);
   fmt::print("{}", format_report(*run, cfg));
+  if (opt.kv_send == "pairs")
+    fmt::print("{}", format_kv_send_pairs(requests_sent, run->results));
   for (const auto& r : run->results)
     if (r.status == replay::outcome_status::failed)
       fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);
@@ -183,6 +250,8 @@ caf::expected<std::vector<replay::synthetic_request>> requests_for(const run_opt
     return std::move(records.error());
   replay::workload_options w{tokens_per_trace_block(cfg), cfg.model.vocab, opt.output_scale,
                              opt.speedup};
+  if (opt.kv_send == "pairs")
+    return replay::kv_send_pairs(*records, w);
   std::vector<replay::synthetic_request> requests;
   for (size_t i = 0; i < records->size(); ++i)
     requests.push_back(replay::synthesize((*records)[i], i, w));

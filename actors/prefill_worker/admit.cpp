@@ -37,6 +37,7 @@ caf::expected<prefill_job> decode_job(const typed_envelope<wire::PrefillJob>& ms
     job.keys = to_keys(keys);
     job.decode_instance = in.getDecodeInstance();
     job.pull = in.getPull();
+    job.kv_send = in.getKvSend();
     for (auto p : pages)
       job.decode_pages.push_back(transport::from_wire(p));
     return caf::expected<prefill_job>{std::move(job)};

@@ -226,7 +226,9 @@ void fail_job(prefill_ptr self, const std::string& reason) {
 
 bool streams(const prefill_state& st, const prefill_job& job) {
   // A group's jobs always stream: every stage sends its own layers.
-  return st.options.group_instances > 1 || job.tokens.size() >= st.options.stream_min_tokens;
+  if (st.options.group_instances > 1 || job.kv_send == wire::KvSend::STREAM)
+    return true;
+  return job.kv_send == wire::KvSend::CONFIG && job.tokens.size() >= st.options.stream_min_tokens;
 }
 
 bool end_if_cancelled(prefill_ptr self) {

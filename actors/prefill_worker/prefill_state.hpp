@@ -9,6 +9,7 @@
 #include "actors/prefill_worker/prefill_worker.hpp"
 #include "actors/request/request_actor.hpp"
 #include "actors/store_master/pool_batches.hpp"
+#include "messages/schema/common.capnp.h"
 #include "transport/region_handle.hpp"
 
 #include <algorithm>
@@ -86,6 +87,7 @@ struct prefill_job {
   uint32_t decode_instance = 0;
   std::vector<transport::region_handle> decode_pages;
   bool pull = false; // cached blocks may come from other nodes (and are then stored here)
+  wire::KvSend kv_send = wire::KvSend::CONFIG; // CONFIG: by options.stream_min_tokens
   request_actor requester;
   // Progress, filled while the job runs.
   std::vector<transport::region_handle> pages; // local KV pages

@@ -19,6 +19,7 @@ struct spec {
   std::vector<uint32_t> tokens;
   uint32_t max_new_tokens;
   uint32_t deadline_ms;
+  wire::KvSend kv_send;
 };
 
 caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
@@ -38,8 +39,8 @@ caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
     if (in.getMaxNewTokens() == 0)
       return caf::expected<spec>{
           make_error(errc::invalid_argument, "max_new_tokens must be at least 1")};
-    return caf::expected<spec>{
-        spec{in.getRequestId(), to_vector(tokens), in.getMaxNewTokens(), in.getDeadlineMs()}};
+    return caf::expected<spec>{spec{in.getRequestId(), to_vector(tokens), in.getMaxNewTokens(),
+                                    in.getDeadlineMs(), in.getKvSend()}};
   });
 }
 
@@ -65,6 +66,7 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
     write_prompt(st, out);
     out.setDecodeInstance(st.decode_instance);
     out.setPull(st.pull);
+    out.setKvSend(st.kv_send);
     auto list = out.initDecodePages(static_cast<unsigned>(prompt_pages));
     for (unsigned i = 0; i < prompt_pages; ++i)
       transport::to_wire(pages[i], list[i]);
@@ -238,6 +240,7 @@ on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg) {
   st.id = s->id;
   st.tokens = std::move(s->tokens);
   st.max_new_tokens = s->max_new_tokens;
+  st.kv_send = s->kv_send;
   st.keys = storage::chain_block_keys(st.tokens, st.options.block_tokens, st.options.root_key);
   st.arrival_ns = now_ns(self);
   const uint32_t deadline_ms = s->deadline_ms > 0 ? s->deadline_ms : st.options.default_deadline_ms;

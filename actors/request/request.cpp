@@ -74,13 +74,14 @@ request_actor spawn_request_actor(caf::actor_system& sys, request_options option
 }
 
 typed_envelope<wire::RequestSpec> make_request_spec(uint64_t id, std::span<const uint32_t> prompt,
-                                                    uint32_t max_new_tokens) {
+                                                    uint32_t max_new_tokens, wire::KvSend kv_send) {
   return make_envelope<wire::RequestSpec>([&](wire::RequestSpec::Builder out) {
     out.setRequestId(id);
     auto tokens = out.initTokens(static_cast<unsigned>(prompt.size()));
     for (unsigned i = 0; i < prompt.size(); ++i)
       tokens.set(i, prompt[i]);
     out.setMaxNewTokens(max_new_tokens);
+    out.setKvSend(kv_send);
   });
 }
 

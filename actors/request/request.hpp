@@ -8,6 +8,7 @@
 #include "actors/cluster/directory.hpp"
 #include "actors/request/request_actor.hpp"
 #include "messages/block_key.hpp"
+#include "messages/schema/common.capnp.h"
 
 #include <caf/actor_system.hpp>
 
@@ -28,7 +29,9 @@ request_actor spawn_request_actor(caf::actor_system& sys, request_options option
                                   std::shared_ptr<const directory> dir);
 
 /// The RequestSpec a client sends with run_atom or stream_atom.
+/// `kv_send`: how its prefill sends KV to decode (CONFIG: as the cluster file says).
 typed_envelope<wire::RequestSpec> make_request_spec(uint64_t id, std::span<const uint32_t> prompt,
-                                                    uint32_t max_new_tokens);
+                                                    uint32_t max_new_tokens,
+                                                    wire::KvSend kv_send = wire::KvSend::CONFIG);
 
 } // namespace crescent

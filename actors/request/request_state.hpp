@@ -39,8 +39,9 @@ struct request_state {
   uint32_t decode_instance = 0;
   uint32_t decode_tries = 0; // decode instances that refused the reservation for lack of memory
   bool pull = false;         // the prefill may pull cached blocks from other nodes
-  uint64_t predicted_ttft_ns = 0; // the conductor's, at placement
-  uint64_t retry_after_ms = 0;    // rejected by the conductor: its estimate
+  wire::KvSend kv_send = wire::KvSend::CONFIG; // how its prefill sends KV to decode
+  uint64_t predicted_ttft_ns = 0;              // the conductor's, at placement
+  uint64_t retry_after_ms = 0;                 // rejected by the conductor: its estimate
   int64_t arrival_ns = 0;
   std::vector<uint32_t> output;
   std::vector<int64_t> token_times_ns;

@@ -15,7 +15,8 @@ namespace crescent::replay {
 caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
                     std::FILE* progress, const std::function<void(cluster&)>& started,
-                    const std::function<void(caf::actor_system&, cluster&)>& finished) {
+                    const std::function<void(caf::actor_system&, cluster&)>& finished,
+                    bool sequential) {
   process_actor_system actors{spans_processes(cfg), connection_liveness_of(cfg)};
   auto& sys = actors.get();
   auto cl = cluster::start(sys, cfg);
@@ -27,7 +28,10 @@ replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> re
   const auto start_time = std::chrono::steady_clock::now();
   caf::error err;
   {
-    auto driver = spawn_replay_driver(sys, **cl, std::move(requests), results, {progress});
+    replay_options options;
+    options.progress = progress;
+    options.sequential = sequential;
+    auto driver = spawn_replay_driver(sys, **cl, std::move(requests), results, options);
     caf::scoped_actor self{sys};
     self->request(driver, caf::infinite, run_atom::value)
         .receive([] {}, [&](caf::error& e) { err = std::move(e); });

@@ -27,10 +27,12 @@ struct real_time_run {
 /// second there (null: none). `started`, if given, is called once the cluster is up, just before
 /// the first request is submitted, with nothing in flight yet on its transfer engine (crescent
 /// up hooks its transfer faults there); `finished`, once every request has ended, before the
-/// cluster stops (to audit it: crescent up).
+/// cluster stops (to audit it: crescent up). `sequential`: one request at a time, each a second
+/// after the one before ended, arrival times ignored (replay_options::sequential).
 caf::expected<real_time_run>
 replay_in_real_time(const cluster_config& cfg, std::vector<synthetic_request> requests,
                     std::FILE* progress, const std::function<void(cluster&)>& started = {},
-                    const std::function<void(caf::actor_system&, cluster&)>& finished = {});
+                    const std::function<void(caf::actor_system&, cluster&)>& finished = {},
+                    bool sequential = false);
 
 } // namespace crescent::replay

@@ -1,6 +1,7 @@
 #include "apps/replay/workload.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 namespace crescent::replay {
@@ -47,6 +48,34 @@ synthetic_request synthesize(const trace_record& r, uint64_t id, const workload_
   s.max_new_tokens =
       static_cast<uint32_t>(std::max<double>(1.0, std::round(r.output_tokens * opt.output_scale)));
   return s;
+}
+
+std::vector<synthetic_request> kv_send_pairs(const std::vector<trace_record>& records,
+                                             const workload_options& opt) {
+  std::vector<synthetic_request> out;
+  out.reserve(2 * records.size());
+  for (uint64_t id = 0; id < 2 * records.size(); ++id)
+    out.push_back(kv_send_pair_member(records, id, opt));
+  return out;
+}
+
+synthetic_request kv_send_pair_member(const std::vector<trace_record>& records, uint64_t id,
+                                      const workload_options& opt) {
+  assert(id / 2 < records.size());
+  const auto& record = records[id / 2];
+  const bool twin = id % 2 == 1;
+  synthetic_request out;
+  if (twin) {
+    trace_record moved = record;
+    for (auto& h : moved.hash_ids)
+      h += twin_hash_offset;
+    out = synthesize(moved, id, opt);
+  } else {
+    out = synthesize(record, id, opt);
+  }
+  const bool after_first = (id / 2) % 2 == 0;
+  out.kv_send = after_first != twin ? wire::KvSend::AFTER : wire::KvSend::STREAM;
+  return out;
 }
 
 } // namespace crescent::replay

@@ -207,17 +207,22 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   const auto w = workload_for(cfg, opt.speedup);
   std::vector<uint64_t> arrivals;
   for (const auto& r : records)
-    arrivals.push_back(replay::arrival_ns_of(r, w));
+    for (int k = 0; k < (opt.kv_send_pairs ? 2 : 1); ++k)
+      arrivals.push_back(replay::arrival_ns_of(r, w));
   auto shared_records = std::make_shared<std::vector<replay::trace_record>>(std::move(records));
   replay_run out;
   const size_t n = arrivals.size();
   progress_bar bar{sim, span_s, n, *out.results};
   if (opt.progress)
     sim.set_progress([&] { bar.update(); }, 4096);
-  auto driver = replay::spawn_replay_driver(
-      sim.system(), **cl, std::move(arrivals),
-      [shared_records, w](size_t i) { return replay::synthesize((*shared_records)[i], i, w); },
-      out.results, {nullptr, opt.sequential});
+  auto driver =
+      replay::spawn_replay_driver(sim.system(), **cl, std::move(arrivals),
+                                  [shared_records, w, pairs = opt.kv_send_pairs](size_t i) {
+                                    return pairs
+                                               ? replay::kv_send_pair_member(*shared_records, i, w)
+                                               : replay::synthesize((*shared_records)[i], i, w);
+                                  },
+                                  out.results, {nullptr, opt.sequential});
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
   std::unique_ptr<fault_injector> faults;
   if (!opt.faults.faults.empty()) {

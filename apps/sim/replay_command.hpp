@@ -53,7 +53,10 @@ struct simulate_options {
   std::optional<uint64_t> shuffle_seed; // none: FIFO delivery
   std::string messages_path;            // empty: no message log (the hash is kept anyway)
   bool sequential = false;              // one request at a time (replay_driver.hpp)
-  bool progress = false;                // the progress bar on stderr
+  // Each record and its twin, one sent after prefill and one streamed (replay::kv_send_pairs):
+  // twice the requests.
+  bool kv_send_pairs = false;
+  bool progress = false; // the progress bar on stderr
   // Sees every message of the replay as it is delivered, and its payload (null: none), with the
   // system that names senders, receivers and types (sim_system::payload_tap); empty: none.
   // For measures the report does not hold (crescent experiment replicas, scale).

@@ -435,7 +435,7 @@ int up_command(const up_options& opt, up_result* out) {
     faults.start();
   };
   auto run = replay::replay_in_real_time(p->cfg, p->requests, opt.run.progress ? stderr : nullptr,
-                                         started, settle);
+                                         started, settle, opt.run.kv_send == "pairs");
   faults.stop();
   std::vector<std::string> node_logs;
   for (const auto& x : *nodes)
@@ -461,7 +461,9 @@ int up_command(const up_options& opt, up_result* out) {
                       (unsettled.empty() ? "settled       the conductor counts every node not "
                                            "killed or lost as live; no decode reservation is "
                                            "left\n"
-                                         : std::string{});
+                                         : std::string{}) +
+                      (opt.run.kv_send == "pairs" ? format_kv_send_pairs(p->requests, run->results)
+                                                  : std::string{});
   fmt::print("{}", report.substr(header.size()));
   std::ofstream{p->run_dir + "/report.txt"} << report;
   write_requests(p->run_dir, run->results);

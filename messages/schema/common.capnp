@@ -50,3 +50,12 @@ struct TransportPeer {
     gid @4 :Data;           # 16 bytes: the GID it uses (InfiniBand: subnet prefix + GUID)
   }
 }
+
+# How a prefill sends a prompt's KV to its decode instance. config: as the cluster file says
+# (prefill.stream_min_tokens); after: all of it once prefill ends; stream: layer by layer while
+# it runs. A prefill group's jobs always stream (each stage sends its own layers).
+enum KvSend {
+  config @0;
+  after @1;
+  stream @2;
+}

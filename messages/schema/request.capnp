@@ -13,6 +13,7 @@ struct RequestSpec {
   blockKeys @2 :List(Common.BlockKey);
   maxNewTokens @3 :UInt32;
   deadlineMs @4 :UInt32;        # the request fails with a reason if not done by then
+  kvSend @5 :Common.KvSend;     # how its prefill sends KV to decode (an experiment's A/B)
 }
 
 # prefill worker -> request actor.

@@ -35,6 +35,7 @@ struct PrefillJob {
   decodePages @4 :List(Common.RegionHandle);  # from ReserveReply
   pull @5 :Bool;  # cached blocks may come from other nodes' pools, and are then stored in its
                   # own (the conductor's Algorithm 1); false: only its own node's are loaded
+  kvSend @6 :Common.KvSend;  # from the RequestSpec
 }
 
 # request -> coupled instance (a prefill and decode engine in one, docs/coupled.md): prefill this

@@ -88,6 +88,35 @@ TEST(workload, equal_hash_ids_give_equal_token_blocks) {
   EXPECT_EQ(fast.max_new_tokens, 1u) << "at least one output token";
 }
 
+TEST(workload, kv_send_pairs_are_twins_one_sent_after_and_one_streamed) {
+  workload_options w;
+  w.block_tokens = 16;
+  w.vocab = 100;
+  const std::vector<trace_record> records{{1, 1000, 1100, 10, {5, 6, 7}},
+                                          {2, 2000, 1030, 10, {5, 6, 9}}};
+  auto reqs = kv_send_pairs(records, w);
+  ASSERT_EQ(reqs.size(), 4u);
+  for (uint64_t i = 0; i < 4; ++i)
+    EXPECT_EQ(reqs[i].id, i);
+  EXPECT_EQ(reqs[0].kv_send, wire::KvSend::AFTER);
+  EXPECT_EQ(reqs[1].kv_send, wire::KvSend::STREAM);
+  EXPECT_EQ(reqs[2].kv_send, wire::KvSend::STREAM) << "which twin goes first alternates";
+  EXPECT_EQ(reqs[3].kv_send, wire::KvSend::AFTER);
+  for (size_t i = 0; i < 4; i += 2) {
+    EXPECT_EQ(reqs[i].tokens, synthesize(records[i / 2], i, w).tokens) << "the record itself";
+    EXPECT_EQ(reqs[i + 1].tokens.size(), reqs[i].tokens.size());
+    EXPECT_EQ(reqs[i + 1].arrival_ns, reqs[i].arrival_ns);
+    EXPECT_EQ(reqs[i + 1].max_new_tokens, reqs[i].max_new_tokens);
+    EXPECT_FALSE(std::equal(reqs[i].tokens.begin(), reqs[i].tokens.begin() + 16,
+                            reqs[i + 1].tokens.begin()))
+        << "a twin shares no block with its record";
+  }
+  // The twins share their prefix as the records do.
+  EXPECT_TRUE(std::equal(reqs[1].tokens.begin(), reqs[1].tokens.begin() + 32,
+                         reqs[3].tokens.begin()));
+  EXPECT_NE(reqs[1].tokens[32], reqs[3].tokens[32]);
+}
+
 TEST(report, percentiles_and_tbt) {
   std::vector<double> v{5, 1, 4, 2, 3, 6, 7, 8, 9, 10};
   auto p = percentiles_of(v);

@@ -20,6 +20,8 @@
 #include <caf/local_actor.hpp>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <limits>
 
 #include <string>
@@ -214,6 +216,36 @@ TEST(sim, a_streamed_prompt_hides_its_kv_transfer_behind_compute) {
   };
   EXPECT_LT(ttft(y), ttft(x) - static_cast<int64_t>(x.kv_tail_ns * 9 / 10))
       << "at least 90% of the send-after transfer is off the TTFT";
+}
+
+TEST(sim, each_twin_sends_its_kv_as_its_request_says_whatever_the_cluster_file_says) {
+  // The file streams every prompt; of each record and its twin, one is sent after prefill.
+  auto cfg = paper();
+  cfg.prefill.stream_min_tokens = 0;
+  simulate_options opt;
+  opt.kv_send_pairs = true;
+  auto records = trace_head(4);
+  ASSERT_GE(records[0].input_tokens, 8192u);
+  auto s = run(cfg, records, opt);
+  const auto& results = s.report.results;
+  ASSERT_EQ(results.size(), 8u);
+  std::map<uint64_t, const replay::request_result*> by_id;
+  for (const auto& r : results)
+    by_id[r.id] = &r;
+  ASSERT_EQ(by_id.size(), 8u);
+  for (uint64_t id = 0; id < 8; ++id) {
+    const auto& r = *by_id[id];
+    ASSERT_EQ(r.status, replay::outcome_status::completed) << r.reason;
+    EXPECT_EQ(r.prompt_tokens, by_id[id ^ 1]->prompt_tokens) << "twins are as long";
+    ASSERT_GT(r.kv_busy_ns, 0u);
+    const bool after = (id / 2) % 2 == 0 ? id % 2 == 0 : id % 2 == 1;
+    if (after) {
+      EXPECT_DOUBLE_EQ(r.kv_hidden(), 0.0) << "request " << id << " was sent after prefill";
+    } else if (r.computed_tokens >= 8192) {
+      EXPECT_GT(r.kv_hidden(), 0.5) << "request " << id << " streamed";
+    }
+  }
+  EXPECT_GE(by_id[1]->computed_tokens, 8192u) << "the first record's twin computes its prompt";
 }
 
 TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {

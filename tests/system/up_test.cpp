@@ -174,6 +174,30 @@ TEST_F(up, kv_send_ab_alternates_four_bring_ups_and_prints_the_ratio) {
   }
 }
 
+// --kv-send pairs: one bring-up; each request and its twin, one sent after and one streamed.
+TEST_F(up, kv_send_pairs_runs_twins_in_one_bring_up_and_prints_their_ratio) {
+  run_dir = dir / "run";
+  auto p = start({"--requests", "3", "--kv-send", "pairs"});
+  ASSERT_TRUE(p) << describe(p.error());
+  std::string out;
+  for (;;) {
+    auto line = p->read_line(std::chrono::seconds(120));
+    if (!line)
+      break;
+    out += *line + "\n";
+  }
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  EXPECT_EQ(*status, 0) << out << read_file(dir / "up.err");
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_NE(report.find("invariants    held: 6 of 6"), std::string::npos) << report;
+  EXPECT_NE(report.find("ratio         mean TTFT streamed / sent after: "), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("3 of 3 pairs completed"), std::string::npos) << report;
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
 TEST_F(up, a_killed_and_a_paused_node_process_break_no_invariant) {
   run_dir = dir / "run";
   // Requests on the killed node may fail (status 1), with their reason; none may be lost or
