@@ -81,6 +81,25 @@ class up : public ::testing::Test {
     return bench::child_process::spawn(CRESCENT_BINARY, args, (dir / "up.err").string());
   }
 
+  // Runs to its end and returns what it printed, checking its exit status.
+  std::string run_to_end(const std::vector<std::string>& args, int expected_status) {
+    auto p = start(args);
+    EXPECT_TRUE(p) << describe(p.error());
+    if (!p)
+      return {};
+    std::string out;
+    for (;;) {
+      auto line = p->read_line(std::chrono::seconds(120));
+      if (!line)
+        break; // the end of its output
+      out += *line + "\n";
+    }
+    auto status = p->wait_exit(std::chrono::seconds(120));
+    EXPECT_TRUE(status) << describe(status.error());
+    EXPECT_EQ(status ? *status : -1, expected_status) << out << read_file(dir / "up.err");
+    return out;
+  }
+
   // Starts a run, sends it SIGINT once its nodes are up (it names its run then), and returns
   // its exit status (-1 with a failure added when it did not get that far).
   int interrupted(const std::vector<std::string>& args) {
@@ -148,18 +167,7 @@ TEST_F(up, brings_a_cluster_up_from_one_file_and_leaves_no_process_behind) {
 // (node 1) reads the round's own cluster file, which says how it sends.
 TEST_F(up, kv_send_ab_alternates_four_bring_ups_and_prints_the_ratio) {
   run_dir = dir / "run";
-  auto p = start({"--requests", "6", "--kv-send", "ab"});
-  ASSERT_TRUE(p) << describe(p.error());
-  std::string out;
-  for (;;) {
-    auto line = p->read_line(std::chrono::seconds(120));
-    if (!line)
-      break; // the end of its output
-    out += *line + "\n";
-  }
-  auto status = p->wait_exit(std::chrono::seconds(120));
-  ASSERT_TRUE(status) << describe(status.error());
-  EXPECT_EQ(*status, 0) << out << read_file(dir / "up.err");
+  const auto out = run_to_end({"--requests", "6", "--kv-send", "ab"}, 0);
   EXPECT_NE(out.find("ratio         mean TTFT streamed / sent after: "), std::string::npos) << out;
   for (const char* round : {"after-1", "stream-1", "after-2", "stream-2"}) {
     const auto report = read_file(run_dir / round / "report.txt");
@@ -177,18 +185,7 @@ TEST_F(up, kv_send_ab_alternates_four_bring_ups_and_prints_the_ratio) {
 // --kv-send pairs: one bring-up; each request and its twin, one sent after and one streamed.
 TEST_F(up, kv_send_pairs_runs_twins_in_one_bring_up_and_prints_their_ratio) {
   run_dir = dir / "run";
-  auto p = start({"--requests", "3", "--kv-send", "pairs"});
-  ASSERT_TRUE(p) << describe(p.error());
-  std::string out;
-  for (;;) {
-    auto line = p->read_line(std::chrono::seconds(120));
-    if (!line)
-      break;
-    out += *line + "\n";
-  }
-  auto status = p->wait_exit(std::chrono::seconds(120));
-  ASSERT_TRUE(status) << describe(status.error());
-  EXPECT_EQ(*status, 0) << out << read_file(dir / "up.err");
+  run_to_end({"--requests", "3", "--kv-send", "pairs"}, 0);
   const auto report = read_file(run_dir / "report.txt");
   EXPECT_NE(report.find("invariants    held: 6 of 6"), std::string::npos) << report;
   EXPECT_NE(report.find("ratio         mean TTFT streamed / sent after: "), std::string::npos)
