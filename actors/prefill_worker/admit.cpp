@@ -31,6 +31,9 @@ caf::expected<prefill_job> decode_job(const typed_envelope<wire::PrefillJob>& ms
           make_error(errc::invalid_argument, "a prompt of " + std::to_string(tokens.size()) +
                                                  " tokens needs " + std::to_string(page_count) +
                                                  " decode pages and one key per block")};
+    if (in.getKvSend() > wire::KvSend::STREAM)
+      return caf::expected<prefill_job>{
+          make_error(errc::invalid_argument, "kvSend must be config, after or stream")};
     prefill_job job;
     job.request_id = in.getRequestId();
     job.tokens = to_vector(tokens);

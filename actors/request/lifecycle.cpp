@@ -39,6 +39,10 @@ caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
     if (in.getMaxNewTokens() == 0)
       return caf::expected<spec>{
           make_error(errc::invalid_argument, "max_new_tokens must be at least 1")};
+    if (in.getKvSend() > wire::KvSend::STREAM)
+      return caf::expected<spec>{make_error(
+          errc::invalid_argument, "kvSend must be config, after or stream (an unknown value: " +
+                                      std::to_string(static_cast<int>(in.getKvSend())) + ")")};
     return caf::expected<spec>{spec{in.getRequestId(), to_vector(tokens), in.getMaxNewTokens(),
                                     in.getDeadlineMs(), in.getKvSend()}};
   });

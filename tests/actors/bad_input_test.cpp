@@ -196,6 +196,13 @@ TEST(bad_input, request_actor_refuses_bad_specs_and_then_serves) {
   };
   for (size_t n = 0; n < sample.size_words(); ++n)
     EXPECT_FALSE(h.ask(req, run_atom::value, cut_spec(n)));
+  const std::vector<uint32_t> prompt{1, 2, 3};
+  auto unknown_way =
+      h.ask(req, run_atom::value, make_request_spec(7, prompt, 1, static_cast<wire::KvSend>(7)));
+  ASSERT_FALSE(unknown_way);
+  EXPECT_TRUE(is(unknown_way.error(), errc::invalid_argument));
+  EXPECT_NE(describe(unknown_way.error()).find("kvSend"), std::string::npos)
+      << describe(unknown_way.error());
   // Streamed alike, and with no listener at all; a cancel before it runs is refused.
   auto listener = h.sys.spawn([]() -> caf::behavior {
     return {[](tokens_atom, const typed_envelope<wire::TokenBatch>&) {}};
