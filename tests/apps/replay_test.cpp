@@ -107,13 +107,13 @@ TEST(workload, kv_send_pairs_are_twins_one_sent_after_and_one_streamed) {
     EXPECT_EQ(reqs[i + 1].tokens.size(), reqs[i].tokens.size());
     EXPECT_EQ(reqs[i + 1].arrival_ns, reqs[i].arrival_ns);
     EXPECT_EQ(reqs[i + 1].max_new_tokens, reqs[i].max_new_tokens);
-    EXPECT_FALSE(std::equal(reqs[i].tokens.begin(), reqs[i].tokens.begin() + 16,
-                            reqs[i + 1].tokens.begin()))
+    EXPECT_FALSE(
+        std::equal(reqs[i].tokens.begin(), reqs[i].tokens.begin() + 16, reqs[i + 1].tokens.begin()))
         << "a twin shares no block with its record";
   }
   // The twins share their prefix as the records do.
-  EXPECT_TRUE(std::equal(reqs[1].tokens.begin(), reqs[1].tokens.begin() + 32,
-                         reqs[3].tokens.begin()));
+  EXPECT_TRUE(
+      std::equal(reqs[1].tokens.begin(), reqs[1].tokens.begin() + 32, reqs[3].tokens.begin()));
   EXPECT_NE(reqs[1].tokens[32], reqs[3].tokens[32]);
 }
 
