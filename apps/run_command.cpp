@@ -93,8 +93,7 @@ int run_round(const run_options& opt, cluster_config cfg,
 
 } // namespace
 
-std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& requests,
-                                 const std::vector<replay::request_result>& results) {
+std::string format_kv_send_pairs(size_t pairs, const std::vector<replay::request_result>& results) {
   std::map<uint64_t, const replay::request_result*> by_id;
   for (const auto& r : results)
     by_id[r.id] = &r;
@@ -109,13 +108,13 @@ std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& r
   double sum[2] = {0, 0}, tail_ms[2] = {0, 0}, served[2] = {0, 0}, compute_ms[2] = {0, 0};
   std::vector<double> ratios, served_ratios;
   size_t sooner = 0, served_sooner = 0;
-  for (size_t i = 0; i + 1 < requests.size(); i += 2) {
+  for (uint64_t i = 0; i < pairs; ++i) {
     const replay::request_result* pair[2] = {nullptr, nullptr}; // after, stream
-    for (size_t k = i; k < i + 2; ++k) {
-      auto r = by_id.find(requests[k].id);
+    for (uint64_t id = 2 * i; id < 2 * i + 2; ++id) {
+      auto r = by_id.find(id);
       if (r != by_id.end() && r->second->status == replay::outcome_status::completed &&
           !r->second->token_times_ns.empty())
-        pair[requests[k].kv_send == wire::KvSend::STREAM ? 1 : 0] = r->second;
+        pair[replay::kv_send_pair_way(id) == wire::KvSend::STREAM ? 1 : 0] = r->second;
     }
     if (pair[0] == nullptr || pair[1] == nullptr)
       continue;
@@ -132,8 +131,7 @@ std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& r
   }
   const size_t n = ratios.size();
   if (n == 0)
-    return fmt::format("pairs         none of {} completed both ways: no ratio\n",
-                       requests.size() / 2);
+    return fmt::format("pairs         none of {} completed both ways: no ratio\n", pairs);
   auto median = [n](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
@@ -150,8 +148,7 @@ std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& r
       "sooner in {} of {}\n",
       sum[0] / count, served[0] / count, compute_ms[0] / count, tail_ms[0] / count, sum[1] / count,
       served[1] / count, compute_ms[1] / count, tail_ms[1] / count, sum[1] / sum[0], median(ratios),
-      sooner, n, n, requests.size() / 2, served[1] / served[0], median(served_ratios),
-      served_sooner, n);
+      sooner, n, n, pairs, served[1] / served[0], median(served_ratios), served_sooner, n);
 }
 
 caf::error apply_kv_send(const std::string& kv_send, cluster_config& cfg) {
@@ -204,7 +201,7 @@ int run_command(const run_options& opt) {
     return run_ab_rounds([&](bool stream, std::vector<replay::request_result>& results) {
       return run_round(opt, cfg, requests, stream, results);
     });
-  const auto requests_sent = opt.kv_send == "pairs" ? requests : decltype(requests){};
+  const size_t pairs = requests.size() / 2;
   // Pairs of twins one at a time: neither twin's compute shares the cores with the other's.
   auto run = replay::replay_in_real_time(cfg, std::move(requests), opt.progress ? stderr : nullptr,
                                          {}, {}, opt.kv_send == "pairs");
@@ -215,7 +212,7 @@ int run_command(const run_options& opt) {
   auto summary = replay::summarize(run->results);
   fmt::print("{}", format_report(*run, cfg));
   if (opt.kv_send == "pairs")
-    fmt::print("{}", format_kv_send_pairs(requests_sent, run->results));
+    fmt::print("{}", format_kv_send_pairs(pairs, run->results));
   for (const auto& r : run->results)
     if (r.status == replay::outcome_status::failed)
       fmt::print(stderr, "request {} failed: {}\n", r.id, r.reason);

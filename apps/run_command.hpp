@@ -54,11 +54,10 @@ std::string format_header(const run_options& opt, const cluster_config& cfg, siz
 /// The report after a run: outcomes, TTFT and TBT, prefix hits, the hand-off, the KV moved.
 std::string format_report(const replay::real_time_run& run, const cluster_config& cfg);
 
-/// --kv-send pairs: each pair of twins (requests 2i, 2i+1 of replay::kv_send_pairs) that both
-/// completed, their mean TTFTs sent after and streamed, the ratio of those means, the median of
-/// the pairs' own ratios, and in how many pairs the streamed twin came first.
-std::string format_kv_send_pairs(const std::vector<replay::synthetic_request>& requests,
-                                 const std::vector<replay::request_result>& results);
+/// --kv-send pairs: of the `pairs` pairs of twins (requests 2i, 2i+1 of replay::kv_send_pairs),
+/// each that both completed, their mean TTFTs sent after and streamed, the ratio of those means,
+/// the median of the pairs' own ratios, and in how many pairs the streamed twin came first.
+std::string format_kv_send_pairs(size_t pairs, const std::vector<replay::request_result>& results);
 
 /// Applies --kv-send after or stream to `cfg`: every prompt sends its KV to decode once prefill
 /// ends, or streams it layer by layer (prefill.stream_min_tokens at its limit, or 0); config

@@ -32,7 +32,7 @@ void report_to_conductor(prefill_ptr self, const prefill_job& job, bool ok,
     out.setComputeNs(job.compute_ns);
     out.setPulledBlocks(job.pulled_blocks);
     out.setPullNs(job.pull_ns);
-    out.setPulledFrom(job.pulled_from);
+    out.setPulledFrom(job.pulled_nodes.empty() ? 0 : job.pulled_nodes.front());
     out.setStoreNs(job.store_started_ns == 0 || !ok
                        ? 0
                        : static_cast<uint64_t>(clock_ns(self) - job.store_started_ns));

@@ -272,8 +272,6 @@ void finish_loading(prefill_ptr self) {
     if (!remote(b))
       continue;
     const uint32_t from = b.replicas[b.next].node;
-    if (job.pulled_blocks == 0)
-      job.pulled_from = from;
     if (std::find(job.pulled_nodes.begin(), job.pulled_nodes.end(), from) == job.pulled_nodes.end())
       job.pulled_nodes.push_back(from);
     ++job.pulled_blocks;

@@ -115,7 +115,6 @@ struct prefill_job {
   uint32_t pulled_blocks = 0;         // of it, read from other nodes
   uint64_t pull_ns = 0;               // the loads' time, when some were pulled
   uint64_t pull_modeled_ns = 0;       // of their reads from other nodes, in simulated time
-  uint32_t pulled_from = 0;           // the node of the first pulled block
   std::vector<uint32_t> pulled_nodes; // every node pulled from, once, in order of first block
   uint64_t compute_ns = 0;
   uint32_t first_token = 0;

@@ -73,9 +73,14 @@ synthetic_request kv_send_pair_member(const std::vector<trace_record>& records, 
   } else {
     out = synthesize(record, id, opt);
   }
-  const bool after_first = (id / 2) % 2 == 0;
-  out.kv_send = after_first != twin ? wire::KvSend::AFTER : wire::KvSend::STREAM;
+  out.kv_send = kv_send_pair_way(id);
   return out;
+}
+
+wire::KvSend kv_send_pair_way(uint64_t id) {
+  const bool after_first = (id / 2) % 2 == 0;
+  const bool twin = id % 2 == 1;
+  return after_first != twin ? wire::KvSend::AFTER : wire::KvSend::STREAM;
 }
 
 } // namespace crescent::replay

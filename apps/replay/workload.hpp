@@ -48,6 +48,9 @@ inline constexpr uint64_t twin_hash_offset = uint64_t{1} << 40;
 std::vector<synthetic_request> kv_send_pairs(const std::vector<trace_record>& records,
                                              const workload_options& opt);
 
+/// How request `id` of kv_send_pairs sends its KV (AFTER or STREAM).
+wire::KvSend kv_send_pair_way(uint64_t id);
+
 /// Request `id` of kv_send_pairs(records, opt), made alone (asserts id < 2 * records.size()).
 synthetic_request kv_send_pair_member(const std::vector<trace_record>& records, uint64_t id,
                                       const workload_options& opt);

@@ -451,19 +451,19 @@ int up_command(const up_options& opt, up_result* out) {
     fmt::print(stderr, "\n");
   auto invariants = up::check_invariants(p->cfg, p->requests, run->results);
   invariants.violations.insert(invariants.violations.end(), unsettled.begin(), unsettled.end());
-  const auto report = header + format_report(*run, p->cfg) + format_failures(run->results) +
-                      fmt::format("faults        {} of {} carried out (faults.log)\n",
-                                  faults.injected(), p->plan.faults.size()) +
-                      (transfer_faults.empty() ? std::string{} : format_slices_taken(node_logs)) +
-                      (gates.empty() ? std::string{} : format_gate_counts(gates)) +
-                      format_ended_early(ended_early, p->run_dir) +
-                      up::format_invariants(invariants) +
-                      (unsettled.empty() ? "settled       the conductor counts every node not "
-                                           "killed or lost as live; no decode reservation is "
-                                           "left\n"
-                                         : std::string{}) +
-                      (opt.run.kv_send == "pairs" ? format_kv_send_pairs(p->requests, run->results)
-                                                  : std::string{});
+  const auto report =
+      header + format_report(*run, p->cfg) + format_failures(run->results) +
+      fmt::format("faults        {} of {} carried out (faults.log)\n", faults.injected(),
+                  p->plan.faults.size()) +
+      (transfer_faults.empty() ? std::string{} : format_slices_taken(node_logs)) +
+      (gates.empty() ? std::string{} : format_gate_counts(gates)) +
+      format_ended_early(ended_early, p->run_dir) + up::format_invariants(invariants) +
+      (unsettled.empty() ? "settled       the conductor counts every node not "
+                           "killed or lost as live; no decode reservation is "
+                           "left\n"
+                         : std::string{}) +
+      (opt.run.kv_send == "pairs" ? format_kv_send_pairs(p->requests.size() / 2, run->results)
+                                  : std::string{});
   fmt::print("{}", report.substr(header.size()));
   std::ofstream{p->run_dir + "/report.txt"} << report;
   write_requests(p->run_dir, run->results);
