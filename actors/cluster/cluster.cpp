@@ -42,7 +42,7 @@ caf::strong_actor_ptr ptr(const Handle& h) {
 } // namespace
 
 cluster::cluster(caf::actor_system& sys, cluster_config cfg)
-    : sys_(sys), cfg_(std::move(cfg)), dir_(std::make_shared<directory>()) {}
+    : sys_(sys), cfg_(std::move(cfg)), cell_(std::make_shared<directory_cell>()) {}
 
 cluster::~cluster() {
   stop();
@@ -65,26 +65,28 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   const auto nodes = static_cast<uint32_t>(cfg.nodes.size());
   for (uint32_t n = 0; n < nodes; ++n) {
     for (uint32_t i = 0; i < cfg.nodes[n].prefill_instances; ++i)
-      c->dir_->prefill_node.push_back(n);
+      c->dir_.prefill_node.push_back(n);
     for (uint32_t i = 0; i < cfg.nodes[n].decode_instances; ++i)
-      c->dir_->decode_node.push_back(n);
+      c->dir_.decode_node.push_back(n);
     for (uint32_t i = 0; i < cfg.nodes[n].coupled_instances; ++i)
-      c->dir_->coupled_node.push_back(n);
+      c->dir_.coupled_node.push_back(n);
   }
-  c->dir_->coupled.resize(c->dir_->coupled_node.size());
-  c->dir_->block_owners.resize(nodes);
-  c->dir_->node_agents.resize(nodes);
-  c->dir_->decode.resize(c->dir_->decode_node.size());
-  c->dir_->prefill.resize(c->dir_->prefill_node.size());
+  c->dir_.coupled.resize(c->dir_.coupled_node.size());
+  c->dir_.block_owners.resize(nodes);
+  c->dir_.node_agents.resize(nodes);
+  c->dir_.decode.resize(c->dir_.decode_node.size());
+  c->dir_.prefill.resize(c->dir_.prefill_node.size());
   if (auto err = c->spawn_storage())
+    return err;
+  if (auto err = c->publish())
     return err;
   conductor_options copt;
   copt.nodes = nodes;
   // A coupled instance is a prefill and a decode instance in one, to the conductor.
   const bool coupled = is_coupled(cfg);
   copt.coupled = coupled;
-  copt.prefill_node = coupled ? c->dir_->coupled_node : c->dir_->prefill_node;
-  copt.decode_node = coupled ? c->dir_->coupled_node : c->dir_->decode_node;
+  copt.prefill_node = coupled ? c->dir_.coupled_node : c->dir_.prefill_node;
+  copt.decode_node = coupled ? c->dir_.coupled_node : c->dir_.decode_node;
   copt.prefill_queue_max = cfg.prefill.queue_jobs_max;
   copt.prefill_group = cfg.prefill.group_instances;
   copt.heartbeat_timeout = std::chrono::milliseconds(cfg.conductor.heartbeat_timeout_ms);
@@ -104,15 +106,21 @@ caf::expected<std::unique_ptr<cluster>> cluster::start(caf::actor_system& sys,
   if (!model)
     return std::move(model.error());
   copt.model = std::move(*model);
-  copt.store_master = caf::actor_cast<caf::actor_addr>(c->dir_->store_master);
-  copt.dir = c->dir_;
-  c->dir_->conductor = spawn_conductor(sys, std::move(copt));
-  c->all_.push_back(ptr(c->dir_->conductor));
+  copt.store_master = caf::actor_cast<caf::actor_addr>(c->dir_.store_master);
+  copt.dir = c->cell_;
+  c->dir_.conductor = spawn_conductor(sys, std::move(copt));
+  c->all_.push_back(ptr(c->dir_.conductor));
+  if (auto err = c->publish())
+    return err;
   if (auto err = c->spawn_workers())
+    return err;
+  if (auto err = c->publish())
     return err;
   if (auto err = c->join_hosted_nodes())
     return err;
-  c->spawn_node_agents();
+  if (auto err = c->spawn_node_agents())
+    return err;
+  c->start_rejoin_watch();
   return c;
 }
 
@@ -185,17 +193,17 @@ caf::error cluster::spawn_storage() {
   if (cfg_.access_key_seed != 0)
     mopt.placement_seed = cfg_.access_key_seed;
   mopt.own_thread = own_threads(cfg_);
-  dir_->store_master = spawn_store_master(sys_, mopt, std::move(*objects), dir_);
-  all_.push_back(ptr(dir_->store_master));
+  dir_.store_master = spawn_store_master(sys_, mopt, std::move(*objects), cell_);
+  all_.push_back(ptr(dir_.store_master));
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
     if (cfg_.nodes[n].hosted_elsewhere())
       continue; // its process runs the owner; the join brings its handle
     auto owner = spawn_node_owner(sys_, cfg_, n, transfer_, ssd_base + "/node-" + std::to_string(n),
-                                  dir_->store_master, std::nullopt, links_);
+                                  dir_.store_master, std::nullopt, links_);
     if (!owner)
       return std::move(owner.error());
-    dir_->block_owners[n] = std::move(*owner);
-    all_.push_back(ptr(dir_->block_owners[n]));
+    dir_.block_owners[n] = std::move(*owner);
+    all_.push_back(ptr(dir_.block_owners[n]));
   }
   return caf::none;
 }
@@ -207,7 +215,7 @@ caf::error cluster::spawn_workers() {
     for (uint32_t i = 0; i < node_of.size(); ++i) {
       if (cfg_.nodes[node_of[i]].hosted_elsewhere())
         continue;
-      auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, dir_, cores_);
+      auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, cell_, cores_);
       if (!worker)
         return std::move(worker.error());
       handles[i] = std::move(*worker);
@@ -215,40 +223,47 @@ caf::error cluster::spawn_workers() {
     }
     return caf::none;
   };
-  if (auto err = spawn_local(dir_->prefill_node, dir_->prefill, spawn_prefill_instance))
+  if (auto err = spawn_local(dir_.prefill_node, dir_.prefill, spawn_prefill_instance))
     return err;
-  if (auto err = spawn_local(dir_->coupled_node, dir_->coupled, spawn_coupled_instance))
+  if (auto err = spawn_local(dir_.coupled_node, dir_.coupled, spawn_coupled_instance))
     return err;
-  return spawn_local(dir_->decode_node, dir_->decode, spawn_decode_instance);
+  return spawn_local(dir_.decode_node, dir_.decode, spawn_decode_instance);
 }
 
-void cluster::spawn_node_agents() {
+caf::error cluster::publish() {
+  return cell_->publish(dir_);
+}
+
+caf::error cluster::spawn_node_agents() {
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
     if (cfg_.nodes[n].hosted_elsewhere())
       continue; // its agent came with the join
-    std::vector<caf::strong_actor_ptr> watched{ptr(dir_->block_owners[n])};
-    for (uint32_t i = 0; i < dir_->prefill.size(); ++i)
-      if (dir_->prefill_node[i] == n)
-        watched.push_back(ptr(dir_->prefill[i]));
-    for (uint32_t i = 0; i < dir_->decode.size(); ++i)
-      if (dir_->decode_node[i] == n)
-        watched.push_back(ptr(dir_->decode[i]));
-    for (uint32_t i = 0; i < dir_->coupled.size(); ++i)
-      if (dir_->coupled_node[i] == n)
-        watched.push_back(ptr(dir_->coupled[i]));
-    dir_->node_agents[n] = spawn_node_agent(
-        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), dir_);
-    all_.push_back(ptr(dir_->node_agents[n]));
+    std::vector<caf::strong_actor_ptr> watched{ptr(dir_.block_owners[n])};
+    for (uint32_t i = 0; i < dir_.prefill.size(); ++i)
+      if (dir_.prefill_node[i] == n)
+        watched.push_back(ptr(dir_.prefill[i]));
+    for (uint32_t i = 0; i < dir_.decode.size(); ++i)
+      if (dir_.decode_node[i] == n)
+        watched.push_back(ptr(dir_.decode[i]));
+    for (uint32_t i = 0; i < dir_.coupled.size(); ++i)
+      if (dir_.coupled_node[i] == n)
+        watched.push_back(ptr(dir_.coupled[i]));
+    dir_.node_agents[n] = spawn_node_agent(
+        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), cell_);
+    all_.push_back(ptr(dir_.node_agents[n]));
   }
   // The directory is complete: from here on actors may read it. The conductor learns whose
   // heartbeats to trust before any agent can send one.
+  if (auto err = publish())
+    return err;
   caf::scoped_actor bring_up{sys_};
-  bring_up->send(dir_->conductor, watch_atom::value, untyped(dir_->node_agents));
-  for (auto& agent : dir_->node_agents)
+  bring_up->send(dir_.conductor, watch_atom::value, untyped(dir_.node_agents));
+  for (auto& agent : dir_.node_agents)
     caf::anon_send(agent, start_atom::value);
-  caf::anon_send(dir_->store_master, start_atom::value);
-  for (auto& owner : dir_->block_owners)
+  caf::anon_send(dir_.store_master, start_atom::value);
+  for (auto& owner : dir_.block_owners)
     caf::anon_send(owner, start_atom::value);
+  return caf::none;
 }
 
 request_options cluster::request_defaults() const {
@@ -262,16 +277,17 @@ request_options cluster::request_defaults() const {
 }
 
 request_actor cluster::spawn_request() {
-  return spawn_request_actor(sys_, request_defaults(), dir_);
+  return spawn_request_actor(sys_, request_defaults(), cell_);
 }
 
 void cluster::stop() {
+  stop_rejoin_watch(); // a rejoin under way ends first: it talks to the actors stopped below
   // Node agents first, so none of them reports its node's actors going down as a failure.
   // Only this process's actors are stopped: a hosted node's agent sees the conductor go and
   // ends its own process.
-  for (uint32_t n = 0; n < dir_->node_agents.size(); ++n)
+  for (uint32_t n = 0; n < dir_.node_agents.size(); ++n)
     if (!cfg_.nodes[n].hosted_elsewhere())
-      caf::anon_send_exit(dir_->node_agents[n], caf::exit_reason::user_shutdown);
+      caf::anon_send_exit(dir_.node_agents[n], caf::exit_reason::user_shutdown);
   for (auto& a : all_)
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   all_.clear();

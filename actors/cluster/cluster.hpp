@@ -8,6 +8,10 @@
 // transfer engine serves this process's nodes over its data-plane server (transfer.bind_host),
 // so the KV hand-off to a hosted decode instance takes shared memory or TCP.
 //
+// A hosted node whose process is lost (killed, or ended when its connection closed) is taken back
+// when a new process answers at its address: rejoin_node, which a thread of the cluster calls
+// every rejoin_interval_ms for each lost node that something listens for (0: only when asked).
+//
 // Shutdown: stop() asks every actor of this process to exit; the caller then waits for the actor
 // system to drain (actor_system::await_all_actors_done) before destroying the cluster, which
 // removes the temporary metadata directory if it created one.
@@ -27,8 +31,12 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace crescent {
@@ -46,7 +54,8 @@ class cluster {
   cluster(const cluster&) = delete;
   cluster& operator=(const cluster&) = delete;
 
-  const directory& dir() const { return *dir_; }
+  /// Where every actor is now (the latest directory published).
+  const directory& dir() const { return cell_->current(); }
   const cluster_config& config() const { return cfg_; }
   transport::transfer_engine& transfer() { return *transfer_; }
   /// The modeled links of a simulated cluster (a modeled engine); null otherwise.
@@ -55,6 +64,18 @@ class cluster {
 
   /// Spawns a request actor for this cluster; send it (run_atom, RequestSpec).
   request_actor spawn_request();
+
+  /// Takes hosted node `n` back after its `crescent node` process was lost (killed, or ended
+  /// when its connection closed) and another was started at its address. The join is bring-up's,
+  /// with the same checks and join_timeout_ms; then this process's actors read the new process's
+  /// workers, every hosted node is sent the new directory (a node that cannot take it is logged
+  /// and told again at its own rejoin), and the conductor places on the node again from its next
+  /// liveness check, when it also readmits the node's block owner to the pool. What the lost
+  /// process held is lost (its requests failed when it was). Refused with already_exists while
+  /// the node's old agent lives, and for a node of this process. A rejoin that fails after the
+  /// join leaves the directory as it was and ends the new process's agent (so its process
+  /// exits, and another may try). Blocks; one rejoin at a time.
+  caf::error rejoin_node(uint32_t n);
 
   /// Asks every actor of the cluster to exit.
   void stop();
@@ -66,12 +87,27 @@ class cluster {
   caf::error spawn_workers();
   // hosted_nodes.cpp
   caf::error join_hosted_nodes();
-  caf::expected<transport::peer_info> join_hosted_node(caf::scoped_actor& self, uint32_t node);
-  void spawn_node_agents();
+  caf::error join_hosted_node(caf::scoped_actor& self, uint32_t node);
+  caf::error take_back(caf::scoped_actor& self, uint32_t node);
+  caf::error send_directory(caf::scoped_actor& self, uint32_t node);
+  // rejoin_watch.cpp
+  void start_rejoin_watch();
+  void stop_rejoin_watch();
+  void watch_rejoins();
+  caf::error spawn_node_agents();
+  // Publishes dir_ to this process's actors.
+  caf::error publish();
 
   caf::actor_system& sys_;
   cluster_config cfg_;
-  std::shared_ptr<directory> dir_;
+  directory dir_; // bring-up's and rejoins' working copy; actors read what cell_ publishes
+  std::shared_ptr<directory_cell> cell_;
+  std::vector<std::optional<transport::peer_info>> peers_; // by node: hosted nodes' memory
+  std::mutex rejoin_mutex_;
+  std::thread watch_; // looks for lost nodes' new processes (rejoin_interval_ms)
+  std::mutex watch_mutex_;
+  std::condition_variable watch_wake_;
+  bool watch_stopping_ = false;
   std::shared_ptr<transport::transfer_engine> transfer_;
   std::shared_ptr<transport::modeled_links> links_;
   std::shared_ptr<gpu::shared_cores> cores_; // a profile's shared cores, in simulated time

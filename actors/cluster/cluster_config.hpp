@@ -159,6 +159,9 @@ struct cluster_config {
   // trace's own lengths (the paper cluster). Token ids are drawn from each block's hash id.
   uint32_t trace_block_tokens = 0;
   uint32_t join_timeout_ms = 30000; // bring-up waits this long for each hosted node
+  // How often the main process looks for a new process at a lost hosted node's address, and
+  // takes it back when one answers there (cluster::rejoin_node). 0: never by itself.
+  uint32_t rejoin_interval_ms = 1000;
   // How `crescent up` starts a hosted node's process: a shell command with {crescent} (this
   // binary), {config} (the cluster file), {node}, {host}, {port} and {faults} (the node's
   // transfer-fault flags under a fault plan, quoted; else nothing) filled in, e.g.
@@ -169,7 +172,7 @@ struct cluster_config {
   // CAF's own heartbeats on every connection between this cluster's processes (0: off), and how
   // long a connection may carry nothing before its process closes it (connection_timeout_ms).
   // A pause or partition shorter than the timeout is survived; a longer one ends the node
-  // process cut off, which does not rejoin (docs/faults.md).
+  // process cut off; a new process started at its address rejoins (docs/faults.md).
   uint32_t connection_heartbeat_ms = 1000;
   uint32_t connection_timeout_ms = 30000;
   uint32_t request_deadline_ms = 300000;

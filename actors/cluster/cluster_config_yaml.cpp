@@ -322,6 +322,10 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
        {"launcher", [&](auto& v, auto& f) { return r.read_string(v, f, c.launcher); }},
        {"join_timeout_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.join_timeout_ms, 1, u32_max); }},
+       {"rejoin_interval_ms",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.rejoin_interval_ms, 0, connection_timeout_ms_max);
+        }},
        {"heartbeat_interval_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},
        {"connection_heartbeat_ms",

@@ -11,6 +11,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
@@ -107,7 +108,7 @@ std::chrono::milliseconds time_left(steady::time_point deadline) {
 
 } // namespace
 
-caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor& self, uint32_t n) {
+caf::error cluster::join_hosted_node(caf::scoped_actor& self, uint32_t n) {
   const auto& address = cfg_.nodes[n].address;
   auto a = parse_node_address(address); // validated already
   // The whole join, reaching the process included, takes at most join_timeout_ms.
@@ -122,8 +123,8 @@ caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor&
   welcome w;
   self->request(*agent, time_left(deadline), join_atom::value,
                 join_terms(cfg_, n, transfer_->self_info()),
-                caf::actor_cast<caf::actor>(dir_->conductor),
-                caf::actor_cast<caf::actor>(dir_->store_master))
+                caf::actor_cast<caf::actor>(dir_.conductor),
+                caf::actor_cast<caf::actor>(dir_.store_master))
       .receive(
           [&](typed_envelope<wire::NodeWelcome>& terms, caf::actor& owner,
               std::vector<caf::actor>& decode, std::vector<caf::actor>& prefill) {
@@ -137,11 +138,30 @@ caf::expected<transport::peer_info> cluster::join_hosted_node(caf::scoped_actor&
     return make_error(errc::invalid_argument, where(n, address) + ": " + describe(peer.error()));
   if (auto e = transfer_->add_peer(*peer))
     return make_error(errc::unavailable, where(n, address) + ": " + describe(e));
-  dir_->node_agents[n] = *agent;
-  dir_->block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
-  place_typed(w.decode, dir_->decode, first_decode_instance(cfg_, n));
-  place_typed(w.prefill, dir_->prefill, first_prefill_instance(cfg_, n));
-  return peer;
+  dir_.node_agents[n] = *agent;
+  dir_.block_owners[n] = caf::actor_cast<block_owner_actor>(w.owner);
+  place_typed(w.decode, dir_.decode, first_decode_instance(cfg_, n));
+  place_typed(w.prefill, dir_.prefill, first_prefill_instance(cfg_, n));
+  peers_[n] = std::move(*peer);
+  return caf::none;
+}
+
+// Every process's memory (this one's and each joined node's) and every worker: what a hosted
+// node's workers need of the rest of the cluster.
+caf::error cluster::send_directory(caf::scoped_actor& self, uint32_t n) {
+  std::vector<transport::peer_info> peers{transfer_->self_info()};
+  for (const auto& p : peers_)
+    if (p)
+      peers.push_back(*p);
+  caf::error err;
+  self->request(dir_.node_agents[n], std::chrono::milliseconds(cfg_.join_timeout_ms),
+                directory_atom::value, cluster_directory(peers, dir_.decode.size()),
+                untyped(dir_.decode), untyped(dir_.prefill))
+      .receive([] {}, [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return make_error(errc::unavailable, where(n, cfg_.nodes[n].address) +
+                                             " did not take the directory: " + describe(err));
+  return caf::none;
 }
 
 caf::error cluster::join_hosted_nodes() {
@@ -151,30 +171,90 @@ caf::error cluster::join_hosted_nodes() {
     return make_error(errc::bad_config, "nodes with an address need an actor system with the "
                                         "middleman loaded (setup_actor_system networked)");
   caf::scoped_actor self{sys_};
-  std::vector<transport::peer_info> peers{transfer_->self_info()};
-  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    if (!cfg_.nodes[n].hosted_elsewhere())
-      continue;
-    auto peer = join_hosted_node(self, n);
-    if (!peer)
-      return std::move(peer.error());
-    peers.push_back(std::move(*peer));
+  peers_.assign(cfg_.nodes.size(), std::nullopt);
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
+    if (cfg_.nodes[n].hosted_elsewhere())
+      if (auto err = join_hosted_node(self, n))
+        return err;
+  // Every node has joined: this process's workers learn where the hosted ones are, and each
+  // hosted node learns the rest, before any request can start.
+  if (auto err = publish())
+    return err;
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
+    if (cfg_.nodes[n].hosted_elsewhere())
+      if (auto err = send_directory(self, n))
+        return err;
+  return caf::none;
+}
+
+namespace {
+
+// Whether `agent` is gone: a killed process's actors are, once its connection closed. Monitoring
+// an actor that is gone already answers at once.
+bool agent_gone(caf::scoped_actor& self, const node_agent_actor& agent) {
+  if (!agent)
+    return true;
+  self->monitor(agent);
+  bool gone = false;
+  self->receive([&](caf::down_msg&) { gone = true; },
+                caf::after(std::chrono::milliseconds(100)) >> [] {});
+  if (!gone)
+    self->demonitor(agent.address());
+  return gone;
+}
+
+} // namespace
+
+caf::error cluster::rejoin_node(uint32_t n) {
+  std::lock_guard guard{rejoin_mutex_};
+  if (n >= cfg_.nodes.size() || !cfg_.nodes[n].hosted_elsewhere())
+    return make_error(errc::invalid_argument,
+                      "node " + std::to_string(n) +
+                          " is not hosted by a `crescent node` process of this cluster");
+  caf::scoped_actor self{sys_};
+  if (!agent_gone(self, dir_.node_agents[n]))
+    return make_error(errc::already_exists,
+                      where(n, cfg_.nodes[n].address) +
+                          " is still in the cluster: only a node whose process was lost rejoins");
+  const auto before = dir_;
+  const auto peer_before = peers_[n];
+  if (auto err = join_hosted_node(self, n))
+    return err;
+  if (auto err = take_back(self, n)) {
+    // [rare] Joined but not taken back: the lost process's directory stands again, and the new
+    // one's agent ends, which ends its process, so that a later one may try again.
+    caf::anon_send_exit(dir_.node_agents[n], caf::exit_reason::user_shutdown);
+    dir_ = before;
+    peers_[n] = peer_before;
+    if (auto undone = publish())
+      spdlog::error("rejoin of node {}: {}", n, describe(undone));
+    return err;
   }
-  // Every node has joined: each hosted node learns the rest, before any request can start.
-  const auto directory = cluster_directory(peers, dir_->decode.size());
-  const auto decode = untyped(dir_->decode);
-  const auto prefill = untyped(dir_->prefill);
-  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    if (!cfg_.nodes[n].hosted_elsewhere())
-      continue;
-    caf::error err;
-    self->request(dir_->node_agents[n], std::chrono::milliseconds(cfg_.join_timeout_ms),
-                  directory_atom::value, directory, decode, prefill)
-        .receive([] {}, [&](caf::error& e) { err = std::move(e); });
-    if (err)
-      return make_error(errc::unavailable, where(n, cfg_.nodes[n].address) +
-                                               " did not take the directory: " + describe(err));
-  }
+  spdlog::info("node {} rejoined the cluster from {}", n, cfg_.nodes[n].address);
+  return caf::none;
+}
+
+caf::error cluster::take_back(caf::scoped_actor& self, uint32_t n) {
+  if (auto err = publish())
+    return err;
+  // The new process first: it needs the directory before the conductor places on it. The other
+  // nodes then learn its workers and memory; one that cannot (it is gone itself, or cut off) is
+  // told again when it rejoins, and until then its requests that need this node fail.
+  if (auto err = send_directory(self, n))
+    return err;
+  for (uint32_t k = 0; k < cfg_.nodes.size(); ++k)
+    if (k != n && cfg_.nodes[k].hosted_elsewhere())
+      if (auto err = send_directory(self, k))
+        spdlog::warn("rejoin of node {}: {}", n, describe(err));
+  caf::error err;
+  self->request(dir_.conductor, std::chrono::milliseconds(cfg_.join_timeout_ms), watch_atom::value,
+                n, caf::actor_cast<caf::actor>(dir_.node_agents[n]))
+      .receive([] {}, [&](caf::error& e) { err = std::move(e); });
+  if (err)
+    return make_error(errc::unavailable, "the conductor did not take node " + std::to_string(n) +
+                                             " back: " + describe(err));
+  caf::anon_send(dir_.node_agents[n], start_atom::value);
+  caf::anon_send(dir_.block_owners[n], start_atom::value);
   return caf::none;
 }
 

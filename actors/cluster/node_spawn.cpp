@@ -215,8 +215,7 @@ caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uin
 caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                      std::shared_ptr<const directory> dir,
-                      std::shared_ptr<gpu::shared_cores> cores) {
+                      directory_ref dir, std::shared_ptr<gpu::shared_cores> cores) {
   const auto pages = static_cast<uint32_t>(decode_kv_bytes_of(cfg) / cfg.model.page_bytes());
   auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
   if (!kit)
@@ -237,8 +236,7 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
 caf::expected<prefill_worker_actor>
 spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir,
-                       std::shared_ptr<gpu::shared_cores> cores) {
+                       directory_ref dir, std::shared_ptr<gpu::shared_cores> cores) {
   // Pages for two of the longest prompts: a job computes while the one before it stores.
   const uint32_t block = cfg.model.block_tokens;
   auto kit = make_kit(cfg, node, 2 * ((cfg.model.context_tokens_max + block - 1) / block), transfer,
@@ -291,8 +289,7 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
 caf::expected<coupled_worker_actor>
 spawn_coupled_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir,
-                       std::shared_ptr<gpu::shared_cores> cores) {
+                       directory_ref dir, std::shared_ptr<gpu::shared_cores> cores) {
   const auto pages = static_cast<uint32_t>(coupled_kv_bytes_of(cfg) / cfg.model.page_bytes());
   auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
   if (!kit)

@@ -56,23 +56,20 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
 caf::expected<decode_worker_actor>
 spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                      std::shared_ptr<const directory> dir,
-                      std::shared_ptr<gpu::shared_cores> cores = nullptr);
+                      directory_ref dir, std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 /// Prefill instance `instance` (cluster-wide index) on `node`: a reference engine and KV pages
 /// for the longest prompt, registered with `transfer`.
 caf::expected<prefill_worker_actor>
 spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir,
-                       std::shared_ptr<gpu::shared_cores> cores = nullptr);
+                       directory_ref dir, std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 /// Coupled instance `instance` (cluster-wide index) on `node`: an engine and the instance's KV
 /// memory (coupled_kv_bytes_of), registered with `transfer` like every worker's pages.
 caf::expected<coupled_worker_actor>
 spawn_coupled_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_t instance,
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
-                       std::shared_ptr<const directory> dir,
-                       std::shared_ptr<gpu::shared_cores> cores = nullptr);
+                       directory_ref dir, std::shared_ptr<gpu::shared_cores> cores = nullptr);
 
 } // namespace crescent

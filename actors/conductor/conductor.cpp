@@ -142,6 +142,9 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
       },
       [=](evicted_atom, const typed_envelope<wire::BlocksGone>& msg) { on_blocks_gone(self, msg); },
       [=](watch_atom, const std::vector<caf::actor>& agents) { on_watch(self, agents); },
+      [=](watch_atom, uint32_t node, const caf::actor& agent) {
+        return on_rejoin(self, node, agent);
+      },
       [=](stats_atom) { return make_stats(self); },
       [=](tick_atom) {
         if (refuse_unless_self_sent(self, "tick"))

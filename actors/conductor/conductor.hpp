@@ -48,7 +48,7 @@ struct conductor_options {
   // Who may report for each prefill instance (PrefillReport): the instance's worker (or, in a
   // coupled cluster, the coupled worker of that index). The directory is complete before the
   // first message, as every actor's; without it no report is taken.
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
 };
 
 conductor_actor spawn_conductor(caf::actor_system& sys, conductor_options options);

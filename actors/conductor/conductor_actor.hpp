@@ -31,6 +31,9 @@ using conductor_actor = caf::typed_actor<
     // bring-up, once, before any agent starts: each node's agent, by node id. The conductor
     // watches them; a node whose agent is gone takes no new requests from then on.
     caf::reacts_to<watch_atom, std::vector<caf::actor>>,
+    // a rejoin (cluster::rejoin_node), from this process only: the node's new agent, for a node
+    // whose agent is gone. The node is placed on again from the next liveness check.
+    caf::replies_to<watch_atom, uint32_t, caf::actor>::with<void>,
     // -> ConductorStats
     caf::replies_to<stats_atom>::with<typed_envelope<wire::ConductorStats>>,
     // internal, once bring-up told it the agents: look for nodes gone silent, every

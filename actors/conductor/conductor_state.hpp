@@ -114,6 +114,7 @@ caf::result<void> on_request_report(conductor_ptr self,
 caf::result<void> on_heartbeat(conductor_ptr self, const typed_envelope<wire::Heartbeat>& msg);
 void on_blocks_gone(conductor_ptr self, const typed_envelope<wire::BlocksGone>& msg);
 void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents);
+caf::result<void> on_rejoin(conductor_ptr self, uint32_t node, const caf::actor& agent);
 /// Fails the requests placed on nodes that went silent or gone since the last check.
 void check_liveness(conductor_ptr self);
 bool node_alive(conductor_ptr self, uint32_t node);

@@ -242,6 +242,25 @@ void on_watch(conductor_ptr self, const std::vector<caf::actor>& agents) {
   }
 }
 
+caf::result<void> on_rejoin(conductor_ptr self, uint32_t node, const caf::actor& agent) {
+  auto& st = self->state;
+  // Only bring-up's process knows that a node's new process passed the join's checks.
+  const bool local = self->current_sender() && self->current_sender()->node() == self->node();
+  if (!local || !st.watching || node >= st.node_agent.size() || !agent)
+    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
+                                             "a rejoin names a node and its new agent, and comes "
+                                             "from the cluster's process after bring-up"));
+  if (!st.node_gone[node])
+    return st.bad.refuse(
+        st.name, make_error(errc::already_exists, "node " + std::to_string(node) +
+                                                      " has its agent still: it is not gone"));
+  st.node_gone[node] = false;
+  st.node_agent[node] = agent.address();
+  st.node_last_seen[node] = self->clock().now(); // its first heartbeat is due an interval on
+  self->monitor(agent);
+  return caf::unit;
+}
+
 namespace {
 
 std::string why_not_live(const conductor_state& st, uint32_t n) {

@@ -49,7 +49,7 @@ struct coupled_worker_options {
 struct coupled_worker_parts {
   std::shared_ptr<gpu::engine> engine;
   std::shared_ptr<storage::dram_pool> kv_pages;
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
 };
 
 /// Errors: a pool already in use, or of over page_cache::pages_max pages.

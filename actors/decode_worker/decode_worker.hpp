@@ -37,7 +37,7 @@ struct decode_worker_parts {
   std::shared_ptr<gpu::engine> engine;
   std::shared_ptr<storage::dram_pool> kv_pages;
   std::shared_ptr<transport::transfer_engine> transfer;
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
   /// The cluster's codec when it compresses the hand-off (codec.handoff): the KV arrives as
   /// blocks of ranges of layers, decoded in place into the pages when kv_ready says all of it
   /// is there. Null: pages arrive as they are.

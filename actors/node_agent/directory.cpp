@@ -1,5 +1,5 @@
-// The directory of a hosted node: what its prefill workers need of the rest of the cluster,
-// sent by the main process once every node has joined (see node_agent.hpp).
+// The directory of a hosted node: what its workers need of the rest of the cluster, sent by
+// the main process once every node has joined and again after each rejoin (see node_agent.hpp).
 #include "actors/node_agent/node_agent_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/cluster.capnp.h"
@@ -42,9 +42,9 @@ caf::result<void> on_directory(node_agent_ptr self,
                                const std::vector<caf::actor>& decode,
                                const std::vector<caf::actor>& prefill) {
   auto& st = self->state;
-  if (!st.hosted || !st.joined || st.directed)
-    return st.bad.refuse(st.name, make_error(errc::invalid_argument,
-                                             "a node takes the directory once, after its join"));
+  if (!st.hosted || !st.joined)
+    return st.bad.refuse(
+        st.name, make_error(errc::invalid_argument, "a node takes the directory after its join"));
   // Only the process that joined this node may tell it the cluster.
   if (!self->current_sender() || self->current_sender()->node() != st.conductor.node())
     return st.bad.refuse(
@@ -73,19 +73,25 @@ caf::result<void> on_directory(node_agent_ptr self,
                                                "the directory misplaces this node's decode "
                                                "workers"));
   for (const auto& p : terms->peers) {
-    // This process's own description comes back with the others'.
+    // This process's own description comes back with the others'. A process already known
+    // keeps its connections; a node's new process (a rejoin) replaces its old one's.
     if (std::find(p.nodes.begin(), p.nodes.end(), h.node) != p.nodes.end())
       continue;
     if (auto err = h.transfer->add_peer(p))
       return st.bad.refuse(st.name, std::move(err));
   }
-  // Written before start and before any request: the prefill workers read it only while
-  // handling messages that follow from this reply.
-  for (const auto& d : decode)
-    h.dir->decode.push_back(caf::actor_cast<decode_worker_actor>(d));
-  for (const auto& p : prefill)
-    h.dir->prefill.push_back(caf::actor_cast<prefill_worker_actor>(p));
-  st.directed = true;
+  // Published before any request that needs it: bring-up (or the rejoin) starts requests only
+  // once this reply is in.
+  if (auto err = h.dir->update([&](directory& d) {
+        d.decode.clear();
+        d.prefill.clear();
+        for (const auto& a : decode)
+          d.decode.push_back(caf::actor_cast<decode_worker_actor>(a));
+        for (const auto& a : prefill)
+          d.prefill.push_back(caf::actor_cast<prefill_worker_actor>(a));
+      }))
+    return st.bad.refuse(st.name, std::move(err));
+  ++st.directories;
   return caf::unit;
 }
 

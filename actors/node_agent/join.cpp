@@ -100,10 +100,13 @@ on_join(node_agent_ptr self, const typed_envelope<wire::NodeJoin>& msg, caf::act
     return st.bad.refuse(st.name, std::move(err));
   if (auto err = h.transfer->add_peer(terms->peer))
     return st.bad.refuse(st.name, std::move(err));
+  if (auto err = h.dir->update([&](directory& d) {
+        d.conductor = caf::actor_cast<conductor_actor>(conductor);
+        d.store_master = caf::actor_cast<store_master_actor>(master);
+      }))
+    return st.bad.refuse(st.name, std::move(err));
   st.joined = true;
   st.conductor = caf::actor_cast<conductor_actor>(conductor);
-  h.dir->conductor = st.conductor;
-  h.dir->store_master = caf::actor_cast<store_master_actor>(master);
   self->monitor(conductor);
   self->send(h.owner, join_atom::value, caf::actor_cast<store_master_actor>(master));
   spdlog::info("node_agent {}: joined by the cluster of process {} (data plane {}:{})", st.node,

@@ -76,7 +76,7 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
 node_agent_actor::behavior_type embedded_agent(node_agent_ptr self, uint32_t node,
                                                std::chrono::milliseconds interval,
                                                std::vector<caf::strong_actor_ptr> watched,
-                                               std::shared_ptr<const directory> dir) {
+                                               directory_ref dir) {
   auto& st = self->state;
   st.node = node;
   st.interval = interval;
@@ -112,8 +112,7 @@ std::vector<caf::strong_actor_ptr> hosted_node::actors() const {
 
 node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
                                   std::chrono::milliseconds interval,
-                                  std::vector<caf::strong_actor_ptr> watched,
-                                  std::shared_ptr<const directory> dir) {
+                                  std::vector<caf::strong_actor_ptr> watched, directory_ref dir) {
   return sys.spawn(embedded_agent, node, interval, std::move(watched), std::move(dir));
 }
 

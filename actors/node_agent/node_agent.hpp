@@ -8,9 +8,10 @@
 // from its own, and otherwise answers with its node's actors and how to reach their memory, and
 // hands its block owner the store master. Once every node has joined, the main process sends
 // each the rest of the directory its prefill workers need (every decode worker, how to reach
-// every process's memory). A hosted node serves one cluster: a second join is
-// refused, and when the main process goes away (the conductor's down message) the agent exits,
-// which ends the `crescent node` process.
+// every process's memory). It sends it again when a node rejoins (a new process at a lost
+// node's address: its actors and memory are new); only the cluster's process may. A hosted node
+// serves one cluster: a second join is refused, and when the main process goes away (the
+// conductor's down message) the agent exits, which ends the `crescent node` process.
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"
@@ -32,8 +33,7 @@ namespace crescent {
 /// The agent of a node of the embedded cluster: the conductor comes from `dir` at start.
 node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
                                   std::chrono::milliseconds interval,
-                                  std::vector<caf::strong_actor_ptr> watched,
-                                  std::shared_ptr<const directory> dir);
+                                  std::vector<caf::strong_actor_ptr> watched, directory_ref dir);
 
 /// What the agent of a hosted node offers the cluster that joins it.
 struct hosted_node {
@@ -48,9 +48,9 @@ struct hosted_node {
   std::vector<decode_worker_actor> decode;   // instance order
   std::vector<prefill_worker_actor> prefill; // instance order
   std::shared_ptr<transport::transfer_engine> transfer;
-  // What the node's prefill workers read: filled by the agent from the join (conductor, store
-  // master) and the directory message (decode workers), before bring-up starts any request.
-  std::shared_ptr<directory> dir;
+  // What the node's workers read: the agent publishes the join's conductor and store master,
+  // and each directory message's workers, before bring-up (or a rejoin) starts any request.
+  std::shared_ptr<directory_cell> dir;
 
   /// The node's actors: its block owner and workers (what the agent watches).
   std::vector<caf::strong_actor_ptr> actors() const;

@@ -16,11 +16,11 @@ struct node_agent_state {
   static inline const char* name = "node_agent";
   uint32_t node = 0;
   std::chrono::milliseconds interval{1000};
-  std::shared_ptr<const directory> dir; // embedded clusters; null for hosted nodes
-  std::optional<hosted_node> hosted;    // hosted nodes only
-  conductor_actor conductor;            // from dir at start, or from the join
+  directory_ref dir;                 // embedded clusters; null for hosted nodes
+  std::optional<hosted_node> hosted; // hosted nodes only
+  conductor_actor conductor;         // from dir at start, or from the join
   bool joined = false;
-  bool directed = false; // the directory message arrived
+  uint32_t directories = 0; // directory messages taken: bring-up's, then one per rejoin
   uint64_t sequence = 0;
   bool started = false;
   bool healthy = true;

@@ -60,7 +60,7 @@ struct prefill_worker_parts {
   std::shared_ptr<gpu::engine> engine;
   std::shared_ptr<storage::dram_pool> kv_pages;
   std::shared_ptr<transport::transfer_engine> transfer;
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
   /// With group_instances > 1: registered memory for the streams between stages, two slots of
   /// engine->stream_bytes(chunk_tokens) per chunk of the longest prompt (an inbox and an outbox).
   std::shared_ptr<storage::dram_pool> streams;

@@ -10,8 +10,7 @@ namespace crescent {
 
 namespace {
 
-request_actor::behavior_type request(request_ptr self, request_options options,
-                                     std::shared_ptr<const directory> dir) {
+request_actor::behavior_type request(request_ptr self, request_options options, directory_ref dir) {
   self->state.options = options;
   self->state.dir = std::move(dir);
   // The workers it waits for are watched: one that stops (it crashed, its process died or
@@ -69,7 +68,7 @@ request_actor::behavior_type request(request_ptr self, request_options options,
 } // namespace
 
 request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
-                                  std::shared_ptr<const directory> dir) {
+                                  directory_ref dir) {
   return sys.spawn(request, options, std::move(dir));
 }
 

@@ -26,7 +26,7 @@ struct request_options {
 };
 
 request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
-                                  std::shared_ptr<const directory> dir);
+                                  directory_ref dir);
 
 /// The RequestSpec a client sends with run_atom or stream_atom.
 /// `kv_send`: how its prefill sends KV to decode (CONFIG: as the cluster file says).

@@ -20,7 +20,7 @@ struct request_state {
   static inline const char* name = "request";
   bad_message_counter bad;
   request_options options;
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
   caf::typed_response_promise<typed_envelope<wire::RequestOutcome>> client;
   caf::actor_addr client_addr; // who ran it: only it may cancel
   token_listener listener;     // streamed: hears each token as it comes (none: not streamed)

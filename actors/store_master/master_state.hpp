@@ -59,7 +59,7 @@ struct master_state {
   static inline const char* name = "store_master";
   store_master_options options;
   std::shared_ptr<storage::object_store> objects;
-  std::shared_ptr<const directory> dir;
+  directory_ref dir;
   std::vector<node_view> nodes;
   std::mt19937_64 rng;
   bool started = false;

@@ -68,7 +68,7 @@ void start(master_ptr self) {
 
 store_master_actor::behavior_type store_master(master_ptr self, store_master_options options,
                                                std::shared_ptr<storage::object_store> objects,
-                                               std::shared_ptr<const directory> dir) {
+                                               directory_ref dir) {
   auto& st = self->state;
   st.options = options;
   st.objects = std::move(objects);
@@ -133,7 +133,7 @@ store_master_actor::behavior_type store_master(master_ptr self, store_master_opt
 
 store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,
                                       std::shared_ptr<storage::object_store> objects,
-                                      std::shared_ptr<const directory> dir) {
+                                      directory_ref dir) {
   return spawn_placed(sys, options.own_thread, store_master, options, std::move(objects),
                       std::move(dir));
 }

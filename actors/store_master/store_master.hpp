@@ -37,6 +37,6 @@ struct store_master_options {
 
 store_master_actor spawn_store_master(caf::actor_system& sys, store_master_options options,
                                       std::shared_ptr<storage::object_store> objects,
-                                      std::shared_ptr<const directory> dir);
+                                      directory_ref dir);
 
 } // namespace crescent

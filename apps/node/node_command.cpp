@@ -80,7 +80,7 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
   h.cluster_prefill_instances =
       first_prefill_instance(cfg, static_cast<uint32_t>(cfg.nodes.size()));
   h.transfer = engine;
-  h.dir = std::make_shared<directory>();
+  h.dir = std::make_shared<directory_cell>();
   // The master comes with the join; until then the owner neither reports nor beats.
   auto owner = spawn_node_owner(sys, cfg, opt.node, engine, ssd_dir, store_master_actor{},
                                 engine->self_info());

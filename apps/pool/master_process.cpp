@@ -32,7 +32,7 @@ int run_master_process(const master_process_options& opt) {
   mopt.node_timeout = std::chrono::milliseconds(opt.node_timeout_ms);
   mopt.ssd_grace = std::chrono::milliseconds(opt.ssd_grace_ms);
   // No directory: owners join by reporting.
-  auto master = spawn_store_master(sys, mopt, std::move(*objects), nullptr);
+  auto master = spawn_store_master(sys, mopt, std::move(*objects), directory_ref{});
   caf::anon_send(master, start_atom::value);
   auto port = sys.middleman().publish(master, opt.port, "127.0.0.1", true);
   if (!port) {

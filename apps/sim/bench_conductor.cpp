@@ -325,9 +325,9 @@ std::shared_ptr<actor_phase> make_phase(const conductor_bench_state& s, uint64_t
 conductor_options conductor_for(const conductor_bench_state& s, uint32_t instances,
                                 const caf::actor& reporter) {
   conductor_options o;
-  auto dir = std::make_shared<directory>();
-  dir->prefill.assign(instances, caf::actor_cast<prefill_worker_actor>(reporter));
-  o.dir = std::move(dir);
+  directory dir;
+  dir.prefill.assign(instances, caf::actor_cast<prefill_worker_actor>(reporter));
+  o.dir = directory_ref::of(std::move(dir));
   o.nodes = instances;
   for (uint32_t i = 0; i < instances; ++i) {
     o.prefill_node.push_back(i);

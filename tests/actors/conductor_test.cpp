@@ -53,19 +53,19 @@ class conductor_harness : public deterministic_system {
   explicit conductor_harness(bool wide = false, double decode_tbt_slack = 0) {
     auto target = std::make_shared<conductor_actor>();
     client = caf::actor_cast<conductor_actor>(sys.spawn(relay, target));
-    auto dir = std::make_shared<directory>();
-    dir->prefill = {caf::actor_cast<prefill_worker_actor>(client)};
+    directory dir;
+    dir.prefill = {caf::actor_cast<prefill_worker_actor>(client)};
     conductor_options o;
-    o.dir = dir;
     o.nodes = 2;
     o.prefill_node = {0};
     o.decode_node = {1};
     if (wide) {
-      dir->prefill.push_back(dir->prefill.front());
+      dir.prefill.push_back(dir.prefill.front());
       o.nodes = 3;
       o.prefill_node = {0, 2};
       o.decode_node = {1, 1};
     }
+    o.dir = directory_ref::of(std::move(dir));
     o.decode_tbt_slack = decode_tbt_slack;
     o.admission = admission_mode::none;
     o.block_tokens = 16;

@@ -82,13 +82,14 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   auto pages = storage::dram_pool::create(*transfer, 0, model.page_bytes(), 16);
   ASSERT_TRUE(pages);
   auto decode = std::make_shared<decode_worker_actor>();
-  auto dir = std::make_shared<directory>();
+  directory dir;
   const auto first = h.sys.spawn(kv_ready_relay, decode);
   const auto second = h.sys.spawn(kv_ready_relay, decode);
-  dir->prefill = {caf::actor_cast<prefill_worker_actor>(first),
-                  caf::actor_cast<prefill_worker_actor>(second)};
-  *decode = spawn_decode_worker(h.sys, {0, 0, 8, 1024, true, false},
-                                {std::move(*engine), std::move(*pages), *transfer, dir, {}});
+  dir.prefill = {caf::actor_cast<prefill_worker_actor>(first),
+                 caf::actor_cast<prefill_worker_actor>(second)};
+  *decode = spawn_decode_worker(
+      h.sys, {0, 0, 8, 1024, true, false},
+      {std::move(*engine), std::move(*pages), *transfer, directory_ref::of(std::move(dir)), {}});
   // Request 5 reserves, placed on prefill instance 1.
   auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(5);

@@ -16,11 +16,13 @@ struct node_process {
   uint16_t port = 0;
 };
 
-/// Starts `crescent node` for node `n` of the cluster file `config_file` and waits for its ready
-/// line (it names the port it listens on).
-inline caf::expected<node_process> start_node_process(const std::string& config_file, uint32_t n) {
-  auto p = bench::child_process::spawn(CRESCENT_BINARY, {"node", "--config", config_file, "--node",
-                                                         std::to_string(n), "--port", "0"});
+/// Starts `crescent node` for node `n` of the cluster file `config_file` on `port` (0: any free
+/// one) and waits for its ready line (it names the port it listens on).
+inline caf::expected<node_process> start_node_process(const std::string& config_file, uint32_t n,
+                                                      uint16_t port = 0) {
+  auto p = bench::child_process::spawn(CRESCENT_BINARY,
+                                       {"node", "--config", config_file, "--node",
+                                        std::to_string(n), "--port", std::to_string(port)});
   if (!p)
     return std::move(p.error());
   auto line = p->read_line(std::chrono::seconds(20));
@@ -29,8 +31,8 @@ inline caf::expected<node_process> start_node_process(const std::string& config_
   const auto at = line->find("port=");
   if (line->rfind("crescent-node ", 0) != 0 || at == std::string::npos)
     return make_error(errc::internal, "unexpected ready line: " + *line);
-  const auto port = static_cast<uint16_t>(std::stoul(line->substr(at + 5)));
-  return node_process{std::move(*p), port};
+  const auto listening = static_cast<uint16_t>(std::stoul(line->substr(at + 5)));
+  return node_process{std::move(*p), listening};
 }
 
 } // namespace crescent::testing

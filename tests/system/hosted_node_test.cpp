@@ -75,11 +75,31 @@ class hosted_nodes : public ::testing::Test {
     std::filesystem::remove_all(dir);
   }
 
-  // A `crescent node` for node n of the cluster file `yaml`, on any free port.
-  caf::expected<node_process> start_node(uint32_t n, const std::string& yaml) {
+  // A `crescent node` for node n of the cluster file `yaml`, on `port` (0: any free one).
+  caf::expected<node_process> start_node(uint32_t n, const std::string& yaml, uint16_t port = 0) {
     const auto file = dir / ("node-" + std::to_string(n) + ".yaml");
     std::ofstream{file} << yaml;
-    return start_node_process(file.string(), n);
+    return start_node_process(file.string(), n, port);
+  }
+
+  // Waits up to 20 s for the conductor to count `n` live nodes; false if it never does.
+  static bool await_live_nodes(caf::actor_system& sys, cluster& cl, uint32_t n) {
+    caf::scoped_actor self{sys};
+    for (int k = 0; k < 2000; ++k) {
+      uint32_t live = 0;
+      self->request(cl.dir().conductor, std::chrono::seconds(5), stats_atom::value)
+          .receive(
+              [&](typed_envelope<wire::ConductorStats>& s) {
+                auto v = read_as<wire::ConductorStats>(
+                    s, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); });
+                live = v ? *v : 0;
+              },
+              [](caf::error&) {});
+      if (live == n)
+        return true;
+      poll(nullptr, 0, 10);
+    }
+    return false;
   }
 
   // The cluster of `yaml` with nodes `hosted` at the node processes started for them.
@@ -162,6 +182,24 @@ class hosted_nodes : public ::testing::Test {
     EXPECT_EQ(written(**cl, shm ? "tcp" : "shm", 2) + written(**cl, shm ? "tcp" : "shm", 3), 0u);
     (*cl)->stop();
     sys.await_all_actors_done();
+  }
+
+  // Kills node 3's process (nodes[1]) and starts another at the same port.
+  void restart_node_3(const std::string& yaml) {
+    const auto port = nodes[1].port;
+    nodes[1].process.kill();
+    auto again = start_node(3, yaml, port);
+    ASSERT_TRUE(again) << describe(again.error());
+    nodes[1] = std::move(*again);
+  }
+
+  // Requests decode on both nodes, node 3's at its new process, with the monolithic tokens.
+  void expect_decoded_on_both(caf::actor_system& sys, cluster& cl, const cluster_config& cfg) {
+    const auto before = written(cl, "tcp", 3);
+    auto reqs = trace_requests(cfg, 20, 0.1);
+    auto results = replay_on(sys, cl, reqs);
+    expect_all_monolithic(cfg, reqs, results);
+    EXPECT_GT(written(cl, "tcp", 3), before);
   }
 
   std::filesystem::path dir;
@@ -384,6 +422,48 @@ TEST_F(hosted_nodes, a_decode_process_killed_mid_run_fails_its_requests_and_the_
   // and the rest completed.
   EXPECT_GT(lost, 0u);
   EXPECT_GT(completed, 0u);
+  (*cl)->stop();
+  sys.await_all_actors_done();
+}
+
+TEST_F(hosted_nodes, a_killed_decode_process_started_again_is_taken_back_when_asked) {
+  const auto yaml = cluster_yaml(false) + "rejoin_interval_ms: 0\n"; // only when asked
+  auto cfg = main_config(yaml);
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  // Only a node of a `crescent node` process rejoins, and only once its process is lost.
+  EXPECT_TRUE(is((*cl)->rejoin_node(0), errc::invalid_argument));
+  auto err = (*cl)->rejoin_node(3);
+  EXPECT_TRUE(is(err, errc::already_exists)) << describe(err);
+  const auto old_decode = (*cl)->dir().decode[1];
+  restart_node_3(yaml);
+  ASSERT_TRUE(await_live_nodes(sys, **cl, 3)) << "the conductor still counts node 3";
+  err = (*cl)->rejoin_node(3);
+  ASSERT_FALSE(err) << describe(err);
+  EXPECT_NE((*cl)->dir().decode[1], old_decode);
+  ASSERT_TRUE(await_live_nodes(sys, **cl, 4)); // placed on from the next liveness check
+  expect_decoded_on_both(sys, **cl, cfg);
+  (*cl)->stop();
+  sys.await_all_actors_done();
+}
+
+TEST_F(hosted_nodes, a_killed_decode_process_started_again_rejoins_by_itself_and_decodes) {
+  const auto yaml = cluster_yaml(false) + "rejoin_interval_ms: 100\n";
+  auto cfg = main_config(yaml);
+  ASSERT_EQ(nodes.size(), 2u);
+  caf::actor_system sys{networked_config()};
+  auto cl = cluster::start(sys, cfg);
+  ASSERT_TRUE(cl) << describe(cl.error());
+  const auto old_agent = (*cl)->dir().node_agents[3];
+  restart_node_3(yaml);
+  // The watch finds the new process at node 3's address and takes it back.
+  for (int k = 0; k < 2000 && (*cl)->dir().node_agents[3] == old_agent; ++k)
+    poll(nullptr, 0, 10);
+  ASSERT_NE((*cl)->dir().node_agents[3], old_agent) << "node 3 did not rejoin within 20 s";
+  ASSERT_TRUE(await_live_nodes(sys, **cl, 4));
+  expect_decoded_on_both(sys, **cl, cfg);
   (*cl)->stop();
   sys.await_all_actors_done();
 }
