@@ -37,6 +37,7 @@ struct scenario {
 constexpr scenario scenarios[] = {
     {"no faults", ""},
     {"kill -9 decode node 4", "{at_ms: 3000, kill: 4}"},
+    {"kill -9 decode node 4, back 2 s later", "{at_ms: 3000, kill: 4, restart_after_ms: 2000}"},
     {"SIGSTOP prefill node 2, 2 s", "{at_ms: 3000, pause: 2, for_ms: 2000}"},
     {"partition decode node 3, 2 s", "{at_ms: 3000, partition: [3], for_ms: 2000}"},
     {"5% packet loss, nodes 2-3", "{at_ms: 0, drop: 0.05, node: 2, peer: 3}"},
@@ -106,13 +107,13 @@ int bench_faults(const bench_faults_options& opt) {
     fmt::print("\n");
   }
   const double base_p99 = rows.front().summary.ttft_ms.p99;
-  fmt::print("{:<30} {:>9} {:>8} {:>6} {:>10} {:>10} {:>12}  {:<10}  {}\n", "run", "completed",
+  fmt::print("{:<38} {:>9} {:>8} {:>6} {:>10} {:>10} {:>12}  {:<10}  {}\n", "run", "completed",
              "rejected", "failed", "TTFT p50", "TTFT p99", "added p99", "invariants",
              "failures by reason");
   bool all_held = true;
   for (const auto& r : rows) {
     all_held = all_held && r.violations == 0;
-    fmt::print("{:<30} {:>9} {:>8} {:>6} {:>7.1f} ms {:>7.1f} ms {:>+9.1f} ms  {:<10}  {}\n",
+    fmt::print("{:<38} {:>9} {:>8} {:>6} {:>7.1f} ms {:>7.1f} ms {:>+9.1f} ms  {:<10}  {}\n",
                r.name, r.summary.completed, r.summary.rejected, r.summary.failed,
                r.summary.ttft_ms.p50, r.summary.ttft_ms.p99, r.summary.ttft_ms.p99 - base_p99,
                r.violations == 0 ? "held" : fmt::format("{} broken", r.violations), r.failures);

@@ -67,7 +67,7 @@ bool is_role(const std::string& s) {
 
 // What one fault's fields said, before the checks that need them all.
 struct seen_fields {
-  bool at = false, for_ms = false, delay_ms = false, match = false;
+  bool at = false, for_ms = false, delay_ms = false, match = false, restart = false;
   int kinds = 0;
 };
 
@@ -149,6 +149,11 @@ std::map<std::string, yaml_reader::handler> fault_handlers(yaml_reader& r, fault
          seen.for_ms = true;
          return r.read_uint(v, field, f.for_ms, 1, fault_time_ms_max);
        }},
+      {"restart_after_ms",
+       [&](auto& v, auto& field) {
+         seen.restart = true;
+         return r.read_uint(v, field, f.restart_after_ms, 1, fault_time_ms_max);
+       }},
       {"delay_ms",
        [&](auto& v, auto& field) {
          seen.delay_ms = true;
@@ -205,7 +210,11 @@ caf::error read_fault(yaml_reader& r, const YAML::Node& n, size_t index, fault& 
   if (lasting && !seen.for_ms)
     return r.error_at(n, name, fmt::format("a {} needs for_ms, how long", kind));
   if (f.kind == fault_kind::kill && seen.for_ms)
-    return r.error_at(n, name, "a kill lasts: for_ms does not apply to it");
+    return r.error_at(n, name,
+                      "a kill lasts: for_ms does not apply to it (restart_after_ms starts a new "
+                      "process)");
+  if (f.kind != fault_kind::kill && seen.restart)
+    return r.error_at(n, name, "restart_after_ms applies to a kill only");
   const bool held = f.kind == fault_kind::delay || f.kind == fault_kind::reorder ||
                     f.kind == fault_kind::delay_transfer;
   if (held && !seen.delay_ms)
@@ -308,7 +317,8 @@ caf::error check_nodes_exist(const fault& f, const cluster_config& cfg, const st
   return caf::none;
 }
 
-// A node is not killed twice, nor paused after it was killed or while it is paused.
+// A node is not killed twice, nor paused after it was killed or while it is paused (a process
+// started again after a kill included).
 class node_timeline {
  public:
   caf::error add(const fault& f, const std::string& where) {
@@ -430,6 +440,10 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
     case fault_kind::pause:
       if (auto err = check_hosted(f.node, cfg, where, "killed or paused"))
         return err;
+      if (f.restart_after_ms != 0 && cfg.rejoin_interval_ms == 0)
+        return make_error(errc::bad_config,
+                          where + "restart_after_ms: the new process would never rejoin, since "
+                                  "the cluster file's rejoin_interval_ms is 0");
       break;
     case fault_kind::partition:
       if (auto err = check_network_fault(f, cfg, netns, where))
@@ -466,6 +480,10 @@ caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cf
     const std::string where = source + ":" + std::to_string(f.line) + ": ";
     if (auto err = check_nodes_exist(f, cfg, where))
       return err;
+    if (f.restart_after_ms != 0)
+      return make_error(errc::bad_config,
+                        where + "restart_after_ms: simulated time has no node processes to start "
+                                "again (crescent up carries it out)");
     if (auto err = timeline.add(f, where))
       return err;
   }
@@ -502,7 +520,10 @@ std::string describe(const fault& f) {
   const std::string share = fmt::format("{:g}%", f.probability * 100);
   switch (f.kind) {
   case fault_kind::kill:
-    return "kill node " + std::to_string(f.node);
+    return "kill node " + std::to_string(f.node) +
+           (f.restart_after_ms == 0
+                ? std::string{}
+                : fmt::format(", start it again {} ms later", f.restart_after_ms));
   case fault_kind::pause:
     return "pause node " + std::to_string(f.node) + during;
   case fault_kind::partition:
@@ -555,6 +576,8 @@ std::string format_fault_plan(const fault_plan& plan) {
     }
     if (f.for_ms != 0)
       out += fmt::format(", for_ms: {}", f.for_ms);
+    if (f.restart_after_ms != 0)
+      out += fmt::format(", restart_after_ms: {}", f.restart_after_ms);
     if (f.delay_ms != 0)
       out += fmt::format(", delay_ms: {}", f.delay_ms);
     const auto& m = f.match;

@@ -3,6 +3,7 @@
 //
 //   faults:
 //     - {at_ms: 2000, kill: 3}                      # node 3 stops for good
+//     - {at_ms: 2000, kill: 3, restart_after_ms: 1000} # ... and a new process starts 1 s later
 //     - {at_ms: 1000, pause: 2, for_ms: 2000}        # node 2 runs nothing for 2 s
 //     - {at_ms: 500, partition: [1, 2], for_ms: 800} # nodes 1 and 2 cut from the others
 //     - {at_ms: 0, drop: 0.05, node: 2, peer: 3}     # 5% of the messages between nodes 2, 3
@@ -76,13 +77,14 @@ struct fault {
   uint32_t node = 0;           // kill, pause
   std::vector<uint32_t> nodes; // partition: cut from every other place
   uint64_t at_ms = 0;
-  uint64_t for_ms = 0;      // pause, partition: how long; message faults: 0 = to the end
-  double probability = 1.0; // message faults: of each matching message
-  uint64_t delay_ms = 0;    // delay: how long a message is held; reorder: at most;
-                            // duplicate: how late the copy comes (0: at once);
-                            // delay_transfer: how late a slice starts
-  message_match match;      // message faults
-  int line = 0;             // in the plan file, for messages
+  uint64_t for_ms = 0;           // pause, partition: how long; message faults: 0 = to the end
+  uint64_t restart_after_ms = 0; // kill: a new process for the node this long after (0: none)
+  double probability = 1.0;      // message faults: of each matching message
+  uint64_t delay_ms = 0;         // delay: how long a message is held; reorder: at most;
+                                 // duplicate: how late the copy comes (0: at once);
+                                 // delay_transfer: how late a slice starts
+  message_match match;           // message faults
+  int line = 0;                  // in the plan file, for messages
   bool is_message_fault() const { return kind >= fault_kind::drop && kind <= fault_kind::reorder; }
   bool is_transfer_fault() const { return kind >= fault_kind::fail_transfer; }
   /// Whether crescent up's message gates carry it out: every message fault, except a drop
@@ -120,7 +122,8 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                             const std::string& source, bool netns = false);
 
 /// Checks the plan for simulated time: every kind; the nodes it names exist; kills and pauses
-/// as for check_fault_plan (a node need not have an address).
+/// as for check_fault_plan (a node need not have an address). A kill's restart_after_ms is
+/// refused: simulated time has no node processes to start again.
 caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                                 const std::string& source);
 

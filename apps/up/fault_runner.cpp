@@ -13,9 +13,9 @@ namespace crescent::up {
 
 fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
                            const std::string& log_path, netns_network* network,
-                           std::vector<message_gate*> gates)
+                           std::vector<message_gate*> gates, restarter restart)
     : faults_(plan.faults), network_(network), gates_(std::move(gates)), nodes_(nodes),
-      log_(log_path, std::ios::app) {
+      restart_(std::move(restart)), log_(log_path, std::ios::app) {
   size_t transfer = 0;
   for (size_t i = 0; i < plan.faults.size(); ++i) {
     const auto& f = plan.faults[i];
@@ -45,6 +45,16 @@ fault_runner::fault_runner(const fault_plan& plan, std::vector<node_process>& no
     }
     if (f.kind == fault_kind::kill) {
       actions_.push_back({f.at_ms, SIGKILL, f.node, describe(f), i, false, {}});
+      if (f.restart_after_ms > 0)
+        actions_.push_back({f.at_ms + f.restart_after_ms,
+                            0,
+                            f.node,
+                            "start node " + std::to_string(f.node) + " again",
+                            i,
+                            false,
+                            {},
+                            false,
+                            true});
       continue;
     }
     actions_.push_back({f.at_ms, SIGSTOP, f.node, describe(f), i, false, {}});
@@ -197,7 +207,39 @@ void fault_runner::run(std::chrono::steady_clock::time_point start) {
   }
 }
 
+// A new process where the killed one was: it is the node's from now on (its pid, its log).
+void fault_runner::apply_restart(const action& a, double at_ms) {
+  auto x = std::find_if(nodes_.begin(), nodes_.end(),
+                        [&](const node_process& p) { return p.node == a.node; });
+  if (x == nodes_.end() || !x->killed || !restart_) {
+    log_ << fmt::format("{:.1f} ms: {}: skipped, the node's process was not killed\n", at_ms,
+                        a.what);
+    return;
+  }
+  auto fresh = restart_(a.node);
+  if (!fresh) {
+    log_ << fmt::format("{:.1f} ms: {}: {}\n", at_ms, a.what, crescent::describe(fresh.error()))
+         << std::flush;
+    return;
+  }
+  if (x->output) {
+    x->output->join(); // the killed process's output is closed
+    x->output.reset();
+  }
+  *x = std::move(*fresh);
+  copy_node_output(*x);
+  log_ << fmt::format("{:.1f} ms: {} (pid {}, log {})\n", at_ms, a.what, x->process.pid(),
+                      x->log_path)
+       << std::flush;
+}
+
 void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
+  if (a.restart) {
+    apply_restart(
+        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count());
+    return;
+  }
   if (a.gate) {
     apply_gate(a,
                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

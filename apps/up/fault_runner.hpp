@@ -1,7 +1,8 @@
 // Carries out a fault plan against the node processes of a `crescent up` run, on a thread of its
-// own, at the plan's times from start(): signals for kills and pauses, queued signals that switch
-// transfer faults on and off in every process (transfer_faults.hpp: the processes' hooks must be
-// installed before start), nftables rules in the nodes' namespaces for partitions and drops
+// own, at the plan's times from start(): signals for kills and pauses, a new process for a
+// killed node at its restart_after_ms (the main process's watch takes it back), queued signals that
+// switch transfer faults on and off in every process (transfer_faults.hpp: the processes' hooks
+// must be installed before start), nftables rules in the nodes' namespaces for partitions and drops
 // (--netns), message faults switched on and off in the message gates (message_gate.hpp); each
 // fault is logged with the time it happened, and so is its end.
 #pragma once
@@ -15,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,10 +30,12 @@ class fault_runner {
   /// `nodes` (and `network`, which partitions and drops need) must outlive the runner; the
   /// runner signals them and changes the network's rules until stop().
   /// `gates` (one per node process, without --netns) carry out the message faults; they too
-  /// must outlive the runner.
+  /// must outlive the runner. `restart` starts a killed node's process again (a kill's
+  /// restart_after_ms), ready but not yet copying its output; the runner puts it in `nodes`.
+  using restarter = std::function<caf::expected<node_process>(uint32_t node)>;
   fault_runner(const fault_plan& plan, std::vector<node_process>& nodes,
                const std::string& log_path, netns_network* network = nullptr,
-               std::vector<message_gate*> gates = {});
+               std::vector<message_gate*> gates = {}, restarter restart = {});
   ~fault_runner();
   fault_runner(const fault_runner&) = delete;
   fault_runner& operator=(const fault_runner&) = delete;
@@ -54,6 +58,7 @@ class fault_runner {
     bool ends = false;
     std::optional<size_t> transfer; // a transfer fault's ordinal (transfer_faults_of)
     bool gate = false;              // a message fault: the message gates carry it out
+    bool restart = false;           // a killed node's process starts again
   };
 
   void run(std::chrono::steady_clock::time_point start);
@@ -63,6 +68,7 @@ class fault_runner {
   void apply_transfer(const action& a, double at_ms);
   void end_transfer_faults();
   void apply_gate(const action& a, double at_ms);
+  void apply_restart(const action& a, double at_ms);
   void end_gate_faults();
 
   std::vector<action> actions_; // in time order
@@ -70,6 +76,7 @@ class fault_runner {
   netns_network* network_ = nullptr;
   std::vector<message_gate*> gates_;
   std::vector<node_process>& nodes_;
+  restarter restart_;
   std::ofstream log_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;

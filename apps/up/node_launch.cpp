@@ -52,6 +52,47 @@ std::vector<std::string> launch_command(const cluster_config& cfg, const std::st
   return {"/bin/sh", "-c", command};
 }
 
+namespace {
+
+caf::expected<bench::child_process> spawn_node(const cluster_config& cfg,
+                                               const std::string& config_path, uint32_t n,
+                                               const std::string& log, const netns_network* network,
+                                               const std::vector<std::string>& flags) {
+  auto cmd = launch_command(cfg, config_path, n, flags);
+  if (network != nullptr) {
+    auto prefix = network->exec_prefix(n);
+    cmd.insert(cmd.begin(), prefix.begin(), prefix.end());
+  }
+  return bench::child_process::spawn(cmd.front(), {cmd.begin() + 1, cmd.end()}, log);
+}
+
+// Waits for its ready line, then copies what it prints after into its log as it comes.
+caf::error await_ready(node_process& x, std::chrono::milliseconds timeout) {
+  auto line = x.process.read_line(timeout);
+  if (!line || line->rfind("crescent-node ", 0) != 0)
+    return make_error(errc::unavailable,
+                      "node " + std::to_string(x.node) + " did not start (" +
+                          (line ? "it printed: " + *line : crescent::describe(line.error())) +
+                          "; see " + x.log_path + ")");
+  std::ofstream{x.log_path, std::ios::app} << *line << "\n";
+  return caf::none;
+}
+
+} // namespace
+
+void copy_node_output(node_process& x) {
+  x.output = std::make_unique<std::thread>([&process = x.process, path = x.log_path] {
+    std::ofstream log{path, std::ios::app};
+    // Until the node closes its output: it exits, or is killed.
+    for (;;) {
+      auto line = process.read_line(std::chrono::hours(24));
+      if (!line)
+        return;
+      log << *line << "\n" << std::flush;
+    }
+  });
+}
+
 caf::expected<std::vector<node_process>>
 launch_nodes(const cluster_config& cfg, const std::string& config_path, const std::string& run_dir,
              std::chrono::milliseconds timeout, const netns_network* network,
@@ -65,37 +106,34 @@ launch_nodes(const cluster_config& cfg, const std::string& config_path, const st
   for (uint32_t n = 0; n < cfg.nodes.size(); ++n) {
     if (!cfg.nodes[n].hosted_elsewhere())
       continue;
-    auto cmd = launch_command(cfg, config_path, n, flags);
-    if (network != nullptr) {
-      auto prefix = network->exec_prefix(n);
-      cmd.insert(cmd.begin(), prefix.begin(), prefix.end());
-    }
     const std::string log = run_dir + "/node-" + std::to_string(n) + ".log";
-    auto p = bench::child_process::spawn(cmd.front(), {cmd.begin() + 1, cmd.end()}, log);
+    auto p = spawn_node(cfg, config_path, n, log, network, flags);
     if (!p)
       return fail("node " + std::to_string(n) + ": " + crescent::describe(p.error()));
     nodes.push_back({n, std::move(*p), log, false, false, nullptr});
   }
-  for (auto& x : nodes) {
-    auto line = x.process.read_line(timeout);
-    if (!line || line->rfind("crescent-node ", 0) != 0)
-      return fail("node " + std::to_string(x.node) + " did not start (" +
-                  (line ? "it printed: " + *line : crescent::describe(line.error())) + "; see " +
-                  x.log_path + ")");
-    std::ofstream{x.log_path, std::ios::app} << *line << "\n";
-  }
   for (auto& x : nodes)
-    x.output = std::make_unique<std::thread>([&process = x.process, path = x.log_path] {
-      std::ofstream log{path, std::ios::app};
-      // Until the node closes its output: it exits, or is killed.
-      for (;;) {
-        auto line = process.read_line(std::chrono::hours(24));
-        if (!line)
-          return;
-        log << *line << "\n" << std::flush;
-      }
-    });
+    if (auto err = await_ready(x, timeout))
+      return fail(crescent::describe(err));
+  for (auto& x : nodes)
+    copy_node_output(x);
   return nodes;
+}
+
+caf::expected<node_process>
+launch_node_again(const cluster_config& cfg, const std::string& config_path,
+                  const std::string& log_path, uint32_t node, std::chrono::milliseconds timeout,
+                  const netns_network* network, const std::vector<std::string>& flags) {
+  auto p = spawn_node(cfg, config_path, node, log_path, network, flags);
+  if (!p)
+    return make_error(errc::unavailable,
+                      "node " + std::to_string(node) + ": " + crescent::describe(p.error()));
+  node_process x{node, std::move(*p), log_path, false, false, nullptr};
+  if (auto err = await_ready(x, timeout)) {
+    x.process.kill();
+    return err;
+  }
+  return x;
 }
 
 void stop_nodes(std::vector<node_process>& nodes) {

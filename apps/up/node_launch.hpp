@@ -44,6 +44,20 @@ launch_nodes(const cluster_config& cfg, const std::string& config_path, const st
              std::chrono::milliseconds timeout, const netns_network* network = nullptr,
              const std::vector<std::string>& flags = {});
 
+/// Starts node `node`'s process once more (after a kill), its log at `log_path`, as
+/// launch_nodes does, and waits for it to be ready (at most `timeout`). Once it is where it
+/// stays, copy_node_output copies what it prints on.
+caf::expected<node_process> launch_node_again(const cluster_config& cfg,
+                                              const std::string& config_path,
+                                              const std::string& log_path, uint32_t node,
+                                              std::chrono::milliseconds timeout,
+                                              const netns_network* network = nullptr,
+                                              const std::vector<std::string>& flags = {});
+
+/// Copies what `x` prints after its ready line into its log, on a thread that holds `x`'s
+/// address: `x` must not move from then on.
+void copy_node_output(node_process& x);
+
 /// Ends them: resumes paused ones, closes their input (they exit), waits for what they print as
 /// they go (their transfer counters) to reach their logs, kills any still running after a
 /// grace period, and reaps them all.

@@ -398,7 +398,22 @@ int up_command(const up_options& opt, up_result* out) {
   std::vector<up::message_gate*> gate_ptrs;
   for (auto& g : gates)
     gate_ptrs.push_back(g.get());
-  up::fault_runner faults{p->plan, *nodes, p->run_dir + "/faults.log", network.get(), gate_ptrs};
+  // A kill's restart_after_ms: the node's new process, known to the signal watcher and listed
+  // with the others; the main process's watch takes the node back (rejoin_interval_ms).
+  auto restart = [&](uint32_t n) {
+    auto x = up::launch_node_again(
+        p->cfg, config_path, p->run_dir + "/node-" + std::to_string(n) + "-restarted.log", n,
+        std::chrono::milliseconds(p->cfg.join_timeout_ms), network.get(), node_flags);
+    if (x) {
+      std::lock_guard<std::mutex> guard{registry().mutex};
+      registry().pids.push_back(x->process.pid());
+      std::ofstream{p->run_dir + "/processes.txt", std::ios::app} << "node " << n << " "
+                                                                  << x->process.pid() << "\n";
+    }
+    return x;
+  };
+  up::fault_runner faults{p->plan,       *nodes,    p->run_dir + "/faults.log",
+                          network.get(), gate_ptrs, restart};
   std::vector<std::string> unsettled;
   std::vector<uint32_t> ended_early; // node processes that ended during the run, not killed
   auto settle = [&](caf::actor_system& sys, cluster& cl) {

@@ -40,6 +40,30 @@ TEST(fault_plan, reads_kills_and_pauses_in_time_order) {
   EXPECT_TRUE(parse_fault_plan("", "p.yaml")) << "an empty plan breaks nothing";
 }
 
+TEST(fault_plan, a_kill_may_start_the_nodes_process_again_in_real_time_only) {
+  auto plan =
+      parse_fault_plan("faults:\n  - {at_ms: 900, kill: 2, restart_after_ms: 1500}\n", "p.yaml");
+  ASSERT_TRUE(plan) << crescent::describe(plan.error());
+  EXPECT_EQ(plan->faults[0].restart_after_ms, 1500u);
+  EXPECT_EQ(describe(plan->faults[0]), "kill node 2, start it again 1500 ms later");
+  EXPECT_EQ(format_fault_plan(*plan),
+            "faults:\n  - {at_ms: 900, kill: 2, restart_after_ms: 1500}\n");
+  EXPECT_FALSE(check_fault_plan(*plan, four_nodes(), "p.yaml"));
+  // The new process rejoins only where the main process looks for it.
+  auto no_rejoin = four_nodes();
+  no_rejoin.rejoin_interval_ms = 0;
+  auto e = crescent::describe(check_fault_plan(*plan, no_rejoin, "p.yaml"));
+  EXPECT_NE(e.find("p.yaml:2: restart_after_ms: the new process would never rejoin"),
+            std::string::npos)
+      << e;
+  e = crescent::describe(check_sim_fault_plan(*plan, four_nodes(), "p.yaml"));
+  EXPECT_NE(e.find("simulated time has no node processes to start again"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 5, pause: 2, for_ms: 3, restart_after_ms: 3}\n");
+  EXPECT_NE(e.find("restart_after_ms applies to a kill only"), std::string::npos) << e;
+  e = error_of("faults:\n  - {at_ms: 5, kill: 2, restart_after_ms: 0}\n");
+  EXPECT_NE(e.find("faults[0].restart_after_ms: 0 is not in [1,"), std::string::npos) << e;
+}
+
 TEST(fault_plan, bad_values_are_named_with_their_line) {
   auto e = error_of("faults:\n  - {at_ms: 1, kil: 2}\n");
   EXPECT_NE(e.find("p.yaml:2: faults[0].kil: unknown field"), std::string::npos) << e;

@@ -28,6 +28,21 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 // The process ids a run wrote (processes.txt), the main one's included.
+// Requests of the run's requests.jsonl that arrived after `ms` and completed on decode
+// instance 0.
+size_t completed_on_decode_0_after(const std::filesystem::path& run_dir, double ms) {
+  std::ifstream lines{run_dir / "requests.jsonl"};
+  size_t n = 0;
+  for (std::string line; std::getline(lines, line);)
+    if (line.find("\"decode_instance\":0") != std::string::npos &&
+        line.find("\"status\":\"completed\"") != std::string::npos) {
+      const auto at = line.find("\"arrival_ms\":");
+      if (at != std::string::npos && std::stod(line.substr(at + 13)) > ms)
+        ++n;
+    }
+  return n;
+}
+
 std::vector<pid_t> pids_of(const std::filesystem::path& run_dir) {
   std::vector<pid_t> out;
   std::ifstream in{run_dir / "processes.txt"};
@@ -230,16 +245,36 @@ TEST_F(up, requests_on_a_silent_node_fail_within_the_heartbeat_timeout_and_it_se
       << report;
   EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
   // Decode instance 0 is node 2: requests that came after it resumed completed there.
-  std::ifstream lines{run_dir / "requests.jsonl"};
-  size_t served_after = 0;
-  for (std::string line; std::getline(lines, line);)
-    if (line.find("\"decode_instance\":0") != std::string::npos &&
-        line.find("\"status\":\"completed\"") != std::string::npos) {
-      const auto at = line.find("\"arrival_ms\":");
-      if (at != std::string::npos && std::stod(line.substr(at + 13)) > 3300)
-        ++served_after;
-    }
-  EXPECT_GT(served_after, 0u) << "node 2 took requests again once it resumed";
+  EXPECT_GT(completed_on_decode_0_after(run_dir, 3300), 0u)
+      << "node 2 took requests again once it resumed";
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
+TEST_F(up, a_killed_node_process_started_again_rejoins_and_serves_again) {
+  run_dir = dir / "run";
+  // Decode node 2 is killed at 200 ms and a new process starts at its address 800 ms later;
+  // the main process looks for it every 200 ms and takes it back.
+  std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
+                                           "conductor: {heartbeat_timeout_ms: 600}\n"
+                                           "rejoin_interval_ms: 200\n";
+  std::ofstream{dir / "plan.yaml"} << "faults:\n  - {at_ms: 200, kill: 2, restart_after_ms: 800}\n";
+  auto p = start({"--requests", "160", "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
+  ASSERT_TRUE(p) << describe(p.error());
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  EXPECT_TRUE(*status == 0 || *status == 1) << read_file(dir / "up.err");
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
+  // Node 2 counts as live at the end: its new process rejoined.
+  EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as live"),
+            std::string::npos)
+      << report;
+  const auto faults = read_file(run_dir / "faults.log");
+  EXPECT_NE(faults.find("kill node 2, start it again 800 ms later"), std::string::npos) << faults;
+  EXPECT_NE(faults.find("start node 2 again (pid"), std::string::npos) << faults;
+  // Decode instance 0 is node 2: requests that came once it was back completed there.
+  EXPECT_GT(completed_on_decode_0_after(run_dir, 1500), 0u) << "node 2's new process took requests";
   for (auto pid : pids_of(run_dir))
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
