@@ -162,6 +162,10 @@ struct cluster_config {
   // How often the main process looks for a new process at a lost hosted node's address, and
   // takes it back when one answers there (cluster::rejoin_node). 0: never by itself.
   uint32_t rejoin_interval_ms = 1000;
+  // How long a node process whose connection to its cluster closed (a partition or pause past
+  // connection_timeout_ms) waits, with its node started afresh, to be taken back before it
+  // ends. 0: it ends at once. A cluster that ends on purpose ends its node processes at once.
+  uint32_t rejoin_wait_ms = 60000;
   // How `crescent up` starts a hosted node's process: a shell command with {crescent} (this
   // binary), {config} (the cluster file), {node}, {host}, {port} and {faults} (the node's
   // transfer-fault flags under a fault plan, quoted; else nothing) filled in, e.g.
@@ -171,8 +175,8 @@ struct cluster_config {
   uint32_t heartbeat_interval_ms = 1000;
   // CAF's own heartbeats on every connection between this cluster's processes (0: off), and how
   // long a connection may carry nothing before its process closes it (connection_timeout_ms).
-  // A pause or partition shorter than the timeout is survived; a longer one ends the node
-  // process cut off; a new process started at its address rejoins (docs/faults.md).
+  // A pause or partition shorter than the timeout is survived; after a longer one the node
+  // process cut off starts its node afresh and is taken back (rejoin_wait_ms, docs/faults.md).
   uint32_t connection_heartbeat_ms = 1000;
   uint32_t connection_timeout_ms = 30000;
   uint32_t request_deadline_ms = 300000;

@@ -326,6 +326,10 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
         [&](auto& v, auto& f) {
           return r.read_uint(v, f, c.rejoin_interval_ms, 0, connection_timeout_ms_max);
         }},
+       {"rejoin_wait_ms",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.rejoin_wait_ms, 0, connection_timeout_ms_max);
+        }},
        {"heartbeat_interval_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.heartbeat_interval_ms, 1, u32_max); }},
        {"connection_heartbeat_ms",

@@ -32,10 +32,13 @@ void beat(node_agent_ptr self) {
 void on_down(node_agent_ptr self, const caf::down_msg& down) {
   auto& st = self->state;
   if (st.conductor && down.source == st.conductor.address()) {
-    // Only hosted nodes watch the conductor: their cluster is gone, and so is their purpose.
+    // Only hosted nodes watch the conductor: their cluster is gone, or out of reach. The
+    // process reads which from the reason (node_command: it may wait to be taken back).
     spdlog::warn("node_agent {}: the cluster's main process went away ({}); leaving", st.node,
                  caf::to_string(down.reason));
-    self->quit(caf::exit_reason::normal);
+    self->quit(down.reason == caf::exit_reason::remote_link_unreachable
+                   ? caf::error{caf::exit_reason::remote_link_unreachable}
+                   : caf::error{caf::exit_reason::normal});
     return;
   }
   spdlog::error("node_agent {}: an actor of this node stopped ({}); node leaves the cluster",
@@ -70,6 +73,13 @@ node_agent_actor::behavior_type behavior(node_agent_ptr self) {
         if (!refuse_unless_self_sent(self, "tick"))
           beat(self);
       },
+      [=](deadline_atom) {
+        if (refuse_unless_self_sent(self, "deadline") || self->state.joined)
+          return;
+        spdlog::warn("node_agent {}: no cluster took this node back in time; leaving",
+                     self->state.node);
+        self->quit(caf::exit_reason::normal);
+      },
   };
 }
 
@@ -86,14 +96,17 @@ node_agent_actor::behavior_type embedded_agent(node_agent_ptr self, uint32_t nod
   return behavior(self);
 }
 
-node_agent_actor::behavior_type
-hosted_agent(node_agent_ptr self, std::chrono::milliseconds interval, hosted_node hosted) {
+node_agent_actor::behavior_type hosted_agent(node_agent_ptr self,
+                                             std::chrono::milliseconds interval, hosted_node hosted,
+                                             std::optional<std::chrono::milliseconds> join_within) {
   auto& st = self->state;
   st.node = hosted.node;
   st.interval = interval;
   for (auto& a : hosted.actors())
     self->monitor(a);
   st.hosted = std::move(hosted);
+  if (join_within)
+    self->delayed_send(self, *join_within, deadline_atom::value);
   return behavior(self);
 }
 
@@ -117,8 +130,9 @@ node_agent_actor spawn_node_agent(caf::actor_system& sys, uint32_t node,
 }
 
 node_agent_actor spawn_hosted_node_agent(caf::actor_system& sys, std::chrono::milliseconds interval,
-                                         hosted_node hosted) {
-  return sys.spawn(hosted_agent, interval, std::move(hosted));
+                                         hosted_node hosted,
+                                         std::optional<std::chrono::milliseconds> join_within) {
+  return sys.spawn(hosted_agent, interval, std::move(hosted), join_within);
 }
 
 } // namespace crescent

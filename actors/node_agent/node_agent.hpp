@@ -10,8 +10,10 @@
 // each the rest of the directory its prefill workers need (every decode worker, how to reach
 // every process's memory). It sends it again when a node rejoins (a new process at a lost
 // node's address: its actors and memory are new); only the cluster's process may. A hosted node
-// serves one cluster: a second join is refused, and when the main process goes away (the
-// conductor's down message) the agent exits, which ends the `crescent node` process.
+// serves one cluster: a second join is refused. When the main process goes away (the
+// conductor's down message) the agent exits with the conductor's reason: remote_link_unreachable
+// when the connection was lost rather than the cluster ended, after which `crescent node` may
+// start the node afresh and wait to be taken back (rejoin_wait_ms).
 #pragma once
 
 #include "actors/block_owner/block_owner_actor.hpp"
@@ -26,6 +28,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace crescent {
@@ -56,8 +59,11 @@ struct hosted_node {
   std::vector<caf::strong_actor_ptr> actors() const;
 };
 
-/// The agent of a node hosted by this process: the conductor comes with the join.
-node_agent_actor spawn_hosted_node_agent(caf::actor_system& sys, std::chrono::milliseconds interval,
-                                         hosted_node hosted);
+/// The agent of a node hosted by this process: the conductor comes with the join. With
+/// `join_within`, the agent exits (normally) if no cluster joins it by then.
+node_agent_actor
+spawn_hosted_node_agent(caf::actor_system& sys, std::chrono::milliseconds interval,
+                        hosted_node hosted,
+                        std::optional<std::chrono::milliseconds> join_within = std::nullopt);
 
 } // namespace crescent

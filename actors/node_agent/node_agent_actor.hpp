@@ -26,11 +26,14 @@ using node_agent_actor = caf::typed_actor<
                     caf::actor>::with<typed_envelope<wire::NodeWelcome>, caf::actor,
                                       std::vector<caf::actor>, std::vector<caf::actor>>,
     // ClusterDirectory, every decode and every prefill worker of the cluster in instance order
-    // -> done; once, after the join and before start. The node's workers read it from then on
-    // (prefill workers: their decode instances, and the other stages of a prefill group).
+    // -> done; after the join and before start, and again whenever another node rejoins. The
+    // node's workers read it from then on (prefill workers: their decode instances, and the
+    // other stages of a prefill group).
     caf::replies_to<directory_atom, typed_envelope<wire::ClusterDirectory>, std::vector<caf::actor>,
                     std::vector<caf::actor>>::with<void>,
     // internal: one heartbeat interval passed
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<tick_atom>,
+    // internal: the time a node process waits to be taken back is over (spawn_hosted_node_agent)
+    caf::reacts_to<deadline_atom>>;
 
 } // namespace crescent

@@ -109,18 +109,30 @@ caf::expected<hosted_node> spawn_node(caf::actor_system& sys, const cluster_conf
   return h;
 }
 
-// Blocks until the agent exits (its cluster left), a stop signal, or a closed stdin pipe.
-void serve(caf::actor_system& sys, const node_agent_actor& agent) {
+// Why serve() returned.
+enum class served_until {
+  stopped,         // a stop signal, or the parent closed our standard input
+  agent_left,      // the cluster ended, or nobody took the node back in time
+  connection_lost, // the connection to the cluster closed: it may take the node back
+};
+
+// Blocks until the agent exits, a stop signal, or a closed stdin pipe.
+served_until serve(caf::actor_system& sys, const node_agent_actor& agent) {
   std::signal(SIGINT, [](int) { stop_signal = 1; });
   std::signal(SIGTERM, [](int) { stop_signal = 1; });
   struct stat in {};
   const bool watch_stdin = fstat(STDIN_FILENO, &in) == 0 && S_ISFIFO(in.st_mode);
   caf::scoped_actor self{sys};
   self->monitor(agent);
-  bool gone = false;
-  while (!gone && stop_signal == 0) {
-    self->receive([&](caf::down_msg&) { gone = true; },
-                  caf::after(std::chrono::milliseconds(100)) >> [] {});
+  std::optional<served_until> out;
+  while (!out && stop_signal == 0) {
+    self->receive(
+        [&](caf::down_msg& down) {
+          out = down.reason == caf::exit_reason::remote_link_unreachable
+                    ? served_until::connection_lost
+                    : served_until::agent_left;
+        },
+        caf::after(std::chrono::milliseconds(100)) >> [] {});
     if (watch_stdin) {
       pollfd p{STDIN_FILENO, POLLIN, 0};
       char c;
@@ -128,6 +140,21 @@ void serve(caf::actor_system& sys, const node_agent_actor& agent) {
         break; // the parent closed our standard input
     }
   }
+  return out.value_or(served_until::stopped);
+}
+
+// Stops the node's actors and waits (at most 10 s) until they are gone, their memory freed.
+void stop_and_await(caf::actor_system& sys, std::vector<caf::strong_actor_ptr>& parts) {
+  caf::scoped_actor self{sys};
+  for (const auto& a : parts)
+    self->monitor(a);
+  stop_all(parts);
+  size_t gone = 0;
+  bool late = false;
+  while (gone < parts.size() && !late)
+    self->receive([&](caf::down_msg&) { ++gone; },
+                  caf::after(std::chrono::seconds(10)) >> [&] { late = true; });
+  parts.clear();
 }
 
 } // namespace
@@ -161,24 +188,38 @@ int node_command(const node_options& opt) {
   }
   process_actor_system actors{true, connection_liveness_of(*cfg)};
   auto& sys = actors.get();
-  auto hosted = spawn_node(sys, *cfg, opt, *engine);
-  if (!hosted)
-    return fail(describe(hosted.error()));
-  auto parts = hosted->actors();
-  auto agent = spawn_hosted_node_agent(sys, std::chrono::milliseconds(cfg->heartbeat_interval_ms),
-                                       std::move(*hosted));
-  auto published = sys.middleman().publish(agent, *port, host.c_str(), true);
-  // The agent first: it must not take its node's actors stopping for a failure.
-  parts.insert(parts.begin(), caf::actor_cast<caf::strong_actor_ptr>(agent));
-  if (!published) {
-    stop_all(parts);
-    return fail("cannot listen on " + host + ":" + std::to_string(*port) + ": " +
-                sys.render(published.error()));
+  const auto interval = std::chrono::milliseconds(cfg->heartbeat_interval_ms);
+  // The node serves until its cluster ends. Cut off from it (its connection closed), it starts
+  // afresh at the same port and waits rejoin_wait_ms for the cluster to take it back.
+  for (std::optional<std::chrono::milliseconds> join_within;;) {
+    auto hosted = spawn_node(sys, *cfg, opt, *engine);
+    if (!hosted)
+      return fail(describe(hosted.error()));
+    auto parts = hosted->actors();
+    auto agent = spawn_hosted_node_agent(sys, interval, std::move(*hosted), join_within);
+    auto published = sys.middleman().publish(agent, *port, host.c_str(), true);
+    // The agent first: it must not take its node's actors stopping for a failure.
+    parts.insert(parts.begin(), caf::actor_cast<caf::strong_actor_ptr>(agent));
+    if (!published) {
+      stop_all(parts);
+      return fail("cannot listen on " + host + ":" + std::to_string(*port) + ": " +
+                  sys.render(published.error()));
+    }
+    if (!join_within)
+      fmt::print("crescent-node node={} port={} pid={}\n", opt.node, *published, getpid());
+    else
+      fmt::print("crescent-node node={} lost its cluster; started afresh, it waits {} ms to be "
+                 "taken back\n",
+                 opt.node, join_within->count());
+    std::fflush(stdout);
+    *port = *published; // the same port again after a loss: the cluster knows it by it
+    const auto why = serve(sys, agent);
+    sys.middleman().unpublish(agent, *port);
+    stop_and_await(sys, parts);
+    if (why != served_until::connection_lost || cfg->rejoin_wait_ms == 0)
+      break;
+    join_within = std::chrono::milliseconds(cfg->rejoin_wait_ms);
   }
-  fmt::print("crescent-node node={} port={} pid={}\n", opt.node, *published, getpid());
-  std::fflush(stdout);
-  serve(sys, agent);
-  stop_all(parts);
   // What this process moved: `crescent run` counts only its own process's transfers.
   fmt::print("crescent-node node={} exits\n{}", opt.node,
              replay::format_transfer_metrics((*engine)->metrics()));

@@ -155,6 +155,45 @@ class up : public ::testing::Test {
     return report;
   }
 
+  // Runs `requests` at 8x under the plan lines `faults` to its end, checks that it ended with
+  // status 0 or 1, every request correctly, and no process left; returns the report.
+  std::string run_faults_to_end(const std::string& faults, const std::string& requests) {
+    std::ofstream{dir / "plan.yaml"} << "faults:\n" << faults;
+    auto p =
+        start({"--requests", requests, "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
+    EXPECT_TRUE(p) << describe(p.error());
+    auto status = p ? p->wait_exit(std::chrono::seconds(120)) : caf::expected<int>{-1};
+    EXPECT_TRUE(status) << describe(status.error());
+    EXPECT_TRUE(status && (*status == 0 || *status == 1)) << read_file(dir / "up.err");
+    const auto report = read_file(run_dir / "report.txt");
+    EXPECT_NE(report.find("invariants    held: " + requests + " of " + requests), std::string::npos)
+        << report;
+    for (auto pid : pids_of(run_dir))
+      EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+    return report;
+  }
+
+  // Connections silent for 1 s close (CAF's heartbeats every 200 ms); `more`: further lines.
+  void close_silent_connections_after_1_s(const std::string& more) {
+    std::ofstream{cluster, std::ios::app} << "connection_heartbeat_ms: 200\n"
+                                             "connection_timeout_ms: 1000\n"
+                                          << more;
+  }
+
+  // Node 2 (decode instance 0), cut off past the connection timeout, started afresh and was
+  // taken back: not lost, live at the end, and requests that came after `ms` completed there.
+  void expect_node_2_taken_back(const std::string& report, double ms) {
+    EXPECT_EQ(report.find("lost          node 2"), std::string::npos) << report;
+    EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as "
+                          "live"),
+              std::string::npos)
+        << report;
+    const auto log = read_file(run_dir / "node-2.log");
+    EXPECT_NE(log.find("started afresh, it waits 60000 ms to be taken back"), std::string::npos)
+        << log;
+    EXPECT_GT(completed_on_decode_0_after(run_dir, ms), 0u) << "node 2 took requests again";
+  }
+
   std::filesystem::path dir, cluster;
   std::filesystem::path run_dir = dir / "run";
 };
@@ -258,14 +297,8 @@ TEST_F(up, a_killed_node_process_started_again_rejoins_and_serves_again) {
   std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
                                            "conductor: {heartbeat_timeout_ms: 600}\n"
                                            "rejoin_interval_ms: 200\n";
-  std::ofstream{dir / "plan.yaml"} << "faults:\n  - {at_ms: 200, kill: 2, restart_after_ms: 800}\n";
-  auto p = start({"--requests", "160", "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
-  ASSERT_TRUE(p) << describe(p.error());
-  auto status = p->wait_exit(std::chrono::seconds(120));
-  ASSERT_TRUE(status) << describe(status.error());
-  EXPECT_TRUE(*status == 0 || *status == 1) << read_file(dir / "up.err");
-  const auto report = read_file(run_dir / "report.txt");
-  EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
+  const auto report =
+      run_faults_to_end("  - {at_ms: 200, kill: 2, restart_after_ms: 800}\n", "160");
   // Node 2 counts as live at the end: its new process rejoined.
   EXPECT_NE(report.find("settled       the conductor counts every node not killed or lost as live"),
             std::string::npos)
@@ -275,8 +308,19 @@ TEST_F(up, a_killed_node_process_started_again_rejoins_and_serves_again) {
   EXPECT_NE(faults.find("start node 2 again (pid"), std::string::npos) << faults;
   // Decode instance 0 is node 2: requests that came once it was back completed there.
   EXPECT_GT(completed_on_decode_0_after(run_dir, 1500), 0u) << "node 2's new process took requests";
-  for (auto pid : pids_of(run_dir))
-    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
+TEST_F(up, a_node_paused_past_the_connection_timeout_starts_afresh_and_is_taken_back) {
+  run_dir = dir / "run";
+  // CAF's heartbeats every 200 ms; a connection silent for 1 s is closed. Decode node 2 is
+  // stopped for 2.5 s: the main process closes its connection and fails its requests; resumed,
+  // the node finds its cluster gone, starts afresh at its port, and the main process takes it
+  // back.
+  close_silent_connections_after_1_s("heartbeat_interval_ms: 100\n"
+                                     "conductor: {heartbeat_timeout_ms: 600}\n"
+                                     "rejoin_interval_ms: 200\n");
+  const auto report = run_faults_to_end("  - {at_ms: 200, pause: 2, for_ms: 2500}\n", "240");
+  expect_node_2_taken_back(report, 5000);
 }
 
 TEST_F(up, a_node_whose_heartbeats_are_dropped_goes_silent_and_serves_again) {
@@ -483,11 +527,23 @@ TEST_F(up_netns, a_partitioned_node_fails_its_requests_in_time_and_serves_again)
   expect_no_network_left();
 }
 
-TEST_F(up_netns, a_node_cut_off_past_the_connection_timeout_ends_and_the_rest_serve_on) {
+TEST_F(up_netns, a_node_cut_off_past_the_connection_timeout_is_taken_back_once_reachable) {
   // CAF's heartbeats every 200 ms; a connection silent for 1 s is closed on both sides. The node
-  // cut off for 4 s sees its cluster gone and ends; the main process counts it lost.
-  std::ofstream{cluster, std::ios::app} << "connection_heartbeat_ms: 200\n"
-                                           "connection_timeout_ms: 1000\n";
+  // cut off for 2.5 s sees its cluster gone, starts afresh and waits; once the partition ends
+  // the main process finds it listening and takes it back.
+  close_silent_connections_after_1_s("rejoin_interval_ms: 200\n");
+  const int status = run_plan("{at_ms: 200, partition: [2], for_ms: 2500}", "240");
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_EQ(status, 1) << "requests on the cut node fail\n" << report << read_file(dir / "up.err");
+  EXPECT_NE(report.find("invariants    held: 240 of 240"), std::string::npos) << report;
+  expect_node_2_taken_back(report, 5000);
+  expect_no_network_left();
+}
+
+TEST_F(up_netns, a_node_cut_off_past_the_connection_timeout_ends_where_it_may_not_wait) {
+  // As above with rejoin_wait_ms 0: the node cut off for 4 s sees its cluster gone and ends;
+  // the main process counts it lost.
+  close_silent_connections_after_1_s("rejoin_wait_ms: 0\n");
   const int status = run_plan("{at_ms: 200, partition: [2], for_ms: 4000}", "80");
   const auto report = read_file(run_dir / "report.txt");
   EXPECT_EQ(status, 1) << "requests on the cut node fail\n" << report << read_file(dir / "up.err");
