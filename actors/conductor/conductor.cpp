@@ -125,7 +125,7 @@ conductor_actor::behavior_type conductor(conductor_ptr self, conductor_options o
     auto& s = self->state;
     for (uint32_t n = 0; n < s.node_agent.size(); ++n)
       if (s.node_agent[n] == down.source)
-        s.node_gone[n] = true; // for good: a node that comes back joins a new cluster
+        s.node_gone[n] = true; // until a rejoin hands over its new agent (on_rejoin)
   });
   return {
       [=](schedule_atom, const typed_envelope<wire::ScheduleRequest>& msg) {

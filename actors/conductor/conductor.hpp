@@ -46,8 +46,8 @@ struct conductor_options {
   // Whose BlocksGone to believe: the store master's (none: the index only grows).
   caf::actor_addr store_master;
   // Who may report for each prefill instance (PrefillReport): the instance's worker (or, in a
-  // coupled cluster, the coupled worker of that index). The directory is complete before the
-  // first message, as every actor's; without it no report is taken.
+  // coupled cluster, the coupled worker of that index), as the process's directory says now
+  // (a rejoin publishes a node's new workers); without it no report is taken.
   directory_ref dir;
 };
 
