@@ -195,25 +195,30 @@ caf::error cluster::spawn_storage() {
   mopt.own_thread = own_threads(cfg_);
   dir_.store_master = spawn_store_master(sys_, mopt, std::move(*objects), cell_);
   all_.push_back(ptr(dir_.store_master));
-  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    if (cfg_.nodes[n].hosted_elsewhere())
-      continue; // its process runs the owner; the join brings its handle
-    auto owner = spawn_node_owner(sys_, cfg_, n, transfer_, ssd_base + "/node-" + std::to_string(n),
-                                  dir_.store_master, std::nullopt, links_);
-    if (!owner)
-      return std::move(owner.error());
-    dir_.block_owners[n] = std::move(*owner);
-    all_.push_back(ptr(dir_.block_owners[n]));
-  }
+  ssd_base_ = std::move(ssd_base);
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
+    if (!cfg_.nodes[n].hosted_elsewhere()) // else its process runs the owner; the join brings it
+      if (auto err = spawn_owner(n))
+        return err;
   return caf::none;
 }
 
-caf::error cluster::spawn_workers() {
+caf::error cluster::spawn_owner(uint32_t n) {
+  auto owner = spawn_node_owner(sys_, cfg_, n, transfer_, ssd_base_ + "/node-" + std::to_string(n),
+                                dir_.store_master, std::nullopt, links_);
+  if (!owner)
+    return std::move(owner.error());
+  dir_.block_owners[n] = std::move(*owner);
+  all_.push_back(ptr(dir_.block_owners[n]));
+  return caf::none;
+}
+
+caf::error cluster::spawn_workers(std::optional<uint32_t> only) {
   // This process's instances, by cluster-wide index; a hosted node's come with its join.
   auto spawn_local = [&](const std::vector<uint32_t>& node_of, auto& handles,
                          auto spawn) -> caf::error {
     for (uint32_t i = 0; i < node_of.size(); ++i) {
-      if (cfg_.nodes[node_of[i]].hosted_elsewhere())
+      if (cfg_.nodes[node_of[i]].hosted_elsewhere() || (only && node_of[i] != *only))
         continue;
       auto worker = spawn(sys_, cfg_, i, node_of[i], transfer_, cell_, cores_);
       if (!worker)
@@ -234,24 +239,48 @@ caf::error cluster::publish() {
   return cell_->publish(dir_);
 }
 
+std::vector<caf::strong_actor_ptr> cluster::actors_of(uint32_t n) const {
+  std::vector<caf::strong_actor_ptr> out{ptr(dir_.block_owners[n])};
+  for (uint32_t i = 0; i < dir_.prefill.size(); ++i)
+    if (dir_.prefill_node[i] == n)
+      out.push_back(ptr(dir_.prefill[i]));
+  for (uint32_t i = 0; i < dir_.decode.size(); ++i)
+    if (dir_.decode_node[i] == n)
+      out.push_back(ptr(dir_.decode[i]));
+  for (uint32_t i = 0; i < dir_.coupled.size(); ++i)
+    if (dir_.coupled_node[i] == n)
+      out.push_back(ptr(dir_.coupled[i]));
+  return out;
+}
+
+void cluster::spawn_agent(uint32_t n) {
+  dir_.node_agents[n] = spawn_node_agent(
+      sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), actors_of(n), cell_);
+  all_.push_back(ptr(dir_.node_agents[n]));
+}
+
+caf::expected<std::vector<caf::actor>> cluster::restart_local_node(uint32_t n) {
+  std::lock_guard guard{rejoin_mutex_};
+  if (n >= cfg_.nodes.size() || cfg_.nodes[n].hosted_elsewhere())
+    return make_error(errc::invalid_argument,
+                      "node " + std::to_string(n) + " does not run in this process");
+  if (auto err = spawn_owner(n))
+    return err;
+  if (auto err = spawn_workers(n))
+    return err;
+  spawn_agent(n);
+  if (auto err = publish())
+    return err;
+  std::vector<caf::actor> out{caf::actor_cast<caf::actor>(dir_.node_agents[n])};
+  for (const auto& a : actors_of(n))
+    out.push_back(caf::actor_cast<caf::actor>(a));
+  return out;
+}
+
 caf::error cluster::spawn_node_agents() {
-  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n) {
-    if (cfg_.nodes[n].hosted_elsewhere())
-      continue; // its agent came with the join
-    std::vector<caf::strong_actor_ptr> watched{ptr(dir_.block_owners[n])};
-    for (uint32_t i = 0; i < dir_.prefill.size(); ++i)
-      if (dir_.prefill_node[i] == n)
-        watched.push_back(ptr(dir_.prefill[i]));
-    for (uint32_t i = 0; i < dir_.decode.size(); ++i)
-      if (dir_.decode_node[i] == n)
-        watched.push_back(ptr(dir_.decode[i]));
-    for (uint32_t i = 0; i < dir_.coupled.size(); ++i)
-      if (dir_.coupled_node[i] == n)
-        watched.push_back(ptr(dir_.coupled[i]));
-    dir_.node_agents[n] = spawn_node_agent(
-        sys_, n, std::chrono::milliseconds(cfg_.heartbeat_interval_ms), std::move(watched), cell_);
-    all_.push_back(ptr(dir_.node_agents[n]));
-  }
+  for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
+    if (!cfg_.nodes[n].hosted_elsewhere()) // else its agent came with the join
+      spawn_agent(n);
   // The directory is complete: from here on actors may read it. The conductor learns whose
   // heartbeats to trust before any agent can send one.
   if (auto err = publish())

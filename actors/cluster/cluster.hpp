@@ -77,6 +77,14 @@ class cluster {
   /// exits, and another may try). Blocks; one rejoin at a time.
   caf::error rejoin_node(uint32_t n);
 
+  /// Spawns node `n`'s actors anew after a kill ended them, in this process (simulated time's
+  /// faults): its block owner (an empty DRAM pool; its SSD tier as the old one left it), its
+  /// workers and its agent, published to every actor of the process. The caller then hands the
+  /// conductor the new agent (watch_atom, from an actor of this process) and starts the agent and
+  /// the owner (start_atom), as a rejoin does. Returns the node's new actors, its agent first.
+  /// Refused for a node of another process.
+  caf::expected<std::vector<caf::actor>> restart_local_node(uint32_t n);
+
   /// Asks every actor of the cluster to exit.
   void stop();
 
@@ -84,7 +92,10 @@ class cluster {
   cluster(caf::actor_system& sys, cluster_config cfg);
   caf::error create_transfer();
   caf::error spawn_storage();
-  caf::error spawn_workers();
+  caf::error spawn_owner(uint32_t node);
+  caf::error spawn_workers(std::optional<uint32_t> only = std::nullopt);
+  void spawn_agent(uint32_t node);
+  std::vector<caf::strong_actor_ptr> actors_of(uint32_t node) const; // its owner and workers
   // hosted_nodes.cpp
   caf::error join_hosted_nodes();
   caf::error join_hosted_node(caf::scoped_actor& self, uint32_t node);
@@ -111,6 +122,7 @@ class cluster {
   std::shared_ptr<transport::transfer_engine> transfer_;
   std::shared_ptr<transport::modeled_links> links_;
   std::shared_ptr<gpu::shared_cores> cores_; // a profile's shared cores, in simulated time
+  std::string ssd_base_;                     // the block owners' SSD tiers: ssd_base_/node-<n>
   std::string temp_dir_; // created by start when cfg.store.db_path is empty; removed at the end
   std::vector<caf::strong_actor_ptr> all_;
 };

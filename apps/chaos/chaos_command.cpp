@@ -145,9 +145,9 @@ void settle_and_audit(sim::sim_system& sim, cluster& cl, const up::fault_plan& p
                       std::vector<std::string>& violations) {
   const auto until = sim.elapsed() + settle_time;
   sim.run_until([&] { return sim.elapsed() >= until; });
-  std::set<uint32_t> killed;
+  std::set<uint32_t> killed; // and not started again: a node that was counts as live
   for (const auto& f : plan.faults)
-    if (f.kind == up::fault_kind::kill)
+    if (f.kind == up::fault_kind::kill && f.restart_after_ms == 0)
       killed.insert(f.node);
   violations = up::audit_once(
       cl, killed, up::stats_asker::of([&](const auto& who) { return ask_stats(sim, who); }));

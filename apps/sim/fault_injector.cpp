@@ -1,7 +1,10 @@
 #include "apps/sim/fault_injector.hpp"
 
+#include "actors/cluster/cluster.hpp"
+
 #include "apps/sim/sim_system.hpp"
 #include "apps/up/transfer_faults.hpp"
+#include "messages/errors.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/event_based_actor.hpp>
@@ -19,6 +22,7 @@ struct fault_injector::state {
   up::fault_plan plan;
   std::vector<std::vector<caf::actor>> node_actors; // by node
   sim_system* sim = nullptr;
+  cluster* cl = nullptr;
   int64_t start_ns = 0;
   std::mt19937_64 rng;
   std::vector<uint64_t> taken;
@@ -85,7 +89,31 @@ std::vector<std::vector<caf::actor>> actors_by_node(const directory& dir) {
   return out;
 }
 
-// Kills at their time; notes when pauses and partitions begin and end.
+// A killed node's actors anew, as a process started again at its address would be: labelled,
+// published, its agent handed to the conductor, and started.
+void restart(caf::event_based_actor* self, fault_injector::state& st, const up::fault& f) {
+  const int64_t now = st.sim->elapsed().count();
+  auto fresh = st.cl->restart_local_node(f.node);
+  if (!fresh) {
+    st.note(now, fmt::format("start node {} again: {}", f.node, crescent::describe(fresh.error())));
+    return;
+  }
+  label_actors(*st.sim, st.cl->dir(), f.node);
+  st.node_actors.at(f.node) = *fresh;
+  const auto& agent = fresh->front();
+  self->request(st.cl->dir().conductor, caf::infinite, watch_atom::value, f.node, agent)
+      .then([] {},
+            [st = &st, node = f.node, now](caf::error& err) {
+              st->note(now, fmt::format("the conductor did not take node {} back: {}", node,
+                                        crescent::describe(err)));
+            });
+  self->send(agent, start_atom::value);
+  self->send(st.cl->dir().block_owners.at(f.node), start_atom::value);
+  st.note(now, fmt::format("start node {} again ({} actors)", f.node, fresh->size()));
+}
+
+// Kills at their time, and starts the nodes again that say so; notes when pauses and
+// partitions begin and end.
 caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_injector::state> st) {
   for (uint32_t i = 0; i < st->plan.faults.size(); ++i) {
     const auto& f = st->plan.faults[i];
@@ -95,21 +123,25 @@ caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_in
     if (f.for_ms != 0)
       self->delayed_send(self, std::chrono::milliseconds(f.at_ms + f.for_ms), fault_atom::value, i,
                          false);
+    if (f.restart_after_ms != 0)
+      self->delayed_send(self, std::chrono::milliseconds(f.at_ms + f.restart_after_ms),
+                         start_atom::value, i);
   }
-  return {[=](fault_atom, uint32_t i, bool begins) {
-    const auto& f = st->plan.faults.at(i);
-    const int64_t now = st->sim->elapsed().count();
-    if (!begins) {
-      st->note(now, fmt::format("ends: {} (line {})", up::describe(f), f.line));
-      return;
-    }
-    st->note(now, fmt::format("{} (line {})", up::describe(f), f.line));
-    if (f.kind != up::fault_kind::kill)
-      return;
-    for (const auto& a : st->node_actors.at(f.node))
-      self->send_exit(a, caf::exit_reason::kill);
-    st->taken[i] = st->node_actors[f.node].size();
-  }};
+  return {[=](start_atom, uint32_t i) { restart(self, *st, st->plan.faults.at(i)); },
+          [=](fault_atom, uint32_t i, bool begins) {
+            const auto& f = st->plan.faults.at(i);
+            const int64_t now = st->sim->elapsed().count();
+            if (!begins) {
+              st->note(now, fmt::format("ends: {} (line {})", up::describe(f), f.line));
+              return;
+            }
+            st->note(now, fmt::format("{} (line {})", up::describe(f), f.line));
+            if (f.kind != up::fault_kind::kill)
+              return;
+            for (const auto& a : st->node_actors.at(f.node))
+              self->send_exit(a, caf::exit_reason::kill);
+            st->taken[i] = st->node_actors[f.node].size();
+          }};
 }
 
 } // namespace
@@ -139,13 +171,38 @@ transport::slice_verdict judge_slice(fault_injector::state& st, const transport:
 
 } // namespace
 
-fault_injector::fault_injector(sim_system& sim, const directory& dir,
-                               transport::transfer_engine* transfer, up::fault_plan plan,
-                               uint64_t seed)
+void label_actors(sim_system& sim, const directory& dir, std::optional<uint32_t> only) {
+  auto addr = [](const auto& h) { return caf::actor_cast<caf::actor_addr>(h); };
+  auto node = [](uint32_t n) { return static_cast<int32_t>(n); };
+  auto on = [&](uint32_t n) { return !only || n == *only; };
+  if (!only) {
+    sim.label(addr(dir.conductor), "conductor");
+    sim.label(addr(dir.store_master), "store_master");
+  }
+  for (uint32_t i = 0; i < dir.block_owners.size(); ++i)
+    if (on(i))
+      sim.label(addr(dir.block_owners[i]), fmt::format("block_owner/{}", i), node(i));
+  for (uint32_t i = 0; i < dir.node_agents.size(); ++i)
+    if (on(i))
+      sim.label(addr(dir.node_agents[i]), fmt::format("node_agent/{}", i), node(i));
+  for (size_t i = 0; i < dir.prefill.size(); ++i)
+    if (on(dir.prefill_node[i]))
+      sim.label(addr(dir.prefill[i]), fmt::format("prefill/{}", i), node(dir.prefill_node[i]));
+  for (size_t i = 0; i < dir.decode.size(); ++i)
+    if (on(dir.decode_node[i]))
+      sim.label(addr(dir.decode[i]), fmt::format("decode/{}", i), node(dir.decode_node[i]));
+  for (size_t i = 0; i < dir.coupled.size(); ++i)
+    if (on(dir.coupled_node[i]))
+      sim.label(addr(dir.coupled[i]), fmt::format("coupled/{}", i), node(dir.coupled_node[i]));
+}
+
+fault_injector::fault_injector(sim_system& sim, cluster& cl, transport::transfer_engine* transfer,
+                               up::fault_plan plan, uint64_t seed)
     : st_(std::make_shared<state>()), transfer_(transfer) {
   st_->plan = std::move(plan);
-  st_->node_actors = actors_by_node(dir);
+  st_->node_actors = actors_by_node(cl.dir());
   st_->sim = &sim;
+  st_->cl = &cl;
   st_->start_ns = sim.elapsed().count();
   st_->rng.seed(seed);
   st_->taken.assign(st_->plan.faults.size(), 0);

@@ -6,7 +6,9 @@
 //
 // What a fault is here, against a real cluster (docs/faults.md):
 //   kill      every actor of the node exits (exit_reason::kill): as a process killed with -9,
-//             its peers learn it from their monitors, or from its silence;
+//             its peers learn it from their monitors, or from its silence; with
+//             restart_after_ms, the node's actors are spawned anew that long after and the
+//             conductor takes the node back (cluster::restart_local_node), as a rejoin;
 //   pause     every message to the node's actors, its own timers included, waits until the
 //             pause ends, then comes in order: as SIGSTOP and SIGCONT;
 //   partition messages between the nodes named and every other place are lost while it lasts
@@ -27,23 +29,33 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+namespace crescent {
+class cluster;
+}
 
 namespace crescent::sim {
 
 class sim_system;
+
+/// Names a cluster's actors in `sim`'s message stream ("decode/1") and says where each runs;
+/// with `only`, that node's actors alone (a node started again).
+void label_actors(sim_system& sim, const directory& dir,
+                  std::optional<uint32_t> only = std::nullopt);
 
 /// Timed fault events and message faults listed in the log, at most (the counts go on).
 inline constexpr size_t fault_log_lines_max = 200;
 
 class fault_injector final : public message_filter {
  public:
-  /// Carries out `plan` from now on (its times count from now) on the actors of `dir`, which
-  /// `sim` runs and has labelled with their places, and on the slices of `transfer` (null: no
-  /// transfer faults), which must outlive it. `plan` must have passed
+  /// Carries out `plan` from now on (its times count from now) on the actors of `cl`, which
+  /// `sim` runs and has labelled with their places (label_actors), and on the slices of
+  /// `transfer` (null: no transfer faults); both must outlive it. `plan` must have passed
   /// up::check_sim_fault_plan. Set it as `sim`'s filter.
-  fault_injector(sim_system& sim, const directory& dir, transport::transfer_engine* transfer,
+  fault_injector(sim_system& sim, cluster& cl, transport::transfer_engine* transfer,
                  up::fault_plan plan, uint64_t seed);
   ~fault_injector() override;
   fault_injector(const fault_injector&) = delete;

@@ -61,23 +61,6 @@ caf::expected<cluster_config> load_cluster(const replay_options& opt) {
   return load_cluster_config(opt.cluster_path);
 }
 
-void label_actors(sim_system& sim, const directory& dir) {
-  auto addr = [](const auto& h) { return caf::actor_cast<caf::actor_addr>(h); };
-  auto node = [](uint32_t n) { return static_cast<int32_t>(n); };
-  sim.label(addr(dir.conductor), "conductor");
-  sim.label(addr(dir.store_master), "store_master");
-  for (size_t i = 0; i < dir.block_owners.size(); ++i)
-    sim.label(addr(dir.block_owners[i]), fmt::format("block_owner/{}", i), node(i));
-  for (size_t i = 0; i < dir.node_agents.size(); ++i)
-    sim.label(addr(dir.node_agents[i]), fmt::format("node_agent/{}", i), node(i));
-  for (size_t i = 0; i < dir.prefill.size(); ++i)
-    sim.label(addr(dir.prefill[i]), fmt::format("prefill/{}", i), node(dir.prefill_node[i]));
-  for (size_t i = 0; i < dir.decode.size(); ++i)
-    sim.label(addr(dir.decode[i]), fmt::format("decode/{}", i), node(dir.decode_node[i]));
-  for (size_t i = 0; i < dir.coupled.size(); ++i)
-    sim.label(addr(dir.coupled[i]), fmt::format("coupled/{}", i), node(dir.coupled_node[i]));
-}
-
 // The progress bar on stderr: virtual time over the trace's span, requests ended, wall time and
 // an estimate of what is left.
 class progress_bar {
@@ -226,8 +209,8 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
   std::unique_ptr<fault_injector> faults;
   if (!opt.faults.faults.empty()) {
-    faults = std::make_unique<fault_injector>(sim, (*cl)->dir(), &(*cl)->transfer(), opt.faults,
-                                              opt.fault_seed);
+    faults =
+        std::make_unique<fault_injector>(sim, **cl, &(*cl)->transfer(), opt.faults, opt.fault_seed);
     sim.set_filter(faults.get());
   }
   const auto started = std::chrono::steady_clock::now();

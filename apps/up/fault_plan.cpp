@@ -480,10 +480,6 @@ caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cf
     const std::string where = source + ":" + std::to_string(f.line) + ": ";
     if (auto err = check_nodes_exist(f, cfg, where))
       return err;
-    if (f.restart_after_ms != 0)
-      return make_error(errc::bad_config,
-                        where + "restart_after_ms: simulated time has no node processes to start "
-                                "again (crescent up carries it out)");
     if (auto err = timeline.add(f, where))
       return err;
   }

@@ -122,8 +122,7 @@ caf::error check_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                             const std::string& source, bool netns = false);
 
 /// Checks the plan for simulated time: every kind; the nodes it names exist; kills and pauses
-/// as for check_fault_plan (a node need not have an address). A kill's restart_after_ms is
-/// refused: simulated time has no node processes to start again.
+/// as for check_fault_plan (a node need not have an address).
 caf::error check_sim_fault_plan(const fault_plan& plan, const cluster_config& cfg,
                                 const std::string& source);
 

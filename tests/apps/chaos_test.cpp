@@ -279,6 +279,29 @@ TEST(chaos, a_killed_decode_node_fails_what_it_held_and_the_rest_go_elsewhere) {
   EXPECT_GT(r.completed, 0u);
 }
 
+TEST(chaos, a_killed_decode_node_started_again_is_placed_on_and_decodes_again) {
+  auto c = prepared(60); // arrivals over about 4 s at x4
+  // Node 2 holds decode instance 0, which this light load takes nearly all of.
+  auto r = run_yaml(c, "faults: [{at_ms: 300, kill: 2, restart_after_ms: 1000}]");
+  // Held includes: the conductor counts all 4 nodes live at the end, node 2 with its new actors.
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.faults_taken.at(0), 3u) << "its block owner, node agent and decode instance 0";
+  EXPECT_NE(r.faults_log.find("start node 2 again (3 actors)"), std::string::npos) << r.faults_log;
+  EXPECT_EQ(r.completed + r.rejected + r.failed, 60u);
+  // While node 2 was down instance 1 decoded; once it was back, instance 0 (its new actors)
+  // did again, with the right tokens (held: every completed request's tokens are checked).
+  size_t meanwhile = 0, after = 0;
+  for (const auto& x : r.results) {
+    if (x.status != replay::outcome_status::completed)
+      continue;
+    const double at_ms = double(x.arrival_ns) / 1e6;
+    meanwhile += x.decode_instance == 1 && at_ms > 400 && at_ms < 1300;
+    after += x.decode_instance == 0 && at_ms > 1500;
+  }
+  EXPECT_GT(meanwhile, 0u);
+  EXPECT_GT(after, 0u);
+}
+
 TEST(chaos, a_kill_with_lost_and_duplicated_messages_crashes_nothing) {
   // Found by a plan like a chaos seed's: the killed decode instance's page grants stayed
   // registered after its memory was gone, and a prefill's KV hand-off wrote into it (SIGSEGV).
