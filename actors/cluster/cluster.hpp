@@ -8,9 +8,10 @@
 // transfer engine serves this process's nodes over its data-plane server (transfer.bind_host),
 // so the KV hand-off to a hosted decode instance takes shared memory or TCP.
 //
-// A hosted node whose process is lost (killed, or ended when its connection closed) is taken back
-// when a new process answers at its address: rejoin_node, which a thread of the cluster calls
-// every rejoin_interval_ms for each lost node that something listens for (0: only when asked).
+// A hosted node whose process is lost is taken back when a new agent answers at its address: a
+// new process after a kill, or the same process started afresh after its connection closed
+// (rejoin_wait_ms). rejoin_node does it; a thread of the cluster calls it every
+// rejoin_interval_ms for each lost node that something listens for (0: only when asked).
 //
 // Shutdown: stop() asks every actor of this process to exit; the caller then waits for the actor
 // system to drain (actor_system::await_all_actors_done) before destroying the cluster, which
