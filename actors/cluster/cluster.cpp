@@ -240,16 +240,9 @@ caf::error cluster::publish() {
 }
 
 std::vector<caf::strong_actor_ptr> cluster::actors_of(uint32_t n) const {
-  std::vector<caf::strong_actor_ptr> out{ptr(dir_.block_owners[n])};
-  for (uint32_t i = 0; i < dir_.prefill.size(); ++i)
-    if (dir_.prefill_node[i] == n)
-      out.push_back(ptr(dir_.prefill[i]));
-  for (uint32_t i = 0; i < dir_.decode.size(); ++i)
-    if (dir_.decode_node[i] == n)
-      out.push_back(ptr(dir_.decode[i]));
-  for (uint32_t i = 0; i < dir_.coupled.size(); ++i)
-    if (dir_.coupled_node[i] == n)
-      out.push_back(ptr(dir_.coupled[i]));
+  std::vector<caf::strong_actor_ptr> out;
+  for (const auto& a : actors_on_node(dir_, n))
+    out.push_back(ptr(a));
   return out;
 }
 
@@ -271,9 +264,8 @@ caf::expected<std::vector<caf::actor>> cluster::restart_local_node(uint32_t n) {
   spawn_agent(n);
   if (auto err = publish())
     return err;
-  std::vector<caf::actor> out{caf::actor_cast<caf::actor>(dir_.node_agents[n])};
-  for (const auto& a : actors_of(n))
-    out.push_back(caf::actor_cast<caf::actor>(a));
+  auto out = actors_on_node(dir_, n);
+  out.insert(out.begin(), caf::actor_cast<caf::actor>(dir_.node_agents[n]));
   return out;
 }
 

@@ -21,6 +21,26 @@
 
 namespace crescent {
 
+std::vector<caf::actor> actors_on_node(const directory& dir, uint32_t node) {
+  std::vector<caf::actor> out;
+  auto add = [&](const auto& handle) {
+    if (handle)
+      out.push_back(caf::actor_cast<caf::actor>(handle));
+  };
+  if (node < dir.block_owners.size())
+    add(dir.block_owners[node]);
+  for (size_t i = 0; i < dir.prefill.size(); ++i)
+    if (dir.prefill_node.at(i) == node)
+      add(dir.prefill[i]);
+  for (size_t i = 0; i < dir.decode.size(); ++i)
+    if (dir.decode_node.at(i) == node)
+      add(dir.decode[i]);
+  for (size_t i = 0; i < dir.coupled.size(); ++i)
+    if (dir.coupled_node.at(i) == node)
+      add(dir.coupled[i]);
+  return out;
+}
+
 namespace {
 
 // A compressed pool's arena unit, and how many more blocks than uncompressed pages its metadata

@@ -16,8 +16,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace crescent {
+
+/// Node `node`'s block owner and workers in `dir` (what its agent watches), in that order, the
+/// handles it lacks left out.
+std::vector<caf::actor> actors_on_node(const directory& dir, uint32_t node);
 
 /// The engine the cluster file names (engine.kind): the reference engine or the modeled one
 /// (whose profile may have the cluster's instances share `cores`).

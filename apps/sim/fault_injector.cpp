@@ -1,6 +1,7 @@
 #include "apps/sim/fault_injector.hpp"
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/cluster/node_spawn.hpp"
 
 #include "apps/sim/sim_system.hpp"
 #include "apps/up/transfer_faults.hpp"
@@ -68,24 +69,15 @@ std::string describe_message(const ready_message& m) {
   return fmt::format("{} {} -> {}", m.type, m.sender_name, m.receiver_name);
 }
 
-// The actors of each node, as a kill finds them.
+// The actors of each node, as a kill finds them: its owner, its agent, its workers.
 std::vector<std::vector<caf::actor>> actors_by_node(const directory& dir) {
   std::vector<std::vector<caf::actor>> out(dir.block_owners.size());
-  auto add = [&](uint32_t node, const auto& handle) {
-    if (node < out.size() && handle)
-      out[node].push_back(caf::actor_cast<caf::actor>(handle));
-  };
-  for (size_t n = 0; n < dir.block_owners.size(); ++n) {
-    add(uint32_t(n), dir.block_owners[n]);
-    if (n < dir.node_agents.size())
-      add(uint32_t(n), dir.node_agents[n]);
+  for (uint32_t n = 0; n < out.size(); ++n) {
+    out[n] = actors_on_node(dir, n);
+    if (n < dir.node_agents.size() && dir.node_agents[n])
+      out[n].insert(out[n].begin() + (dir.block_owners[n] ? 1 : 0),
+                    caf::actor_cast<caf::actor>(dir.node_agents[n]));
   }
-  for (size_t i = 0; i < dir.prefill.size(); ++i)
-    add(dir.prefill_node.at(i), dir.prefill[i]);
-  for (size_t i = 0; i < dir.decode.size(); ++i)
-    add(dir.decode_node.at(i), dir.decode[i]);
-  for (size_t i = 0; i < dir.coupled.size(); ++i)
-    add(dir.coupled_node.at(i), dir.coupled[i]);
   return out;
 }
 

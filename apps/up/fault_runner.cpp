@@ -234,34 +234,18 @@ void fault_runner::apply_restart(const action& a, double at_ms) {
 }
 
 void fault_runner::apply(const action& a, std::chrono::steady_clock::time_point start) {
-  if (a.restart) {
-    apply_restart(
-        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count());
-    return;
-  }
-  if (a.gate) {
-    apply_gate(a,
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                   .count());
-    return;
-  }
-  if (a.transfer) {
-    apply_transfer(
-        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count());
-    return;
-  }
-  if (a.signal == 0) {
-    apply_network(
-        a, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-               .count());
-    return;
-  }
-  auto x = std::find_if(nodes_.begin(), nodes_.end(),
-                        [&](const node_process& p) { return p.node == a.node; });
   const double at_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (a.restart)
+    return apply_restart(a, at_ms);
+  if (a.gate)
+    return apply_gate(a, at_ms);
+  if (a.transfer)
+    return apply_transfer(a, at_ms);
+  if (a.signal == 0)
+    return apply_network(a, at_ms);
+  auto x = std::find_if(nodes_.begin(), nodes_.end(),
+                        [&](const node_process& p) { return p.node == a.node; });
   if (x == nodes_.end() || x->killed) {
     log_ << fmt::format("{:.1f} ms: {}: skipped, the node's process is gone\n", at_ms, a.what);
     return;
