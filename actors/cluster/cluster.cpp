@@ -236,7 +236,17 @@ caf::error cluster::spawn_workers(std::optional<uint32_t> only) {
 }
 
 caf::error cluster::publish() {
-  return cell_->publish(dir_);
+  if (auto err = cell_->publish(dir_))
+    return err;
+  std::lock_guard guard{published_mutex_};
+  if (on_published_)
+    on_published_(dir_);
+  return caf::none;
+}
+
+void cluster::on_published(std::function<void(const directory&)> observer) {
+  std::lock_guard guard{published_mutex_};
+  on_published_ = std::move(observer);
 }
 
 std::vector<caf::strong_actor_ptr> cluster::actors_of(uint32_t n) const {

@@ -33,6 +33,7 @@
 #include <caf/scoped_actor.hpp>
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -86,6 +87,13 @@ class cluster {
   /// Refused for a node of another process.
   caf::expected<std::vector<caf::actor>> restart_local_node(uint32_t n);
 
+  /// `observer` sees every directory this cluster publishes from now on (a rejoin's or a
+  /// restart's, and a failed rejoin's undoing), after this process's actors can read it and
+  /// before the conductor places on a node it brings back. Called on the publishing thread (the
+  /// rejoin watch's, or the caller of rejoin_node or restart_local_node) with a lock held: it
+  /// must not call into the cluster. Replaces any earlier one; an empty function removes it.
+  void on_published(std::function<void(const directory&)> observer);
+
   /// Asks every actor of the cluster to exit.
   void stop();
 
@@ -116,6 +124,8 @@ class cluster {
   std::shared_ptr<directory_cell> cell_;
   std::vector<std::optional<transport::peer_info>> peers_; // by node: hosted nodes' memory
   std::mutex rejoin_mutex_;
+  std::mutex published_mutex_; // guards on_published_
+  std::function<void(const directory&)> on_published_;
   std::thread watch_; // looks for lost nodes' new processes (rejoin_interval_ms)
   std::mutex watch_mutex_;
   std::condition_variable watch_wake_;

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace crescent {
@@ -20,36 +21,50 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// How long the check that something listens at a node's address waits for an answer. CAF's
-// connect blocks without a limit: behind a partition it would hold the watch for minutes.
-constexpr int listen_check_ms = 200;
+// How long the check that a node answers at its address waits, connect and first bytes
+// together. CAF's connect blocks without a limit: behind a partition it would hold the watch for
+// minutes.
+constexpr int answer_check_ms = 200;
 
-// Whether a TCP connection to `a` opens within listen_check_ms (it is closed at once).
-bool listening(const node_address& a) {
+// Whether a process answers at `a` within answer_check_ms: a TCP connection opens and its first
+// bytes arrive (the connection is closed at once). CAF's accepting side speaks first (BASP's
+// server handshake), so a live middleman answers, while a stopped process does not: its kernel
+// still completes the connect from the listen backlog, and a rejoin started then would wait
+// inside CAF's connect until the process ran again, when it may be about to start afresh.
+bool answers(const node_address& a) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   if (getaddrinfo(a.host.c_str(), std::to_string(a.port).c_str(), &hints, &found) != 0)
     return false;
-  bool open = false;
-  for (auto* ai = found; ai != nullptr && !open; ai = ai->ai_next) {
+  const auto until = steady::now() + std::chrono::milliseconds(answer_check_ms);
+  auto left_ms = [&] {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - steady::now());
+    return static_cast<int>(std::max<int64_t>(0, left.count()));
+  };
+  bool answered = false;
+  for (auto* ai = found; ai != nullptr && !answered; ai = ai->ai_next) {
     const int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK, ai->ai_protocol);
     if (fd < 0)
       continue;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-      open = true;
-    } else if (errno == EINPROGRESS) {
+    bool open = connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    if (!open && errno == EINPROGRESS) {
       pollfd p{fd, POLLOUT, 0};
       int err = 0;
       socklen_t len = sizeof err;
-      open = poll(&p, 1, listen_check_ms) == 1 &&
-             getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+      open = poll(&p, 1, left_ms()) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+             err == 0;
+    }
+    if (open) {
+      pollfd p{fd, POLLIN, 0};
+      char byte = 0;
+      answered = poll(&p, 1, left_ms()) == 1 && recv(fd, &byte, 1, MSG_PEEK) == 1;
     }
     close(fd);
   }
   freeaddrinfo(found);
-  return open;
+  return answered;
 }
 
 } // namespace
@@ -103,7 +118,7 @@ void cluster::watch_rejoins() {
           },
           caf::after(std::chrono::milliseconds(0)) >> [&] { more = false; });
     for (uint32_t n = 0; n < nodes; ++n) {
-      if (!lost[n] || !listening(*parse_node_address(cfg_.nodes[n].address)))
+      if (!lost[n] || !answers(*parse_node_address(cfg_.nodes[n].address)))
         continue;
       auto err = rejoin_node(n);
       // Taken back, here or by another rejoin_node call: watch its new agent.

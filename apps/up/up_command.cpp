@@ -188,10 +188,9 @@ caf::expected<std::vector<std::unique_ptr<up::message_gate>>> start_gates(prepar
 
 // Where each process is and who each actor of the cluster is, for the gates: a node's actors
 // run where its handle's CAF node id says (its own process, or this one).
-std::shared_ptr<const up::gate_directory> gate_directory_of(const cluster& cl) {
+std::shared_ptr<const up::gate_directory> gate_directory_of(const directory& dir,
+                                                            const cluster_config& cfg) {
   auto out = std::make_shared<up::gate_directory>();
-  const auto& dir = cl.dir();
-  const auto& cfg = cl.config();
   out->add_place(dir.conductor.node(), up::main_place);
   for (uint32_t n = 0; n < cfg.nodes.size() && n < dir.node_agents.size(); ++n)
     if (cfg.nodes[n].hosted_elsewhere() && dir.node_agents[n])
@@ -439,9 +438,15 @@ int up_command(const up_options& opt, up_result* out) {
   // This process's engine serves its own nodes: it takes the transfer faults too.
   auto started = [&](cluster& cl) {
     if (!gates.empty()) {
-      auto directory = gate_directory_of(cl);
-      for (auto& g : gates)
-        g->set_directory(directory);
+      // At bring-up, and again at each rejoin: a node's new process has new actors (and a new
+      // CAF node id after a kill), which the plan's roles must name too.
+      auto tell_gates = [&gates, &cfg = cl.config()](const directory& dir) {
+        auto gate_dir = gate_directory_of(dir, cfg);
+        for (auto& g : gates)
+          g->set_directory(gate_dir);
+      };
+      tell_gates(cl.dir());
+      cl.on_published(tell_gates);
     }
     if (!transfer_faults.empty())
       if (auto err = up::install_transfer_faults(cl.transfer(), transfer_faults, opt.seed,
