@@ -65,8 +65,12 @@ caf::error read_budget(yaml_reader& r, const YAML::Node& v, const std::string& f
         [&](auto& x, auto& f) {
           return r.read_uint(x, f, b.for_ms_max, 1, up::fault_time_ms_max);
         }},
-       {"nodes_lost_max", [&](auto& x, auto& f) {
+       {"nodes_lost_max",
+        [&](auto& x, auto& f) {
           return r.read_uint(x, f, b.nodes_lost_max, 0, cluster_nodes_max - 1);
+        }},
+       {"restart_ms_max", [&](auto& x, auto& f) {
+          return r.read_uint(x, f, b.restart_ms_max, 0, up::fault_time_ms_max);
         }}});
 }
 
@@ -136,6 +140,8 @@ up::fault draw_fault(draw& d, const fault_budget& b, uint32_t nodes, uint64_t sp
   switch (kind) {
   case up::fault_kind::kill:
     f.node = uint32_t(d.below(nodes));
+    if (b.restart_ms_max != 0 && d.below(2) == 0) // no draw at all without restarts
+      f.restart_after_ms = d.in(1, b.restart_ms_max);
     break;
   case up::fault_kind::pause:
     f.node = uint32_t(d.below(nodes));

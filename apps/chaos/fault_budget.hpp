@@ -12,6 +12,8 @@
 //                            # original (drawn); false: at once
 //     for_ms_max: 3000       # pauses, partitions and message faults last at most this long
 //     nodes_lost_max: 1      # nodes killed in one run, at most
+//     restart_ms_max: 2000   # half the kills drawn start their node again 1 to this many ms
+//                            # later (a rejoin); 0: every kill is for good
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -39,6 +41,9 @@ struct fault_budget {
   bool late_copies = true;
   uint64_t for_ms_max = 3000;
   uint32_t nodes_lost_max = 1;
+  // 0 draws no restarts, and draws every other fault as before restarts were drawn (the seeds
+  // kept as regression tests were found so).
+  uint64_t restart_ms_max = 2000;
 };
 
 inline constexpr uint32_t budget_faults_max = 64;

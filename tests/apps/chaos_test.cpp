@@ -14,14 +14,15 @@
 namespace crescent::chaos {
 namespace {
 
-// The budget campaigns drew from before delay_transfer and late copies existed: the seeds kept
-// below were found with it, and draw the plans that found their bugs only from it.
+// The budget campaigns drew from before delay_transfer, late copies and restarts existed: the
+// seeds kept below were found with it, and draw the plans that found their bugs only from it.
 campaign found_with_nine_kinds(campaign c) {
   c.budget.kinds = {
       up::fault_kind::kill,    up::fault_kind::pause,         up::fault_kind::partition,
       up::fault_kind::drop,    up::fault_kind::delay,         up::fault_kind::duplicate,
       up::fault_kind::reorder, up::fault_kind::fail_transfer, up::fault_kind::corrupt};
   c.budget.late_copies = false;
+  c.budget.restart_ms_max = 0;
   return c;
 }
 
@@ -355,7 +356,7 @@ TEST(chaos, seed_285_commits_no_replica_damaged_on_its_way) {
 TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   auto b = parse_fault_budget("budget:\n  faults_max: 5\n  kinds: [drop, kill]\n"
                               "  probability_max: 0.2\n  delay_ms_max: 9\n  for_ms_max: 99\n"
-                              "  nodes_lost_max: 0\n  late_copies: false\n",
+                              "  nodes_lost_max: 0\n  late_copies: false\n  restart_ms_max: 0\n",
                               "b.yaml");
   ASSERT_TRUE(b) << describe(b.error());
   EXPECT_EQ(b->faults_max, 5u);
@@ -365,6 +366,7 @@ TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   EXPECT_EQ(b->for_ms_max, 99u);
   EXPECT_EQ(b->nodes_lost_max, 0u);
   EXPECT_FALSE(b->late_copies);
+  EXPECT_EQ(b->restart_ms_max, 0u);
   auto error_of = [](const std::string& yaml) {
     auto x = parse_fault_budget(yaml, "b.yaml");
     EXPECT_FALSE(x) << yaml;
@@ -378,6 +380,8 @@ TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   EXPECT_NE(e.find("budget.faults_max: 0 is not in [1, 64]"), std::string::npos) << e;
   e = error_of("budget: {kinds: []}\n");
   EXPECT_NE(e.find("name at least one kind"), std::string::npos) << e;
+  e = error_of("budget: {restart_ms_max: -5}\n");
+  EXPECT_NE(e.find("budget.restart_ms_max"), std::string::npos) << e;
   e = error_of("budjet: {}\n");
   EXPECT_NE(e.find("budjet: unknown field"), std::string::npos) << e;
 }
@@ -398,19 +402,31 @@ TEST(fault_budget, draws_plans_its_checks_take_and_kills_no_more_than_allowed) {
     EXPECT_EQ(up::format_fault_plan(draw_fault_plan(b, cfg, seed, 10'000)),
               up::format_fault_plan(plan));
   }
+  // Of seeds 1 to 50's faults, how many `value` gives more than 0, and how many 0; each value
+  // is at most `most`.
+  auto drawn = [&](auto value, uint64_t most) {
+    std::pair<size_t, size_t> out;
+    for (uint64_t seed = 1; seed <= 50; ++seed)
+      for (const auto& f : draw_fault_plan(b, cfg, seed, 10'000).faults) {
+        EXPECT_LE(value(f), most);
+        (value(f) > 0 ? out.first : out.second) += 1;
+      }
+    return out;
+  };
+  auto delay_of = [](const up::fault& f) { return f.delay_ms; };
+  auto restart_of = [](const up::fault& f) { return f.restart_after_ms; };
   // Late copies: some of the duplicates' copies come late, none later than delay_ms_max.
   b.kinds = {up::fault_kind::duplicate};
-  size_t late = 0, at_once = 0;
-  for (uint64_t seed = 1; seed <= 50; ++seed)
-    for (const auto& f : draw_fault_plan(b, cfg, seed, 10'000).faults) {
-      EXPECT_LE(f.delay_ms, b.delay_ms_max);
-      (f.delay_ms > 0 ? late : at_once) += 1;
-    }
-  EXPECT_GT(late, 0u);
+  EXPECT_GT(drawn(delay_of, b.delay_ms_max).first, 0u);
   b.late_copies = false;
-  for (const auto& f : draw_fault_plan(b, cfg, 1, 10'000).faults)
-    EXPECT_EQ(f.delay_ms, 0u) << "without late copies, a copy comes at once";
+  EXPECT_EQ(drawn(delay_of, 0).first, 0u) << "without late copies, a copy comes at once";
+  // Restarts: about half the kills start their node again, within restart_ms_max; none without.
   b.kinds = {up::fault_kind::kill};
+  const auto [restarted, for_good] = drawn(restart_of, b.restart_ms_max);
+  EXPECT_GT(restarted, 10u);
+  EXPECT_GT(for_good, 10u);
+  b.restart_ms_max = 0;
+  EXPECT_EQ(drawn(restart_of, 0).first, 0u) << "restart_ms_max 0: every kill is for good";
   b.nodes_lost_max = 0;
   EXPECT_TRUE(draw_fault_plan(b, cfg, 1, 10'000).faults.empty()) << "no room: no fault";
 }
