@@ -210,6 +210,11 @@ caf::error copy_slice(slice_record& s, std::byte* remote);
 /// What an injected `corrupt` does to a slice's bytes.
 void corrupt_bytes(std::byte* bytes, uint64_t length);
 
+/// corrupt_bytes on bytes that have landed at `where`: host memory directly, GPU memory through
+/// a copy of the 8 bytes to the host and back (the error is the copy's). For the paths that
+/// move bytes without touching them on the way (cuda; RDMA reads).
+caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location where);
+
 /// Consults the fault hook (transfer_engine::set_fault_hook) as a path starts slice `s`, and
 /// keeps its word in s.fault for the path to act on (corrupt). A `fail` ends the slice here with
 /// io_error, and a held `delay` puts it in the delay line: then this returns true, and the path

@@ -1,10 +1,13 @@
 // The in-process path: the remote region is this engine's own, so a slice is a checked memcpy
 // under a pin that keeps the region registered meanwhile.
 #include "messages/errors.hpp"
+#include "transport/device_memory.hpp"
 #include "transport/engine_internal.hpp"
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace crescent::transport {
@@ -51,6 +54,24 @@ void corrupt_bytes(std::byte* bytes, uint64_t length) {
   // exponent byte among them), as a corrupted packet would.
   for (uint64_t k = length / 2; k < length && k < length / 2 + 8; ++k)
     bytes[k] ^= std::byte{0x5a};
+}
+
+caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location where) {
+  if (!where.is_gpu()) {
+    corrupt_bytes(bytes, length);
+    return caf::none;
+  }
+  // GPU memory: the same bytes, through the host (the cuda path and GPUDirect RDMA reads only).
+  std::array<std::byte, 8> window{};
+  const uint64_t at = length / 2;
+  const uint64_t n = std::min<uint64_t>(window.size(), length - at);
+  if (n == 0)
+    return caf::none;
+  if (auto err = copy_and_wait(window.data(), bytes + at, n, where.device))
+    return err;
+  for (uint64_t k = 0; k < n; ++k)
+    window[k] ^= std::byte{0x5a}; // as corrupt_bytes: the window is the slice's middle
+  return copy_and_wait(bytes + at, window.data(), n, where.device);
 }
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine) {

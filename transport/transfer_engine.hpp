@@ -121,7 +121,8 @@ enum class slice_fault : uint8_t {
   none,
   fail,    // the slice fails (io_error), as a lost connection mid-transfer would end it
   corrupt, // 8 bytes of the destination change on the way: a slice with a checksum fails
-           // with checksum_mismatch; one without arrives changed
+           // with checksum_mismatch; one without arrives changed, except a write over TCP
+           // or RDMA, which arrives intact (those paths cannot change it on the way)
   delay,   // the slice starts slice_verdict::delay later, as over a congested link
 };
 

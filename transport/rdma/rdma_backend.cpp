@@ -129,6 +129,11 @@ class rdma_backend final : public backend, public rdma::responder, public rdma::
       return refuse("the transfer engine is stopping");
     if (s.checksum)
       return refuse("RDMA cannot verify a checksum: no code runs at the owner");
+    // Injected faults: a failed or held slice ends or waits here; a corrupted READ changes once
+    // landed (end_work). A corrupted WRITE arrives intact: its bytes go from the sender's memory
+    // to the owner's through the NICs, and neither may be changed for it.
+    if (injected_failure(s))
+      return;
     auto p = find(s.remote.node);
     if (!p)
       return refuse("no RDMA route to node " + std::to_string(s.remote.node));

@@ -32,9 +32,12 @@ std::string hex(uint32_t v) {
 
 void end_work(region_table& table, work& w, caf::error err) {
   assert(w.slice != nullptr);
+  auto& s = *w.slice;
+  if (!err && s.kind == op_kind::read && s.fault == slice_fault::corrupt) // injected
+    err = corrupt_landed(s.local, s.length, s.local_location);            // still pinned
   w.local.reset();
   table.unpin(w.local_region);
-  complete_slice(*w.slice, std::move(err));
+  complete_slice(s, std::move(err));
 }
 
 void end_all(region_table& table, endings& done) {
