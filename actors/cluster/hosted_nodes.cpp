@@ -253,9 +253,25 @@ caf::error cluster::take_back(caf::scoped_actor& self, uint32_t n) {
   if (err)
     return make_error(errc::unavailable, "the conductor did not take node " + std::to_string(n) +
                                              " back: " + describe(err));
-  caf::anon_send(dir_.node_agents[n], start_atom::value);
-  caf::anon_send(dir_.block_owners[n], start_atom::value);
-  return caf::none;
+  // Asked, not told: a message fault in the path (a gate's drop) may lose a start or its
+  // answer, and a node never started would stay silent, taken back but never placed on. Starting
+  // twice does no harm (an agent beats once, an owner reports again).
+  const auto per_try = std::chrono::milliseconds(std::max<uint64_t>(1, cfg_.join_timeout_ms / 4));
+  auto start = [&](const auto& who, const char* what) -> caf::error {
+    caf::error last;
+    for (int tries = 0; tries < 4; ++tries) {
+      last = caf::none;
+      self->request(who, per_try, start_atom::value)
+          .receive([] {}, [&](caf::error& e) { last = std::move(e); });
+      if (!last)
+        return caf::none;
+    }
+    return make_error(errc::unavailable, "node " + std::to_string(n) + "'s " + what +
+                                             " did not answer its start: " + describe(last));
+  };
+  if (auto err = start(dir_.node_agents[n], "agent"))
+    return err;
+  return start(dir_.block_owners[n], "block owner");
 }
 
 } // namespace crescent

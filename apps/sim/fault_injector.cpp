@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 namespace crescent::sim {
@@ -81,10 +82,48 @@ std::vector<std::vector<caf::actor>> actors_by_node(const directory& dir) {
   return out;
 }
 
+// The end (ns on the simulation's clock) of the partitions that cut node `n` off at `now_ns`;
+// nullopt where none does.
+std::optional<int64_t> cut_off_until(const fault_injector::state& st, uint32_t n, int64_t now_ns) {
+  std::optional<int64_t> until;
+  for (const auto& f : st.plan.faults)
+    if (f.kind == up::fault_kind::partition && active(f, now_ns - st.start_ns) &&
+        in(f.nodes, int32_t(n)))
+      until = std::max(until.value_or(0), st.start_ns + int64_t(f.at_ms + f.for_ms) * 1'000'000);
+  return until;
+}
+
+// A start crosses to the node, where a message fault may lose it (or its answer): asked again
+// until answered, at most start_tries times. Starting twice does no harm (an agent beats once,
+// an owner reports again).
+constexpr uint32_t start_tries = 8;
+constexpr auto start_timeout = std::chrono::seconds(1);
+
+void start_until_answered(caf::event_based_actor* self, fault_injector::state& st, caf::actor who,
+                          uint32_t node, uint32_t tries_left) {
+  self->request(who, start_timeout, start_atom::value)
+      .then([] {},
+            [=, st = &st](caf::error& err) {
+              if (tries_left > 1)
+                return start_until_answered(self, *st, who, node, tries_left - 1);
+              st->note(st->sim->elapsed().count(),
+                       fmt::format("node {}'s new actors did not answer {} starts: {}", node,
+                                   start_tries, crescent::describe(err)));
+            });
+}
+
 // A killed node's actors anew, as a process started again at its address would be: labelled,
-// published, its agent handed to the conductor, and started.
-void restart(caf::event_based_actor* self, fault_injector::state& st, const up::fault& f) {
+// published, its agent handed to the conductor, and started. As in real time, where the main
+// process takes a node back only once it answers, a node cut off by a partition is taken back
+// when the partition ends.
+void restart(caf::event_based_actor* self, fault_injector::state& st, uint32_t index) {
+  const auto& f = st.plan.faults.at(index);
   const int64_t now = st.sim->elapsed().count();
+  if (auto until = cut_off_until(st, f.node, now)) {
+    st.note(now, fmt::format("node {} is cut off: started again when its partition ends", f.node));
+    self->delayed_send(self, std::chrono::nanoseconds(*until - now), start_atom::value, index);
+    return;
+  }
   auto fresh = st.cl->restart_local_node(f.node);
   if (!fresh) {
     st.note(now, fmt::format("start node {} again: {}", f.node, crescent::describe(fresh.error())));
@@ -99,8 +138,9 @@ void restart(caf::event_based_actor* self, fault_injector::state& st, const up::
               st->note(now, fmt::format("the conductor did not take node {} back: {}", node,
                                         crescent::describe(err)));
             });
-  self->send(agent, start_atom::value);
-  self->send(st.cl->dir().block_owners.at(f.node), start_atom::value);
+  start_until_answered(self, st, agent, f.node, start_tries);
+  start_until_answered(self, st, caf::actor_cast<caf::actor>(st.cl->dir().block_owners.at(f.node)),
+                       f.node, start_tries);
   st.note(now, fmt::format("start node {} again ({} actors)", f.node, fresh->size()));
 }
 
@@ -119,7 +159,7 @@ caf::behavior fault_clock(caf::event_based_actor* self, std::shared_ptr<fault_in
       self->delayed_send(self, std::chrono::milliseconds(f.at_ms + f.restart_after_ms),
                          start_atom::value, i);
   }
-  return {[=](start_atom, uint32_t i) { restart(self, *st, st->plan.faults.at(i)); },
+  return {[=](start_atom, uint32_t i) { restart(self, *st, i); },
           [=](fault_atom, uint32_t i, bool begins) {
             const auto& f = st->plan.faults.at(i);
             const int64_t now = st->sim->elapsed().count();

@@ -141,5 +141,35 @@ TEST_F(gpu_fixture, a_peer_engine_in_this_process_reaches_gpu_regions) {
   EXPECT_TRUE(is(user->read(h, 17, back), errc::not_found));
 }
 
+TEST_F(gpu_fixture, injected_slice_faults_fail_or_change_the_destination_on_the_cuda_path) {
+  auto src = random_bytes(1 << 20, 3);
+  auto run = [&](op_kind kind, std::span<std::byte> local) {
+    transfer_op op{kind, local, region, 0, false};
+    auto id = engine->submit(std::span{&op, 1}, clock_type::now() + std::chrono::seconds(10));
+    EXPECT_TRUE(id);
+    auto results = engine->wait(*id);
+    EXPECT_TRUE(results);
+    return results ? results->at(0) : op_result{};
+  };
+  ASSERT_FALSE(engine->write(region, 0, src));
+  engine->set_fault_hook([](const slice_view&) { return slice_fault::fail; });
+  auto other = random_bytes(src.size(), 4);
+  auto r = run(op_kind::write, other);
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_NE(describe(r.reason).find("injected fault"), std::string::npos) << describe(r.reason);
+  EXPECT_EQ(arena->download(4099, src.size()), src) << "a failed slice writes nothing";
+  engine->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  std::vector<std::byte> back(src.size());
+  r = run(op_kind::read, back);
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_NE(back, src) << "a read's bytes change once landed in host memory";
+  EXPECT_EQ(arena->download(4099, src.size()), src) << "the GPU source does not";
+  r = run(op_kind::write, src);
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_NE(arena->download(4099, src.size()), src) << "a write changes in GPU memory";
+  EXPECT_EQ(src, random_bytes(1 << 20, 3)) << "the host source does not";
+  engine->set_fault_hook({});
+}
+
 } // namespace
 } // namespace crescent::transport
