@@ -101,12 +101,12 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
 }
 
 std::vector<std::string> audit_settled(caf::actor_system& sys, cluster& cl,
-                                       const std::set<uint32_t>& killed,
+                                       const std::function<std::set<uint32_t>()>& lost,
                                        std::chrono::milliseconds within) {
   const auto until = std::chrono::steady_clock::now() + within;
   for (;;) {
     auto violations = audit_once(
-        cl, killed, stats_asker::of([&](const auto& who) { return ask_stats(sys, who); }));
+        cl, lost(), stats_asker::of([&](const auto& who) { return ask_stats(sys, who); }));
     if (violations.empty() || std::chrono::steady_clock::now() >= until)
       return violations;
     std::this_thread::sleep_for(poll_interval); // real time: the cluster settles meanwhile

@@ -60,8 +60,11 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
 
 /// Asks until all hold or `within` has passed (a silent node needs the conductor's heartbeat
 /// timeout to count as live again); what still does not hold then, one line each (empty: held).
+/// `lost` names the nodes killed or otherwise gone, asked again before each try: a process cut
+/// off past the connection timeout may end while this waits (its own timeout can run out after
+/// the main process's).
 std::vector<std::string> audit_settled(caf::actor_system& sys, cluster& cl,
-                                       const std::set<uint32_t>& killed,
+                                       const std::function<std::set<uint32_t>()>& lost,
                                        std::chrono::milliseconds within);
 
 } // namespace crescent::up

@@ -417,23 +417,26 @@ int up_command(const up_options& opt, up_result* out) {
   std::vector<uint32_t> ended_early; // node processes that ended during the run, not killed
   auto settle = [&](caf::actor_system& sys, cluster& cl) {
     faults.stop(); // no more faults: a paused node resumes, and the cluster must heal
-    std::set<uint32_t> killed;
-    for (auto& x : *nodes) {
+    for (auto& x : *nodes)
       if (x.paused && x.process.signal(SIGCONT))
         x.paused = false;
-      if (x.killed) {
-        killed.insert(x.node);
-      } else if (!x.process.running()) {
-        // Ended on its own: cut off past connection_timeout_ms, its connections closed and
-        // its cluster gone (or a crash). Lost like a killed node, and named in the report.
-        killed.insert(x.node);
-        ended_early.push_back(x.node);
-      }
-    }
+    // Killed, or ended on its own: cut off past connection_timeout_ms, its connections closed
+    // and its cluster gone (or a crash). Such a process may end while the audit waits (its
+    // own timeout runs out after the main process's), so this is asked again at each try.
+    auto lost = [&] {
+      std::set<uint32_t> out;
+      for (auto& x : *nodes)
+        if (x.killed || !x.process.running())
+          out.insert(x.node);
+      return out;
+    };
     // A node silent for the heartbeat timeout needs one more beat and check to count again.
     const auto within = std::chrono::milliseconds(p->cfg.conductor.heartbeat_timeout_ms +
                                                   2 * p->cfg.heartbeat_interval_ms + 5000);
-    unsettled = up::audit_settled(sys, cl, killed, within);
+    unsettled = up::audit_settled(sys, cl, lost, within);
+    for (auto& x : *nodes)
+      if (!x.killed && !x.process.running())
+        ended_early.push_back(x.node); // lost like a killed node, and named in the report
   };
   // This process's engine serves its own nodes: it takes the transfer faults too.
   auto started = [&](cluster& cl) {
