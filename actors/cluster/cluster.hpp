@@ -107,7 +107,9 @@ class cluster {
   std::vector<caf::strong_actor_ptr> actors_of(uint32_t node) const; // its owner and workers
   // hosted_nodes.cpp
   caf::error join_hosted_nodes();
-  caf::error join_hosted_node(caf::scoped_actor& self, uint32_t node);
+  // The whole join, reaching the process included, takes at most `limit`.
+  caf::error join_hosted_node(caf::scoped_actor& self, uint32_t node,
+                              std::chrono::milliseconds limit);
   caf::error take_back(caf::scoped_actor& self, uint32_t node);
   caf::error send_directory(caf::scoped_actor& self, uint32_t node);
   // rejoin_watch.cpp

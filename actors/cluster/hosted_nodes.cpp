@@ -22,6 +22,9 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
+// A rejoin's join waits at least this long (10 rejoin intervals, and never past join_timeout_ms).
+constexpr int64_t rejoin_join_ms_min = 1000;
+
 struct welcome {
   typed_envelope<wire::NodeWelcome> terms;
   caf::actor owner;
@@ -108,11 +111,11 @@ std::chrono::milliseconds time_left(steady::time_point deadline) {
 
 } // namespace
 
-caf::error cluster::join_hosted_node(caf::scoped_actor& self, uint32_t n) {
+caf::error cluster::join_hosted_node(caf::scoped_actor& self, uint32_t n,
+                                     std::chrono::milliseconds limit) {
   const auto& address = cfg_.nodes[n].address;
   auto a = parse_node_address(address); // validated already
-  // The whole join, reaching the process included, takes at most join_timeout_ms.
-  const auto deadline = steady::now() + std::chrono::milliseconds(cfg_.join_timeout_ms);
+  const auto deadline = steady::now() + limit;
   auto agent = reach(sys_, *a, deadline);
   if (!agent)
     return make_error(errc::unavailable, where(n, address) +
@@ -174,7 +177,7 @@ caf::error cluster::join_hosted_nodes() {
   peers_.assign(cfg_.nodes.size(), std::nullopt);
   for (uint32_t n = 0; n < cfg_.nodes.size(); ++n)
     if (cfg_.nodes[n].hosted_elsewhere())
-      if (auto err = join_hosted_node(self, n))
+      if (auto err = join_hosted_node(self, n, std::chrono::milliseconds(cfg_.join_timeout_ms)))
         return err;
   // Every node has joined: this process's workers learn where the hosted ones are, and each
   // hosted node learns the rest, before any request can start.
@@ -218,7 +221,15 @@ caf::error cluster::rejoin_node(uint32_t n) {
                           " is still in the cluster: only a node whose process was lost rejoins");
   const auto before = dir_;
   const auto peer_before = peers_[n];
-  if (auto err = join_hosted_node(self, n))
+  // A process that answered the watch's check answers a join at once, unless it is going away:
+  // the lost process itself, whose middleman may answer in the moment it runs again (a node
+  // paused past the connection timeout) before it starts afresh. Its join then never answers;
+  // waiting join_timeout_ms (made for processes still starting) would hold every rejoin that
+  // long, so a rejoin waits less and the watch tries again.
+  const auto limit = std::min(std::chrono::milliseconds(cfg_.join_timeout_ms),
+                              std::max(std::chrono::milliseconds(rejoin_join_ms_min),
+                                       10 * std::chrono::milliseconds(cfg_.rejoin_interval_ms)));
+  if (auto err = join_hosted_node(self, n, limit))
     return err;
   if (auto err = take_back(self, n)) {
     // [rare] Joined but not taken back: the lost process's directory stands again, and the new

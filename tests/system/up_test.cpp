@@ -347,11 +347,12 @@ TEST_F(up, a_killed_node_process_started_again_rejoins_and_serves_again) {
   EXPECT_GT(completed_on_decode_0_after(run_dir, 1500), 0u) << "node 2's new process took requests";
 }
 
-// Slow, that is, not in the default suite (crescent_up_slow_tests): not dependable under load.
-// On an idle machine it passed 18 runs of 18 once the watch waited for a node's first bytes;
-// beside other tests (ctest -j2, or a loop of the serve and chaos suites) it failed 1 run in 3:
-// node 2 started afresh and waited, but the main process never took it back and logged no
-// failed rejoin. The cause is not found yet (docs/faults.md).
+// Slow, that is, not in the default suite (crescent_up_slow_tests), until it has shown itself
+// dependable under load: beside other tests it failed 1 run in 3 while a rejoin could wait
+// join_timeout_ms (20 s here) for the lost process, which answered the watch in the moment it
+// ran again and then started afresh (docs/faults.md). With a rejoin's shorter wait it passed
+// 10 runs of 10 by hand and 7 of 8 as a test beside other suites; the one failure was this
+// test's window, since moved later.
 #if CRESCENT_UP_SLOW
 TEST_F(up, a_node_paused_past_the_connection_timeout_is_taken_back_and_gated_by_its_new_actors) {
   run_dir = dir / "run";
@@ -369,13 +370,15 @@ TEST_F(up, a_node_paused_past_the_connection_timeout_is_taken_back_and_gated_by_
   // (before, they knew bring-up's actors only, and the beats passed).
   const auto report = run_faults_to_end(
       "  - {at_ms: 200, pause: 2, for_ms: 2500}\n"
-      "  - {at_ms: 3500, drop: 1.0, type: heartbeat, from: node_agent, node: 2, for_ms: 2500}\n",
-      "240");
-  // Silent from about 4.1 s (the last beat, then the timeout) to about 6 s; margins at each end.
-  const auto [silent, silent_on_2] = arrived_between(run_dir, 4400, 5700);
+      "  - {at_ms: 6000, drop: 1.0, type: heartbeat, from: node_agent, node: 2, for_ms: 2500}\n",
+      "320");
+  // Taken back by about 3 s, or 5 s where its lost process answered the watch first (a rejoin
+  // then waits 2 s for a join that never comes). Silent from about 6.6 s (the last beat, then
+  // the timeout) to about 8.5 s; margins at each end.
+  const auto [silent, silent_on_2] = arrived_between(run_dir, 6900, 8200);
   EXPECT_GT(silent, 0u);
   EXPECT_EQ(silent_on_2, 0u) << "placed on node 2 while its new agent's beats were dropped";
-  expect_node_2_taken_back(report, 6500);
+  expect_node_2_taken_back(report, 9000);
 }
 #endif
 
