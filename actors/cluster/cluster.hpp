@@ -69,7 +69,9 @@ class cluster {
 
   /// Takes hosted node `n` back after its `crescent node` process was lost (killed, or ended
   /// when its connection closed) and another was started at its address. The join is bring-up's,
-  /// with the same checks and join_timeout_ms; then this process's actors read the new process's
+  /// with the same checks, but waits at most 10 rejoin_interval_ms (at least 1 s, never past
+  /// join_timeout_ms): a process that answered comes at once unless it is the lost one going
+  /// away. Then this process's actors read the new process's
   /// workers, every hosted node is sent the new directory (a node that cannot take it is logged
   /// and told again at its own rejoin), and the conductor places on the node again from its next
   /// liveness check, when it also readmits the node's block owner to the pool. What the lost
