@@ -49,11 +49,30 @@ caf::error copy_slice(slice_record& s, std::byte* remote) {
   return caf::none;
 }
 
-void corrupt_bytes(std::byte* bytes, uint64_t length) {
-  // Eight bytes at the middle: whatever the element type, some value changes a lot (a float's
-  // exponent byte among them), as a corrupted packet would.
-  for (uint64_t k = length / 2; k < length && k < length / 2 + 8; ++k)
+namespace {
+
+// What corrupt_bytes changes: eight bytes at the middle (fewer in a shorter slice). Whatever the
+// element type, some value changes a lot (a float's exponent byte among them), as a corrupted
+// packet would.
+struct corrupt_window {
+  uint64_t at = 0, length = 0;
+};
+
+corrupt_window window_of(uint64_t length) {
+  const uint64_t at = length / 2;
+  return {at, std::min<uint64_t>(8, length - at)};
+}
+
+void flip(std::byte* bytes, uint64_t length) {
+  for (uint64_t k = 0; k < length; ++k)
     bytes[k] ^= std::byte{0x5a};
+}
+
+} // namespace
+
+void corrupt_bytes(std::byte* bytes, uint64_t length) {
+  const auto w = window_of(length);
+  flip(bytes + w.at, w.length);
 }
 
 caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location where) {
@@ -62,16 +81,14 @@ caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location whe
     return caf::none;
   }
   // GPU memory: the same bytes, through the host (the cuda path and GPUDirect RDMA reads only).
-  std::array<std::byte, 8> window{};
-  const uint64_t at = length / 2;
-  const uint64_t n = std::min<uint64_t>(window.size(), length - at);
-  if (n == 0)
+  const auto w = window_of(length);
+  std::array<std::byte, 8> host{};
+  if (w.length == 0)
     return caf::none;
-  if (auto err = copy_and_wait(window.data(), bytes + at, n, where.device))
+  if (auto err = copy_and_wait(host.data(), bytes + w.at, w.length, where.device))
     return err;
-  for (uint64_t k = 0; k < n; ++k)
-    window[k] ^= std::byte{0x5a}; // as corrupt_bytes: the window is the slice's middle
-  return copy_and_wait(bytes + at, window.data(), n, where.device);
+  flip(host.data(), w.length);
+  return copy_and_wait(bytes + w.at, host.data(), w.length, where.device);
 }
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine) {
