@@ -1,5 +1,6 @@
 #include "apps/bench/peer_client.hpp"
 
+#include "actors/common/remote_connect.hpp"
 #include "actors/common/reply_type.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/bench.capnp.h"
@@ -72,8 +73,8 @@ caf::expected<remote_peer> start_transfer_peer(caf::actor_system& sys,
       cpus_at == std::string::npos)
     return make_error(errc::io_error, "unexpected transfer peer greeting: " + *line);
   auto cpus = line->substr(cpus_at + 6);
-  auto actor = sys.middleman().remote_actor<transfer_peer_actor>("127.0.0.1",
-                                                                 static_cast<uint16_t>(actor_port));
+  auto actor =
+      remote_actor_of<transfer_peer_actor>(sys, "127.0.0.1", static_cast<uint16_t>(actor_port));
   if (!actor)
     return make_error(errc::unavailable,
                       "cannot reach the transfer peer's actor: " + sys.render(actor.error()));

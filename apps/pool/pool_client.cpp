@@ -1,5 +1,6 @@
 #include "apps/pool/pool_client.hpp"
 
+#include "actors/common/remote_connect.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
@@ -37,7 +38,7 @@ caf::expected<std::unique_ptr<pool_client>>
 pool_client::connect(caf::actor_system& sys, const std::string& host, uint16_t port, uint32_t node,
                      std::shared_ptr<get_combiner> combiner,
                      std::shared_ptr<transport::transfer_engine> engine) {
-  auto master = sys.middleman().remote_actor<store_master_actor>(host, port);
+  auto master = remote_actor_of<store_master_actor>(sys, host, port);
   if (!master)
     return make_error(errc::unavailable, "cannot reach the store master at " + host + ":" +
                                              std::to_string(port) + ": " +
