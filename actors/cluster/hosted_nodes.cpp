@@ -1,7 +1,6 @@
 // Bring-up of the nodes hosted by `crescent node` processes: join each through its node agent
 // and put its actors into the directory, before any actor reads it.
 #include "actors/cluster/cluster.hpp"
-#include "actors/common/remote_connect.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/errors.hpp"
 #include "messages/schema/cluster.capnp.h"
@@ -37,11 +36,13 @@ std::string where(uint32_t node, const std::string& address) {
   return "node " + std::to_string(node) + " at " + address;
 }
 
-// The node process may still be starting: try until the deadline.
+// The node process may still be starting: try until the deadline, whatever the error (a
+// handshake cut short included, as remote_actor_of would; its own retries could outlast the
+// deadline).
 caf::expected<node_agent_actor> reach(caf::actor_system& sys, const node_address& a,
                                       steady::time_point deadline) {
   for (;;) {
-    auto agent = remote_actor_of<node_agent_actor>(sys, a.host, a.port);
+    auto agent = sys.middleman().remote_actor<node_agent_actor>(a.host, a.port);
     if (agent || steady::now() >= deadline)
       return agent;
     poll(nullptr, 0, 100);

@@ -8,7 +8,10 @@
 // is still reached on the first try), so this does not rely on one: a handshake that fails as
 // timed out or closed is asked again, within the connection timeout the system is configured
 // with, so that only a server that stays silent that long fails as timed out. Other errors
-// (nothing listening, a wrong actor type) return at once.
+// (nothing listening, a wrong actor type) return at once. For callers that connect once (a pool
+// client, the transfer benchmark's peer); a caller that already tries again until a deadline
+// of its own, whatever the error (bring-up reaching a node agent, a pool node supervising its
+// master), keeps plain remote_actor, so that there is one retry and one limit.
 #pragma once
 
 #include <caf/actor_system.hpp>

@@ -1,6 +1,5 @@
 #include "actors/block_owner/block_owner.hpp"
 #include "actors/common/actor_system_setup.hpp"
-#include "actors/common/remote_connect.hpp"
 #include "apps/pool/pool_processes.hpp"
 #include "messages/errors.hpp"
 #include "transport/region_table.hpp"
@@ -28,7 +27,7 @@ namespace {
 constexpr uint64_t block_unit = 4096;
 
 caf::expected<store_master_actor> connect(caf::actor_system& sys, const node_process_options& o) {
-  return remote_actor_of<store_master_actor>(sys, o.master_host, o.master_port);
+  return sys.middleman().remote_actor<store_master_actor>(o.master_host, o.master_port);
 }
 
 // Joins the master, and again each time it comes back, until standard input closes.
