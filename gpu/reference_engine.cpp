@@ -48,14 +48,9 @@ class reference_engine final : public engine {
   caf::expected<decode_result> decode(std::span<const sequence_ref> seqs,
                                       std::span<const uint32_t> tokens) override {
     const auto start = std::chrono::steady_clock::now();
-    if (auto err = check_batch(seqs, tokens))
-      return err;
-    double flops = 0.0;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      if (auto err = check_sequence(cfg_, seqs[i], tokens.subspan(i, 1), i, alignof(float)))
-        return err;
-      flops += model_flops(cfg_, seqs[i].length_tokens, 1);
-    }
+    auto flops = check_decode(cfg_, seqs, tokens, alignof(float));
+    if (!flops)
+      return flops.error();
     decode_result result;
     result.next_tokens.reserve(seqs.size());
     for (size_t first = 0; first < seqs.size(); first += ref::model::rows_max) {
@@ -66,7 +61,7 @@ class reference_engine final : public engine {
       for (size_t r = 0; r < n; ++r)
         result.next_tokens.push_back(model_.greedy(r));
     }
-    result.compute_ns = cost(start, flops);
+    result.compute_ns = call_cost_ns(options_, start, *flops);
     return result;
   }
 
@@ -94,16 +89,9 @@ class reference_engine final : public engine {
     prefill_result result;
     if (r.end == cfg_.layers)
       result.next_token = model_.greedy(n - 1);
-    result.compute_ns = cost(start, layer_flops(cfg_, seq.length_tokens, tokens.size(), r));
+    result.compute_ns =
+        call_cost_ns(options_, start, layer_flops(cfg_, seq.length_tokens, tokens.size(), r));
     return result;
-  }
-
-  uint64_t cost(std::chrono::steady_clock::time_point start, double flops) const {
-    if (options_.timing == timing_mode::modeled)
-      return static_cast<uint64_t>(std::ceil(flops / options_.modeled_flops_per_s * 1e9));
-    const auto elapsed = std::chrono::steady_clock::now() - start;
-    return static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
   }
 
   model_config cfg_;
@@ -144,10 +132,8 @@ caf::expected<std::unique_ptr<engine>> make_reference_engine(const model_config&
     return err;
   if (auto err = check_reference_limits(cfg))
     return err;
-  if (!std::isfinite(options.modeled_flops_per_s) || options.modeled_flops_per_s <= 0.0)
-    return make_error(errc::bad_config, "engine modeled_flops_per_s (" +
-                                            to_string(options.modeled_flops_per_s) +
-                                            ") must be finite and positive");
+  if (auto err = check_timing(options))
+    return err;
   try {
     return std::unique_ptr<engine>{std::make_unique<reference_engine>(cfg, options)};
   } catch (const std::bad_alloc&) {

@@ -39,10 +39,8 @@ float inv_sqrt(size_t fan_in) {
 
 model::model(const model_config& cfg)
     : cfg_(cfg), layout_{cfg.kv_heads, cfg.block_tokens, cfg.head_dim()},
-      qkv_cols_(size_t{cfg.d_model} + 2 * size_t{cfg.kv_dim()}),
-      attention_(layout_, cfg.context_tokens_max) {
-  init_weights();
-  init_rope();
+      qkv_cols_(size_t{cfg.d_model} + 2 * size_t{cfg.kv_dim()}), w_(draw_weights(cfg)),
+      rope_(rope_for(cfg)), attention_(layout_, cfg.context_tokens_max) {
   const size_t d = cfg.d_model;
   x_.resize(rows_max * d);
   h_.resize(rows_max * d);
@@ -54,27 +52,30 @@ model::model(const model_config& cfg)
   logits_.resize(cfg.vocab);
 }
 
-void model::init_weights() {
-  const uint64_t seed = cfg_.seed;
-  const size_t d = cfg_.d_model;
-  const size_t f = cfg_.ffn;
+weights draw_weights(const model_config& cfg) {
+  const uint64_t seed = cfg.seed;
+  const size_t d = cfg.d_model;
+  const size_t f = cfg.ffn;
+  const size_t qkv_cols = d + 2 * size_t{cfg.kv_dim()};
+  weights out;
   // Embedding entries of RMS ~0.58 and projections scaled by 1/sqrt(fan_in): every sublayer
   // adds a contribution of comparable size to the residual stream, so that logits depend on
   // context as well as on the current token, and nothing grows with depth.
-  embedding_ = draw(seed, tensor_embedding, size_t{cfg_.vocab} * d, 0.0f, 1.0f);
-  final_norm_ = draw(seed, tensor_final_norm, d, 1.0f, 0.1f);
-  lm_head_ = draw(seed, tensor_lm_head, d * cfg_.vocab, 0.0f, inv_sqrt(d));
-  layers_.resize(cfg_.layers);
-  for (uint64_t l = 0; l < cfg_.layers; ++l) {
+  out.embedding = draw(seed, tensor_embedding, size_t{cfg.vocab} * d, 0.0f, 1.0f);
+  out.final_norm = draw(seed, tensor_final_norm, d, 1.0f, 0.1f);
+  out.lm_head = draw(seed, tensor_lm_head, d * cfg.vocab, 0.0f, inv_sqrt(d));
+  out.layers.resize(cfg.layers);
+  for (uint64_t l = 0; l < cfg.layers; ++l) {
     const uint64_t t = tensor_layer_base + l * tensors_per_layer;
-    auto& w = layers_[l];
+    auto& w = out.layers[l];
     w.attn_norm = draw(seed, t + 0, d, 1.0f, 0.1f);
-    w.wqkv = draw(seed, t + 1, d * qkv_cols_, 0.0f, inv_sqrt(d));
+    w.wqkv = draw(seed, t + 1, d * qkv_cols, 0.0f, inv_sqrt(d));
     w.wo = draw(seed, t + 2, d * d, 0.0f, inv_sqrt(d));
     w.ffn_norm = draw(seed, t + 3, d, 1.0f, 0.1f);
     w.wgu = draw(seed, t + 4, d * 2 * f, 0.0f, inv_sqrt(d));
     w.wdown = draw(seed, t + 5, f * d, 0.0f, inv_sqrt(f));
   }
+  return out;
 }
 
 namespace {
@@ -114,19 +115,18 @@ std::shared_ptr<const rope_tables> make_rope(const rope_key& k) {
 // campaign, per worker and seed): each distinct table is computed once per process and kept,
 // read-only, for every model that needs it; past rope_tables_kept distinct ones (a process
 // that tries many shapes), a model computes its own.
-void model::init_rope() {
+std::shared_ptr<const rope_tables> rope_for(const model_config& cfg) {
   constexpr size_t rope_tables_kept = 8;
   static std::mutex lock;
   static std::map<rope_key, std::shared_ptr<const rope_tables>> kept;
-  const rope_key key{cfg_.head_dim(), cfg_.context_tokens_max, cfg_.rope_theta};
+  const rope_key key{cfg.head_dim(), cfg.context_tokens_max, cfg.rope_theta};
   std::lock_guard guard{lock};
-  if (auto found = kept.find(key); found != kept.end()) {
-    rope_ = found->second;
-    return;
-  }
-  rope_ = make_rope(key);
+  if (auto found = kept.find(key); found != kept.end())
+    return found->second;
+  auto made = make_rope(key);
   if (kept.size() < rope_tables_kept)
-    kept.emplace(key, rope_);
+    kept.emplace(key, made);
+  return made;
 }
 
 void model::store_kv(const token_row& row, uint32_t layer, const float* k, const float* v) const {
@@ -224,13 +224,13 @@ void model::forward_layers(std::span<const token_row> rows, uint32_t first, uint
   const size_t d = cfg_.d_model;
   if (first == 0)
     for (size_t r = 0; r < rows.size(); ++r)
-      std::memcpy(x_.data() + r * d, embedding_.data() + size_t{rows[r].token} * d,
+      std::memcpy(x_.data() + r * d, w_.embedding.data() + size_t{rows[r].token} * d,
                   d * sizeof(float));
   else
     std::memcpy(x_.data(), stream_in, rows.size() * d * sizeof(float));
   for (uint32_t l = first; l < end; ++l) {
-    self_attention(layers_[l], l, rows);
-    feed_forward(layers_[l], rows.size());
+    self_attention(w_.layers[l], l, rows);
+    feed_forward(w_.layers[l], rows.size());
   }
   if (stream_out != nullptr)
     std::memcpy(stream_out, x_.data(), rows.size() * d * sizeof(float));
@@ -238,8 +238,8 @@ void model::forward_layers(std::span<const token_row> rows, uint32_t first, uint
 
 uint32_t model::greedy(size_t r) {
   const size_t d = cfg_.d_model;
-  rms_norm(x_.data() + r * d, 1, d, final_norm_.data(), cfg_.norm_eps, h_.data());
-  matmul(h_.data(), 1, d, lm_head_.data(), cfg_.vocab, logits_.data());
+  rms_norm(x_.data() + r * d, 1, d, w_.final_norm.data(), cfg_.norm_eps, h_.data());
+  matmul(h_.data(), 1, d, w_.lm_head.data(), cfg_.vocab, logits_.data());
   return argmax(logits_.data(), cfg_.vocab);
 }
 

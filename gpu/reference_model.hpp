@@ -26,6 +26,30 @@ struct rope_tables {
   std::vector<float> cos, sin;
 };
 
+/// The model's weights, drawn from cfg.seed: what the CPU model computes with and what a device
+/// engine (gpu/cuda/device_engine.hpp) uploads. Matrices are row-major [in][out].
+struct weights {
+  struct layer {
+    std::vector<float> attn_norm; // [d_model]
+    std::vector<float> wqkv;      // [d_model][d_model + 2 * kv_dim]: Q | K | V
+    std::vector<float> wo;        // [d_model][d_model]
+    std::vector<float> ffn_norm;  // [d_model]
+    std::vector<float> wgu;       // [d_model][2 * ffn]: gate | up
+    std::vector<float> wdown;     // [ffn][d_model]
+  };
+  std::vector<float> embedding; // [vocab][d_model]
+  std::vector<layer> layers;
+  std::vector<float> final_norm; // [d_model]
+  std::vector<float> lm_head;    // [d_model][vocab]
+};
+
+/// Draws every weight of cfg's model; may throw std::bad_alloc.
+weights draw_weights(const model_config& cfg);
+
+/// The RoPE tables of cfg (head_dim, context_tokens_max, rope_theta), computed once per process
+/// for the first few shapes and shared; may throw std::bad_alloc.
+std::shared_ptr<const rope_tables> rope_for(const model_config& cfg);
+
 class model {
  public:
   /// Rows computed together by forward(); longer chunks are cut into groups of this size,
@@ -59,17 +83,8 @@ class model {
   }
 
  private:
-  struct layer_weights {
-    std::vector<float> attn_norm; // [d_model]
-    std::vector<float> wqkv;      // [d_model][d_model + 2 * kv_dim]: Q | K | V
-    std::vector<float> wo;        // [d_model][d_model]
-    std::vector<float> ffn_norm;  // [d_model]
-    std::vector<float> wgu;       // [d_model][2 * ffn]: gate | up
-    std::vector<float> wdown;     // [ffn][d_model]
-  };
+  using layer_weights = weights::layer;
 
-  void init_weights();
-  void init_rope();
   void self_attention(const layer_weights& w, uint32_t layer, std::span<const token_row> rows);
   void attend_rows(uint32_t layer, std::span<const token_row> rows);
   void feed_forward(const layer_weights& w, size_t n);
@@ -77,11 +92,8 @@ class model {
 
   model_config cfg_;
   page_layout layout_;
-  size_t qkv_cols_;              // d_model + 2 * kv_dim
-  std::vector<float> embedding_; // [vocab][d_model]
-  std::vector<layer_weights> layers_;
-  std::vector<float> final_norm_;           // [d_model]
-  std::vector<float> lm_head_;              // [d_model][vocab]
+  size_t qkv_cols_; // d_model + 2 * kv_dim
+  weights w_;
   std::shared_ptr<const rope_tables> rope_; // shared by models with the same tables
 
   // Scratch, sized once for rows_max rows.

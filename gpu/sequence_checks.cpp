@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 
+#include <cmath>
 #include <string>
 
 namespace crescent::gpu {
@@ -79,6 +80,36 @@ caf::error check_layers(const model_config& cfg, layer_range r, std::span<const 
     return make_error(errc::invalid_argument,
                       "prefill: the stream is not aligned to " + to_string(alignment) + " bytes");
   return {};
+}
+
+caf::expected<double> check_decode(const model_config& cfg, std::span<const sequence_ref> seqs,
+                                   std::span<const uint32_t> tokens, size_t page_alignment) {
+  if (auto err = check_batch(seqs, tokens))
+    return err;
+  double flops = 0.0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (auto err = check_sequence(cfg, seqs[i], tokens.subspan(i, 1), i, page_alignment))
+      return err;
+    flops += model_flops(cfg, seqs[i].length_tokens, 1);
+  }
+  return flops;
+}
+
+caf::error check_timing(const engine_options& options) {
+  if (!std::isfinite(options.modeled_flops_per_s) || options.modeled_flops_per_s <= 0.0)
+    return make_error(errc::bad_config, "engine modeled_flops_per_s (" +
+                                            to_string(options.modeled_flops_per_s) +
+                                            ") must be finite and positive");
+  return {};
+}
+
+uint64_t call_cost_ns(const engine_options& options, std::chrono::steady_clock::time_point start,
+                      double flops) {
+  if (options.timing == timing_mode::modeled)
+    return static_cast<uint64_t>(std::ceil(flops / options.modeled_flops_per_s * 1e9));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
 }
 
 } // namespace crescent::gpu

@@ -5,6 +5,9 @@
 #include "gpu/engine.hpp"
 
 #include <caf/error.hpp>
+#include <caf/expected.hpp>
+
+#include <chrono>
 
 #include <cstddef>
 #include <cstdint>
@@ -29,5 +32,18 @@ caf::error check_batch(std::span<const sequence_ref> seqs, std::span<const uint3
 /// of at least `stream_bytes` bytes aligned to `alignment`.
 caf::error check_layers(const model_config& cfg, layer_range r, std::span<const std::byte> stream,
                         size_t stream_bytes, size_t alignment);
+
+/// check_batch, then check_sequence for each sequence of a decode batch; the batch's
+/// model_flops when every check passes.
+caf::expected<double> check_decode(const model_config& cfg, std::span<const sequence_ref> seqs,
+                                   std::span<const uint32_t> tokens, size_t page_alignment);
+
+/// An engine's timing options: modeled_flops_per_s finite and positive.
+caf::error check_timing(const engine_options& options);
+
+/// What a call costs under `options`: its wall time since `start` (measured), or `flops` at
+/// the modeled rate.
+uint64_t call_cost_ns(const engine_options& options, std::chrono::steady_clock::time_point start,
+                      double flops);
 
 } // namespace crescent::gpu
