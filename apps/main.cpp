@@ -1,6 +1,7 @@
 // The `crescent` command line.
 #include "apps/analyze/analyze_command.hpp"
 #include "apps/analyze/hitrate.hpp"
+#include "apps/bench/bench_gpu.hpp"
 #include "apps/bench/bench_kv_codec.hpp"
 #include "apps/bench/bench_serve.hpp"
 #include "apps/bench/bench_store.hpp"
@@ -513,6 +514,44 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0.01, 60.0));
 
+  crescent::bench::bench_gpu_options gpu_bench;
+  auto* gpu_cmd = bench_cmd->add_subcommand(
+      "gpu", "The device engine (CUDA) vs the CPU reference engine in the same run: prefill and "
+             "decode tokens/s, tokens and KV bytes equal; KV page gather/scatter GB/s vs a copy "
+             "within the device (apps/bench/bench_gpu.hpp)");
+  gpu_cmd->add_option("--device", gpu_bench.device, "CUDA device index")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 63));
+  gpu_cmd->add_flag("--host-emulation", gpu_bench.host_emulation,
+                    "The device engine's kernels emulated on the CPU (no GPU needed; slow)");
+  gpu_cmd->add_option("--prompts", gpu_bench.prompts, "Prompts, decoded together")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 256u));
+  gpu_cmd->add_option("--prompt-tokens", gpu_bench.prompt_tokens, "Tokens of each prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 131072u));
+  gpu_cmd->add_option("--chunk-tokens", gpu_bench.chunk_tokens, "Tokens of a prefill call")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 131072u));
+  gpu_cmd->add_option("--decode-steps", gpu_bench.decode_steps, "Decode steps of the batch")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 4096u));
+  gpu_cmd->add_option("--pages", gpu_bench.pages, "Pages gathered and scattered")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 65535u));
+  gpu_cmd->add_option("--rounds", gpu_bench.rounds, "Timed rounds of the page rows")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+  gpu_cmd->add_option("--layers", gpu_bench.layers, "Model layers")->capture_default_str();
+  gpu_cmd->add_option("--d-model", gpu_bench.d_model, "Model width")->capture_default_str();
+  gpu_cmd->add_option("--heads", gpu_bench.heads, "Query heads")->capture_default_str();
+  gpu_cmd->add_option("--kv-heads", gpu_bench.kv_heads, "KV heads")->capture_default_str();
+  gpu_cmd->add_option("--ffn", gpu_bench.ffn, "SwiGLU width")->capture_default_str();
+  gpu_cmd->add_option("--vocab", gpu_bench.vocab, "Vocabulary")->capture_default_str();
+  gpu_cmd->add_option("--block-tokens", gpu_bench.block_tokens, "Tokens per KV page")
+      ->capture_default_str();
+  gpu_cmd->add_option("--seed", gpu_bench.seed, "Weights and prompts")->capture_default_str();
+
   crescent::bench::bench_serve_options serve_bench;
   auto* serve_bench_cmd = bench_cmd->add_subcommand(
       "serve", "crescent serve's HTTP front door: a trace replayed over HTTP against the same "
@@ -677,6 +716,8 @@ int main(int argc, char** argv) {
     return crescent::bench::bench_serve(serve_bench);
   if (bench_cmd->got_subcommand("kv-codec"))
     return crescent::bench::bench_kv_codec(kv_codec);
+  if (bench_cmd->got_subcommand("gpu"))
+    return crescent::bench::bench_gpu(gpu_bench);
   if (bench_cmd->got_subcommand("transfer"))
     return crescent::bench::bench_transfer(transfer);
   return crescent::cli::info_command();

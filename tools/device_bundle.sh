@@ -3,13 +3,14 @@
 # (this workplace's device machine: nothing can be installed there, nothing reached from it).
 # Into .device/ (ignored by git): the CUDA test binaries and `crescent`, stripped, and every
 # shared library they load here except glibc's and the CUDA driver's. There, from the repo root:
-#   .device/run.sh            # the CUDA tests, then `crescent bench transfer --only cuda`
+#   .device/run.sh            # the CUDA tests, `crescent bench gpu`, `bench transfer --only cuda`
+# (tools/device_check.sh runs it with a time limit and leaves its logs under $OUT).
 # With the device tool: run(command=".device/run.sh", carry=[".device"], timeout_s=...).
 #
-# Usage: tools/device_bundle.sh [build-dir]   (default build-lead; it must be built with CUDA)
+# Usage: tools/device_bundle.sh [build-dir]   (default build; it must be built with CUDA)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build-lead}
+build=${1:-$root/build}
 out=$root/.device
 bins=(tests/transport/crescent_transport_cuda_tests tests/gpu/crescent_gpu_tests apps/crescent)
 
@@ -28,22 +29,49 @@ ldd "$out"/bin/* | awk '/=> \//{print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" "$out/lib/"; done
 cat >"$out/run.sh" <<'RUN'
 #!/usr/bin/env bash
-# Runs the GPU checks with the libraries packed beside this script.
+# Runs the GPU checks with the libraries packed beside this script, each step's output into
+# a log beside it, and prints one summary at the end. Exit 0 only if every step passed and
+# nothing that needs the GPU skipped.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-nvidia-smi -L || echo "nvidia-smi: no GPU listed"
+logs=${CRESCENT_DEVICE_LOGS:-$here/logs}
+mkdir -p "$logs"
 # What the bundle meets there: its libstdc++ needs glibc 2.36; a GPU in exclusive-process mode
-# refuses the benchmark's second process.
-getconf GNU_LIBC_VERSION
-nvidia-smi --query-gpu=name,driver_version,compute_mode --format=csv || true
+# refuses the transfer benchmark's second process.
+{ nvidia-smi -L || echo "nvidia-smi: no GPU listed"; getconf GNU_LIBC_VERSION
+  nvidia-smi --query-gpu=name,driver_version,compute_mode --format=csv || true; } |
+  tee "$logs/machine.txt"
+summary=()
+step() { # name, command...: runs it into logs/NAME.txt, notes how it ended
+  local name=$1; shift
+  local start=$SECONDS
+  "$@" >"$logs/$name.txt" 2>&1
+  local rc=$?
+  local verdict=passed
+  [ $rc -ne 0 ] && verdict="FAILED (exit $rc)"
+  if grep -Eq "^\[  SKIPPED \]|^skipped:|skipped" "$logs/$name.txt"; then
+    [ $rc -eq 0 ] && verdict="SKIPPED (a GPU check must run here)"
+    rc=1
+  fi
+  summary+=("$(printf '%-22s %-40s %4ds' "$name" "$verdict" $((SECONDS - start)))")
+  [ $rc -eq 0 ]
+}
 status=0
-"$here/bin/crescent_transport_cuda_tests" || status=1
-"$here/bin/crescent_gpu_tests" --gtest_filter='cuda*' || status=1
-# The cuda rows in full (48 rows of 5 x 0.2 s trials and their baselines: about 2 minutes).
-# On this machine they must run: a skip is a failure.
-"$here/bin/crescent" bench transfer --only cuda | tee "$here/bench_cuda.txt" || status=1
-grep -q "skipped" "$here/bench_cuda.txt" && status=1
+step transport_cuda_tests "$here/bin/crescent_transport_cuda_tests" || status=1
+step gpu_tests "$here/bin/crescent_gpu_tests" --gtest_filter='cuda*:device_engine*' || status=1
+# The device engine against the CPU reference, and page gathers against a copy (about 1 min).
+step bench_gpu "$here/bin/crescent" bench gpu || status=1
+# The transfer engine's cuda rows in full (48 rows of 5 x 0.2 s trials and their baselines:
+# about 2 minutes).
+step bench_transfer_cuda "$here/bin/crescent" bench transfer --only cuda || status=1
+echo
+echo "== device check: $(head -1 "$logs/machine.txt")"
+printf '%s\n' "${summary[@]}"
+echo "== crescent bench gpu"
+grep -E "^(engine|prefill|decode|greedy|pages|gather|scatter|copy)" "$logs/bench_gpu.txt" || true
+grep -hE "^\[  (PASSED|FAILED) \]" "$logs"/*tests.txt || true
+echo "logs: $logs"
 exit $status
 RUN
 chmod +x "$out/run.sh"
