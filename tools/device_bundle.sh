@@ -70,7 +70,7 @@ echo "== device check: $(head -1 "$logs/machine.txt")"
 printf '%s\n' "${summary[@]}"
 echo "== crescent bench gpu"
 grep -E "^(engine|prefill|decode|greedy|pages|gather|scatter|copy)" "$logs/bench_gpu.txt" || true
-grep -hE "^\[  (PASSED|FAILED) \]" "$logs"/*tests.txt || true
+grep -HE "^\[  (PASSED|FAILED)  \]" "$logs"/*tests.txt || true
 echo "logs: $logs"
 exit $status
 RUN
