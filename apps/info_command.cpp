@@ -40,7 +40,8 @@ void print_rdma() {
 
 int info_command() {
   fmt::print("crescent {}\n", CRESCENT_VERSION);
-  fmt::print("  engines     reference (CPU)\n");
+  fmt::print("  engines     reference (CPU), modeled (simulated time), cuda ({})\n",
+             gpu::built_with_cuda() ? "the devices below" : "not in this build");
   print_cuda();
   print_rdma();
   return 0;

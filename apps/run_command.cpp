@@ -276,10 +276,15 @@ std::string format_header(const run_options& opt, const cluster_config& cfg, siz
                    : fmt::format("{} coupled ({}{})", coupled,
                                  cfg.coupled.chunked_prefill ? "chunked prefill" : "prefill first",
                                  cfg.coupled.prefix_caching ? ", prefix caching" : "");
+  const std::string engine =
+      cfg.engine.kind == gpu::engine_kind::cuda
+          ? fmt::format("the reference model on CUDA device {} (docs/gpu.md)", cfg.engine.device)
+          : "reference engine on the CPU";
   out += fmt::format(
       "  cluster     {} nodes ({}), {}, a block owner per node; model {} layers, d_model {}, "
-      "vocab {}, reference engine on the CPU\n",
-      cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab);
+      "vocab {}, {}\n",
+      cfg.nodes.size(), where, instances, cfg.model.layers, cfg.model.d_model, cfg.model.vocab,
+      engine);
   if (cfg.codec.kind != storage::codec::codec_kind::none)
     out += fmt::format("  kv_codec    {}: pool blocks{} compressed (docs/kv_compression.md)\n",
                        storage::codec::to_string(cfg.codec.kind),

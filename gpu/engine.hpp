@@ -62,9 +62,14 @@ enum class timing_mode {
 enum class engine_kind {
   reference, // the reference model's arithmetic on the CPU, KV bytes real
   modeled,   // no arithmetic: time from a profile, KV pages as stand-ins (modeled_engine.hpp)
+  cuda,      // the reference model on a CUDA device, KV bytes the reference's
+             // (cuda/device_engine.hpp)
 };
 
 struct modeled_profile;
+
+/// The largest CUDA device index a cluster file or command may name.
+inline constexpr uint32_t cuda_device_index_max = 63;
 
 struct engine_options {
   engine_kind kind = engine_kind::reference;
@@ -74,6 +79,7 @@ struct engine_options {
   // profile or a file): required for engine_kind::modeled, unused otherwise.
   std::string profile_name;
   std::shared_ptr<const modeled_profile> profile;
+  int device = 0; // the cuda engine's CUDA device
 };
 
 class engine {

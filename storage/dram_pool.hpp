@@ -46,6 +46,9 @@ class dram_pool {
   /// The bytes behind a slot handle of this pool (for tests and fault injection).
   caf::expected<std::span<std::byte>> slot_memory(const transport::region_handle& slot);
 
+  /// The pool's whole memory (every slot).
+  std::span<std::byte> memory() const { return memory_->bytes(); }
+
   /// Keeps the pool's memory mapped while held, even past the pool's end (without its region
   /// registration): for transfers that may still read slots after their owner is gone. It
   /// holds no reference to the engine, so the engine may end meanwhile.

@@ -12,7 +12,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
 out=$root/.device
-bins=(tests/transport/crescent_transport_cuda_tests tests/gpu/crescent_gpu_tests apps/crescent)
+bins=(tests/transport/crescent_transport_cuda_tests tests/gpu/crescent_gpu_tests
+  tests/system/crescent_system_tests apps/crescent)
 
 grep -q "CRESCENT_WITH_CUDA:BOOL=ON" "$build/CMakeCache.txt" ||
   { echo "device_bundle: $build is not a CUDA build" >&2; exit 2; }
@@ -60,6 +61,8 @@ step() { # name, command...: runs it into logs/NAME.txt, notes how it ended
 status=0
 step transport_cuda_tests "$here/bin/crescent_transport_cuda_tests" || status=1
 step gpu_tests "$here/bin/crescent_gpu_tests" --gtest_filter='cuda*:device_engine*' || status=1
+# A cluster on the cuda engine decoding what monolithic reference runs do.
+step cluster_tests "$here/bin/crescent_system_tests" --gtest_filter='cluster.the_cuda*' || status=1
 # The device engine against the CPU reference, and page gathers against a copy (about 1 min).
 step bench_gpu "$here/bin/crescent" bench gpu || status=1
 # The transfer engine's cuda rows in full (48 rows of 5 x 0.2 s trials and their baselines:

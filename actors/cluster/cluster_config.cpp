@@ -125,11 +125,12 @@ bool is_coupled(const cluster_config& cfg) {
 
 namespace {
 
-// The engine section: a modeled engine needs its profile, computes nothing to measure, and its
-// profile must describe the model.
+// The engine section: the reference and cuda engines compute the reference model within its
+// limits; a modeled engine needs its profile, computes nothing to measure, and its profile must
+// describe the model.
 caf::error validate_engine(const cluster_config& cfg) {
   const auto& e = cfg.engine;
-  if (e.kind == gpu::engine_kind::reference) {
+  if (e.kind == gpu::engine_kind::reference || e.kind == gpu::engine_kind::cuda) {
     if (auto err = gpu::check_reference_limits(cfg.model))
       return err;
     if (e.modeled_flops_per_s < 1e6 || e.modeled_flops_per_s > 1e18)

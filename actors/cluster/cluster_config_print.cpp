@@ -11,7 +11,15 @@ namespace crescent {
 namespace {
 
 const char* to_text(gpu::engine_kind k) {
-  return k == gpu::engine_kind::modeled ? "modeled" : "reference";
+  switch (k) {
+  case gpu::engine_kind::modeled:
+    return "modeled";
+  case gpu::engine_kind::cuda:
+    return "cuda";
+  case gpu::engine_kind::reference:
+    break;
+  }
+  return "reference";
 }
 
 const char* to_text(gpu::timing_mode t) {
@@ -51,6 +59,8 @@ void print_model(std::string& out, const cluster_config& c) {
   fmt::format_to(std::back_inserter(out), "engine:\n  kind: {}\n", to_text(e.kind));
   if (e.kind == gpu::engine_kind::modeled)
     fmt::format_to(std::back_inserter(out), "  profile: {}\n", quoted(e.profile_name));
+  if (e.kind == gpu::engine_kind::cuda)
+    fmt::format_to(std::back_inserter(out), "  device: {}\n", e.device);
   fmt::format_to(std::back_inserter(out), "  timing: {}\n  modeled_flops_per_s: {}\n",
                  to_text(e.timing), e.modeled_flops_per_s);
 }

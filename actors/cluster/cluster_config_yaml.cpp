@@ -49,6 +49,7 @@ caf::error read_model(yaml_reader& r, const YAML::Node& n, gpu::model_config& m,
 
 struct engine_keys {
   bool timing = false; // given in the file
+  bool device = false;
 };
 
 caf::error read_kind(yaml_reader& r, const YAML::Node& v, const std::string& f,
@@ -60,8 +61,10 @@ caf::error read_kind(yaml_reader& r, const YAML::Node& v, const std::string& f,
     kind = gpu::engine_kind::reference;
   else if (s == "modeled")
     kind = gpu::engine_kind::modeled;
+  else if (s == "cuda")
+    kind = gpu::engine_kind::cuda;
   else
-    return r.error_at(v, f, "expected 'reference' or 'modeled', got '" + s + "'");
+    return r.error_at(v, f, "expected 'reference', 'modeled' or 'cuda', got '" + s + "'");
   return caf::none;
 }
 
@@ -71,6 +74,15 @@ caf::error read_engine(yaml_reader& r, const YAML::Node& n, gpu::engine_options&
       n, "engine",
       {{"kind", [&](auto& v, auto& f) { return read_kind(r, v, f, e.kind); }},
        {"profile", [&](auto& v, auto& f) { return r.read_string(v, f, e.profile_name); }},
+       {"device",
+        [&](auto& v, auto& f) -> caf::error {
+          uint32_t device = 0;
+          if (auto err = r.read_uint(v, f, device, 0, gpu::cuda_device_index_max))
+            return err;
+          e.device = static_cast<int>(device);
+          given.device = true;
+          return caf::none;
+        }},
        {"timing",
         [&](auto& v, auto& f) -> caf::error {
           std::string s;
@@ -353,6 +365,9 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
 caf::error resolve_engine(cluster_config& c, const given_keys& model_keys,
                           const engine_keys& engine, const std::string& base_dir) {
   auto& e = c.engine;
+  if (engine.device && e.kind != gpu::engine_kind::cuda)
+    return make_error(errc::bad_config,
+                      "engine.device: only the cuda engine (engine.kind: cuda) runs on a device");
   if (e.kind != gpu::engine_kind::modeled) {
     if (!e.profile_name.empty())
       return make_error(errc::bad_config,

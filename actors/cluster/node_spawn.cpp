@@ -4,6 +4,8 @@
 #include "actors/coupled_worker/coupled_worker.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
 #include "actors/prefill_worker/prefill_worker.hpp"
+#include "gpu/cuda/device_engine.hpp"
+#include "gpu/cuda/mapped_memory.hpp"
 #include "gpu/modeled_engine.hpp"
 #include "messages/errors.hpp"
 #include "storage/dram_arena.hpp"
@@ -129,6 +131,8 @@ caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cf
                                                         std::shared_ptr<gpu::shared_cores> cores) {
   if (cfg.engine.kind == gpu::engine_kind::modeled)
     return gpu::make_modeled_engine(cfg.model, cfg.engine.profile, std::move(cores));
+  if (cfg.engine.kind == gpu::engine_kind::cuda)
+    return gpu::make_cuda_engine(cfg.model, cfg.engine, cfg.engine.device);
   return gpu::make_reference_engine(cfg.model, cfg.engine);
 }
 
@@ -210,8 +214,8 @@ transport::touch memory_touch(const cluster_config& cfg) {
 
 namespace {
 
-// What every worker computes with: a reference engine, and `pages` KV pages registered with
-// the transfer engine as memory of `node`.
+// What every worker computes with: an engine, and `pages` KV pages registered with the
+// transfer engine as memory of `node`.
 struct worker_kit {
   std::shared_ptr<gpu::engine> engine;
   std::shared_ptr<storage::dram_pool> pages;
@@ -227,7 +231,17 @@ caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uin
                                          memory_touch(cfg));
   if (!pool)
     return std::move(pool.error());
-  return worker_kit{std::move(*engine), std::move(*pool)};
+  if (cfg.engine.kind != gpu::engine_kind::cuda)
+    return worker_kit{std::move(*engine), std::move(*pool)};
+  // The cuda engine computes on the pages where they are: host memory mapped into the device,
+  // for as long as the engine lives (docs/gpu.md, "In a cluster").
+  auto mapping =
+      gpu::map_for_device((*pool)->memory(), cfg.engine.device, (*pool)->memory_keepalive());
+  if (!mapping)
+    return std::move(mapping.error());
+  std::shared_ptr<gpu::engine> mapped{engine->release(),
+                                      [keep = std::move(*mapping)](gpu::engine* e) { delete e; }};
+  return worker_kit{std::move(mapped), std::move(*pool)};
 }
 
 } // namespace

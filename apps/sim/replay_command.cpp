@@ -268,6 +268,10 @@ caf::expected<simulation> simulate(cluster_config cfg, std::vector<replay::trace
                                    const simulate_options& opt) {
   if (!(opt.speedup > 0))
     return make_error(errc::invalid_argument, "the speedup must be positive");
+  if (cfg.engine.kind == gpu::engine_kind::cuda)
+    return make_error(errc::bad_config,
+                      "engine.kind: cuda computes on a GPU in real time; simulated time runs the "
+                      "modeled engine, or the reference engine with timing: modeled");
   if (cfg.engine.kind == gpu::engine_kind::reference &&
       cfg.engine.timing == gpu::timing_mode::measured)
     return make_error(errc::bad_config,

@@ -314,6 +314,30 @@ TEST(cluster_config, transfer_values_out_of_bounds_name_the_file_and_the_option)
   }
 }
 
+TEST(cluster_config, the_cuda_engine_names_its_device) {
+  auto cfg = parse_cluster_config("engine: {kind: cuda, device: 3}\n", "c.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->engine.kind, gpu::engine_kind::cuda);
+  EXPECT_EQ(cfg->engine.device, 3);
+  const auto printed = format_cluster_config(*cfg);
+  EXPECT_NE(printed.find("  kind: cuda\n  device: 3\n"), std::string::npos) << printed;
+  auto again = parse_cluster_config(printed, "printed.yaml");
+  ASSERT_TRUE(again) << describe(again.error());
+  EXPECT_EQ(again->engine.kind, gpu::engine_kind::cuda);
+  EXPECT_EQ(again->engine.device, 3);
+  for (const auto& [yaml, says] : std::vector<std::pair<std::string, std::string>>{
+           {"engine: {kind: cuda, device: 64}\n", "engine.device: 64 is not in [0, 63]"},
+           {"engine: {kind: cuda, device: -1}\n", "engine.device"},
+           {"engine: {device: 1}\n", "only the cuda engine (engine.kind: cuda) runs on a device"},
+           {"engine: {kind: gpu}\n", "expected 'reference', 'modeled' or 'cuda', got 'gpu'"},
+           {"engine: {kind: cuda}\nmodel: {kv_element_bytes: 2}\n", "kv_element_bytes"},
+           {"engine: {kind: cuda}\nmodel: {layers: 80}\n", "layers"},
+       }) {
+    auto e = error_of(yaml);
+    EXPECT_NE(e.find(says), std::string::npos) << yaml << e;
+  }
+}
+
 TEST(cluster_config, the_fidelity_cluster_loads_as_documented) {
   auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/fidelity.cluster.yaml");
   ASSERT_TRUE(cfg) << describe(cfg.error());

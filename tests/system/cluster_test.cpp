@@ -1,6 +1,7 @@
 // End-to-end behaviour of the embedded cluster in simulated time: the tokens a request decodes
 // after disaggregated prefill, prefix reuse and KV transfer equal one monolithic run.
 #include "apps/replay/trace.hpp"
+#include "gpu/cuda/cuda_devices.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
 #include "storage/block_key.hpp"
@@ -38,6 +39,38 @@ TEST(cluster, disaggregated_equals_monolithic_for_twenty_trace_prompts) {
     EXPECT_EQ(results[i].tokens.size(), reqs[i].max_new_tokens);
     EXPECT_EQ(results[i].token_times_ns.size(), results[i].tokens.size());
   }
+}
+
+// The cuda engine computes the reference engine's KV and tokens (docs/gpu.md): a cluster of it
+// decodes what one monolithic reference run does, the KV streamed layer by layer included.
+// Without a device the cluster does not start, and says why.
+TEST(cluster, the_cuda_engine_decodes_what_the_reference_engine_does) {
+  auto cfg = small_cluster();
+  cfg.engine.kind = gpu::engine_kind::cuda;
+  cfg.prefill.stream_min_tokens = 0;
+  if (auto devices = gpu::cuda_devices(); !devices) {
+    deterministic_system d;
+    auto c = cluster::start(d.sys, cfg);
+    ASSERT_FALSE(c) << "a cuda cluster started without a device";
+    EXPECT_NE(describe(c.error()).find("CUDA"), std::string::npos) << describe(c.error());
+    GTEST_SKIP() << describe(devices.error());
+  }
+  cluster_harness h{cfg};
+  ASSERT_TRUE(h.cl);
+  auto w = h.workload();
+  // Built here, not read from tests/data: the device check runs this binary away from the tree.
+  // Prompts of 2 to 6 blocks, some sharing prefixes (reused from the pool).
+  std::vector<replay::synthetic_request> reqs;
+  for (uint64_t i = 0; i < 12; ++i) {
+    std::vector<uint64_t> ids;
+    for (uint64_t b = 0; b < 2 + i % 5; ++b)
+      ids.push_back(b < 2 ? (i % 3) * 100 + b : i * 1000 + b);
+    reqs.push_back(replay::synthesize(record_of(ids, 12, 20'000 * i), i, w));
+  }
+  auto results = h.replay(reqs);
+  ASSERT_EQ(results.size(), reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i)
+    expect_monolithic(h, reqs[i], results[i]);
 }
 
 TEST(cluster, kv_streamed_layer_by_layer_equals_monolithic) {
