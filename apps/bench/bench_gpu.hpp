@@ -6,7 +6,8 @@
 // of all of them together. Prefill and decode tokens per second of each engine (wall time of the
 // calls; the reference engine runs on one core), their ratio, and whether every greedy token and
 // every KV byte is the same (the device engine computes the reference's floats exactly:
-// gpu/cuda/device_engine.hpp). A difference is a failure.
+// gpu/cuda/device_engine.hpp), and whether a second device run gives the same bytes (run to run
+// determinism). A difference is a failure.
 //
 // Pages (CUDA only): `pages` pages of the model's page size scattered over device memory,
 // gathered into one buffer and scattered back (gpu/cuda/kv_pages.hpp), in GB/s against
