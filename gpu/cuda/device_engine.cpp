@@ -8,6 +8,7 @@
 #include "messages/errors.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <new>
@@ -250,11 +251,14 @@ caf::error device_engine::init() {
 uint32_t device_engine::add_pages(const sequence_ref& seq) {
   const auto first = static_cast<uint32_t>(host_pages_.size());
   const size_t used = std::min<size_t>(seq.pages.size(), pages_per_sequence_max_);
+  // The device table holds rows_max sequences of the longest context (init).
+  assert(host_pages_.size() + used <= size_t{rows_max} * pages_per_sequence_max_);
   host_pages_.insert(host_pages_.end(), seq.pages.begin(), seq.pages.begin() + used);
   return first;
 }
 
 void device_engine::add_row(uint32_t page_first, uint32_t position, uint32_t token) {
+  assert(n_ < rows_max && page_first < host_pages_.size());
   host_words_[n_] = token;
   host_words_[rows_max + n_] = position;
   host_words_[2 * rows_max + n_] = page_first;
