@@ -43,7 +43,10 @@ caf::expected<time_model_source> source_for(const cluster_config& cfg) {
   }
   if (e.kind == gpu::engine_kind::modeled)
     return source_of(e.profile, cfg.model);
-  if (e.timing == gpu::timing_mode::modeled)
+  // The cuda engine: flops at the modeled rate (set engine.modeled_flops_per_s near the
+  // device's, or name a conductor.profile), corrected online; this CPU's profile says nothing
+  // of a GPU.
+  if (e.timing == gpu::timing_mode::modeled || e.kind == gpu::engine_kind::cuda)
     return reference_source(cfg.model, e.modeled_flops_per_s);
   // Real time on the reference engine: this machine's measured profile where the model is the
   // one it measured; else flops at the modeled rate. Either way corrected online.
