@@ -383,6 +383,26 @@ TEST(cli, bench_transfer_cuda_rows_run_or_say_why_not) {
     EXPECT_NE(r.output.find(local), std::string::npos) << local << "\n" << r.output;
 }
 
+// The cuda engine: where there is no device, a cluster of it refuses to start and says why,
+// and the GPU benchmark says why it skips; simulated time refuses it everywhere.
+TEST(cli, the_cuda_engine_runs_or_says_why_not) {
+  auto cuda = write_file("cli_cuda.yaml", "engine: {kind: cuda, device: 0}\n");
+  auto r = run("replay " + trace + " --sim --no-progress --requests 1 --cluster " + cuda);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("engine.kind: cuda computes on a GPU"), std::string::npos) << r.output;
+  auto bench = run("bench gpu --prompts 1 --prompt-tokens 16 --chunk-tokens 16 --decode-steps 1 "
+                   "--pages 8 --rounds 1 --d-model 64 --heads 4 --kv-heads 2 --ffn 96 --vocab 64");
+  EXPECT_EQ(bench.status, 0) << bench.output;
+  if (bench.output.find("skipped: unavailable: ") == std::string::npos) {
+    EXPECT_NE(bench.output.find("greedy tokens equal: yes"), std::string::npos) << bench.output;
+    return; // a GPU: the cluster test in crescent_system_tests runs it
+  }
+  r = run("run --no-progress --requests 1 --trace " + trace + " --config " + cuda);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("cluster bring-up: unavailable:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("CUDA"), std::string::npos) << r.output;
+}
+
 // Row filters outside the grid are refused (bench_cases_test.cpp tests what they pick).
 TEST(cli, bench_transfer_refuses_rows_outside_the_grid) {
   EXPECT_NE(run("bench transfer --block-kib 5").status, 0);
