@@ -72,7 +72,7 @@ echo
 echo "== device check: $(head -1 "$logs/machine.txt")"
 printf '%s\n' "${summary[@]}"
 echo "== crescent bench gpu"
-grep -E "^(engine|prefill|decode|greedy|device run|pages|gather|scatter|copy)" "$logs/bench_gpu.txt" || true
+grep -E "^(engine|prefill|decode|greedy|first|device run|pages|gather|scatter|copy)" "$logs/bench_gpu.txt" || true
 grep -HE "^\[  (PASSED|FAILED)  \]" "$logs"/*tests.txt || true
 echo "logs: $logs"
 exit $status

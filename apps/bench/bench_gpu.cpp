@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace crescent::bench {
@@ -128,6 +129,53 @@ caf::expected<serve_result> serve(gpu::engine& eng, kv_arena& kv, const bench_gp
   return out;
 }
 
+// Where the device engine first parts from the reference, so that one run on a device names the
+// kernel to look at: a token (its prompt, and whether prefill or which decode step chose it)...
+void print_first_token_difference(const std::vector<uint32_t>& ref,
+                                  const std::vector<uint32_t>& dev, const bench_gpu_options& o) {
+  size_t i = 0;
+  while (i < ref.size() && i < dev.size() && ref[i] == dev[i])
+    ++i;
+  if (i == ref.size() || i == dev.size())
+    return;
+  const size_t prompt = i % o.prompts;
+  const std::string when =
+      i < o.prompts ? "prefill's token" : fmt::format("decode step {}", i / o.prompts - 1);
+  fmt::print("first token difference: prompt {}, {}: reference {}, device {}\n", prompt, when,
+             ref[i], dev[i]);
+}
+
+// ...and a KV float, by its place in the page layout ([layer][K|V][kv_head][token][head_dim]).
+void print_first_kv_difference(const gpu::model_config& cfg, size_t pages_per_sequence,
+                               const std::vector<std::byte>& ref,
+                               const std::vector<std::byte>& dev) {
+  const size_t n = std::min(ref.size(), dev.size()) / sizeof(float);
+  for (size_t f = 0; f < n; ++f) {
+    float r = 0.0f, d = 0.0f;
+    std::memcpy(&r, ref.data() + f * sizeof(float), sizeof r);
+    std::memcpy(&d, dev.data() + f * sizeof(float), sizeof d);
+    if (std::memcmp(&r, &d, sizeof r) == 0)
+      continue;
+    const size_t page_floats = cfg.page_bytes() / sizeof(float);
+    const size_t page = f / page_floats;
+    size_t at = f % page_floats;
+    const size_t hd = cfg.head_dim();
+    const size_t dim = at % hd;
+    at /= hd;
+    const size_t token = at % cfg.block_tokens;
+    at /= cfg.block_tokens;
+    const size_t kv_head = at % cfg.kv_heads;
+    at /= cfg.kv_heads;
+    const size_t kind = at % 2;
+    const size_t layer = at / 2;
+    fmt::print("first KV difference: prompt {}, token {}, layer {}, {}, kv head {}, dim {}: "
+               "reference {:.9g}, device {:.9g}\n",
+               page / pages_per_sequence, (page % pages_per_sequence) * cfg.block_tokens + token,
+               layer, kind == 0 ? "K" : "V", kv_head, dim, r, d);
+    return;
+  }
+}
+
 caf::error check_options(const bench_gpu_options& o) {
   auto bad = [](const char* what) { return make_error(errc::invalid_argument, what); };
   if (o.prompts == 0 || o.prompts > 256)
@@ -210,6 +258,10 @@ int compare_engines(const gpu::model_config& cfg, const bench_gpu_options& o,
   fmt::print("greedy tokens equal: {} ({} tokens); KV bytes equal: {} ({} MiB)\n",
              same_tokens ? "yes" : "NO", a->tokens.size(), same_kv ? "yes" : "NO",
              ref_kv.bytes >> 20);
+  if (!same_tokens)
+    print_first_token_difference(a->tokens, b->tokens, o);
+  if (!same_kv)
+    print_first_kv_difference(cfg, per_sequence, ref_kv.host, *dev_bytes);
   fmt::print("device run to run: tokens and KV bytes equal: {}\n", repeatable ? "yes" : "NO");
   return same_tokens && same_kv && repeatable ? 0 : 1;
 }
