@@ -130,6 +130,10 @@ namespace {
 // describe the model.
 caf::error validate_engine(const cluster_config& cfg) {
   const auto& e = cfg.engine;
+  for (size_t i = 0; i < cfg.nodes.size(); ++i)
+    if (!cfg.nodes[i].devices.empty() && e.kind != gpu::engine_kind::cuda)
+      return field_error("nodes[" + std::to_string(i) + "].devices",
+                         "only the cuda engine (engine.kind: cuda) runs on devices");
   if (e.kind == gpu::engine_kind::reference || e.kind == gpu::engine_kind::cuda) {
     if (auto err = gpu::check_reference_limits(cfg.model))
       return err;

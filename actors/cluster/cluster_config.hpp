@@ -38,9 +38,15 @@ struct node_config {
   // Coupled instances (prefill and decode on one engine, the vLLM-style baseline; coupled_config
   // below). A cluster with any has no prefill or decode instances.
   uint32_t coupled_instances = 0;
+  // The cuda engine: the CUDA devices of this node's workers, taken in turn (its prefill, then
+  // its decode, then its coupled instances); empty: every worker on engine.device.
+  std::vector<uint32_t> devices{};
 
   bool hosted_elsewhere() const { return !address.empty(); }
 };
+
+/// CUDA devices a node may list (nodes[i].devices).
+inline constexpr size_t node_devices_max = 16;
 
 /// The KV pool: replicas, placement, eviction, leases (see docs/kv_pool.md).
 struct pool_config {

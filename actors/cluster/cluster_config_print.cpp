@@ -3,6 +3,7 @@
 #include "actors/cluster/cluster_config.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <string>
 
@@ -78,6 +79,8 @@ void print_nodes(std::string& out, const cluster_config& c) {
       fmt::format_to(std::back_inserter(out), ", ssd_tokens: {}", n.ssd_tokens);
     else
       fmt::format_to(std::back_inserter(out), ", ssd_mib: {}", n.ssd_bytes >> 20);
+    if (!n.devices.empty())
+      fmt::format_to(std::back_inserter(out), ", devices: [{}]", fmt::join(n.devices, ", "));
     if (n.hosted_elsewhere())
       fmt::format_to(std::back_inserter(out), ", address: {}", quoted(n.address));
     out += "}\n";

@@ -128,6 +128,16 @@ caf::error read_nodes(yaml_reader& r, const YAML::Node& n, std::vector<node_conf
           [&](auto& v, auto& f) {
             return r.read_uint(v, f, node.ssd_tokens, 1, uint64_t{1} << 40);
           }},
+         {"devices",
+          [&](auto& v, auto& f) -> caf::error {
+            if (!v.IsSequence() || v.size() == 0 || v.size() > node_devices_max)
+              return r.error_at(v, f, "expected a list of 1 to 16 CUDA device indexes");
+            node.devices.assign(v.size(), 0);
+            for (size_t k = 0; k < v.size(); ++k)
+              if (auto e = r.read_uint(v[k], f, node.devices[k], 0, gpu::cuda_device_index_max))
+                return e;
+            return caf::none;
+          }},
          {"address", [&](auto& v, auto& f) -> caf::error {
             if (auto e = r.read_string(v, f, node.address))
               return e;

@@ -127,13 +127,38 @@ spawn_node_owner(caf::actor_system& sys, const cluster_config& cfg, uint32_t nod
                             std::move(ssd_modeled_ns)});
 }
 
-caf::expected<std::unique_ptr<gpu::engine>> make_engine(const cluster_config& cfg,
-                                                        std::shared_ptr<gpu::shared_cores> cores) {
+caf::expected<std::unique_ptr<gpu::engine>>
+make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores, int device) {
   if (cfg.engine.kind == gpu::engine_kind::modeled)
     return gpu::make_modeled_engine(cfg.model, cfg.engine.profile, std::move(cores));
   if (cfg.engine.kind == gpu::engine_kind::cuda)
-    return gpu::make_cuda_engine(cfg.model, cfg.engine, cfg.engine.device);
+    return gpu::make_cuda_engine(cfg.model, cfg.engine, device);
   return gpu::make_reference_engine(cfg.model, cfg.engine);
+}
+
+int device_of(const cluster_config& cfg, uint32_t node, worker_role role, uint32_t instance) {
+  assert(node < cfg.nodes.size());
+  const auto& devices = cfg.nodes[node].devices;
+  if (devices.empty())
+    return cfg.engine.device;
+  // Instances are numbered node after node, per role (cluster.cpp): the first of this node's
+  // is the count of the nodes before it.
+  auto count = [&](const node_config& n) {
+    return role == worker_role::prefill  ? n.prefill_instances
+           : role == worker_role::decode ? n.decode_instances
+                                         : n.coupled_instances;
+  };
+  uint32_t first = 0;
+  for (uint32_t i = 0; i < node; ++i)
+    first += count(cfg.nodes[i]);
+  const auto& n = cfg.nodes[node];
+  assert(instance >= first && instance - first < count(n));
+  uint32_t slot = instance - first;
+  if (role != worker_role::prefill)
+    slot += n.prefill_instances;
+  if (role == worker_role::coupled)
+    slot += n.decode_instances;
+  return static_cast<int>(devices[slot % devices.size()]);
 }
 
 caf::expected<std::shared_ptr<const gpu::block_codec>> block_codec_of(const cluster_config& cfg) {
@@ -223,8 +248,8 @@ struct worker_kit {
 
 caf::expected<worker_kit> make_kit(const cluster_config& cfg, uint32_t node, uint32_t pages,
                                    const std::shared_ptr<transport::transfer_engine>& transfer,
-                                   std::shared_ptr<gpu::shared_cores> cores) {
-  auto engine = make_engine(cfg, std::move(cores));
+                                   std::shared_ptr<gpu::shared_cores> cores, int device) {
+  auto engine = make_engine(cfg, std::move(cores), device);
   if (!engine)
     return std::move(engine.error());
   auto pool = storage::dram_pool::create(transfer, node, (*engine)->page_memory_bytes(), pages,
@@ -251,7 +276,8 @@ spawn_decode_instance(caf::actor_system& sys, const cluster_config& cfg, uint32_
                       uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                       directory_ref dir, std::shared_ptr<gpu::shared_cores> cores) {
   const auto pages = static_cast<uint32_t>(decode_kv_bytes_of(cfg) / cfg.model.page_bytes());
-  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
+  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores),
+                      device_of(cfg, node, worker_role::decode, instance));
   if (!kit)
     return std::move(kit.error());
   auto codec = handoff_codec_of(cfg);
@@ -274,7 +300,7 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
   // Pages for two of the longest prompts: a job computes while the one before it stores.
   const uint32_t block = cfg.model.block_tokens;
   auto kit = make_kit(cfg, node, 2 * ((cfg.model.context_tokens_max + block - 1) / block), transfer,
-                      std::move(cores));
+                      std::move(cores), device_of(cfg, node, worker_role::prefill, instance));
   if (!kit)
     return std::move(kit.error());
   prefill_worker_options opt{instance,
@@ -325,7 +351,8 @@ spawn_coupled_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                        uint32_t node, const std::shared_ptr<transport::transfer_engine>& transfer,
                        directory_ref dir, std::shared_ptr<gpu::shared_cores> cores) {
   const auto pages = static_cast<uint32_t>(coupled_kv_bytes_of(cfg) / cfg.model.page_bytes());
-  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores));
+  auto kit = make_kit(cfg, node, pages, transfer, std::move(cores),
+                      device_of(cfg, node, worker_role::coupled, instance));
   if (!kit)
     return std::move(kit.error());
   coupled_worker_options opt;

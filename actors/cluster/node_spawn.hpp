@@ -24,10 +24,20 @@ namespace crescent {
 /// handles it lacks left out.
 std::vector<caf::actor> actors_on_node(const directory& dir, uint32_t node);
 
-/// The engine the cluster file names (engine.kind): the reference engine or the modeled one
-/// (whose profile may have the cluster's instances share `cores`).
+/// The engine the cluster file names (engine.kind): the reference engine, the modeled one
+/// (whose profile may have the cluster's instances share `cores`), or the cuda engine on CUDA
+/// device `device`.
 caf::expected<std::unique_ptr<gpu::engine>>
-make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores = nullptr);
+make_engine(const cluster_config& cfg, std::shared_ptr<gpu::shared_cores> cores = nullptr,
+            int device = 0);
+
+/// The roles of a node's workers, in the order they take its devices (node_config::devices).
+enum class worker_role { prefill, decode, coupled };
+
+/// The CUDA device of the cluster-wide `instance` of `role`, on `node`: the node's devices in
+/// turn over its prefill, then decode, then coupled instances; engine.device where the node
+/// lists none.
+int device_of(const cluster_config& cfg, uint32_t node, worker_role role, uint32_t instance);
 
 /// Bytes of one KV page in the memory the cluster's engine computes on (its pool blocks and
 /// worker pages): the model's page, or the modeled engine's stand-in of it.

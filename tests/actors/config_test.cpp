@@ -1,4 +1,5 @@
 #include "actors/cluster/cluster_config.hpp"
+#include "actors/cluster/node_spawn.hpp"
 #include "actors/cluster/profile_yaml.hpp"
 #include "messages/errors.hpp"
 
@@ -332,6 +333,45 @@ TEST(cluster_config, the_cuda_engine_names_its_device) {
            {"engine: {kind: gpu}\n", "expected 'reference', 'modeled' or 'cuda', got 'gpu'"},
            {"engine: {kind: cuda}\nmodel: {kv_element_bytes: 2}\n", "kv_element_bytes"},
            {"engine: {kind: cuda}\nmodel: {layers: 80}\n", "layers"},
+       }) {
+    auto e = error_of(yaml);
+    EXPECT_NE(e.find(says), std::string::npos) << yaml << e;
+  }
+}
+
+TEST(cluster_config, a_node_lists_the_cuda_devices_its_workers_take_in_turn) {
+  auto cfg = parse_cluster_config("engine: {kind: cuda, device: 7}\n"
+                                  "nodes:\n"
+                                  "  - {prefill: 2, decode: 1, devices: [4, 5]}\n"
+                                  "  - {prefill: 1, decode: 2}\n"
+                                  "  - {prefill: 1, decode: 2, devices: [0, 1, 2]}\n",
+                                  "c.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->nodes[0].devices, (std::vector<uint32_t>{4, 5}));
+  // Node 0: prefill 0, 1 and decode 0 take 4, 5, 4. Node 1 lists none: engine.device. Node 2:
+  // prefill 3, then decode 3 and 4, take 0, 1, 2.
+  EXPECT_EQ(device_of(*cfg, 0, worker_role::prefill, 0), 4);
+  EXPECT_EQ(device_of(*cfg, 0, worker_role::prefill, 1), 5);
+  EXPECT_EQ(device_of(*cfg, 0, worker_role::decode, 0), 4);
+  EXPECT_EQ(device_of(*cfg, 1, worker_role::prefill, 2), 7);
+  EXPECT_EQ(device_of(*cfg, 1, worker_role::decode, 2), 7);
+  EXPECT_EQ(device_of(*cfg, 2, worker_role::prefill, 3), 0);
+  EXPECT_EQ(device_of(*cfg, 2, worker_role::decode, 3), 1);
+  EXPECT_EQ(device_of(*cfg, 2, worker_role::decode, 4), 2);
+  const auto printed = format_cluster_config(*cfg);
+  EXPECT_NE(printed.find("devices: [0, 1, 2]"), std::string::npos) << printed;
+  auto again = parse_cluster_config(printed, "printed.yaml");
+  ASSERT_TRUE(again) << describe(again.error());
+  EXPECT_EQ(again->nodes[2].devices, cfg->nodes[2].devices);
+  for (const auto& [yaml, says] : std::vector<std::pair<std::string, std::string>>{
+           {"nodes: [{prefill: 1, devices: [0]}, {decode: 1}]\n",
+            "nodes[0].devices: only the cuda engine"},
+           {"engine: {kind: cuda}\nnodes: [{prefill: 1, devices: []}, {decode: 1}]\n",
+            "a list of 1 to 16 CUDA device indexes"},
+           {"engine: {kind: cuda}\nnodes: [{prefill: 1, devices: 3}, {decode: 1}]\n",
+            "a list of 1 to 16 CUDA device indexes"},
+           {"engine: {kind: cuda}\nnodes: [{prefill: 1, devices: [64]}, {decode: 1}]\n",
+            "is not in [0, 63]"},
        }) {
     auto e = error_of(yaml);
     EXPECT_NE(e.find(says), std::string::npos) << yaml << e;
