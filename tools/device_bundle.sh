@@ -63,6 +63,10 @@ step transport_cuda_tests "$here/bin/crescent_transport_cuda_tests" || status=1
 step gpu_tests "$here/bin/crescent_gpu_tests" --gtest_filter='cuda*:device_engine*' || status=1
 # A cluster on the cuda engine decoding what monolithic reference runs do.
 step cluster_tests "$here/bin/crescent_system_tests" --gtest_filter='cluster.the_cuda*' || status=1
+# The embedded cluster in real time on the cuda engine: every request must complete.
+cd "$here/.." || exit 2
+step cluster_run "$here/bin/crescent" run --config docs/cuda.cluster.yaml --requests 100 \
+  --no-progress || status=1
 # The device engine against the CPU reference, and page gathers against a copy (about 1 min).
 step bench_gpu "$here/bin/crescent" bench gpu || status=1
 # The transfer engine's cuda rows in full (48 rows of 5 x 0.2 s trials and their baselines:
@@ -73,6 +77,8 @@ echo "== device check: $(head -1 "$logs/machine.txt")"
 printf '%s\n' "${summary[@]}"
 echo "== crescent bench gpu"
 grep -E "^(engine|prefill|decode|greedy|first|device run|pages|gather|scatter|copy)" "$logs/bench_gpu.txt" || true
+echo "== crescent run on the cuda engine"
+grep -E "^(requests|TTFT|TBT)" "$logs/cluster_run.txt" || true
 grep -HE "^\[  (PASSED|FAILED)  \]" "$logs"/*tests.txt || true
 echo "logs: $logs"
 exit $status

@@ -389,6 +389,14 @@ TEST(cluster_config, the_fidelity_cluster_loads_as_documented) {
   EXPECT_EQ(cfg->engine.kind, gpu::engine_kind::reference) << "it runs for real";
 }
 
+TEST(cluster_config, the_cuda_cluster_loads_as_documented) {
+  auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cuda.cluster.yaml");
+  ASSERT_TRUE(cfg) << describe(cfg.error());
+  EXPECT_EQ(cfg->engine.kind, gpu::engine_kind::cuda);
+  EXPECT_EQ(cfg->engine.device, 0);
+  EXPECT_EQ(cfg->nodes.size(), cluster_config{}.nodes.size()) << "the embedded cluster's nodes";
+}
+
 TEST(cluster_config, the_documented_example_is_the_default) {
   auto cfg = load_cluster_config(CRESCENT_SOURCE_DIR "/docs/cluster.example.yaml");
   ASSERT_TRUE(cfg) << describe(cfg.error());
