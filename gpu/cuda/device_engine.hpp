@@ -1,8 +1,8 @@
 // The device engine: the reference model (same config, same seeded weights) computed by a
 // device's kernels, with its KV pages in that device's memory (issue 22). Its kernels perform
 // the reference engine's operations in the reference engine's order (model_elements.cuh), so
-// its KV bytes and greedy tokens are the reference engine's, bit for bit: a page it writes can
-// be read by a CPU worker and the other way round, once copied.
+// its KV bytes and greedy tokens are the reference engine's, bit for bit: a page it writes is
+// the page a CPU worker would have written.
 //
 // The contract is gpu::engine's (engine.hpp), with two differences a caller must know:
 //  - the pages of every sequence_ref are device addresses on the engine's device (the host
