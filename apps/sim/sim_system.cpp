@@ -208,6 +208,25 @@ constexpr const char* action_name(fault_verdict::action a) {
 
 } // namespace
 
+void sim_system::note_made(const caf::mailbox_element* e, int64_t due_ns, const void* receiver) {
+  // Entries whose message never came (its receiver ended) are dropped now and then.
+  constexpr size_t made_kept_max = 4096;
+  if (unfiltered_.size() >= made_kept_max)
+    std::erase_if(unfiltered_,
+                  [now = elapsed().count()](const auto& kv) { return kv.second.due_ns < now; });
+  unfiltered_[e] = {due_ns, receiver, e->sender ? e->sender.get() : nullptr};
+}
+
+bool sim_system::made_here(const caf::mailbox_element* e, int64_t now_ns, const void* receiver) {
+  auto it = unfiltered_.find(e);
+  if (it == unfiltered_.end())
+    return false;
+  const auto made = it->second;
+  unfiltered_.erase(it);
+  return made.due_ns == now_ns && made.receiver == receiver &&
+         made.sender == (e->sender ? e->sender.get() : nullptr);
+}
+
 // Carries out a filter's verdict on the front message; false: deliver it now (a duplicate's
 // original, or a message that cannot be taken out of turn).
 bool sim_system::apply_fault(const delivered_message& m, const fault_verdict& v) {
@@ -223,7 +242,8 @@ bool sim_system::apply_fault(const delivered_message& m, const fault_verdict& v)
     auto copy =
         caf::make_mailbox_element(e->sender, e->mid, e->stages,
                                   const_cast<caf::mailbox_element*>(e)->copy_content_to_message());
-    unfiltered_.insert(copy.get()); // a copy is not copied again, or lost
+    // A copy is not copied again, or lost.
+    note_made(copy.get(), std::max(v.until_ns, m.time_ns), actor);
     if (v.until_ns > m.time_ns) {
       const auto at = std::chrono::duration_cast<caf::actor_clock::duration_type>(
           start_ + std::chrono::nanoseconds(v.until_ns));
@@ -240,7 +260,8 @@ bool sim_system::apply_fault(const delivered_message& m, const fault_verdict& v)
     return false;
   record(note);
   if (v.what == fault_verdict::action::hold) {
-    unfiltered_.insert(taken.get()); // judged once: it is not held again when it comes back
+    // Judged once: it is not held again when it comes back.
+    note_made(taken.get(), std::max(v.until_ns, m.time_ns), actor);
     const auto at = std::chrono::duration_cast<caf::actor_clock::duration_type>(
         start_ + std::chrono::nanoseconds(std::max(v.until_ns, m.time_ns)));
     sched_.clock().schedule_message(caf::actor_clock::time_point{at},
@@ -257,7 +278,8 @@ void sim_system::deliver_one() {
     choose_next();
   const auto m = describe_front();
   const caf::mailbox_element* front = front_element();
-  if (front != nullptr && unfiltered_.erase(front) != 0) {
+  if (front != nullptr &&
+      made_here(front, m.time_ns, dynamic_cast<caf::scheduled_actor*>(sched_.jobs.front()))) {
     // A duplicate or a message that was held: delivered as it is.
   } else if (filter_ != nullptr && front != nullptr) {
     const auto verdict = filter_->judge(ready_of(m));

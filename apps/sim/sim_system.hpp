@@ -128,8 +128,18 @@ class sim_system {
   std::unordered_map<std::string, uint32_t> type_by_name_;
   std::vector<std::string> labels_{"-"};
   std::vector<int32_t> places_{main_place}; // by label index
-  // Messages the filter made (a duplicate) or already judged (a held one): delivered as they are.
-  std::unordered_set<const caf::mailbox_element*> unfiltered_;
+  // Messages the filter made (a duplicate) or already judged (a held one): delivered as they are
+  // when they come, at their time, to their receiver from their sender. An address alone does
+  // not name one: a copy whose receiver is gone when it comes is destroyed unseen, and a later
+  // message may be allocated at its address, at an address that differs run to run.
+  struct made_message {
+    int64_t due_ns = 0;
+    const void* receiver = nullptr;
+    const void* sender = nullptr;
+  };
+  std::unordered_map<const caf::mailbox_element*, made_message> unfiltered_;
+  void note_made(const caf::mailbox_element* e, int64_t due_ns, const void* receiver);
+  bool made_here(const caf::mailbox_element* e, int64_t now_ns, const void* receiver);
   std::vector<std::string> types_;
   struct hash_state;
   std::unique_ptr<hash_state> hash_;
