@@ -19,22 +19,6 @@ CRESCENT_INLINE void axpy(float* __restrict out, float a, const float* __restric
     out[c] += a * w[c];
 }
 
-// Four interleaved partial sums combined as (s0 + s1) + (s2 + s3): a fixed order (it depends
-// only on n) that keeps four lanes busy instead of one serial chain. For RMSNorm.
-CRESCENT_INLINE float dot(const float* __restrict a, const float* __restrict b, uint32_t n) {
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  uint32_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; ++d)
-    s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
-}
-
 constexpr size_t tile_rows = 4;
 constexpr size_t tile_cols = 16;
 
@@ -87,7 +71,7 @@ void rms_norm(const float* x, size_t rows, size_t dim, const float* weight, floa
   for (size_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* o = out + r * dim;
-    const float inv = 1.0f / std::sqrt(dot(xr, xr, static_cast<uint32_t>(dim)) / dim + eps);
+    const float inv = 1.0f / std::sqrt(sum_of_squares(xr, static_cast<uint32_t>(dim)) / dim + eps);
     for (size_t i = 0; i < dim; ++i)
       o[i] = xr[i] * inv * weight[i];
   }

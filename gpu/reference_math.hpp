@@ -6,6 +6,8 @@
 // pure function of the input on every x86-64 (and any IEEE) machine.
 #pragma once
 
+#include "gpu/portable_math.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -84,24 +86,7 @@ inline void sincos_d(double x, double& sin_out, double& cos_out) {
   }
 }
 
-/// e^x in float, branch-free so that loops over it vectorize. Inputs are clamped to
-/// [-87, 88]: results stay normal and finite (e^-87 stands in for 0 in softmax).
-__attribute__((always_inline)) inline float exp_f(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  // Round x / ln 2 to the nearest integer by the 1.5 * 2^23 trick (exact for |t| < 2^22).
-  const float t = x * 1.44269504f;
-  const float k = (t + 12582912.0f) - 12582912.0f;
-  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187e-06f; // ln 2 = hi + lo
-  float p = 1.0f / 720.0f;
-  p = 1.0f / 120.0f + p * r;
-  p = 1.0f / 24.0f + p * r;
-  p = 1.0f / 6.0f + p * r;
-  p = 0.5f + p * r;
-  p = 1.0f + p * r;
-  p = 1.0f + p * r;
-  const auto bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;
-  return p * std::bit_cast<float>(bits);
-}
+// exp_f (e^x in float, branch-free) is crescent::gpu::exp_f (gpu/portable_math.hpp), which the
+// device engine's kernels compile too.
 
 } // namespace crescent::gpu::ref

@@ -45,4 +45,16 @@ caf::expected<std::vector<cuda_device>> cuda_devices() {
 
 #endif
 
+caf::expected<cuda_device> cuda_device_at(int index) {
+  auto devices = cuda_devices();
+  if (!devices)
+    return devices.error();
+  for (const auto& d : *devices)
+    if (d.index == index)
+      return d;
+  return make_error(errc::unavailable, "no CUDA device " + std::to_string(index) +
+                                           " (this machine has " + std::to_string(devices->size()) +
+                                           ")");
+}
+
 } // namespace crescent::gpu

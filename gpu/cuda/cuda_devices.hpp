@@ -24,4 +24,8 @@ bool built_with_cuda();
 
 caf::expected<std::vector<cuda_device>> cuda_devices();
 
+/// Device `index` of cuda_devices(); errc::unavailable (naming how many there are) where this
+/// machine has no such device.
+caf::expected<cuda_device> cuda_device_at(int index);
+
 } // namespace crescent::gpu

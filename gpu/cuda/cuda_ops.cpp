@@ -147,15 +147,10 @@ class cuda_ops final : public device_ops {
 } // namespace
 
 caf::expected<std::unique_ptr<device_ops>> make_cuda_ops(int index) {
-  auto devices = cuda_devices();
-  if (!devices)
-    return devices.error();
-  for (const auto& d : *devices)
-    if (d.index == index)
-      return std::unique_ptr<device_ops>{std::make_unique<cuda_ops>(index, d.name)};
-  return make_error(errc::unavailable, "no CUDA device " + std::to_string(index) +
-                                           " (this machine has " + std::to_string(devices->size()) +
-                                           ")");
+  auto device = cuda_device_at(index);
+  if (!device)
+    return device.error();
+  return std::unique_ptr<device_ops>{std::make_unique<cuda_ops>(index, device->name)};
 }
 
 #else

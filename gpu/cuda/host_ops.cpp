@@ -132,7 +132,7 @@ class host_ops final : public device_ops {
       }
       float total = 0.0f;
       for (uint32_t j = 0; j < n; ++j) {
-        p[j] = el::exp_f(p[j] - top);
+        p[j] = exp_f(p[j] - top);
         total += p[j];
       }
       totals[i] = total;

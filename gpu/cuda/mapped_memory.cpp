@@ -16,13 +16,9 @@ namespace crescent::gpu {
 
 caf::expected<std::shared_ptr<void>> map_for_device(std::span<std::byte> bytes, int device,
                                                     std::shared_ptr<const void> keepalive) {
-  auto devices = cuda_devices();
-  if (!devices)
-    return devices.error();
+  if (auto found = cuda_device_at(device); !found)
+    return found.error();
   const std::string name = "CUDA device " + std::to_string(device);
-  if (device < 0 || static_cast<size_t>(device) >= devices->size())
-    return make_error(errc::unavailable,
-                      "no " + name + " (this machine has " + std::to_string(devices->size()) + ")");
   if (auto rc = cudaSetDevice(device); rc != cudaSuccess)
     return make_error(errc::unavailable, name + ": " + cudaGetErrorString(rc));
   // The kernels are given the pages' host addresses: the device must accept them as they are.

@@ -9,16 +9,11 @@
 // Plain C++17 without CAF: nvcc compiles it.
 #pragma once
 
+#include "gpu/portable_math.hpp" // CRESCENT_HD, exp_f, sum_of_squares
+
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <math.h> // sqrtf, INFINITY: the same names in host and device code
-
-#ifdef __CUDACC__
-#define CRESCENT_HD __host__ __device__
-#else
-#define CRESCENT_HD
-#endif
 
 namespace crescent::gpu::elements {
 
@@ -48,26 +43,6 @@ CRESCENT_HD inline size_t slab(const attention_shape& s, uint32_t kind, uint32_t
   return ((size_t{s.layer} * 2 + kind) * s.kv_heads + kv_head) * s.block_tokens * s.head_dim;
 }
 
-/// ref::exp_f, operation for operation.
-CRESCENT_HD inline float exp_f(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  x = x > 88.0f ? 88.0f : x;
-  const float t = x * 1.44269504f;
-  const float k = (t + 12582912.0f) - 12582912.0f;
-  const float r = (x - k * 0.693145751953125f) - k * 1.428606765330187e-06f;
-  float p = 1.0f / 720.0f;
-  p = 1.0f / 120.0f + p * r;
-  p = 1.0f / 24.0f + p * r;
-  p = 1.0f / 6.0f + p * r;
-  p = 0.5f + p * r;
-  p = 1.0f + p * r;
-  p = 1.0f + p * r;
-  const auto bits = static_cast<uint32_t>(static_cast<int32_t>(k) + 127) << 23;
-  float scale = 0.0f;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 /// out[r][c] of ref::matmul: 0, then + x[r][k] * w[k][c] for k = 0, 1, ... in order.
 CRESCENT_HD inline float matmul_element(const float* x, uint32_t in, const float* w, uint32_t cols,
                                         uint32_t r, uint32_t c) {
@@ -78,20 +53,9 @@ CRESCENT_HD inline float matmul_element(const float* x, uint32_t in, const float
   return acc;
 }
 
-/// 1 / sqrt(mean(x^2) + eps) of one row, as ref::rms_norm: four interleaved partial sums
-/// combined as (s0 + s1) + (s2 + s3).
+/// 1 / sqrt(mean(x^2) + eps) of one row, as ref::rms_norm.
 CRESCENT_HD inline float rms_inverse(const float* x, uint32_t dim, float eps) {
-  float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-  uint32_t d = 0;
-  for (; d + 4 <= dim; d += 4) {
-    s0 += x[d] * x[d];
-    s1 += x[d + 1] * x[d + 1];
-    s2 += x[d + 2] * x[d + 2];
-    s3 += x[d + 3] * x[d + 3];
-  }
-  for (; d < dim; ++d)
-    s0 += x[d] * x[d];
-  return 1.0f / sqrtf(((s0 + s1) + (s2 + s3)) / static_cast<float>(dim) + eps);
+  return 1.0f / sqrtf(sum_of_squares(x, dim) / static_cast<float>(dim) + eps);
 }
 
 /// ref::swiglu of one element.

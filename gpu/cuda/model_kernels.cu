@@ -146,7 +146,7 @@ __global__ void softmax_kernel(el::attention_shape s, el::rows rows, uint32_t la
   }
   top = tops[0];
   for (uint32_t j = threadIdx.x; j < l.keys; j += blockDim.x)
-    p[j] = el::exp_f(p[j] - top);
+    p[j] = exp_f(p[j] - top);
   __syncthreads();
   if (threadIdx.x == 0) {
     float total = 0.0f;
