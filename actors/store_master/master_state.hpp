@@ -65,7 +65,8 @@ struct master_state {
   bool started = false;
   bad_message_counter bad;
   uint64_t corrupt_reports = 0;
-  uint64_t intact_on_verify = 0; // reported corrupt by a reader, intact at its owner: kept
+  uint64_t intact_on_verify = 0;   // reported corrupt by a reader, intact at its owner: kept
+  uint64_t unverified_reports = 0; // reported corrupt, the owner gave no answer: kept
   uint64_t reclaimed = 0;
   uint64_t lost = 0;
   // Of the lost blocks, those acknowledged on two or more nodes and never thinned by an

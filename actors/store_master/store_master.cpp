@@ -48,6 +48,7 @@ typed_envelope<wire::StoreStats> make_stats(master_ptr self) {
     out.setLeasedBlocks(st.objects->leased_count(now_ns(self)));
     out.setLostReplicatedBlocks(st.lost_replicated);
     out.setIntactOnVerify(st.intact_on_verify);
+    out.setUnverifiedReports(st.unverified_reports);
     out.setNodesLost(
         static_cast<uint32_t>(std::count(st.ever_lost.begin(), st.ever_lost.end(), true)));
   });

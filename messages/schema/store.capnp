@@ -141,6 +141,7 @@ struct StoreStats {
   lostReplicatedBlocks @15 :UInt64; # of lostBlocks: acknowledged on 2+ nodes, never thinned on purpose
   nodesLost @16 :UInt32;      # distinct nodes that left the pool at least once
   intactOnVerify @17 :UInt64; # replicas a reader reported corrupt, intact at their owner: kept
+  unverifiedReports @18 :UInt64; # reported corrupt, the owner gave no answer: kept
 }
 
 # -- block owners -------------------------------------------------------------------------
