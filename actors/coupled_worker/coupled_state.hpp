@@ -2,6 +2,7 @@
 #pragma once
 
 #include "actors/common/handler_guard.hpp"
+#include "actors/common/recent_ids.hpp"
 #include "actors/coupled_worker/coupled_worker.hpp"
 #include "actors/coupled_worker/page_cache.hpp"
 #include "actors/request/request_actor.hpp"
@@ -54,6 +55,9 @@ struct coupled_state {
   std::vector<std::byte*> page_memory;              // by page_cache number
   std::deque<coupled_seq> waiting;
   std::unordered_map<uint64_t, coupled_seq> running;
+  // Every request whose job was taken, ended or not: a request sends its job once, so another
+  // is a copy (a duplicate, or one held on the way), which would compute the request again.
+  recent_ids taken{coupled_recent_jobs_max};
   std::deque<uint64_t> prefilling; // admitted, prompt not all computed: in arrival order
   std::vector<uint64_t> decoding;  // in join order
   size_t rotation = 0;             // where the next decode batch starts, above batch_max

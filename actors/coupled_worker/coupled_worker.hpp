@@ -31,6 +31,10 @@
 
 namespace crescent {
 
+/// Requests whose jobs an instance remembers, to refuse a second copy of one (recent_ids): the
+/// last 16,384, some seconds of jobs at the most an instance takes.
+inline constexpr size_t coupled_recent_jobs_max = 16384;
+
 struct coupled_worker_options {
   uint32_t instance = 0;
   uint32_t node = 0;

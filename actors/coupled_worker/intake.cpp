@@ -80,10 +80,12 @@ on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg) {
     return st.bad.refuse(st.name, std::move(a.error()));
   if (auto err = check_job(st, *a))
     return st.bad.refuse(st.name, std::move(err));
-  if (known(st, a->request_id))
-    return st.bad.refuse(
-        st.name, make_error(errc::already_exists, "request " + std::to_string(a->request_id) +
-                                                      " is already at this instance"));
+  // A copy of a job taken already: the network's doing, not a bad message.
+  if (known(st, a->request_id) || st.taken.contains(a->request_id))
+    return make_error(errc::already_exists, "coupled instance " +
+                                                std::to_string(st.options.instance) +
+                                                " has taken the job of request " +
+                                                std::to_string(a->request_id) + " already");
   auto requester = caf::actor_cast<request_actor>(self->current_sender());
   if (!requester)
     return st.bad.refuse(st.name,
@@ -92,6 +94,7 @@ on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg) {
     return make_error(errc::no_space, "coupled instance " + std::to_string(st.options.instance) +
                                           " has " + std::to_string(st.waiting.size()) +
                                           " requests waiting, its limit");
+  st.taken.insert(a->request_id);
   // A request that ends without releasing (it crashed, its process died) must not hold pages.
   self->monitor(requester);
   coupled_seq s;

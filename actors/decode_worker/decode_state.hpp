@@ -2,6 +2,7 @@
 #pragma once
 
 #include "actors/common/handler_guard.hpp"
+#include "actors/common/recent_ids.hpp"
 #include "actors/decode_worker/decode_worker.hpp"
 #include "actors/request/request_actor.hpp"
 #include "transport/region_handle.hpp"
@@ -46,6 +47,13 @@ struct decode_state {
   decode_worker_options options;
   decode_worker_parts parts;
   std::unordered_map<uint64_t, reservation> reservations;
+  // Every request reserved for, ended or not: a request reserves once at an instance, so a
+  // second ReserveRequest is a copy (a duplicate, or one held on the way). Taken after the first
+  // reservation ended, it would make a reservation nobody releases until the request ends, and
+  // a copy of the first KvReady would then start the request's decode again on pages that never
+  // got its KV, whose tokens the request took (crescent chaos seed 60071 of
+  // docs/chaos/heavier.budget.yaml).
+  recent_ids reserved{decode_recent_reservations_max};
   std::vector<uint64_t> active;       // ids in join order
   size_t rotation = 0;                // where the next batch starts, when above batch_max
   std::vector<emitted_token> pending; // computed, emitted at the next step

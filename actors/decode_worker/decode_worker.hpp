@@ -23,6 +23,10 @@
 
 namespace crescent {
 
+/// Requests a worker remembers having reserved for, to refuse a second copy of a reservation
+/// (recent_ids): the last 16,384, more than a worker's pages hold at once by far.
+inline constexpr size_t decode_recent_reservations_max = 16384;
+
 struct decode_worker_options {
   uint32_t instance = 0;
   uint32_t node = 0;

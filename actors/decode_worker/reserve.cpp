@@ -108,10 +108,12 @@ on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg) {
                                 std::to_string(uint64_t{a->prompt_tokens} + a->max_new_tokens) +
                                 " tokens exceeds the per-request budget of " +
                                 std::to_string(st.options.request_tokens_max)));
-  if (st.reservations.count(a->request_id) != 0)
-    return st.bad.refuse(
-        st.name, make_error(errc::already_exists, "request " + std::to_string(a->request_id) +
-                                                      " already has a reservation"));
+  // A copy of a reservation that is made or was: the network's doing, not a bad message.
+  if (st.reservations.count(a->request_id) != 0 || st.reserved.contains(a->request_id))
+    return make_error(errc::already_exists, "decode instance " +
+                                                std::to_string(st.options.instance) +
+                                                " has reserved for request " +
+                                                std::to_string(a->request_id) + " already");
   auto requester = caf::actor_cast<request_actor>(self->current_sender());
   if (!requester)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,
@@ -119,6 +121,7 @@ on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg) {
   auto r = make_reservation(self, *a);
   if (!r)
     return std::move(r.error()); // out of memory is load, not a bad message
+  st.reserved.insert(a->request_id);
   // A request that ends without releasing (it crashed, its process died) must not hold memory.
   self->monitor(requester);
   r->requester = std::move(requester);

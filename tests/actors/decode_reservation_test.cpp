@@ -52,6 +52,46 @@ TEST(decode_reservation, only_the_requester_releases_and_its_end_frees_the_pages
   EXPECT_EQ(free_pages(h), capacity) << "the requester's end frees its reservation";
 }
 
+// A request reserves once at an instance: a copy of its ReserveRequest that comes after the
+// reservation ended (a duplicate, or one held on the way) makes none, so that no copy of its
+// KvReady can start its decode again on pages without its KV (chaos seed 60071, heavier budget).
+TEST(decode_reservation, a_copy_of_a_reservation_that_ended_makes_none) {
+  cluster_harness h{small_cluster(1, 1)};
+  const auto decode = h.cl->dir().decode[0];
+  const uint32_t capacity = free_pages(h);
+  auto answers = std::make_shared<std::vector<caf::error>>();
+  auto reserve = [=](caf::event_based_actor* self) {
+    self->request(decode, caf::infinite, reserve_atom::value, reserve_msg(5))
+        .then([=](const typed_envelope<wire::ReserveReply>&) { answers->emplace_back(); },
+              [=](caf::error& err) { answers->push_back(std::move(err)); });
+  };
+  auto released = std::make_shared<bool>(false);
+  // The request: reserves, releases, and is still alive when the copy comes.
+  auto request = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    reserve(self);
+    return {[=](const std::string& what) {
+      if (what == "release")
+        self->request(decode, caf::infinite, release_atom::value, release_msg(5)).then([=]() {
+          *released = true;
+        });
+      else
+        reserve(self); // the copy, from the same sender
+    }};
+  });
+  ASSERT_TRUE(h.run_until([&] { return answers->size() == 1; }));
+  EXPECT_FALSE(answers->at(0));
+  EXPECT_EQ(free_pages(h), capacity - 8);
+  caf::anon_send(request, std::string{"release"});
+  ASSERT_TRUE(h.run_until([&] { return *released; }));
+  EXPECT_EQ(free_pages(h), capacity);
+  caf::anon_send(request, std::string{"copy"});
+  ASSERT_TRUE(h.run_until([&] { return answers->size() == 2; }));
+  EXPECT_TRUE(is(answers->at(1), errc::already_exists)) << describe(answers->at(1));
+  EXPECT_EQ(free_pages(h), capacity) << "the copy holds no pages";
+  caf::anon_send_exit(request, caf::exit_reason::kill);
+  h.sched.run();
+}
+
 TEST(decode_reservation, over_budget_reservations_are_refused) {
   auto cfg = small_cluster(1, 1);
   cfg.decode.request_tokens_max = 100;
