@@ -207,9 +207,9 @@ void report_failure(campaign& c, const seed_result& r) {
   const auto& opt = c.options;
   fmt::print("seed {}: VIOLATED ({} of {} requests completed, {} rejected, {} failed)\n", r.seed,
              r.completed, c.requests.size(), r.rejected, r.failed);
-  fmt::print("  plan:\n");
+  fmt::print("  plan (at: ms into the run; the message trace counts ns from the same start):\n");
   for (const auto& f : r.plan.faults)
-    fmt::print("    {}\n", up::describe(f));
+    fmt::print("    at {:>6}: {}\n", f.at_ms, up::describe(f));
   for (const auto& v : r.violations)
     fmt::print("  violation: {}\n", v);
   fmt::print("  run it alone: {}\n", reproduce_command(opt, r.seed));

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace crescent::up {
@@ -38,6 +39,23 @@ std::vector<uint32_t> reference_tokens(const gpu::model_config& model,
   }
   return out;
 }
+
+namespace {
+
+// Where two token sequences part: what a reader needs to tell a lost or reordered batch (a
+// shift) from a wrong computation (one value, then drift).
+std::string first_difference(const std::vector<uint32_t>& got,
+                             const std::vector<uint32_t>& expected) {
+  const auto [g, e] = std::mismatch(got.begin(), got.end(), expected.begin(), expected.end());
+  const auto at = static_cast<size_t>(g - got.begin());
+  auto text = fmt::format("{} tokens against {}; the first difference at output index {}",
+                          got.size(), expected.size(), at);
+  if (g != got.end() && e != expected.end())
+    text += fmt::format(" ({} against {})", *g, *e);
+  return text;
+}
+
+} // namespace
 
 invariant_report check_invariants(const cluster_config& cfg,
                                   const std::vector<replay::synthetic_request>& requests,
@@ -83,8 +101,8 @@ invariant_report check_invariants(const cluster_config& cfg,
       computed = reference_tokens(cfg.model, q.tokens, q.max_new_tokens);
     }
     if (x.tokens != *expected && ++r.tokens_wrong)
-      violate(
-          fmt::format("request {} completed with other tokens than the reference engine's", q.id));
+      violate(fmt::format("request {} completed with other tokens than the reference engine's: {}",
+                          q.id, first_difference(x.tokens, *expected)));
   }
   return r;
 }

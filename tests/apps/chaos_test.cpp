@@ -356,7 +356,8 @@ TEST(chaos, the_same_seed_gives_the_same_plan_and_message_stream) {
 // Duplicates only, at the default rates: seeds 60071 and 60074 to 60076 gave another message
 // hash on a second run, in one process as across processes. The simulation knew the copies it
 // made by their addresses alone, and a copy destroyed unseen (its receiver gone) left its address
-// to a later message, which then skipped the filter (docs/faults.md, "Open findings").
+// to a later message, which then skipped the filter (docs/faults.md, "Findings of the heavier
+// budgets", 3).
 TEST(chaos, duplicates_leave_a_seed_one_run) {
   auto c = prepared(200);
   c.budget.kinds = {up::fault_kind::duplicate};
@@ -396,6 +397,35 @@ TEST(chaos, seed_88_loses_no_replicated_block_to_damage_in_transit) {
 TEST(chaos, seed_285_commits_no_replica_damaged_on_its_way) {
   auto c = found_with_nine_kinds(prepared(200));
   auto r = run_seed(c, 285);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+}
+
+// A budget kept in docs/chaos/ with the seeds it found.
+campaign with_budget(campaign c, const std::string& name) {
+  auto b = load_fault_budget(CRESCENT_DOCS_DIR "/chaos/" + name);
+  EXPECT_TRUE(b) << describe(b.error());
+  if (b)
+    c.budget = std::move(*b);
+  return c;
+}
+
+// docs/chaos/corrupt_drop.budget.yaml, seed 60000: a reader saw both replicas of a block damaged
+// on their way; the store master asked each owner to check its copy, the ask or its answer was
+// dropped, and an unanswered check dropped the replica: an acknowledged two-replica block was
+// lost with no node lost. An unanswered check now keeps the copy.
+TEST(chaos, an_unanswered_check_of_a_reported_replica_keeps_it) {
+  auto c = with_budget(prepared(200), "corrupt_drop.budget.yaml");
+  auto r = run_seed(c, 60000);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+}
+
+// docs/chaos/heavier.budget.yaml, seed 60071: a copy of a request's ReserveRequest, held on the
+// way, came after its reservation had ended and made another; a copy of its KvReady then started
+// its decode again on pages that never got its KV, and the request, still waiting for its own
+// late token batches, took some of those tokens. A decode instance now reserves once a request.
+TEST(chaos, a_late_copy_of_a_reservation_decodes_nothing) {
+  auto c = with_budget(prepared(200), "heavier.budget.yaml");
+  auto r = run_seed(c, 60071);
   EXPECT_TRUE(r.held()) << violations_of(r);
 }
 
