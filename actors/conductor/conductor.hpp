@@ -15,6 +15,10 @@
 
 namespace crescent {
 
+/// Requests the conductor remembers having placed, to refuse a second copy of a placement
+/// (recent_ids): the last 65,536, minutes of arrivals at the paper cluster's rates.
+inline constexpr size_t conductor_recent_placements_max = 65536;
+
 struct conductor_options {
   uint32_t nodes = 0;
   std::vector<uint32_t> prefill_node; // node of each prefill instance

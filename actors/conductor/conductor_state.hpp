@@ -2,6 +2,7 @@
 #pragma once
 
 #include "actors/common/handler_guard.hpp"
+#include "actors/common/recent_ids.hpp"
 #include "actors/conductor/conductor.hpp"
 #include "actors/conductor/policy.hpp"
 #include "actors/conductor/prefix_index.hpp"
@@ -98,6 +99,10 @@ struct conductor_state {
   std::vector<bool> node_was_live; // as the last liveness check found them
   bool watching = false;
   std::unordered_map<uint64_t, placed_request> in_flight;
+  // Every request placed, ended or not: a request asks once, so another ScheduleRequest is a
+  // copy (a duplicate, or one held on the way). Placed after the request ended, it would hold
+  // a prefill job and decode memory in the view that no report ever takes off.
+  recent_ids placed_ids{conductor_recent_placements_max};
   uint64_t placed = 0;
   uint64_t rejected = 0;
   bad_message_counter bad;

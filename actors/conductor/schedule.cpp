@@ -171,10 +171,11 @@ on_schedule(conductor_ptr self, const typed_envelope<wire::ScheduleRequest>& msg
     return st.bad.refuse(st.name, std::move(args.error()));
   if (args->prompt_tokens == 0)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument, "empty prompt"));
-  if (st.in_flight.count(args->request_id) != 0)
-    return st.bad.refuse(
-        st.name, make_error(errc::already_exists,
-                            "request " + std::to_string(args->request_id) + " is already placed"));
+  // A copy of a placement made (the network's doing, not a bad message): the request has its
+  // answer, or had it.
+  if (st.in_flight.count(args->request_id) != 0 || st.placed_ids.contains(args->request_id))
+    return make_error(errc::already_exists,
+                      "request " + std::to_string(args->request_id) + " was placed already");
   if (st.in_flight.size() >= st.options.requests_in_flight_max) {
     ++st.rejected;
     return reply_rejected(args->request_id, "too many requests in flight", 1000);
@@ -191,6 +192,7 @@ on_schedule(conductor_ptr self, const typed_envelope<wire::ScheduleRequest>& msg
     return reply_rejected(args->request_id, d.reason, d.retry_after_ms);
   }
   ++st.placed;
+  st.placed_ids.insert(args->request_id);
   record(self, v, *args, d);
   return reply_placed(args->request_id, d);
 }

@@ -199,6 +199,31 @@ TEST(conductor, takes_reports_and_ends_only_from_the_actors_entitled_to_send_the
   EXPECT_EQ(h.schedule(3), before);
 }
 
+// A request asks for its placement once: a copy of its ScheduleRequest (a duplicate, or one held
+// on the way) is refused, also after the request ended, when a placement would hold a prefill
+// job and decode memory in the conductor's view that no report would ever take off.
+TEST(conductor, a_copy_of_a_placement_places_nothing) {
+  conductor_harness h;
+  ASSERT_GT(h.schedule(1), 0u);
+  const uint64_t one = h.predicted_queue_ns();
+  auto copy = make_envelope<wire::ScheduleRequest>([](wire::ScheduleRequest::Builder out) {
+    out.setRequestId(1);
+    out.setPromptTokens(64);
+    out.setMaxNewTokens(8);
+  });
+  auto again = h.ask(h.client, schedule_atom::value, copy);
+  ASSERT_FALSE(again);
+  EXPECT_TRUE(is(again.error(), errc::already_exists)) << describe(again.error());
+  EXPECT_EQ(h.predicted_queue_ns(), one) << "while it is in flight";
+  h.report(1, 0, 64'000);
+  EXPECT_EQ(h.predicted_queue_ns(), 0u);
+  again = h.ask(h.client, schedule_atom::value, copy);
+  ASSERT_FALSE(again);
+  EXPECT_TRUE(is(again.error(), errc::already_exists)) << describe(again.error());
+  EXPECT_EQ(h.predicted_queue_ns(), 0u) << "after it ended: no job that nobody reports";
+  EXPECT_GT(h.schedule(2), 0u) << "another request is placed as before";
+}
+
 TEST(conductor, its_stats_give_each_prefill_instance_s_predicted_queue_time) {
   conductor_harness h;
   EXPECT_EQ(h.predicted_queue_ns(), 0u);
