@@ -94,6 +94,7 @@ typed_envelope<wire::ConductorStats> make_stats(conductor_ptr self) {
     out.setLiveNodes(live);
     out.setIndexedBlocks(st.index.size());
     out.setSsdIndexedBlocks(st.ssd_index.size());
+    out.setRequestsInFlight(st.in_flight.size());
     auto q = out.initPrefillQueueJobs(static_cast<unsigned>(st.prefill.size()));
     for (unsigned i = 0; i < st.prefill.size(); ++i)
       q.set(i, static_cast<uint32_t>(st.prefill[i].jobs.size()));

@@ -38,6 +38,12 @@ caf::expected<uint32_t> live_nodes_in(const typed_envelope<wire::ConductorStats>
       conductor_stats, [](wire::ConductorStats::Reader in) { return in.getLiveNodes(); });
 }
 
+caf::expected<uint64_t>
+requests_in_flight_in(const typed_envelope<wire::ConductorStats>& conductor_stats) {
+  return read_as<wire::ConductorStats>(
+      conductor_stats, [](wire::ConductorStats::Reader in) { return in.getRequestsInFlight(); });
+}
+
 namespace {
 
 constexpr auto ask_timeout = std::chrono::seconds(2);
@@ -97,6 +103,11 @@ std::vector<std::string> audit_once(const cluster& cl, const std::set<uint32_t>&
     out.push_back(fmt::format("the conductor counts {} live nodes after the faults stopped; {} "
                               "were not killed",
                               *live, expected));
+  if (auto placed = asked(ask.conductor, dir.conductor, requests_in_flight_in);
+      placed && *placed != 0)
+    out.push_back(fmt::format("the conductor still counts {} requests in flight after the last "
+                              "request ended",
+                              *placed));
   return out;
 }
 

@@ -1,8 +1,9 @@
 // What must hold once a run's requests have all ended and its faults stopped (docs/faults.md):
 // no decode instance still holds a reservation, the store master holds no read lease (each
 // ends its lease time after the get that took it), no block acknowledged on two or more nodes
-// was lost while at most one node was lost, and the conductor counts every node that was not
-// killed as live (it places on all of them again). Asked of the actors themselves, in real
+// was lost while at most one node was lost, the conductor counts every node that was not
+// killed as live (it places on all of them again) and no request as in flight (its load view
+// holds no request that ended). Asked of the actors themselves, in real
 // time here (crescent up); crescent chaos asks the same in simulated time.
 #pragma once
 
@@ -37,6 +38,9 @@ caf::expected<replica_losses>
 replica_losses_in(const typed_envelope<wire::StoreStats>& store_stats);
 /// Nodes the conductor counts as live, from its ConductorStats.
 caf::expected<uint32_t> live_nodes_in(const typed_envelope<wire::ConductorStats>& conductor_stats);
+/// Requests the conductor counts as placed and not ended, from its ConductorStats.
+caf::expected<uint64_t>
+requests_in_flight_in(const typed_envelope<wire::ConductorStats>& conductor_stats);
 
 /// Asks an actor for its stats (stats_atom); nothing when it does not answer (it is gone).
 /// Made from one generic callable (`[&](const auto& who) { return ask(who); }`) that answers

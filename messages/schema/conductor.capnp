@@ -97,4 +97,5 @@ struct ConductorStats {
   prefillQueueNs @6 :List(UInt64);    # per prefill instance: predicted until it is free of its jobs
   indexedBlocks @7 :UInt64;           # blocks the prefix index has in some node's DRAM
   ssdIndexedBlocks @8 :UInt64;        # blocks it has on some node's SSD tier
+  requestsInFlight @9 :UInt64;        # placed, their end not yet known: in the load view
 }
