@@ -14,8 +14,10 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -73,6 +75,44 @@ std::string tail_of(const std::string& path, size_t lines) {
   std::string out;
   for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
     out += "    " + all[i] + "\n";
+  return out;
+}
+
+// The requests a violation names ("request 172 ..."), in order, each once.
+std::vector<uint64_t> requests_named(const std::vector<std::string>& violations) {
+  std::vector<uint64_t> out;
+  for (const auto& v : violations) {
+    if (v.rfind("request ", 0) != 0)
+      continue;
+    const auto id = std::strtoull(v.c_str() + 8, nullptr, 10);
+    if (std::find(out.begin(), out.end(), id) == out.end())
+      out.push_back(id);
+  }
+  return out;
+}
+
+// The lines of a message trace to or from `actor` (its label), the first and the last `ends`
+// of them when there are more.
+std::string lines_of(const std::string& path, const std::string& actor, size_t ends) {
+  std::ifstream in{path};
+  std::vector<std::string> mine;
+  for (std::string line; std::getline(in, line);) {
+    const auto a = line.find('\t');
+    const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
+    const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
+    if (c == std::string::npos)
+      continue;
+    if (line.compare(a + 1, b - a - 1, actor) == 0 || line.compare(b + 1, c - b - 1, actor) == 0)
+      mine.push_back(std::move(line));
+  }
+  std::string out;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    if (i == ends && mine.size() > 2 * ends) {
+      out += fmt::format("    ... {} lines ...\n", mine.size() - 2 * ends);
+      i = mine.size() - ends;
+    }
+    out += "    " + mine[i] + "\n";
+  }
   return out;
 }
 
@@ -222,6 +262,10 @@ void report_failure(campaign& c, const seed_result& r) {
                again.message_hash, r.message_hash);
   fmt::print("  message trace: {} (time ns, sender, receiver, type, bytes); its end:\n{}", path,
              tail_of(path, 30));
+  // What a request named by a violation sent and received: where its story went wrong.
+  for (const auto id : requests_named(r.violations))
+    fmt::print("  messages of request {} (request/{} in the trace):\n{}", id, id,
+               lines_of(path, fmt::format("request/{}", id), 20));
 }
 
 } // namespace

@@ -52,6 +52,8 @@ void submit(self_ptr self, size_t index) {
   const auto id = req.id;
   const auto prompt_tokens = static_cast<uint32_t>(req.tokens.size());
   auto handle = st.cl->spawn_request();
+  if (st.options.on_spawn)
+    st.options.on_spawn(handle, id);
   auto spec = make_request_spec(req.id, req.tokens, req.max_new_tokens, req.kv_send);
   // The request actor answers by its own deadline; the margin only covers a lost actor.
   auto timeout =

@@ -39,6 +39,9 @@ struct replay_options {
   /// settle first), so that no two ever overlap.
   bool sequential = false;
   std::chrono::nanoseconds gap{std::chrono::seconds(1)};
+  /// Called with each request actor as it is spawned, before its first message, and the id of
+  /// its request: simulated time names it after the request in the message trace.
+  std::function<void(const request_actor&, uint64_t)> on_spawn;
 };
 
 /// `results` receives one entry per request, in completion order. `cl` must outlive the driver.

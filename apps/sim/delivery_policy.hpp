@@ -21,7 +21,7 @@ namespace crescent::sim {
 /// An actor with a message ready, as a policy sees it: who would receive what from whom.
 struct ready_message {
   uint64_t receiver = 0;          // the receiving actor's label index (sim_system::labels)
-  std::string_view receiver_name; // that label (conductor, prefill/3, request#81, ...)
+  std::string_view receiver_name; // that label (conductor, prefill/3, request/81, ...)
   uint64_t sender = 0;            // the sender's label index; 0: anonymous (a timer, ...)
   std::string_view sender_name;   // that label ("-": anonymous)
   std::string_view type;          // the operation (schedule, tokens, reply/ScheduleReply, ...)

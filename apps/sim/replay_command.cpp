@@ -198,14 +198,19 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
   progress_bar bar{sim, span_s, n, *out.results};
   if (opt.progress)
     sim.set_progress([&] { bar.update(); }, 4096);
-  auto driver =
-      replay::spawn_replay_driver(sim.system(), **cl, std::move(arrivals),
-                                  [shared_records, w, pairs = opt.kv_send_pairs](size_t i) {
-                                    return pairs
-                                               ? replay::kv_send_pair_member(*shared_records, i, w)
-                                               : replay::synthesize((*shared_records)[i], i, w);
-                                  },
-                                  out.results, {nullptr, opt.sequential});
+  auto driver = replay::spawn_replay_driver(
+      sim.system(), **cl, std::move(arrivals),
+      [shared_records, w, pairs = opt.kv_send_pairs](size_t i) {
+        return pairs ? replay::kv_send_pair_member(*shared_records, i, w)
+                     : replay::synthesize((*shared_records)[i], i, w);
+      },
+      out.results,
+      {nullptr, opt.sequential, std::chrono::seconds(1),
+       [&sim](const request_actor& r, uint64_t id) {
+         // By its request's id, not its actor's: what a report, a
+         // violation and a trace line name is then one number.
+         sim.label(caf::actor_cast<caf::actor_addr>(r), fmt::format("request/{}", id));
+       }});
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
   std::unique_ptr<fault_injector> faults;
   if (!opt.faults.faults.empty()) {

@@ -62,7 +62,7 @@ class sim_system {
   /// Virtual time since the system started.
   std::chrono::nanoseconds elapsed() const;
 
-  /// Names an actor in the message stream (otherwise: its CAF name and id, "request#81"), and
+  /// Names an actor in the message stream (otherwise: its CAF name and id, "replay_driver#40"), and
   /// says where it runs: a node, or main_place (the default, where unlabeled actors run).
   void label(const caf::actor_addr& actor, std::string name, int32_t place = main_place);
 
