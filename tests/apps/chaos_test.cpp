@@ -429,6 +429,25 @@ TEST(chaos, a_late_copy_of_a_reservation_decodes_nothing) {
   EXPECT_TRUE(r.held()) << violations_of(r);
 }
 
+// The other clusters campaigns run on (docs/chaos/*.cluster.yaml: prefill groups with their stage
+// streams, layer-wise streaming, coupled instances) load and hold a few seeds of the default
+// budget; 150 seeds each of the default and the heavier budget held on 2026-12-07.
+TEST(chaos, the_documented_clusters_hold) {
+  for (const char* name : {"cpp", "stream", "coupled"}) {
+    chaos_options opt;
+    opt.requests = 60;
+    opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
+    opt.cluster_path = std::string{CRESCENT_DOCS_DIR "/chaos/"} + name + ".cluster.yaml";
+    auto c = prepare_campaign(opt);
+    ASSERT_TRUE(c) << name << ": " << describe(c.error());
+    for (uint64_t seed : {1u, 2u}) {
+      auto r = run_seed(*c, seed);
+      EXPECT_TRUE(r.held()) << name << " seed " << seed << "\n" << violations_of(r);
+      EXPECT_GT(r.completed, 0u) << name << " seed " << seed;
+    }
+  }
+}
+
 TEST(fault_budget, reads_every_field_and_names_bad_ones) {
   auto b = parse_fault_budget("budget:\n  faults_max: 5\n  kinds: [drop, kill]\n"
                               "  probability_max: 0.2\n  delay_ms_max: 9\n  for_ms_max: 99\n"
