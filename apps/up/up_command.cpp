@@ -482,8 +482,9 @@ int up_command(const up_options& opt, up_result* out) {
       (gates.empty() ? std::string{} : format_gate_counts(gates)) +
       format_ended_early(ended_early, p->run_dir) + up::format_invariants(invariants) +
       (unsettled.empty() ? "settled       the conductor counts every node not "
-                           "killed or lost as live; no decode reservation is "
-                           "left\n"
+                           "killed or lost as live and no request in flight; no "
+                           "decode reservation, read lease or lost two-replica "
+                           "block is left\n"
                          : std::string{}) +
       (opt.run.kv_send == "pairs" ? format_kv_send_pairs(p->requests.size() / 2, run->results)
                                   : std::string{});
