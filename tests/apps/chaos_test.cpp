@@ -430,10 +430,10 @@ TEST(chaos, a_late_copy_of_a_reservation_decodes_nothing) {
 }
 
 // The other clusters campaigns run on (docs/chaos/*.cluster.yaml: prefill groups with their stage
-// streams, layer-wise streaming, coupled instances) load and hold a few seeds of the default
-// budget; 150 seeds each of the default and the heavier budget held on 2026-12-07.
+// streams, layer-wise streaming, coupled instances, SSD tiers) load and hold a few seeds of the
+// default budget; 150 seeds each of the default and the heavier budget held on 2026-12-07.
 TEST(chaos, the_documented_clusters_hold) {
-  for (const char* name : {"cpp", "stream", "coupled"}) {
+  for (const char* name : {"cpp", "stream", "coupled", "ssd"}) {
     chaos_options opt;
     opt.requests = 60;
     opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
