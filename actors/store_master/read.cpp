@@ -331,12 +331,6 @@ caf::result<void> on_corrupt(master_ptr self, const typed_envelope<wire::ReportC
     return caf::unit;
   }
   auto rp = self->make_response_promise<caf::unit_t>();
-  auto drop_and_answer = [rp, drop]() mutable {
-    if (auto err = drop())
-      rp.deliver(std::move(err));
-    else
-      rp.deliver(caf::unit);
-  };
   const auto ask = make_envelope<wire::VerifyBlock>([&](wire::VerifyBlock::Builder out) {
     write_key(out.initKey(), key);
     out.setChecksum(r->checksum);
@@ -346,10 +340,13 @@ caf::result<void> on_corrupt(master_ptr self, const typed_envelope<wire::ReportC
           [=](const typed_envelope<wire::VerifyReply>& reply) mutable {
             auto intact = read_as<wire::VerifyReply>(
                 reply, [](wire::VerifyReply::Reader in) { return in.getIntact(); });
-            if (!intact || !*intact)
-              return drop_and_answer();
-            ++self->state.intact_on_verify;
-            rp.deliver(caf::unit);
+            auto err = !intact || !*intact ? drop() : caf::error{};
+            if (intact && *intact)
+              ++self->state.intact_on_verify;
+            if (err)
+              rp.deliver(std::move(err));
+            else
+              rp.deliver(caf::unit);
           },
           [=](caf::error&) mutable {
             ++self->state.unverified_reports;

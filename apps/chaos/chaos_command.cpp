@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -66,54 +65,38 @@ void note_seed(const chaos_options& opt, uint64_t seed) {
   std::memcpy(crash_note, text.data(), crash_note_length);
 }
 
-// The last lines of a message trace.
-std::string tail_of(const std::string& path, size_t lines) {
+// The lines of a message trace that `keep` takes.
+template <class Keep>
+std::vector<std::string> trace_lines(const std::string& path, Keep keep) {
   std::ifstream in{path};
-  std::vector<std::string> all;
+  std::vector<std::string> out;
   for (std::string line; std::getline(in, line);)
-    all.push_back(std::move(line));
-  std::string out;
-  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i)
-    out += "    " + all[i] + "\n";
+    if (keep(line))
+      out.push_back(std::move(line));
   return out;
 }
 
-// The requests a violation names ("request 172 ..."), in order, each once.
-std::vector<uint64_t> requests_named(const std::vector<std::string>& violations) {
-  std::vector<uint64_t> out;
-  for (const auto& v : violations) {
-    if (v.rfind("request ", 0) != 0)
-      continue;
-    const auto id = std::strtoull(v.c_str() + 8, nullptr, 10);
-    if (std::find(out.begin(), out.end(), id) == out.end())
-      out.push_back(id);
-  }
-  return out;
-}
-
-// The lines of a message trace to or from `actor` (its label), the first and the last `ends`
-// of them when there are more.
-std::string lines_of(const std::string& path, const std::string& actor, size_t ends) {
-  std::ifstream in{path};
-  std::vector<std::string> mine;
-  for (std::string line; std::getline(in, line);) {
-    const auto a = line.find('\t');
-    const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
-    const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
-    if (c == std::string::npos)
-      continue;
-    if (line.compare(a + 1, b - a - 1, actor) == 0 || line.compare(b + 1, c - b - 1, actor) == 0)
-      mine.push_back(std::move(line));
-  }
+// The first `first` and the last `last` of `lines`, indented, with a count of those between.
+std::string ends_of(const std::vector<std::string>& lines, size_t first, size_t last) {
   std::string out;
-  for (size_t i = 0; i < mine.size(); ++i) {
-    if (i == ends && mine.size() > 2 * ends) {
-      out += fmt::format("    ... {} lines ...\n", mine.size() - 2 * ends);
-      i = mine.size() - ends;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i == first && lines.size() > first + last) {
+      if (first > 0)
+        out += fmt::format("    ... {} lines ...\n", lines.size() - first - last);
+      i = lines.size() - last;
     }
-    out += "    " + mine[i] + "\n";
+    out += "    " + lines[i] + "\n";
   }
   return out;
+}
+
+// Whether a trace line's sender or receiver (its second and third columns) is `actor`.
+bool sent_or_received_by(const std::string& line, const std::string& actor) {
+  const auto a = line.find('\t');
+  const auto b = a == std::string::npos ? a : line.find('\t', a + 1);
+  const auto c = b == std::string::npos ? b : line.find('\t', b + 1);
+  return c != std::string::npos &&
+         (line.compare(a + 1, b - a - 1, actor) == 0 || line.compare(b + 1, c - b - 1, actor) == 0);
 }
 
 } // namespace
@@ -224,6 +207,7 @@ seed_result run_plan(campaign& c, const up::fault_plan& plan, uint64_t seed,
   r.results = s->report.results;
   auto inv = up::check_invariants(c.cfg, c.requests, s->report.results, &c.reference);
   r.violations = std::move(inv.violations);
+  r.requests_violated = std::move(inv.requests_violated);
   r.violations.insert(r.violations.end(), audit.begin(), audit.end());
   return r;
 }
@@ -261,11 +245,15 @@ void report_failure(campaign& c, const seed_result& r) {
                "{:016x}\n",
                again.message_hash, r.message_hash);
   fmt::print("  message trace: {} (time ns, sender, receiver, type, bytes); its end:\n{}", path,
-             tail_of(path, 30));
+             ends_of(trace_lines(path, [](const std::string&) { return true; }), 0, 30));
   // What a request named by a violation sent and received: where its story went wrong.
-  for (const auto id : requests_named(r.violations))
+  for (const auto id : r.requests_violated)
     fmt::print("  messages of request {} (request/{} in the trace):\n{}", id, id,
-               lines_of(path, fmt::format("request/{}", id), 20));
+               ends_of(trace_lines(path,
+                                   [actor = fmt::format("request/{}", id)](const std::string& l) {
+                                     return sent_or_received_by(l, actor);
+                                   }),
+                       20, 20));
 }
 
 } // namespace

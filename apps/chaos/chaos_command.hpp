@@ -71,6 +71,7 @@ struct seed_result {
   uint64_t messages = 0;
   size_t completed = 0, rejected = 0, failed = 0;
   std::vector<std::string> violations;
+  std::vector<uint64_t> requests_violated; // named by the violations, each once
   std::string faults_log;
   std::vector<uint64_t> faults_taken;          // by plan index
   std::vector<replay::request_result> results; // by id

@@ -67,26 +67,30 @@ invariant_report check_invariants(const cluster_config& cfg,
     r.tokens_unchecked = fmt::format("kv_codec {} quantizes the KV that prefill reuses and "
                                      "decode reads",
                                      storage::codec::to_string(cfg.codec.kind));
-  auto violate = [&](std::string what) {
-    if (r.violations.size() < violations_listed_max)
+  auto violate = [&](uint64_t id, std::string what) {
+    if (r.violations.size() < violations_listed_max) {
       r.violations.push_back(std::move(what));
-    else if (r.violations.size() == violations_listed_max)
+      if (std::find(r.requests_violated.begin(), r.requests_violated.end(), id) ==
+          r.requests_violated.end())
+        r.requests_violated.push_back(id);
+    } else if (r.violations.size() == violations_listed_max) {
       r.violations.push_back("and more");
+    }
   };
   std::map<uint64_t, const replay::request_result*> outcome;
   for (const auto& x : results)
     if (!outcome.emplace(x.id, &x).second)
-      violate(fmt::format("request {} ended twice", x.id));
+      violate(x.id, fmt::format("request {} ended twice", x.id));
   for (const auto& q : requests) {
     auto i = outcome.find(q.id);
     if (i == outcome.end()) {
-      violate(fmt::format("request {} never ended", q.id));
+      violate(q.id, fmt::format("request {} never ended", q.id));
       continue;
     }
     ++r.ended;
     const auto& x = *i->second;
     if (x.status == replay::outcome_status::failed && x.reason.empty())
-      violate(fmt::format("request {} failed without a reason", q.id));
+      violate(q.id, fmt::format("request {} failed without a reason", q.id));
     if (x.status != replay::outcome_status::completed || !r.tokens_unchecked.empty())
       continue;
     ++r.tokens_checked;
@@ -101,7 +105,8 @@ invariant_report check_invariants(const cluster_config& cfg,
       computed = reference_tokens(cfg.model, q.tokens, q.max_new_tokens);
     }
     if (x.tokens != *expected && ++r.tokens_wrong)
-      violate(fmt::format("request {} completed with other tokens than the reference engine's: {}",
+      violate(q.id,
+              fmt::format("request {} completed with other tokens than the reference engine's: {}",
                           q.id, first_difference(x.tokens, *expected)));
   }
   return r;

@@ -25,6 +25,7 @@ struct invariant_report {
   // not an error there.
   std::string tokens_unchecked;
   std::vector<std::string> violations;
+  std::vector<uint64_t> requests_violated; // the requests the listed violations name, each once
   bool held() const { return violations.empty(); }
 };
 
