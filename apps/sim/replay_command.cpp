@@ -205,10 +205,9 @@ caf::expected<replay_run> run_replay(const simulate_options& opt, const cluster_
                      : replay::synthesize((*shared_records)[i], i, w);
       },
       out.results,
-      {nullptr, opt.sequential, std::chrono::seconds(1),
-       [&sim](const request_actor& r, uint64_t id) {
-         // By its request's id, not its actor's: what a report, a
-         // violation and a trace line name is then one number.
+      {.sequential = opt.sequential, .on_spawn = [&sim](const request_actor& r, uint64_t id) {
+         // By its request's id, not its actor's: a report, a violation and a trace line then
+         // name it by one number.
          sim.label(caf::actor_cast<caf::actor_addr>(r), fmt::format("request/{}", id));
        }});
   sim.label(caf::actor_cast<caf::actor_addr>(driver), "replay_driver");
