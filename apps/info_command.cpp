@@ -2,6 +2,7 @@
 
 #include "gpu/cuda/cuda_devices.hpp"
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "transport/rdma/rdma_devices.hpp"
 
 #include <fmt/format.h>
@@ -44,6 +45,7 @@ int info_command() {
              gpu::built_with_cuda() ? "the devices below" : "not in this build");
   print_cuda();
   print_rdma();
+  fmt::print("  checksums   XXH3-64, {} build\n", xxh3_64_path());
   return 0;
 }
 

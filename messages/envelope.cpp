@@ -1,9 +1,9 @@
 #include "messages/envelope.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 
 #include <capnp/serialize.h>
-#include <xxhash.h>
 
 #include <cassert>
 
@@ -12,7 +12,7 @@ namespace crescent {
 namespace {
 
 uint64_t hash_words(kj::ArrayPtr<const capnp::word> words) {
-  return XXH3_64bits(words.begin(), words.size() * sizeof(capnp::word));
+  return xxh3_64(words.begin(), words.size() * sizeof(capnp::word));
 }
 
 } // namespace

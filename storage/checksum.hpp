@@ -1,7 +1,8 @@
-// The checksum recorded for every stored block and verified before its bytes reach an engine.
+// The checksum recorded for every stored block and verified before its bytes reach an engine:
+// XXH3-64 (messages/xxh3.hpp).
 #pragma once
 
-#include <xxhash.h>
+#include "messages/xxh3.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -10,7 +11,7 @@
 namespace crescent::storage {
 
 inline uint64_t block_checksum(std::span<const std::byte> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return xxh3_64(bytes.data(), bytes.size());
 }
 
 } // namespace crescent::storage

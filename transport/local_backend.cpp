@@ -1,10 +1,9 @@
 // The in-process path: the remote region is this engine's own, so a slice is a checked memcpy
 // under a pin that keeps the region registered meanwhile.
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "transport/device_memory.hpp"
 #include "transport/engine_internal.hpp"
-
-#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -40,11 +39,11 @@ class local_backend final : public backend {
 caf::error copy_slice(slice_record& s, std::byte* remote) {
   std::byte* dst = s.kind == op_kind::read ? s.local : remote;
   const std::byte* src = s.kind == op_kind::read ? remote : s.local;
-  const uint64_t before = s.checksum ? XXH3_64bits(src, s.length) : 0;
+  const uint64_t before = s.checksum ? xxh3_64(src, s.length) : 0;
   std::memcpy(dst, src, s.length);
   if (s.fault == slice_fault::corrupt)
     corrupt_bytes(dst, s.length);
-  if (s.checksum && XXH3_64bits(dst, s.length) != before)
+  if (s.checksum && xxh3_64(dst, s.length) != before)
     return make_error(errc::checksum_mismatch, "slice changed while being copied");
   return caf::none;
 }

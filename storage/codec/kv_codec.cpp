@@ -3,10 +3,9 @@
 #include "storage/codec/kv_codec.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "storage/codec/codec_internal.hpp"
 #include "storage/codec/kvquant_calibration.hpp"
-
-#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -163,8 +162,8 @@ void write_header(const detail::block_plan& plan, std::byte* out) {
 }
 
 uint64_t block_checksum(std::span<const std::byte> header, std::span<const std::byte> payload) {
-  const uint64_t seed = XXH3_64bits(header.data(), checksummed_header_bytes);
-  return XXH3_64bits_withSeed(payload.data(), payload.size(), seed);
+  const uint64_t seed = xxh3_64(header.data(), checksummed_header_bytes);
+  return xxh3_64_seeded(payload.data(), payload.size(), seed);
 }
 
 struct raw_header {

@@ -1,13 +1,13 @@
 // The connection's receiving side: responses matched to the slices in flight, read payloads
 // straight into the initiator's buffers.
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "transport/tcp/stream_reader.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
 #include "transport/trace_points.hpp"
 
 #include <sys/socket.h>
-#include <xxhash.h>
 
 #include <string>
 
@@ -64,7 +64,7 @@ void connection::receive_loop() {
       verdict = in.read(s->local, res.length);
       if (!verdict && s->fault == slice_fault::corrupt) // injected
         corrupt_bytes(s->local, res.length);
-      if (!verdict && s->checksum && XXH3_64bits(s->local, res.length) != res.checksum)
+      if (!verdict && s->checksum && xxh3_64(s->local, res.length) != res.checksum)
         verdict = make_error(errc::checksum_mismatch, "read payload does not match its checksum");
     }
     {

@@ -1,6 +1,7 @@
 // The connection's sending side: the sender thread's loop, and the bursts it (or flush(), on
 // the submitter's thread) writes.
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/tcp/tcp_connection.hpp"
 #include "transport/tcp/tcp_protocol.hpp"
@@ -8,7 +9,6 @@
 #include "transport/trace_points.hpp"
 
 #include <sys/socket.h>
-#include <xxhash.h>
 
 #include <algorithm>
 
@@ -120,7 +120,7 @@ connection::late_slices connection::send_burst(const burst_t& burst, bool from_c
     req.offset = s.remote_offset;
     req.length = s.length;
     if (s.checksum && s.kind == op_kind::write)
-      req.checksum = XXH3_64bits(s.local, s.length);
+      req.checksum = xxh3_64(s.local, s.length);
     // An injected corruption: the receiver finds the payload does not match (the source's
     // bytes stay as they are; a write without a checksum arrives intact on this path).
     if (s.checksum && s.kind == op_kind::write && s.fault == slice_fault::corrupt)

@@ -2,11 +2,10 @@
 #include "transport/tcp/tcp_requests.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "transport/tcp/socket_io.hpp"
 #include "transport/trace_points.hpp"
 #include "transport/transfer_types.hpp"
-
-#include <xxhash.h>
 
 #include <array>
 #include <cstring>
@@ -107,7 +106,7 @@ caf::error serve_write(region_table& table, stream_reader& in, int fd, ack_queue
   }
   auto err = in.read(*target, req.length);
   caf::error verdict;
-  if (!err && (req.flags & flag_checksum) != 0 && XXH3_64bits(*target, req.length) != req.checksum)
+  if (!err && (req.flags & flag_checksum) != 0 && xxh3_64(*target, req.length) != req.checksum)
     verdict = make_error(errc::checksum_mismatch, "write payload does not match its checksum");
   table.unpin(h);
   if (err)
@@ -143,7 +142,7 @@ caf::error gather_reads(region_table& table, stream_reader& in, request_header r
     } else {
       a.pinned = true;
       a.payload = *source;
-      const uint64_t sum = (req.flags & flag_checksum) != 0 ? XXH3_64bits(*source, req.length) : 0;
+      const uint64_t sum = (req.flags & flag_checksum) != 0 ? xxh3_64(*source, req.length) : 0;
       a.res = response_to(req, caf::none, a.message, req.length, sum);
       bytes += req.length;
     }
