@@ -90,6 +90,7 @@ std::vector<uint32_t> candidates(master_ptr self, const put_args& a) {
 struct put_round {
   put_args args;
   std::vector<block_key> fresh;                           // keys being allocated
+  std::vector<size_t> fresh_at;                           // per fresh key: its index in args.keys
   std::vector<std::vector<uint32_t>> nodes;               // per fresh key
   std::vector<std::vector<transport::region_handle>> got; // per fresh key, per replica
   size_t outstanding = 0;
@@ -167,9 +168,7 @@ void finish(master_ptr self, std::shared_ptr<put_round> round) {
   for (size_t k = 0; k < round->fresh.size(); ++k) {
     storage::object_record r;
     r.key = round->fresh[k];
-    r.size_bytes =
-        round->args.sizes[std::find(round->args.keys.begin(), round->args.keys.end(), r.key) -
-                          round->args.keys.begin()];
+    r.size_bytes = round->args.sizes[round->fresh_at[k]];
     r.put_deadline_ns = deadline;
     bool complete = true;
     for (size_t x = 0; x < round->nodes[k].size(); ++x) {
@@ -208,9 +207,7 @@ void ask_owner(master_ptr self, std::shared_ptr<put_round> round, uint32_t node,
     auto positions = out.initChainPositions(static_cast<unsigned>(slots.size()));
     for (unsigned i = 0; i < slots.size(); ++i) {
       const block_key key = round->fresh[slots[i].first];
-      const size_t at =
-          static_cast<size_t>(std::find(round->args.keys.begin(), round->args.keys.end(), key) -
-                              round->args.keys.begin());
+      const size_t at = round->fresh_at[slots[i].first];
       write_key(keys[i], key);
       sizes.set(i, round->args.sizes[at]);
       positions.set(i, round->args.positions[at]);
@@ -297,6 +294,7 @@ on_put_start(master_ptr self, const typed_envelope<wire::PutStart>& msg) {
       if (replica_wanted(st, r, round->args.node) && r->size_bytes == round->args.sizes[i] &&
           st.replica_puts.count(key) == 0) {
         round->fresh.push_back(key);
+        round->fresh_at.push_back(i);
         round->nodes.push_back({round->args.node});
         round->got.emplace_back(1);
         per_node[round->args.node].emplace_back(round->fresh.size() - 1, 0);
@@ -313,6 +311,7 @@ on_put_start(master_ptr self, const typed_envelope<wire::PutStart>& msg) {
       continue;
     const size_t k = round->fresh.size();
     round->fresh.push_back(key);
+    round->fresh_at.push_back(i);
     round->nodes.emplace_back(order.begin(), order.begin() + round->args.replicas);
     round->got.emplace_back(round->args.replicas);
     for (size_t x = 0; x < round->args.replicas; ++x) {
