@@ -7,6 +7,7 @@
 #include "apps/pool/pool_client.hpp"
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
@@ -216,10 +217,12 @@ int bench_store(const bench_store_options& opt) {
   }
   fmt::print("crescent bench store: {} clients in one process; pool: a master and {} node "
              "processes on loopback, {} replica(s), bytes over {}, commits {}, concurrent gets "
-             "{}; gets read every value {} times; each row is the median of {} trials\n",
+             "{}; gets read every value {} times; each row is the median of {} trials; "
+             "checksums: XXH3 {} build\n",
              opt.clients, opt.nodes, opt.replicas, opt.tcp ? "tcp" : "shared memory",
              opt.sync_commits ? "synced" : "not synced",
-             opt.combine_gets ? "combined" : "sent alone", opt.get_rounds, opt.trials);
+             opt.combine_gets ? "combined" : "sent alone", opt.get_rounds, opt.trials,
+             xxh3_64_path());
   std::map<row_key, std::vector<phase_result>> results;
   bool failed = false;
   auto key_base_of = [](uint32_t trial, size_t size_index) {
