@@ -53,14 +53,15 @@ def plot_capacity(r, wall, path):
 
 
 def plot_local_vs_global(r, wall, path):
-    fig, (a, b) = plt.subplots(1, 2, figsize=(7.2, 3.6))
-    names = ["local caches", "global pool"]
-    sides = [r["local"], r["global"]]
-    bars = a.bar(names, [s["hit_rate"] for s in sides], color=["tab:grey", "tab:blue"])
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8.4, 3.8))
+    names = ["local,\nby load", "local,\ncache-aware", "global\npool"]
+    sides = [r["local_by_load"], r["local"], r["global"]]
+    colors = ["tab:olive", "tab:grey", "tab:blue"]
+    bars = a.bar(names, [s["hit_rate"] for s in sides], color=colors)
     bar_labels(a, bars, lambda v: f"{v:.3f}")
     a.set_ylabel("hit rate (share of prompt tokens)")
     a.set_ylim(0, 1)
-    bars = b.bar(names, [s["prefill_gpu_s_mean"] for s in sides], color=["tab:grey", "tab:blue"])
+    bars = b.bar(names, [s["prefill_gpu_s_mean"] for s in sides], color=colors)
     bar_labels(b, bars, lambda v: f"{v:.3f}")
     b.set_ylabel("prefill GPU time per request (s)")
     for ax in (a, b):

@@ -166,6 +166,14 @@ TEST(experiment, the_global_pool_hits_at_least_as_often_as_local_caches) {
   }
   EXPECT_EQ(r["local"]["hit_rate_remote"].get<double>(), 0) << "local caches read no other node";
   EXPECT_GE(r["global"]["hit_rate"].get<double>(), r["local"]["hit_rate"].get<double>());
+  // Local caches placed by load: no other node read, and no more hits than where prefixes are
+  // looked for.
+  const auto& by_load = r["local_by_load"];
+  expect_summary(by_load["summary"], trace().size());
+  EXPECT_EQ(by_load["policy"], "least_loaded");
+  EXPECT_EQ(by_load["hit_rate_remote"].get<double>(), 0);
+  EXPECT_LE(by_load["hit_rate"].get<double>(), r["global"]["hit_rate"].get<double>());
+  EXPECT_LE(by_load["hit_rate"].get<double>(), r["local"]["hit_rate"].get<double>());
   EXPECT_LE(r["global"]["prefill_gpu_s_mean"].get<double>(),
             r["local"]["prefill_gpu_s_mean"].get<double>());
   // The same pair at the paper cluster's caches and three smaller ones, largest first.
