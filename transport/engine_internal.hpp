@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <thread>
@@ -55,6 +56,9 @@ struct slice_record {
   // Why the first path that could not carry it gave it to the next: should the next fail too,
   // the operation's reason names both (the first is usually the one that explains it).
   std::string given_way{}; // "cuda: unavailable: ..."
+  // A checked write's whole-op checksum, given by the caller (transfer_op::local_checksum):
+  // set only where this slice is the whole op, and used instead of hashing `local`.
+  std::optional<uint64_t> known_checksum{};
 };
 
 struct op_record {

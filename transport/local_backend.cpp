@@ -39,7 +39,10 @@ class local_backend final : public backend {
 caf::error copy_slice(slice_record& s, std::byte* remote) {
   std::byte* dst = s.kind == op_kind::read ? s.local : remote;
   const std::byte* src = s.kind == op_kind::read ? remote : s.local;
-  const uint64_t before = s.checksum ? xxh3_64(src, s.length) : 0;
+  // A write's known checksum is the caller's hash of `local`, its source.
+  const uint64_t before = !s.checksum        ? 0
+                          : s.known_checksum ? *s.known_checksum
+                                             : xxh3_64(src, s.length);
   std::memcpy(dst, src, s.length);
   if (s.fault == slice_fault::corrupt)
     corrupt_bytes(dst, s.length);

@@ -256,6 +256,8 @@ std::shared_ptr<batch_state> build_batch(transfer_engine::impl& e, std::span<con
       b->slices.push_back(slice_record{
           b.get(), i, ops[i].kind, ops[i].local.data() + off, std::min<uint64_t>(size, n - off),
           ops[i].remote, ops[i].remote_offset + off, ops[i].checksum, ops[i].local_location});
+    if (slices == 1 && ops[i].kind == op_kind::write && ops[i].checksum)
+      b->slices.back().known_checksum = ops[i].local_checksum;
     rec->slices_left = slices;
     if (e.links) {
       rec->modeled_ns = modeled_duration(e, ops[i]);

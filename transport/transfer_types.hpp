@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -40,6 +41,13 @@ struct transfer_op {
   // GPU buffer, and a GPU pointer stated as cpu memory would be memcpy'd (and crash). An op
   // with a cuda location and checksum = true is refused (no host copy to hash).
   memory_location local_location = memory_location::cpu();
+  // A checked write's (checksum = true) xxh3 of all of `local` (messages/xxh3.hpp), when the
+  // caller has it already, as a pool put has its block's checksum for the commit. A write that
+  // goes in one slice is then checked against it where it lands, instead of against a hash of
+  // `local` taken as it leaves: the bytes that land are the bytes the caller hashed (a buffer
+  // changed since fails the write), and the bytes are hashed once less. Longer writes, and
+  // every read, hash each slice as before.
+  std::optional<uint64_t> local_checksum{};
 };
 
 struct op_result {

@@ -450,7 +450,9 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
       if (h.node < node_set::capacity)
         holders.insert(h.node);
     store.nodes.push_back(holders);
-    store.writes.add(page, s.replicas); // a replica that fails its check revokes the block
+    store.sums.push_back(storage::block_checksum(page));
+    // A replica that fails its check revokes the block.
+    store.writes.add(page, s.replicas, store.sums.back());
   }
   if (!store.writes.ops().empty()) {
     auto ops = store.writes.ops();
@@ -529,8 +531,7 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     }
     written.keys.push_back(store.keys[i]);
     written.nodes.push_back(store.nodes[i]);
-    sums.push_back(
-        storage::block_checksum(page_span(self, job, store.blocks[i]).first(store.bytes[i])));
+    sums.push_back(store.sums[i]); // what its replicas were checked against where they landed
   }
   if (store.replicate)
     commit_copies(self, std::move(written), std::move(sums), std::move(store.revoke));

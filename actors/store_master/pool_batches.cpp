@@ -118,16 +118,19 @@ std::vector<block_read> reads_of(const std::vector<pool_protocol::block_location
 }
 
 size_t replica_writes::add(std::span<const std::byte> bytes,
-                           std::span<const transport::region_handle> to) {
+                           std::span<const transport::region_handle> to,
+                           std::optional<uint64_t> checksum) {
   auto& mine = block_ops_.emplace_back();
   for (const auto& h : to) {
     mine.push_back(ops_.size());
     // The engine only reads `local` for a write.
-    ops_.push_back({transport::op_kind::write,
-                    {const_cast<std::byte*>(bytes.data()), bytes.size()},
-                    h,
-                    0,
-                    true});
+    transport::transfer_op op{transport::op_kind::write,
+                              {const_cast<std::byte*>(bytes.data()), bytes.size()},
+                              h,
+                              0,
+                              true};
+    op.local_checksum = checksum;
+    ops_.push_back(op);
   }
   return block_ops_.size() - 1;
 }

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -105,7 +106,11 @@ std::vector<block_read> reads_of(const std::vector<pool_protocol::block_location
 class replica_writes {
  public:
   /// Adds a block: `bytes` to each of `to`. Returns its index among the added blocks.
-  size_t add(std::span<const std::byte> bytes, std::span<const transport::region_handle> to);
+  /// `checksum`: the block's checksum (storage::block_checksum of `bytes`), which its commit
+  /// will carry: each replica is then checked against it where it lands, so that what is
+  /// committed is what landed (transfer_op::local_checksum).
+  size_t add(std::span<const std::byte> bytes, std::span<const transport::region_handle> to,
+             std::optional<uint64_t> checksum = std::nullopt);
 
   const std::vector<transport::transfer_op>& ops() const { return ops_; }
   size_t blocks() const { return block_ops_.size(); }

@@ -140,10 +140,12 @@ pool_client::put(std::span<const block_key> keys,
     return make_error(errc::malformed_message, "put_start answer does not match the request");
   // Every replica of every block in one batch.
   pool_batches::replica_writes writes;
-  std::vector<size_t> granted; // per added block: its index in keys
+  std::vector<size_t> granted;                // per added block: its index in keys
+  std::vector<uint64_t> sums_of(keys.size()); // what each block's replicas land with and commit
   for (size_t i = 0; i < slots->size(); ++i)
     if (!(*slots)[i].replicas.empty()) {
-      writes.add(blocks[i], (*slots)[i].replicas);
+      sums_of[i] = storage::block_checksum(blocks[i]);
+      writes.add(blocks[i], (*slots)[i].replicas, sums_of[i]);
       granted.push_back(i);
     }
   std::vector<bool> written(slots->size(), false);
@@ -160,7 +162,7 @@ pool_client::put(std::span<const block_key> keys,
   for (size_t i = 0; i < slots->size(); ++i) {
     if (written[i]) {
       commit.push_back(keys[i]);
-      sums.push_back(storage::block_checksum(blocks[i]));
+      sums.push_back(sums_of[i]);
     } else if (!(*slots)[i].replicas.empty()) {
       revoke.push_back(keys[i]);
     }

@@ -3,6 +3,7 @@
 // 64 MiB at unaligned offsets, batches, concurrent batches, refusals, a peer that goes away, and
 // injected slice faults.
 #include "messages/errors.hpp"
+#include "messages/xxh3.hpp"
 #include "support/integrity_cases.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/host_memory.hpp"
@@ -249,6 +250,48 @@ TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_proc
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_EQ(back, data);
   expect_path_used();
+}
+
+// A checked write that states its bytes' checksum lands only if what lands hashes to it: the
+// caller's hash, not one taken as the bytes leave, is what the receiving side checks (in one
+// slice; this fixture's slices are 64 KiB).
+TEST_P(two_engines, a_checked_write_lands_only_with_the_checksum_its_caller_gave) {
+  auto run = [&](transfer_op op) {
+    const std::vector<transfer_op> ops{op};
+    auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
+    EXPECT_TRUE(id);
+    auto results = initiator->wait(*id);
+    EXPECT_TRUE(results);
+    return results ? results->at(0) : op_result{};
+  };
+  auto data = random_bytes(48u << 10, 11);
+  std::memset(memory.data(), 0, data.size());
+  transfer_op op{op_kind::write, data, region, 0, true};
+
+  op.local_checksum = xxh3_64(std::span<const std::byte>{data}) ^ 1; // not these bytes'
+  auto r = run(op);
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
+
+  op.local_checksum = xxh3_64(std::span<const std::byte>{data});
+  r = run(op);
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_EQ(0, std::memcmp(memory.data(), data.data(), data.size()));
+
+  // Injected damage on the way is still caught with the caller's checksum.
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  r = run(op);
+  initiator->set_fault_hook({});
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
+
+  // Over several slices the checksum given is not the slices', and each is hashed as it leaves.
+  auto longer = random_bytes(200u << 10, 12);
+  transfer_op many{op_kind::write, longer, region, 0, true};
+  many.local_checksum = 0;
+  r = run(many);
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_EQ(0, std::memcmp(memory.data(), longer.data(), longer.size()));
 }
 
 TEST_P(two_engines, injected_delays_hold_slices_until_their_time_deadline_or_cancel) {

@@ -120,7 +120,7 @@ connection::late_slices connection::send_burst(const burst_t& burst, bool from_c
     req.offset = s.remote_offset;
     req.length = s.length;
     if (s.checksum && s.kind == op_kind::write)
-      req.checksum = xxh3_64(s.local, s.length);
+      req.checksum = s.known_checksum ? *s.known_checksum : xxh3_64(s.local, s.length);
     // An injected corruption: the receiver finds the payload does not match (the source's
     // bytes stay as they are; a write without a checksum arrives intact on this path).
     if (s.checksum && s.kind == op_kind::write && s.fault == slice_fault::corrupt)
