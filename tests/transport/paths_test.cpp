@@ -55,6 +55,16 @@ class two_engines : public ::testing::TestWithParam<path> {
     region = *owner->register_region(1, memory.data(), memory.size_bytes());
   }
 
+  // One operation, alone in its batch, to its end.
+  op_result run_one(const transfer_op& op) {
+    const std::vector<transfer_op> ops{op};
+    auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
+    EXPECT_TRUE(id);
+    auto results = id ? initiator->wait(*id) : caf::expected<std::vector<op_result>>{id.error()};
+    EXPECT_TRUE(results);
+    return results ? results->at(0) : op_result{};
+  }
+
   // The path every byte took must be the one under test.
   void expect_path_used() {
     const char* want = GetParam() == path::tcp ? "tcp" : "shm";
@@ -202,14 +212,7 @@ TEST_P(two_engines, a_vanished_peer_fails_operations_with_a_reason_before_the_de
 
 TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_process_path) {
   // What crescent chaos injects (apps/sim/fault_injector.hpp), on the paths between processes.
-  auto run = [&](transfer_op op) {
-    const std::vector<transfer_op> ops{op};
-    auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
-    EXPECT_TRUE(id);
-    auto results = initiator->wait(*id);
-    EXPECT_TRUE(results);
-    return results ? results->at(0) : op_result{};
-  };
+  auto run = [&](const transfer_op& op) { return run_one(op); };
   auto data = random_bytes(200u << 10, 9);
   const auto zeros = std::vector<std::byte>(data.size());
   auto remote = [&] { return std::vector<std::byte>(memory.data(), memory.data() + data.size()); };
@@ -256,14 +259,7 @@ TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_proc
 // caller's hash, not one taken as the bytes leave, is what the receiving side checks (in one
 // slice; this fixture's slices are 64 KiB).
 TEST_P(two_engines, a_checked_write_lands_only_with_the_checksum_its_caller_gave) {
-  auto run = [&](transfer_op op) {
-    const std::vector<transfer_op> ops{op};
-    auto id = initiator->submit(ops, clock_type::now() + std::chrono::seconds(30));
-    EXPECT_TRUE(id);
-    auto results = initiator->wait(*id);
-    EXPECT_TRUE(results);
-    return results ? results->at(0) : op_result{};
-  };
+  auto run = [&](const transfer_op& op) { return run_one(op); };
   auto data = random_bytes(48u << 10, 11);
   std::memset(memory.data(), 0, data.size());
   transfer_op op{op_kind::write, data, region, 0, true};
