@@ -17,48 +17,53 @@ unsigned long long xxh3_64_seeded_avx2(const void* data, size_t size, unsigned l
 
 namespace {
 
-using hash_fn = uint64_t (*)(const void*, size_t);
+// One build of XXH3, both of its entry points.
+struct build {
+  uint64_t (*hash)(const void*, size_t);
+  uint64_t (*seeded)(const void*, size_t, uint64_t);
+  const char* name;
+};
 
-uint64_t baseline(const void* data, size_t size) {
-  return XXH3_64bits(data, size);
-}
+constexpr build library{[](const void* p, size_t n) -> uint64_t { return XXH3_64bits(p, n); },
+                        [](const void* p, size_t n, uint64_t seed) -> uint64_t {
+                          return XXH3_64bits_withSeed(p, n, seed);
+                        },
+                        "baseline"};
 
 #if defined(CRESCENT_XXH3_AVX2)
-uint64_t avx2(const void* data, size_t size) {
-  return detail::xxh3_64_avx2(data, size);
-}
+constexpr build avx2{[](const void* p, size_t n) -> uint64_t { return detail::xxh3_64_avx2(p, n); },
+                     [](const void* p, size_t n, uint64_t seed) -> uint64_t {
+                       return detail::xxh3_64_seeded_avx2(p, n, seed);
+                     },
+                     "avx2"};
 #endif
 
-hash_fn choose() {
+const build& choose() {
 #if defined(CRESCENT_XXH3_AVX2)
   const char* forced = std::getenv("CRESCENT_XXH3");
   if (__builtin_cpu_supports("avx2") && (forced == nullptr || std::strcmp(forced, "baseline") != 0))
     return avx2;
 #endif
-  return baseline;
+  return library;
 }
 
-hash_fn chosen() {
-  static const hash_fn fn = choose();
-  return fn;
+const build& chosen() {
+  static const build& b = choose();
+  return b;
 }
 
 } // namespace
 
 uint64_t xxh3_64(const void* data, size_t size) {
-  return chosen()(data, size);
+  return chosen().hash(data, size);
 }
 
 uint64_t xxh3_64_seeded(const void* data, size_t size, uint64_t seed) {
-#if defined(CRESCENT_XXH3_AVX2)
-  if (chosen() != baseline)
-    return detail::xxh3_64_seeded_avx2(data, size, seed);
-#endif
-  return XXH3_64bits_withSeed(data, size, seed);
+  return chosen().seeded(data, size, seed);
 }
 
 const char* xxh3_64_path() {
-  return chosen() == baseline ? "baseline" : "avx2";
+  return chosen().name;
 }
 
 } // namespace crescent

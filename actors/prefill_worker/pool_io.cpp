@@ -12,7 +12,6 @@
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/schema/store.capnp.h"
-#include "storage/checksum.hpp"
 
 #include <caf/actor_cast.hpp>
 #include <caf/stateful_actor.hpp>
@@ -450,9 +449,7 @@ void write_blocks(prefill_ptr self, const std::vector<size_t>& blocks,
       if (h.node < node_set::capacity)
         holders.insert(h.node);
     store.nodes.push_back(holders);
-    store.sums.push_back(storage::block_checksum(page));
-    // A replica that fails its check revokes the block.
-    store.writes.add(page, s.replicas, store.sums.back());
+    store.writes.add(page, s.replicas); // a replica that fails its check revokes the block
   }
   if (!store.writes.ops().empty()) {
     auto ops = store.writes.ops();
@@ -531,7 +528,7 @@ void on_stored(prefill_ptr self, uint64_t request_id, const std::vector<caf::err
     }
     written.keys.push_back(store.keys[i]);
     written.nodes.push_back(store.nodes[i]);
-    sums.push_back(store.sums[i]); // what its replicas were checked against where they landed
+    sums.push_back(store.writes.checksum(i)); // what its replicas were checked against
   }
   if (store.replicate)
     commit_copies(self, std::move(written), std::move(sums), std::move(store.revoke));

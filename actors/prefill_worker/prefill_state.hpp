@@ -31,7 +31,6 @@ struct block_store {
   std::vector<size_t> blocks;  // their indices in the prompt
   std::vector<node_set> nodes; // the nodes holding each one's replicas
   std::vector<size_t> bytes;   // per block: its stored bytes (encoded, with a codec)
-  std::vector<uint64_t> sums;  // per block: the checksum its writes land with and it commits
   pool_batches::replica_writes writes;
   std::vector<block_key> revoke; // granted blocks that could not even be written
   bool replicate = false;        // copies of pulled blocks (committed as replicas), not new blocks

@@ -118,8 +118,8 @@ std::vector<block_read> reads_of(const std::vector<pool_protocol::block_location
 }
 
 size_t replica_writes::add(std::span<const std::byte> bytes,
-                           std::span<const transport::region_handle> to,
-                           std::optional<uint64_t> checksum) {
+                           std::span<const transport::region_handle> to) {
+  const uint64_t checksum = checksums_.emplace_back(storage::block_checksum(bytes));
   auto& mine = block_ops_.emplace_back();
   for (const auto& h : to) {
     mine.push_back(ops_.size());

@@ -15,7 +15,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <span>
 #include <vector>
 
@@ -105,12 +104,14 @@ std::vector<block_read> reads_of(const std::vector<pool_protocol::block_location
 /// perhaps after the node with the good copy is gone (crescent chaos, seed 285).
 class replica_writes {
  public:
-  /// Adds a block: `bytes` to each of `to`. Returns its index among the added blocks.
-  /// `checksum`: the block's checksum (storage::block_checksum of `bytes`), which its commit
-  /// will carry: each replica is then checked against it where it lands, so that what is
-  /// committed is what landed (transfer_op::local_checksum).
-  size_t add(std::span<const std::byte> bytes, std::span<const transport::region_handle> to,
-             std::optional<uint64_t> checksum = std::nullopt);
+  /// Adds a block: `bytes` to each of `to`. Returns its index among the added blocks. Its
+  /// checksum (storage::block_checksum) is taken here: each replica is checked against it where
+  /// it lands (transfer_op::local_checksum), and the commit carries it (checksum()), so that
+  /// what is committed is what landed.
+  size_t add(std::span<const std::byte> bytes, std::span<const transport::region_handle> to);
+
+  /// The checksum of added block `block`, for its commit.
+  uint64_t checksum(size_t block) const { return checksums_[block]; }
 
   const std::vector<transport::transfer_op>& ops() const { return ops_; }
   size_t blocks() const { return block_ops_.size(); }
@@ -121,6 +122,7 @@ class replica_writes {
  private:
   std::vector<transport::transfer_op> ops_;
   std::vector<std::vector<size_t>> block_ops_; // per block: its writes' indices in ops_
+  std::vector<uint64_t> checksums_;            // per block
 };
 
 } // namespace crescent::pool_batches

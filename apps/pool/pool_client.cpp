@@ -5,7 +5,6 @@
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/store.capnp.h"
-#include "storage/checksum.hpp"
 #include "transport/peer_wire.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -140,12 +139,10 @@ pool_client::put(std::span<const block_key> keys,
     return make_error(errc::malformed_message, "put_start answer does not match the request");
   // Every replica of every block in one batch.
   pool_batches::replica_writes writes;
-  std::vector<size_t> granted;                // per added block: its index in keys
-  std::vector<uint64_t> sums_of(keys.size()); // what each block's replicas land with and commit
+  std::vector<size_t> granted; // per added block: its index in keys
   for (size_t i = 0; i < slots->size(); ++i)
     if (!(*slots)[i].replicas.empty()) {
-      sums_of[i] = storage::block_checksum(blocks[i]);
-      writes.add(blocks[i], (*slots)[i].replicas, sums_of[i]);
+      writes.add(blocks[i], (*slots)[i].replicas);
       granted.push_back(i);
     }
   std::vector<bool> written(slots->size(), false);
@@ -159,12 +156,12 @@ pool_client::put(std::span<const block_key> keys,
   }
   std::vector<block_key> commit, revoke;
   std::vector<uint64_t> sums;
-  for (size_t i = 0; i < slots->size(); ++i) {
-    if (written[i]) {
-      commit.push_back(keys[i]);
-      sums.push_back(sums_of[i]);
-    } else if (!(*slots)[i].replicas.empty()) {
-      revoke.push_back(keys[i]);
+  for (size_t b = 0; b < granted.size(); ++b) {
+    if (written[granted[b]]) {
+      commit.push_back(keys[granted[b]]);
+      sums.push_back(writes.checksum(b)); // what its replicas were checked against
+    } else {
+      revoke.push_back(keys[granted[b]]);
     }
   }
   if (!revoke.empty()) {
