@@ -30,39 +30,6 @@ size_t record_bytes(const block_plan& plan, uint32_t kind) {
          packed_bytes(plan.shape.head_dim, plan.bits());
 }
 
-// code = the number of thresholds below u: the nearest level of an ascending codebook. The
-// count is a template argument so that the thresholds sit in registers and the compare loop
-// unrolls: this loop is most of KVQuant's encode.
-template <uint32_t count>
-CODEC_INLINE void quantize_nuq_n(const float* u, uint32_t n, const float* thresholds,
-                                 uint8_t* codes) {
-  float8 t[count];
-  for (uint32_t j = 0; j < count; ++j)
-    t[j] = splat8(thresholds[j]);
-  std::array<int32_t, codec_head_dim_max> wide;
-  // One compare with the middle threshold picks the half of the codebook, then the half's
-  // thresholds are counted: count / 2 + 1 compares and count / 2 blends instead of count
-  // compares (the same code: thresholds ascend).
-  constexpr uint32_t half = (count + 1) / 2;
-  for (uint32_t c = 0; c < n; c += 8) {
-    const float8 v = load8(u + c);
-    const int32x8 upper = v > t[half - 1];
-    int32x8 q = upper & static_cast<int32_t>(half);
-    for (uint32_t j = 0; j + 1 < half; ++j)
-      q -= v > (upper ? t[half + j] : t[j]);
-    std::memcpy(wide.data() + c, &q, sizeof q);
-  }
-  narrow_row(wide.data(), n, codes);
-}
-
-CODEC_INLINE void quantize_nuq(const float* u, uint32_t n, const float* thresholds, uint32_t count,
-                               uint8_t* codes) {
-  if (count == 15)
-    quantize_nuq_n<15>(u, n, thresholds, codes);
-  else
-    quantize_nuq_n<7>(u, n, thresholds, codes);
-}
-
 // base[c] + range[c] x levels[codes[c]] for a row (base and range per channel or, with
 // stride 0, one for the row); a plain loop so that g++ picks its own gather.
 CODEC_INLINE void dequantize_nuq(const uint8_t* codes, const float* levels, const float* base,

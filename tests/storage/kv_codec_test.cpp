@@ -5,6 +5,7 @@
 
 #include "messages/errors.hpp"
 #include "storage/codec/kvquant_calibration.hpp"
+#include "storage/codec/kvquant_rows.hpp"
 
 #include <gtest/gtest.h>
 
@@ -272,6 +273,49 @@ TEST(kv_codec, kvquant_keeps_sinks_exact_and_outliers_sparse) {
     // A block past the sinks keeps none of them: smaller.
     auto later = encode_decode(config, {page, 64, 128, false});
     EXPECT_LT(later.bytes.size(), r.bytes.size());
+  }
+}
+
+// The codes through the AVX2 build where the CPU has one (the encoder's own path here).
+CODEC_CLONES void codes_dispatched(const float* u, uint32_t n, const float* t, uint32_t count,
+                                   uint8_t* codes) {
+  detail::quantize_nuq(u, n, t, count, codes);
+}
+
+TEST(kv_codec, kvquant_codes_count_the_thresholds_below_each_value) {
+  std::mt19937_64 rng{7};
+  std::uniform_real_distribution<float> spread{-1.2f, 1.2f};
+  for (uint32_t count : {7u, 15u}) {
+    for (bool repeats : {false, true}) {
+      // Ascending and uneven, as calibrated ones are; with `repeats`, runs of equal thresholds.
+      std::vector<float> t(count);
+      for (uint32_t j = 0; j < count; ++j)
+        t[j] = std::tanh(2.0f * (static_cast<float>(j) + 0.5f) / static_cast<float>(count) - 1.0f);
+      if (repeats)
+        for (uint32_t j = 1; j < count; j += 3)
+          t[j] = t[j - 1];
+      // Each threshold, the floats beside it, between them, past both ends, and random ones.
+      std::vector<float> u;
+      for (float x : t)
+        for (float y : {x, std::nextafter(x, -2.0f), std::nextafter(x, 2.0f)})
+          u.push_back(y);
+      for (float y : {-1e30f, -2.0f, -1.0f, -0.0f, 0.0f, 1.0f, 2.0f, 1e30f})
+        u.push_back(y);
+      while (u.size() % 8 != 0 || u.size() < codec_head_dim_max)
+        u.push_back(spread(rng));
+      for (size_t at = 0; at < u.size(); at += codec_head_dim_max) {
+        const auto n = static_cast<uint32_t>(std::min<size_t>(codec_head_dim_max, u.size() - at));
+        std::vector<uint8_t> plain(n), dispatched(n);
+        detail::quantize_nuq(u.data() + at, n, t.data(), count, plain.data());
+        codes_dispatched(u.data() + at, n, t.data(), count, dispatched.data());
+        for (uint32_t c = 0; c < n; ++c) {
+          const auto below = static_cast<uint8_t>(
+              std::count_if(t.begin(), t.end(), [&](float x) { return x < u[at + c]; }));
+          ASSERT_EQ(plain[c], below) << count << " thresholds, u = " << u[at + c];
+          ASSERT_EQ(dispatched[c], below) << count << " thresholds, u = " << u[at + c];
+        }
+      }
+    }
   }
 }
 
