@@ -221,7 +221,7 @@ void kivi_decode(const block_plan& plan, const std::byte* in, float* page);
 
 size_t kvquant_payload_bytes(const block_plan& plan);
 std::byte* kvquant_encode_slab(const block_plan& plan, const kvquant_calibration& cal, slab_id id,
-                               const float* slab, std::byte* out);
+                               const float* slab, const float* next_slab, std::byte* out);
 /// False for an outlier channel past head_dim (a forged block).
 bool kvquant_decode(const block_plan& plan, const kvquant_calibration& cal, const std::byte* in,
                     float* page);

@@ -419,7 +419,8 @@ caf::expected<size_t> encode(const codec_config& config, const block_in& block,
   std::byte* payload = out.data() + block_header_bytes;
   std::byte* at = payload;
   const auto& shape = config.shape;
-  for (size_t slab = 0; slab < size_t{shape.layers} * 2 * shape.kv_heads; ++slab) {
+  const size_t slabs = size_t{shape.layers} * 2 * shape.kv_heads;
+  for (size_t slab = 0; slab < slabs; ++slab) {
     const float* x = block.page.data() + slab * shape.slab_floats();
     if (auto err = check_slab(config, block, x))
       return err;
@@ -437,7 +438,8 @@ caf::expected<size_t> encode(const codec_config& config, const block_in& block,
       break;
     case codec_kind::kvquant3:
     case codec_kind::kvquant4:
-      at = detail::kvquant_encode_slab(plan, *config.calibration, id, x, at);
+      at = detail::kvquant_encode_slab(plan, *config.calibration, id, x,
+                                       slab + 1 < slabs ? x + shape.slab_floats() : nullptr, at);
       break;
     }
   }

@@ -63,7 +63,18 @@ CODEC_INLINE bool patch_outliers(const std::byte* in, uint32_t k, uint32_t n, fl
 
 struct slab_ref {
   uint32_t layer = 0, kv_head = 0;
+  const float* next = nullptr; // the next slab, fetched into cache a row per row encoded
 };
+
+// Row t of the next slab into cache while this row is encoded, so that the next slab's check
+// (kv_codec.cpp) reads it from cache instead of waiting on memory.
+CODEC_INLINE void fetch_row(const float* next, uint32_t t, uint32_t n) {
+  if (next == nullptr)
+    return;
+  const char* row = reinterpret_cast<const char*>(next + size_t{t} * n);
+  for (size_t b = 0; b < n * sizeof(float); b += 64)
+    __builtin_prefetch(row + b);
+}
 
 CODEC_CLONES std::byte* encode_keys(const block_plan& plan, const kvquant_calibration& cal,
                                     slab_ref s, const float* x, std::byte* out) {
@@ -75,6 +86,7 @@ CODEC_CLONES std::byte* encode_keys(const block_plan& plan, const kvquant_calibr
   row_codes codes;
   std::array<uint8_t, kvquant_outliers_max> index{};
   for (uint32_t t = plan.full_first; t < plan.tokens; ++t) {
+    fetch_row(s.next, t, n);
     const size_t p = size_t{plan.first_position} + t;
     unrotate(x + size_t{t} * n, cal.rope_cos.data() + p * half, cal.rope_sin.data() + p * half, n,
              pre.data());
@@ -120,6 +132,7 @@ CODEC_CLONES std::byte* encode_values(const block_plan& plan, const kvquant_cali
   row_codes codes;
   std::array<uint8_t, kvquant_outliers_max> index{};
   for (uint32_t t = plan.full_first; t < plan.tokens; ++t) {
+    fetch_row(s.next, t, n);
     const float* row = x + size_t{t} * n;
     top_magnitudes(row, n, plan.outliers, scratch.data(), index.data());
     const value_norm norm = normalize_value(row, n, index.data(), plan.outliers);
@@ -165,10 +178,10 @@ size_t kvquant_payload_bytes(const block_plan& plan) {
 }
 
 std::byte* kvquant_encode_slab(const block_plan& plan, const kvquant_calibration& cal, slab_id id,
-                               const float* slab, std::byte* out) {
+                               const float* slab, const float* next_slab, std::byte* out) {
   out = put_rows(slab, plan.full_first, plan.shape.head_dim, out);
-  return id.kind == 0 ? encode_keys(plan, cal, {id.layer, id.kv_head}, slab, out)
-                      : encode_values(plan, cal, {id.layer, id.kv_head}, slab, out);
+  return id.kind == 0 ? encode_keys(plan, cal, {id.layer, id.kv_head, next_slab}, slab, out)
+                      : encode_values(plan, cal, {id.layer, id.kv_head, next_slab}, slab, out);
 }
 
 bool kvquant_decode(const block_plan& plan, const kvquant_calibration& cal, const std::byte* in,
