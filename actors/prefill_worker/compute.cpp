@@ -154,8 +154,8 @@ void start_next_job(prefill_ptr self) {
 
 void on_step(prefill_ptr self) {
   auto& st = self->state;
-  if (!st.current)
-    return;
+  if (!st.current || !st.current->step_due)
+    return; // not the current job's step (a job does not end with one on its way)
   st.current->step_due = false;
   if (end_if_cancelled(self))
     return;
@@ -242,12 +242,15 @@ bool end_if_cancelled(prefill_ptr self) {
 
 void fail_when_idle(prefill_ptr self, const std::string& reason) {
   auto& job = *self->state.current;
-  if (job.loads_in_flight == 0) {
+  if (job.loads_in_flight == 0 && !job.step_due) {
     fail_job(self, reason);
     return;
   }
-  // Reads still land in its pages: freed now, they could be another job's by then.
-  spdlog::debug("prefill_worker {}: request {} fails once its reads have landed: {}",
+  // Reads still land in its pages: freed now, they could be another job's by then. And a step
+  // on its way would run the next job's compute before that job's prefix had loaded (chaos seed
+  // 91082 of docs/chaos/extreme.budget.yaml on the stream cluster: a one-page prompt, computed
+  // whole before it streamed, sent none of its KV and decoded from stale pages).
+  spdlog::debug("prefill_worker {}: request {} fails once its reads and its step are in: {}",
                 self->state.options.instance, job.request_id, reason);
   if (!job.cancelled || job.failure.empty())
     job.failure = reason;

@@ -305,8 +305,9 @@ bool streams(const prefill_state& st, const prefill_job& job);
 /// Sends the whole pages of the cached prefix that are loaded and not sent (streaming jobs):
 /// the first `verified` pages are in the local pages, verified.
 void send_cached_prefix(prefill_ptr self, uint32_t verified);
-/// Fails the current job now, or once no read into its pages is in flight (the pages are then
-/// freed, and must not be written after).
+/// Fails the current job now, or once no read into its pages and no step of its is in flight
+/// (the pages are then freed, and must not be written after; a step that came after its job
+/// would run the next one's).
 void fail_when_idle(prefill_ptr self, const std::string& reason);
 void stream_computed(prefill_ptr self);
 void end_streaming(prefill_ptr self);

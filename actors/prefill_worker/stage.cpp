@@ -320,7 +320,7 @@ void end_stage(prefill_ptr self, prefill_job& job, uint32_t k, bool ok, const st
     return;
   }
   if (!ok) {
-    fail_job(self, "prefill stage " + std::to_string(k) + " failed: " + why);
+    fail_when_idle(self, "prefill stage " + std::to_string(k) + " failed: " + why);
     return;
   }
   signal_decode_when_ready(self);
@@ -665,7 +665,7 @@ void on_stage_io(prefill_ptr self, uint64_t request_id, uint32_t kind, uint32_t 
     } else if (st.draining && head == &*st.draining) {
       finish_draining(self);
     } else if (err) {
-      fail_job(self, "a stream to stage 1 failed: " + describe(err));
+      fail_when_idle(self, "a stream to stage 1 failed: " + describe(err));
     }
     return;
   }

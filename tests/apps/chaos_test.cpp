@@ -429,6 +429,25 @@ TEST(chaos, a_late_copy_of_a_reservation_decodes_nothing) {
   EXPECT_TRUE(r.held()) << violations_of(r);
 }
 
+// docs/chaos/extreme.budget.yaml on the stream cluster, seed 91082: a streaming job's hand-off
+// failed (a corrupted slice) while its next step was on its way; the job ended at once, the
+// next one (a one-page prompt) started, and the old step ran its compute before its prefix had
+// loaded, whole and not streamed. It then streamed none of its KV, and its decode ran on pages
+// another request had left: other tokens from the third on. A job now ends only once its step
+// is in, and a step for no job is ignored.
+TEST(chaos, a_step_of_a_failed_job_does_not_compute_the_next_one) {
+  chaos_options opt;
+  opt.requests = 200;
+  opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
+  opt.cluster_path = CRESCENT_DOCS_DIR "/chaos/stream.cluster.yaml";
+  auto c = prepare_campaign(opt);
+  ASSERT_TRUE(c) << describe(c.error());
+  auto extreme = with_budget(std::move(*c), "extreme.budget.yaml");
+  auto r = run_seed(extreme, 91082);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_GT(r.failed, 0u); // the failed hand-offs fail their requests, with the reason
+}
+
 // The other clusters campaigns run on (docs/chaos/*.cluster.yaml: prefill groups with their stage
 // streams, layer-wise streaming, coupled instances, SSD tiers) load and hold a few seeds of the
 // default budget; 150 seeds each of the default and the heavier budget held on 2026-12-07.
