@@ -212,24 +212,23 @@ TEST_P(two_engines, a_vanished_peer_fails_operations_with_a_reason_before_the_de
 
 TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_process_path) {
   // What crescent chaos injects (apps/sim/fault_injector.hpp), on the paths between processes.
-  auto run = [&](const transfer_op& op) { return run_one(op); };
   auto data = random_bytes(200u << 10, 9);
   const auto zeros = std::vector<std::byte>(data.size());
   auto remote = [&] { return std::vector<std::byte>(memory.data(), memory.data() + data.size()); };
   std::memset(memory.data(), 0, data.size());
 
   initiator->set_fault_hook([](const slice_view&) { return slice_fault::fail; });
-  auto r = run(transfer_op{op_kind::write, data, region, 0, true});
+  auto r = run_one(transfer_op{op_kind::write, data, region, 0, true});
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::io_error)) << describe(r.reason);
   EXPECT_NE(describe(r.reason).find("injected fault"), std::string::npos) << describe(r.reason);
   EXPECT_EQ(remote(), zeros) << "a failed slice writes nothing";
 
   initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
-  r = run(transfer_op{op_kind::write, data, region, 0, true});
+  r = run_one(transfer_op{op_kind::write, data, region, 0, true});
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
-  r = run(transfer_op{op_kind::write, data, region, 0, false});
+  r = run_one(transfer_op{op_kind::write, data, region, 0, false});
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   if (GetParam() == path::shm)
     EXPECT_NE(remote(), data) << "without a checksum the change goes unseen";
@@ -237,19 +236,19 @@ TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_proc
     EXPECT_EQ(remote(), data) << "TCP sends the caller's bytes as they are";
 
   initiator->set_fault_hook({});
-  ASSERT_EQ(run(transfer_op{op_kind::write, data, region, 0, true}).state, op_state::completed);
+  ASSERT_EQ(run_one(transfer_op{op_kind::write, data, region, 0, true}).state, op_state::completed);
   initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
   std::vector<std::byte> back(data.size());
-  r = run(transfer_op{op_kind::read, back, region, 0, true});
+  r = run_one(transfer_op{op_kind::read, back, region, 0, true});
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
-  r = run(transfer_op{op_kind::read, back, region, 0, false});
+  r = run_one(transfer_op{op_kind::read, back, region, 0, false});
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_NE(back, data) << "a read's bytes change on arrival";
   EXPECT_EQ(remote(), data) << "the source does not";
 
   initiator->set_fault_hook({});
-  r = run(transfer_op{op_kind::read, back, region, 0, true});
+  r = run_one(transfer_op{op_kind::read, back, region, 0, true});
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_EQ(back, data);
   expect_path_used();
@@ -259,24 +258,23 @@ TEST_P(two_engines, injected_slice_faults_fail_or_change_bytes_as_on_the_in_proc
 // caller's hash, not one taken as the bytes leave, is what the receiving side checks (in one
 // slice; this fixture's slices are 64 KiB).
 TEST_P(two_engines, a_checked_write_lands_only_with_the_checksum_its_caller_gave) {
-  auto run = [&](const transfer_op& op) { return run_one(op); };
   auto data = random_bytes(48u << 10, 11);
   std::memset(memory.data(), 0, data.size());
   transfer_op op{op_kind::write, data, region, 0, true};
 
   op.local_checksum = xxh3_64(std::span<const std::byte>{data}) ^ 1; // not these bytes'
-  auto r = run(op);
+  auto r = run_one(op);
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
 
   op.local_checksum = xxh3_64(std::span<const std::byte>{data});
-  r = run(op);
+  r = run_one(op);
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_EQ(0, std::memcmp(memory.data(), data.data(), data.size()));
 
   // Injected damage on the way is still caught with the caller's checksum.
   initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
-  r = run(op);
+  r = run_one(op);
   initiator->set_fault_hook({});
   EXPECT_EQ(r.state, op_state::failed);
   EXPECT_TRUE(is(r.reason, errc::checksum_mismatch)) << describe(r.reason);
@@ -285,7 +283,7 @@ TEST_P(two_engines, a_checked_write_lands_only_with_the_checksum_its_caller_gave
   auto longer = random_bytes(200u << 10, 12);
   transfer_op many{op_kind::write, longer, region, 0, true};
   many.local_checksum = 0;
-  r = run(many);
+  r = run_one(many);
   EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
   EXPECT_EQ(0, std::memcmp(memory.data(), longer.data(), longer.size()));
 }
