@@ -1,13 +1,13 @@
 // The KV pool across real processes: a `crescent pool-master` and three `crescent pool-node`
 // processes on loopback, driven by a client in this process. Nodes and the master are killed
 // with SIGKILL mid-work; nothing that was acknowledged may be lost or come back wrong.
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/child_process.hpp"
 #include "apps/pool/pool_client.hpp"
 #include "apps/pool/pool_launch.hpp"
 #include "messages/errors.hpp"
 #include "storage/ssd_tier.hpp"
 #include "support/block_keys.hpp"
-#include "support/networked_config.hpp"
 #include "support/random_bytes.hpp"
 
 #include <caf/actor_system_config.hpp>
@@ -134,7 +134,8 @@ class pool_processes : public ::testing::Test {
     return good;
   }
 
-  caf::actor_system sys{networked_config()};
+  process_actor_system actors{true}; // its end is bounded, as a process's
+  caf::actor_system& sys = actors.get();
   std::string dir =
       (std::filesystem::temp_directory_path() / ("crescent-pool-" + std::to_string(::getpid())))
           .string();

@@ -1,9 +1,9 @@
 // Two real processes on loopback: a `crescent transfer-peer` registers a region; this process
 // learns how to reach it and the region's handle through actor messages (CAF's network layer),
 // then reads and writes it through its own transfer engine, over TCP and over shared memory.
+#include "actors/common/actor_system_setup.hpp"
 #include "apps/bench/peer_client.hpp"
 #include "messages/errors.hpp"
-#include "support/networked_config.hpp"
 #include "support/random_bytes.hpp"
 #include "transport/transfer_engine.hpp"
 
@@ -48,7 +48,8 @@ class peer_process : public ::testing::TestWithParam<path> {
     return d ? *d : 0;
   }
 
-  caf::actor_system sys{testing::networked_config()};
+  process_actor_system actors{true}; // its end is bounded, as a process's
+  caf::actor_system& sys = actors.get();
   std::optional<bench::remote_peer> peer;
   std::shared_ptr<transfer_engine> engine;
 };
