@@ -21,6 +21,7 @@
 #include "apps/sim/bench_sim.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "apps/up/bench_faults.hpp"
+#include "apps/up/netns.hpp"
 #include "apps/up/up_command.hpp"
 
 #include <CLI/CLI.hpp>
@@ -70,8 +71,14 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   up_cmd->add_option("--seed", up.seed, "Seed of the transfer faults' draws")
       ->capture_default_str();
-  up_cmd->add_flag("--netns", up.netns,
-                   "Each node process in a network namespace of its own (root; nftables)");
+  auto* netns_flag = up_cmd->add_flag(
+      "--netns", up.netns, "Each node process in a network namespace of its own (root; nftables)");
+  up_cmd
+      ->add_option("--link-mbit", up.link_mbit,
+                   "With --netns: each node process's link limited to this many Mbit/s each "
+                   "way (tc's token bucket filter), as a node's NIC")
+      ->check(CLI::Range(1u, crescent::up::link_mbit_max))
+      ->needs(netns_flag);
   up_cmd->add_option("--run-dir", up.run_dir,
                      "Where the report, the fault log and each node's log go (new or empty; "
                      "default: crescent-up-<seconds since the epoch>)");

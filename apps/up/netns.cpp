@@ -112,6 +112,7 @@ caf::error netns_network::available() {
   const std::vector<std::vector<std::string>> steps{
       {"ip", "-V"},
       {"nft", "--version"},
+      {"tc", "-V"},
       {"ip", "netns", "add", probe},
       {"ip", "netns", "exec", probe, "nft", "add", "table", "inet", "crescent_probe"}};
   caf::error failed;
@@ -128,12 +129,34 @@ caf::error netns_network::available() {
   return caf::none;
 }
 
+namespace {
+
+// The arguments of `tc` that limit `dev` to `link_mbit` Mbit/s. The bucket holds at least 256
+// KiB, more than one packet of any device here (a bucket smaller than a packet drops every such
+// packet, and TCP stalls instead of slowing), and at least 1 ms of the rate; the queue holds 400
+// ms of it before the kernel drops (and TCP sends again).
+std::vector<std::string> link_limit(const std::string& dev, uint32_t link_mbit) {
+  const uint64_t bytes_per_ms = uint64_t{link_mbit} * 1000 / 8;
+  const uint64_t burst_bytes = std::max<uint64_t>(256 * 1024, bytes_per_ms);
+  const auto rate = fmt::format("{}mbit", link_mbit);
+  const auto burst = std::to_string(burst_bytes);
+  std::vector<std::string> args{"tc", "qdisc", "replace", "dev", dev, "root", "tbf"};
+  args.insert(args.end(), {"rate", rate, "burst", burst, "latency", "400ms"});
+  return args;
+}
+
+} // namespace
+
 caf::expected<std::unique_ptr<netns_network>>
-netns_network::create(const std::vector<uint32_t>& nodes, const std::string& work_dir) {
+netns_network::create(const std::vector<uint32_t>& nodes, const std::string& work_dir,
+                      uint32_t link_mbit) {
   for (auto n : nodes)
     if (n >= netns_nodes_max)
       return make_error(errc::bad_config, fmt::format("--netns places nodes 0 to {} only; node {}",
                                                       netns_nodes_max - 1, n));
+  if (link_mbit > link_mbit_max)
+    return make_error(errc::bad_config, fmt::format("a link of {} Mbit/s is over the limit of {}",
+                                                    link_mbit, link_mbit_max));
   std::unique_ptr<netns_network> net{new netns_network};
   net->pid_ = getpid();
   auto subnet = free_subnet(net->pid_);
@@ -172,6 +195,13 @@ netns_network::create(const std::vector<uint32_t>& nodes, const std::string& wor
     if (auto e = in_ns({"ip", "link", "set", "eth0", "up"}))
       return e;
     if (auto e = in_ns({"ip", "link", "set", "lo", "up"}))
+      return e;
+    if (link_mbit == 0)
+      continue;
+    // The bridge's end sends what the node receives; the namespace's end what it sends.
+    if (auto e = step(link_limit(veth, link_mbit)))
+      return e;
+    if (auto e = in_ns(link_limit("eth0", link_mbit)))
       return e;
   }
   return net;

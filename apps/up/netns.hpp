@@ -20,7 +20,15 @@
 // A fault's rules are one table (`crescent_f<k>`), added when it starts and deleted when it
 // ends.
 //
-// Needs root, `ip` (iproute2) and `nft` (nftables); available() says why not otherwise.
+// With a link rate (`crescent up --link-mbit`), each namespace's veth pair is that node's NIC:
+// a token bucket filter (tc's tbf) on both ends limits what the node sends and what it receives
+// to the rate, as a real node's link does. The reference model's KV is small (about 500 bytes a
+// token), so a slower link is how its hand-off gets the share of TTFT that LLaMA3-70B's takes on
+// the paper's 100 Gbit/s links (docs/benchmarks.md). The main process's own traffic (nodes
+// without an address) is not limited.
+//
+// Needs root, `ip` (iproute2, which also has `tc`) and `nft` (nftables); available() says why
+// not otherwise.
 #pragma once
 
 #include "apps/up/fault_plan.hpp"
@@ -37,6 +45,8 @@ namespace crescent::up {
 
 /// Nodes a run may place in namespaces (their addresses are 10.213.<s>.10 to .249).
 inline constexpr uint32_t netns_nodes_max = 240;
+/// The fastest link a run may give its nodes, in Mbit/s (400 Gbit/s).
+inline constexpr uint32_t link_mbit_max = 400'000;
 
 class netns_network {
  public:
@@ -44,9 +54,14 @@ class netns_network {
   static caf::error available();
 
   /// Makes the bridge and a namespace for each of `nodes`; `work_dir` receives the rule files.
-  /// On an error, whatever was made is removed.
-  static caf::expected<std::unique_ptr<netns_network>> create(const std::vector<uint32_t>& nodes,
-                                                              const std::string& work_dir);
+  /// `link_mbit` > 0 limits each node's link to that many Mbit/s each way (at most
+  /// link_mbit_max); 0 leaves it as fast as the kernel's veth. On an error, whatever was made is
+  /// removed.
+  static caf::expected<std::unique_ptr<netns_network>>
+  create(const std::vector<uint32_t>& nodes, const std::string& work_dir, uint32_t link_mbit = 0);
+
+  /// The name of node `node`'s namespace (tests look inside).
+  std::string namespace_of(uint32_t node) const;
 
   /// Removes every namespace, link and rule the run made.
   ~netns_network();
@@ -72,7 +87,6 @@ class netns_network {
  private:
   netns_network() = default;
 
-  std::string namespace_of(uint32_t node) const;
   // The namespaces fault `f` changes, each with the rules (nft syntax) of its table.
   caf::expected<std::map<uint32_t, std::string>> rules_of(const fault& f) const;
 

@@ -137,8 +137,8 @@ caf::expected<prepared> prepare(const up_options& opt) {
 // --netns: the network made, and the cluster file the processes read, with each node's address
 // in its namespace, the main process's on the bridge, and no shared memory between processes
 // (a mapping would carry KV bytes past the network the faults act on).
-caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
-                                                               std::string& config_path) {
+caf::expected<std::unique_ptr<up::netns_network>>
+make_network(prepared& p, std::string& config_path, uint32_t link_mbit) {
   std::vector<uint32_t> hosted;
   for (uint32_t n = 0; n < p.cfg.nodes.size(); ++n)
     if (p.cfg.nodes[n].hosted_elsewhere())
@@ -148,7 +148,7 @@ caf::expected<std::unique_ptr<up::netns_network>> make_network(prepared& p,
     registry().netns_nodes = hosted;
     registry().netns = true;
   }
-  auto net = up::netns_network::create(hosted, p.run_dir);
+  auto net = up::netns_network::create(hosted, p.run_dir, link_mbit);
   if (!net)
     return std::move(net.error());
   for (auto n : hosted) {
@@ -355,7 +355,7 @@ int up_command(const up_options& opt, up_result* out) {
   auto config_path = std::filesystem::absolute(opt.cluster_path).string();
   std::unique_ptr<up::netns_network> network;
   if (opt.netns) {
-    auto net = make_network(*p, config_path);
+    auto net = make_network(*p, config_path, opt.link_mbit);
     if (!net)
       return fail("--netns: " + describe(net.error()));
     network = std::move(*net);
@@ -393,6 +393,10 @@ int up_command(const up_options& opt, up_result* out) {
   auto header = format_header(opt.run, p->cfg, p->requests.size());
   fmt::print("{}  run         {} ({} node processes, {} faults planned)\n", header, p->run_dir,
              nodes->size(), p->plan.faults.size());
+  if (opt.netns)
+    fmt::print("  network     each node process in a network namespace, its link {}\n",
+               opt.link_mbit == 0 ? std::string{"not limited"}
+                                  : fmt::format("{} Mbit/s each way", opt.link_mbit));
   std::fflush(stdout);
   std::vector<up::message_gate*> gate_ptrs;
   for (auto& g : gates)

@@ -20,6 +20,7 @@ struct up_options {
   std::string faults_path; // empty: no faults
   std::string run_dir;     // empty: crescent-up-<seconds since the epoch> here
   bool netns = false;      // node processes in network namespaces (apps/up/netns.hpp)
+  uint32_t link_mbit = 0;  // with netns: each node's link limited to this; 0: unlimited
   uint64_t seed = 1;       // of the transfer faults' draws (each process's own, from this)
   run_options run;         // the workload, as crescent run's (its config_path is cluster_path);
                            // run.kv_send ab: four bring-ups, sent after and streamed in turn

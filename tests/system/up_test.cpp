@@ -677,5 +677,63 @@ TEST_F(up_netns, sigint_removes_the_namespaces_too) {
   expect_no_network_left();
 }
 
+// What `command` (a shell line) printed on its standard output.
+std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr)
+    return out;
+  char buffer[4096];
+  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+    out.append(buffer, n);
+  pclose(pipe);
+  return out;
+}
+
+TEST_F(up_netns, a_link_rate_limits_each_node_link_both_ways) {
+  std::string ns;
+  {
+    auto net = ::crescent::up::netns_network::create({1, 2}, dir.string(), 250);
+    ASSERT_TRUE(net) << describe(net.error());
+    ns = (*net)->namespace_of(2);
+    // What the node sends: its end of the pair, in its namespace.
+    for (uint32_t n : {1u, 2u}) {
+      const auto inside =
+          output_of("ip netns exec " + (*net)->namespace_of(n) + " tc qdisc show dev eth0");
+      EXPECT_NE(inside.find("tbf"), std::string::npos) << inside;
+      EXPECT_NE(inside.find("rate 250Mbit"), std::string::npos) << inside;
+    }
+    // What it receives: the bridge's end, in this namespace.
+    const auto outside =
+        output_of("tc qdisc show dev crv" + std::to_string(getpid() % 100000) + "n2");
+    EXPECT_NE(outside.find("rate 250Mbit"), std::string::npos) << outside;
+  }
+  EXPECT_FALSE(std::filesystem::exists("/var/run/netns/" + ns)) << "namespace left behind";
+  EXPECT_FALSE(
+      ::crescent::up::netns_network::create({2}, dir.string(), ::crescent::up::link_mbit_max + 1))
+      << "a rate over the limit is refused";
+}
+
+TEST_F(up_netns, requests_complete_over_limited_links_and_the_report_says_the_rate) {
+  run_dir = dir / "run";
+  const auto out =
+      run_to_end({"--netns", "--link-mbit", "100", "--requests", "6", "--speedup", "8"}, 0);
+  EXPECT_NE(out.find("its link 100 Mbit/s each way"), std::string::npos) << out;
+  EXPECT_NE(out.find("requests      completed 6"), std::string::npos) << out;
+  expect_no_network_left();
+}
+
+TEST_F(up, a_link_rate_without_namespaces_is_refused_with_the_reason) {
+  run_dir = dir / "run";
+  auto p = start({"--link-mbit", "100", "--requests", "1"});
+  ASSERT_TRUE(p) << describe(p.error());
+  auto status = p->wait_exit(std::chrono::seconds(30));
+  ASSERT_TRUE(status) << describe(status.error());
+  EXPECT_NE(*status, 0);
+  const auto err = read_file(dir / "up.err");
+  EXPECT_NE(err.find("--link-mbit requires --netns"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(run_dir)) << "nothing was started";
+}
+
 } // namespace
 } // namespace crescent::testing
