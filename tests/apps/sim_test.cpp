@@ -669,9 +669,8 @@ TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
   ASSERT_TRUE(simulated) << describe(simulated.error());
 
   cluster_config real; // the embedded default: 2 prefill nodes, 2 decode nodes
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, false);
-  caf::actor_system sys{sys_cfg};
+  process_actor_system actors{false}; // its end is bounded, as a real process's
+  auto& sys = actors.get();
   auto real_cluster = cluster::start(sys, real);
   ASSERT_TRUE(real_cluster) << describe(real_cluster.error());
   EXPECT_EQ(behaviours(**simulated), behaviours(**real_cluster));
@@ -691,9 +690,8 @@ TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
 TEST(sim, a_modeled_cluster_is_refused_in_real_time) {
   auto cfg = paper();
   cfg.simulated_time = false;
-  caf::actor_system_config sys_cfg;
-  setup_actor_system(sys_cfg, false);
-  caf::actor_system sys{sys_cfg};
+  process_actor_system actors{false}; // its end is bounded, as a real process's
+  auto& sys = actors.get();
   auto cl = cluster::start(sys, cfg);
   ASSERT_FALSE(cl);
   EXPECT_NE(describe(cl.error()).find("simulated time"), std::string::npos);
