@@ -40,8 +40,8 @@ void note_detached_actor(caf::actor_system& sys, const caf::actor_addr& who);
 inline constexpr std::chrono::seconds actor_system_end_limit{3};
 
 /// The actor system of a real-time process (`crescent run`, `node`, `serve`, `up`, the pool's
-/// processes, `bench store` and `bench transfer`), set up by setup_actor_system, whose end is
-/// bounded.
+/// processes, `bench store` and `bench transfer`, and the tests that run a real-time cluster or
+/// talk to other processes), set up by setup_actor_system, whose end is bounded.
 ///
 /// Its destructor waits for every actor to end, as CAF's does, then for the messages they left
 /// for other processes to leave, and ends the system within actor_system_end_limit. CAF 0.17
@@ -54,9 +54,11 @@ inline constexpr std::chrono::seconds actor_system_end_limit{3};
 /// sees that mailbox emptied first (a request the broker answers after what was queued before
 /// it). Should the system still not end within the limit (2 of 40 node processes of `crescent
 /// up` at the time of writing, likely CAF 0.17's own bug: a private thread could keep a
-/// reference to its detached actor, CAF issue #1196, fixed in 0.18), it says so on stderr, naming
-/// the detached actors still referenced (note_detached_actor), and the process goes on without it:
-/// its threads wait, harmless, until the process exits, and its memory is not freed.
+/// reference to its detached actor, CAF issue #1196, fixed in 0.18; a test's plain actor system
+/// that hung so under load had one reference left to a prefill worker, whose holder gdb did not
+/// find), it says so on stderr, naming the detached actors still referenced
+/// (note_detached_actor), and the process goes on without it: its threads wait, harmless, until
+/// the process exits, and its memory is not freed.
 class process_actor_system {
  public:
   explicit process_actor_system(bool networked, connection_liveness liveness = {});
