@@ -178,7 +178,7 @@ netns_network::create(const std::vector<uint32_t>& nodes, const std::string& wor
     return e;
   for (auto n : nodes) {
     const auto ns = net->namespace_of(n);
-    const auto veth = veth_name(net->pid_, n);
+    const auto veth = net->bridge_end_of(n);
     auto in_ns = [&](std::vector<std::string> args) {
       args.insert(args.begin(), {"ip", "netns", "exec", ns});
       return step(args);
@@ -224,6 +224,10 @@ void netns_network::remove_all(int pid, const std::vector<uint32_t>& nodes) {
 
 std::string netns_network::namespace_of(uint32_t node) const {
   return namespace_name(pid_, node);
+}
+
+std::string netns_network::bridge_end_of(uint32_t node) const {
+  return veth_name(pid_, node);
 }
 
 std::string netns_network::host_of(uint32_t node) const {

@@ -60,8 +60,10 @@ class netns_network {
   static caf::expected<std::unique_ptr<netns_network>>
   create(const std::vector<uint32_t>& nodes, const std::string& work_dir, uint32_t link_mbit = 0);
 
-  /// The name of node `node`'s namespace (tests look inside).
+  /// The name of node `node`'s namespace, and of the bridge's end of its veth pair (tests look
+  /// at them).
   std::string namespace_of(uint32_t node) const;
+  std::string bridge_end_of(uint32_t node) const;
 
   /// Removes every namespace, link and rule the run made.
   ~netns_network();

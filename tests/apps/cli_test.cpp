@@ -1,5 +1,7 @@
 // The `crescent` binary, run as a separate process: bad configs, traces and flags end with a
 // clear message and a non-zero exit; a tiny run succeeds.
+#include "support/shell.hpp"
+
 #include <gtest/gtest.h>
 
 #include <sched.h>
@@ -16,25 +18,8 @@
 
 namespace {
 
-struct process_result {
-  int status = -1;
-  std::string output;
-};
-
-// Runs a shell command line, stdout and stderr together.
-process_result run_shell(const std::string& cmd) {
-  process_result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr)
-    return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.output.append(buf.data(), n);
-  int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
+using process_result = crescent::testing::shell_result;
+using crescent::testing::run_shell;
 
 process_result run(const std::string& args) {
   return run_shell(std::string{CRESCENT_BINARY} + " " + args + " 2>&1");

@@ -668,7 +668,7 @@ TEST(sim, the_simulated_cluster_runs_the_same_actors_as_a_real_one) {
   auto simulated = cluster::start(sim.system(), modeled);
   ASSERT_TRUE(simulated) << describe(simulated.error());
 
-  cluster_config real; // the embedded default: 2 prefill nodes, 2 decode nodes
+  cluster_config real;                // the embedded default: 2 prefill nodes, 2 decode nodes
   process_actor_system actors{false}; // its end is bounded, as a real process's
   auto& sys = actors.get();
   auto real_cluster = cluster::start(sys, real);

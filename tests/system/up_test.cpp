@@ -4,6 +4,7 @@
 #include "apps/up/netns.hpp"
 #include "messages/errors.hpp"
 #include "support/ports.hpp"
+#include "support/shell.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -677,19 +678,6 @@ TEST_F(up_netns, sigint_removes_the_namespaces_too) {
   expect_no_network_left();
 }
 
-// What `command` (a shell line) printed on its standard output.
-std::string output_of(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr)
-    return out;
-  char buffer[4096];
-  for (size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;)
-    out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
-
 TEST_F(up_netns, a_link_rate_limits_each_node_link_both_ways) {
   std::string ns;
   {
@@ -699,13 +687,12 @@ TEST_F(up_netns, a_link_rate_limits_each_node_link_both_ways) {
     // What the node sends: its end of the pair, in its namespace.
     for (uint32_t n : {1u, 2u}) {
       const auto inside =
-          output_of("ip netns exec " + (*net)->namespace_of(n) + " tc qdisc show dev eth0");
+          run_shell("ip netns exec " + (*net)->namespace_of(n) + " tc qdisc show dev eth0").output;
       EXPECT_NE(inside.find("tbf"), std::string::npos) << inside;
       EXPECT_NE(inside.find("rate 250Mbit"), std::string::npos) << inside;
     }
     // What it receives: the bridge's end, in this namespace.
-    const auto outside =
-        output_of("tc qdisc show dev crv" + std::to_string(getpid() % 100000) + "n2");
+    const auto outside = run_shell("tc qdisc show dev " + (*net)->bridge_end_of(2)).output;
     EXPECT_NE(outside.find("rate 250Mbit"), std::string::npos) << outside;
   }
   EXPECT_FALSE(std::filesystem::exists("/var/run/netns/" + ns)) << "namespace left behind";
