@@ -5,6 +5,7 @@
 #include "apps/replay/real_time.hpp"
 #include "apps/replay/report.hpp"
 #include "apps/run_command.hpp"
+#include "apps/serve/openai.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -110,7 +111,9 @@ std::string completion_request(int port, const nlohmann::json& prompt, uint32_t 
                          {"prompt", prompt},
                          {"max_tokens", max_tokens},
                          {"stream", true}};
-  return http_post("127.0.0.1", port, "/v1/completions", body.dump());
+  // The server's own times for each request come back as a comment at the stream's end.
+  return http_post("127.0.0.1", port, "/v1/completions", body.dump(),
+                   fmt::format("{}: 1\r\n", serve::timing_header));
 }
 
 double ms(int64_t ns) {
@@ -123,6 +126,10 @@ struct side {
   uint64_t tokens = 0;
   double wall_s = 0;
   std::string first_failure;
+  // Over HTTP, the completed requests whose server sent its times: each one's TTFT at the client
+  // and, inside the server, its request actor's TTFT (what the in-process side measures) and the
+  // front door's time before the request actor and from its first token to the first event.
+  std::vector<double> paired_http_ms, paired_actor_ms, added_ms, door_in_ms, door_out_ms;
 };
 
 side in_process_side(const replay::real_time_run& run) {
@@ -168,7 +175,18 @@ side http_side(const std::vector<http_answer>& answers,
     }
     ++s.completed;
     s.tokens += requests[i].max_new_tokens; // no end-of-sequence token: max_tokens always
-    s.ttft_ms.push_back(ms(a.token_events_ns.front() - a.sent_ns));
+    const double ttft_ms = ms(a.token_events_ns.front() - a.sent_ns);
+    s.ttft_ms.push_back(ttft_ms);
+    for (const auto& c : a.comments)
+      if (auto t = serve::parse_timing_comment(c)) {
+        const double actor_ms = static_cast<double>(t->actor_ttft_us) / 1e3;
+        s.paired_http_ms.push_back(ttft_ms);
+        s.paired_actor_ms.push_back(actor_ms);
+        s.added_ms.push_back(ttft_ms - actor_ms);
+        s.door_in_ms.push_back(static_cast<double>(t->door_in_us) / 1e3);
+        if (t->door_out_us >= 0)
+          s.door_out_ms.push_back(static_cast<double>(t->door_out_us) / 1e3);
+      }
     std::vector<int64_t> times{a.token_events_ns};
     if (auto t = replay::request_tbt_ms(times); t >= 0)
       s.tbt_ms.push_back(t);
@@ -192,36 +210,33 @@ std::string log_path(const char* phase) {
       .string();
 }
 
-// The value of one series of a Prometheus text (`name{labels}` exactly as written), or nothing.
-std::optional<double> prom_value(const std::string& text, const std::string& series) {
-  const auto at = text.find("\n" + series + " ");
-  if (at == std::string::npos)
-    return std::nullopt;
-  return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
-}
-
-// What the server says of its own share of the HTTP TTFT: its request actors' TTFT (what the
-// in-process side measures) and the front door's time before and after them.
-struct server_side {
-  std::optional<double> actor_ttft_ms, door_in_ms, door_out_ms;
-};
-
-server_side ask_server_side(int port) {
-  const auto get = fmt::format("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n"
-                               "Connection: close\r\n\r\n",
-                               port);
-  auto a = run_http_load({{0, get}}, {"127.0.0.1", port, {}});
-  server_side out;
-  if (a[0].status != 200)
-    return out;
-  auto ms = [&](const std::string& series) -> std::optional<double> {
-    auto v = prom_value(a[0].body, series);
-    return v ? std::optional<double>{*v * 1e3} : std::nullopt;
-  };
-  out.actor_ttft_ms = ms("crescent_recent_ttft_seconds{quantile=\"0.5\"}");
-  out.door_in_ms = ms("crescent_recent_front_door_seconds{phase=\"in\",quantile=\"0.5\"}");
-  out.door_out_ms = ms("crescent_recent_front_door_seconds{phase=\"out\",quantile=\"0.5\"}");
-  return out;
+// The HTTP side against its own requests inside the server, request by request: what the
+// front door and the connection add, without the spread between two runs of the cluster.
+void print_paired(const side& remote) {
+  auto http = remote.paired_http_ms, actor = remote.paired_actor_ms, added = remote.added_ms;
+  auto in = remote.door_in_ms, out = remote.door_out_ms;
+  if (http.empty()) {
+    fmt::print("paired        the server sent no times (an older crescent serve?)\n");
+    return;
+  }
+  const auto h = replay::percentiles_of(http), a = replay::percentiles_of(actor);
+  const auto d = replay::percentiles_of(added);
+  const auto di = replay::percentiles_of(in), dout = replay::percentiles_of(out);
+  const double ratio = a.p50 > 0 ? h.p50 / a.p50 : 0;
+  const double diff = h.p99 - a.p99;
+  fmt::print("paired        the same {} requests inside the server (their request actors' TTFT, "
+             "what the in-process side measures): p50 {:.2f} ms, p99 {:.2f} ms\n",
+             http.size(), a.p50, a.p99);
+  fmt::print("ratio         p50 TTFT HTTP / request actors: {:.3f} (target <= 1.10: {})\n", ratio,
+             verdict(ratio > 0 && ratio <= 1.10));
+  fmt::print("difference    p99 TTFT HTTP - request actors: {:+.2f} ms (target <= 1 ms: {})\n",
+             diff, verdict(diff <= 1.0));
+  fmt::print("added         per request, HTTP TTFT - its request actor's: p50 {:.2f} ms, p90 "
+             "{:.2f} ms, p99 {:.2f} ms; of it the front door before the request actor p50 {:.2f} "
+             "/ p99 {:.2f} ms, from its first token to the first event written p50 {:.2f} / p99 "
+             "{:.2f} ms; the rest is the connection, the request's read and parse, and the "
+             "client\n",
+             d.p50, d.p90, d.p99, di.p50, di.p99, dout.p50, dout.p99);
 }
 
 int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
@@ -241,7 +256,6 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
     return fail(describe(srv.error()));
   const auto answers =
       run_http_load(jobs_for(requests, srv->port, 1.0), {"127.0.0.1", srv->port, {}});
-  const auto server = ask_server_side(srv->port);
   const bool stopped = srv->stop();
   const auto remote = http_side(answers, requests);
 
@@ -272,15 +286,7 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
              verdict(tl.count > 0 && diff <= 1.0));
   fmt::print("              (HTTP TBT: between server-sent events, which may carry several "
              "tokens)\n");
-  // Where the HTTP side's TTFT goes, as the server saw it (its /metrics: the last 256 requests,
-  // this phase's 200 when --requests is at most that). Medians: they do not add up exactly.
-  auto ms = [](const std::optional<double>& v) {
-    return v ? fmt::format("{:.2f} ms", *v) : std::string{"-"};
-  };
-  fmt::print("server side   p50s: the request actors' TTFT {} (in process {:.2f} ms); the front "
-             "door before them {}, from their first token to the first event written {}; the "
-             "rest is the connection, the request's read and parse, and the client\n",
-             ms(server.actor_ttft_ms), tl.p50, ms(server.door_in_ms), ms(server.door_out_ms));
+  print_paired(remote);
   for (const auto* s : {&local, &remote})
     if (!s->first_failure.empty())
       fmt::print(stderr, "  a failed request: {}\n", s->first_failure);

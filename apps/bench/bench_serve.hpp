@@ -7,6 +7,10 @@
 //     is the request's token ids, sent by an open-loop generator at the same times). TTFT in
 //     process: the request actor's arrival to its first token; over HTTP: connect() to the first
 //     server-sent event. Targets: p50 TTFT HTTP / in-process <= 1.10, p99 difference <= 1 ms.
+//     Also paired: the server sends each stream's own times (docs/serve.md, X-Crescent-Timing),
+//     so the same two figures come again against the same requests' request actors inside the
+//     server, with what the HTTP layer added to each request, free of the spread between two
+//     runs of the cluster.
 //  2. clients: N streaming clients connected to one fresh server (2 ms apart) and held open
 //     until each has its first token, then for --hold-s; the growth of the server's VmRSS from
 //     before the first connects to its highest sample while they are held. Target < 200 MiB.

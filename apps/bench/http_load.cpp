@@ -45,6 +45,9 @@ void parse_head(connection& c, http_answer& a, size_t head_end) {
   c.chunk_at = c.body_at;
 }
 
+// Comments kept of one answer: a server sends a few (crescent serve: one when asked).
+constexpr size_t comments_max = 16;
+
 // The events whole in the body so far: a `data:` event with text is a token event.
 void scan_events(connection& c, http_answer& a, int64_t now) {
   for (;;) {
@@ -53,6 +56,10 @@ void scan_events(connection& c, http_answer& a, int64_t now) {
       return;
     const std::string_view event{a.body.data() + c.events_at, end - c.events_at};
     c.events_at = end + 2;
+    if (event.rfind(":", 0) == 0 && a.comments.size() < comments_max) {
+      a.comments.emplace_back(event);
+      continue;
+    }
     if (event.rfind("data: ", 0) != 0)
       continue;
     const auto payload = event.substr(6);
@@ -102,10 +109,10 @@ void take_body(connection& c, http_answer& a, int64_t now) {
 } // namespace
 
 std::string http_post(const std::string& host, int port, const std::string& path,
-                      const std::string& json_body) {
+                      const std::string& json_body, const std::string& headers) {
   return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
-                     "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
-                     path, host, port, json_body.size(), json_body);
+                     "Content-Length: {}\r\n{}Connection: close\r\n\r\n{}",
+                     path, host, port, json_body.size(), headers, json_body);
 }
 
 std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,

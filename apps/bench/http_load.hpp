@@ -27,6 +27,8 @@ struct http_answer {
   // Each `data:` event of an event stream that carries text (or the first, which carries the
   // first token): when it arrived. Events without text (the finish, usage) are not counted.
   std::vector<int64_t> token_events_ns;
+  // The stream's comment lines (": ..." events, which carry no data), colon and space included.
+  std::vector<std::string> comments;
   bool done = false; // the stream's `data: [DONE]` came
   bool ended() const { return end_ns >= 0; }
 };
@@ -44,8 +46,9 @@ struct http_load_options {
 std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
                                        const http_load_options& opt);
 
-/// A POST of a JSON body to `path`, with Connection: close.
+/// A POST of a JSON body to `path`, with Connection: close; `headers`: more header lines, each
+/// "Name: value\r\n".
 std::string http_post(const std::string& host, int port, const std::string& path,
-                      const std::string& json_body);
+                      const std::string& json_body, const std::string& headers = {});
 
 } // namespace crescent::bench

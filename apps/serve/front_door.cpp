@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -53,6 +54,10 @@ std::pair<double, double> door_share(const session& s, const replay::request_res
   if (s.first_event_ns == 0 || r.token_times_ns.empty())
     return {in, -1.0};
   return {in, seconds(s.first_event_ns - r.token_times_ns.front())};
+}
+
+int64_t micros(int64_t ns) {
+  return ns / 1000;
 }
 
 enum class wake { tokens, outcome, idle, timeout };
@@ -288,7 +293,9 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
     return;
   }
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider("text/event-stream", [this, s](size_t, httplib::DataSink& sink) {
+  const bool timing = req.has_header(timing_header);
+  res.set_chunked_content_provider("text/event-stream", [this, s, timing](size_t,
+                                                                          httplib::DataSink& sink) {
     utf8_decoder text;
     bool first = true;
     auto write = [&](const std::string& event) { return sink.write(event.data(), event.size()); };
@@ -329,6 +336,10 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
       if (!write(chunk_event(s->head, text.flush(), first, finish_reason(*s))))
         return false;
       if (s->req.include_usage && !write(usage_event(s->head, usage_of(r))))
+        return false;
+      if (timing && !r.token_times_ns.empty() &&
+          !write(timing_comment(micros(r.token_times_ns.front() - r.arrival_ns),
+                                std::lround(in * 1e6), out < 0 ? -1 : std::lround(out * 1e6))))
         return false;
     } else {
       metrics_.outcome(door_outcome::failed);

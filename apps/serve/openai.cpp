@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cassert>
+#include <cstdio>
 
 namespace crescent::serve {
 
@@ -314,6 +315,26 @@ std::string usage_event(const answer_head& head, const usage& u) {
   out["choices"] = json::array();
   out["usage"] = usage_object(u);
   return "data: " + dump(out) + "\n\n";
+}
+
+namespace {
+constexpr std::string_view timing_comment_prefix = ": crescent-timing ";
+constexpr const char* timing_comment_format = "actor_ttft_us=%lld door_in_us=%lld door_out_us=%lld";
+} // namespace
+
+std::string timing_comment(int64_t actor_ttft_us, int64_t door_in_us, int64_t door_out_us) {
+  return fmt::format("{}actor_ttft_us={} door_in_us={} door_out_us={}\n\n", timing_comment_prefix,
+                     actor_ttft_us, door_in_us, door_out_us);
+}
+
+std::optional<server_timing> parse_timing_comment(std::string_view line) {
+  if (line.rfind(timing_comment_prefix, 0) != 0 || line.size() > 256)
+    return std::nullopt;
+  const std::string rest{line.substr(timing_comment_prefix.size())};
+  long long ttft = 0, in = 0, out = 0;
+  if (std::sscanf(rest.c_str(), timing_comment_format, &ttft, &in, &out) != 3)
+    return std::nullopt;
+  return server_timing{ttft, in, out};
 }
 
 std::string error_json(const http_error& e) {

@@ -81,6 +81,23 @@ std::string chunk_event(const answer_head& head, const std::string& text, bool f
 std::string usage_event(const answer_head& head, const usage& u);
 inline constexpr std::string_view done_event = "data: [DONE]\n\n";
 
+/// The request header that asks a stream for its server-side times (`crescent bench serve`).
+inline constexpr const char* timing_header = "X-Crescent-Timing";
+/// A server-sent comment (": ...", which clients ignore) with a completed stream's server-side
+/// times in microseconds: the request actor's TTFT (its arrival to its first token, what an
+/// in-process replay measures), and the front door's time before the request actor and from its
+/// first token to the first event written. Sent before `[DONE]`, only when the request carried
+/// timing_header.
+std::string timing_comment(int64_t actor_ttft_us, int64_t door_in_us, int64_t door_out_us);
+struct server_timing {
+  int64_t actor_ttft_us = 0;
+  int64_t door_in_us = 0;
+  int64_t door_out_us = 0; // -1: not known
+};
+/// timing_comment's values read back from its line (without the blank line after it); nothing
+/// when the line is not one.
+std::optional<server_timing> parse_timing_comment(std::string_view line);
+
 /// {"error": {...}} for an http_error.
 std::string error_json(const http_error& e);
 /// A streamed answer that fails after its first chunk: an error event (the status is sent).

@@ -178,5 +178,19 @@ TEST(openai, answers_have_openais_shapes) {
   EXPECT_EQ(m["data"][0]["id"], "m");
 }
 
+TEST(openai, a_timing_comment_reads_back_and_other_lines_do_not) {
+  const auto line = timing_comment(2500, 140, -1);
+  ASSERT_TRUE(line.starts_with(": ")) << line; // a server-sent comment: clients skip it
+  ASSERT_TRUE(line.ends_with("\n\n")) << line;
+  auto t = parse_timing_comment(std::string_view{line}.substr(0, line.size() - 2));
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->actor_ttft_us, 2500);
+  EXPECT_EQ(t->door_in_us, 140);
+  EXPECT_EQ(t->door_out_us, -1);
+  for (const char* other : {"", ": keep-alive", "data: [DONE]", ": crescent-timing actor_ttft_us=1",
+                            ": crescent-timing actor_ttft_us=x door_in_us=1 door_out_us=1"})
+    EXPECT_FALSE(parse_timing_comment(other)) << other;
+}
+
 } // namespace
 } // namespace crescent::serve

@@ -36,6 +36,9 @@ TEST(bench_serve, runs_every_phase_with_tiny_sizes_and_prints_the_ratio_lines) {
   for (const char* expected :
        {"ratio         p50 TTFT HTTP / in-process: ", "(target <= 1.10: ",
         "difference    p99 TTFT HTTP - in-process: ", "(target <= 1 ms: ",
+        "paired        the same 20 requests inside the server",
+        "ratio         p50 TTFT HTTP / request actors: ",
+        "difference    p99 TTFT HTTP - request actors: ", "added         per request, ",
         "20 streaming clients of 400 tokens: at most ", " held open at once",
         "(target < 200 MiB: ", "429 latency   ", "admitted TTFT ", "server RSS    peak "})
     EXPECT_NE(out.find(expected), std::string::npos) << expected << "\nin\n" << out;

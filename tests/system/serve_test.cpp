@@ -2,6 +2,7 @@
 // streaming, the 400/404/413/429 answers, 503 for requests that fail (their decode node killed,
 // their deadline passed), a client that goes away cancelling its request, and /metrics checked
 // by Prometheus's promtool.
+#include "apps/serve/openai.hpp"
 #include "support/node_child.hpp"
 #include "support/ports.hpp"
 #include "support/serve_child.hpp"
@@ -113,6 +114,33 @@ TEST_F(serve, the_front_door_counts_its_own_share_of_each_completions_ttft) {
     EXPECT_GT(p50, 0.0) << phase; // each takes at least a message between threads
     EXPECT_LT(p50, 10.0) << phase;
   }
+}
+
+TEST_F(serve, a_stream_that_asks_for_its_timing_ends_with_them_in_a_comment) {
+  auto c = shared->client();
+  const auto body = completion_body("Once upon a time", 4, true).dump();
+  auto asked =
+      c.Post("/v1/completions", {{crescent::serve::timing_header, "1"}}, body, "application/json");
+  ASSERT_TRUE(asked);
+  ASSERT_EQ(asked->status, 200) << asked->body;
+  // One comment, right before [DONE]; a client that ignores comments sees the plain stream.
+  const auto done = asked->body.rfind("data: [DONE]\n\n");
+  ASSERT_NE(done, std::string::npos) << asked->body;
+  const auto line_end = asked->body.rfind("\n\n", done - 1);
+  const auto line_start = asked->body.rfind("\n\n", line_end - 1) + 2;
+  auto timing = crescent::serve::parse_timing_comment(
+      std::string_view{asked->body}.substr(line_start, line_end - line_start));
+  ASSERT_TRUE(timing) << asked->body;
+  EXPECT_GT(timing->actor_ttft_us, 0);
+  EXPECT_LT(timing->actor_ttft_us, 10'000'000);
+  EXPECT_GE(timing->door_in_us, 0);
+  EXPECT_GE(timing->door_out_us, 0);
+  EXPECT_EQ(events_of(asked->body).back(), "[DONE]");
+
+  auto plain = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  EXPECT_EQ(plain->body.find("crescent-timing"), std::string::npos) << plain->body;
 }
 
 TEST_F(serve, a_streamed_chat_ends_with_its_usage_and_done) {
