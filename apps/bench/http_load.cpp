@@ -129,6 +129,9 @@ std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
   std::vector<connection> conns(jobs.size());
   size_t next = 0, open = 0;
   const auto start = clock_type::now();
+  for (auto& a : answers)
+    a.start_clock_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count();
   auto elapsed = [&] {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - start).count();
   };

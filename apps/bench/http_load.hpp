@@ -18,12 +18,13 @@ struct http_job {
 
 /// What came back for one job; times in ns after the start.
 struct http_answer {
-  int status = 0;       // 0: no answer (error says why)
-  int64_t sent_ns = -1; // connect() started
-  int64_t head_ns = -1; // the status line and headers had arrived
-  int64_t end_ns = -1;  // the answer was whole, or the connection ended
-  std::string error;    // a connection that failed, or an answer cut short
-  std::string body;     // the body (de-chunked); an event stream's events are also below
+  int64_t start_clock_ns = 0; // the start as a steady_clock reading (CLOCK_MONOTONIC)
+  int status = 0;             // 0: no answer (error says why)
+  int64_t sent_ns = -1;       // connect() started
+  int64_t head_ns = -1;       // the status line and headers had arrived
+  int64_t end_ns = -1;        // the answer was whole, or the connection ended
+  std::string error;          // a connection that failed, or an answer cut short
+  std::string body;           // the body (de-chunked); an event stream's events are also below
   // Each `data:` event of an event stream that carries text (or the first, which carries the
   // first token): when it arrived. Events without text (the finish, usage) are not counted.
   std::vector<int64_t> token_events_ns;

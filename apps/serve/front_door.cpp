@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-#include <cmath>
 #include <memory>
 #include <optional>
 
@@ -54,10 +53,6 @@ std::pair<double, double> door_share(const session& s, const replay::request_res
   if (s.first_event_ns == 0 || r.token_times_ns.empty())
     return {in, -1.0};
   return {in, seconds(s.first_event_ns - r.token_times_ns.front())};
-}
-
-int64_t micros(int64_t ns) {
-  return ns / 1000;
 }
 
 enum class wake { tokens, outcome, idle, timeout };
@@ -213,8 +208,7 @@ namespace {
 
 std::shared_ptr<session> start(caf::actor_system& sys, cluster& cl, uint64_t id,
                                completion_request parsed, answer_head head,
-                               const httplib::Request& req) {
-  const auto handler_start_ns = steady_ns(); // before the session's own scoped actor
+                               const httplib::Request& req, int64_t handler_start_ns) {
   auto s = std::make_shared<session>(sys);
   s->handler_start_ns = handler_start_ns;
   s->id = id;
@@ -238,6 +232,7 @@ std::shared_ptr<session> start(caf::actor_system& sys, cluster& cl, uint64_t id,
 } // namespace
 
 void front_door::completion(api kind, const httplib::Request& req, httplib::Response& res) {
+  const auto handler_start_ns = steady_ns(); // the body's parse is the front door's work too
   auto parsed = parse_request(kind, req.body, limits_);
   if (auto* e = std::get_if<http_error>(&parsed)) {
     metrics_.outcome(door_outcome::bad_request);
@@ -249,8 +244,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
                        std::chrono::system_clock::now().time_since_epoch())
                        .count(),
                    options_.model};
-  auto s =
-      start(sys_, cl_, id, std::get<completion_request>(std::move(parsed)), std::move(head), req);
+  auto s = start(sys_, cl_, id, std::get<completion_request>(std::move(parsed)), std::move(head),
+                 req, handler_start_ns);
   metrics_.in_flight(1);
   // Until the first token (streamed) or the outcome: the status is not known before.
   for (;;) {
@@ -338,8 +333,8 @@ void front_door::completion(api kind, const httplib::Request& req, httplib::Resp
       if (s->req.include_usage && !write(usage_event(s->head, usage_of(r))))
         return false;
       if (timing && !r.token_times_ns.empty() &&
-          !write(timing_comment(micros(r.token_times_ns.front() - r.arrival_ns),
-                                std::lround(in * 1e6), out < 0 ? -1 : std::lround(out * 1e6))))
+          !write(timing_comment({s->handler_start_ns, r.arrival_ns, r.token_times_ns.front(),
+                                 s->first_event_ns == 0 ? -1 : s->first_event_ns})))
         return false;
     } else {
       metrics_.outcome(door_outcome::failed);

@@ -82,10 +82,10 @@ struct door_numbers {
   latency_summary ttft, tbt;
   // The front door's own share of what a client sees as TTFT, which `ttft` (the request actor's
   // arrival to its first token) leaves out: `door_in`, from the HTTP handler's start to the
-  // request actor's arrival (spawn, the request's message); `door_out`, streamed requests only,
-  // from the request actor's first token to the first server-sent event written (the token's
-  // message to the HTTP thread, the answer's head and the event). Before `door_in` come the
-  // connection's accept and the request's read and parse, which no clock here sees.
+  // request actor's arrival (the body's parse, the spawn, the request's message); `door_out`,
+  // streamed requests only, from the request actor's first token to the first server-sent event
+  // written (the token's message to the HTTP thread, the answer's head and the event). Before
+  // `door_in` come the connection's accept and the request's read, which no clock here sees.
   latency_summary door_in, door_out;
   /// Prefix hit tokens over prompt tokens of completed requests (0 before any).
   double hit_rate() const;

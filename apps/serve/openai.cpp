@@ -319,22 +319,24 @@ std::string usage_event(const answer_head& head, const usage& u) {
 
 namespace {
 constexpr std::string_view timing_comment_prefix = ": crescent-timing ";
-constexpr const char* timing_comment_format = "actor_ttft_us=%lld door_in_us=%lld door_out_us=%lld";
+constexpr const char* timing_comment_format =
+    "handler_ns=%lld arrival_ns=%lld first_token_ns=%lld first_event_ns=%lld";
 } // namespace
 
-std::string timing_comment(int64_t actor_ttft_us, int64_t door_in_us, int64_t door_out_us) {
-  return fmt::format("{}actor_ttft_us={} door_in_us={} door_out_us={}\n\n", timing_comment_prefix,
-                     actor_ttft_us, door_in_us, door_out_us);
+std::string timing_comment(const server_timing& t) {
+  return fmt::format("{}handler_ns={} arrival_ns={} first_token_ns={} first_event_ns={}\n\n",
+                     timing_comment_prefix, t.handler_ns, t.arrival_ns, t.first_token_ns,
+                     t.first_event_ns);
 }
 
 std::optional<server_timing> parse_timing_comment(std::string_view line) {
   if (line.rfind(timing_comment_prefix, 0) != 0 || line.size() > 256)
     return std::nullopt;
   const std::string rest{line.substr(timing_comment_prefix.size())};
-  long long ttft = 0, in = 0, out = 0;
-  if (std::sscanf(rest.c_str(), timing_comment_format, &ttft, &in, &out) != 3)
+  long long handler = 0, arrival = 0, token = 0, event = 0;
+  if (std::sscanf(rest.c_str(), timing_comment_format, &handler, &arrival, &token, &event) != 4)
     return std::nullopt;
-  return server_timing{ttft, in, out};
+  return server_timing{handler, arrival, token, event};
 }
 
 std::string error_json(const http_error& e) {

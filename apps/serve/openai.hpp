@@ -83,17 +83,18 @@ inline constexpr std::string_view done_event = "data: [DONE]\n\n";
 
 /// The request header that asks a stream for its server-side times (`crescent bench serve`).
 inline constexpr const char* timing_header = "X-Crescent-Timing";
-/// A server-sent comment (": ...", which clients ignore) with a completed stream's server-side
-/// times in microseconds: the request actor's TTFT (its arrival to its first token, what an
-/// in-process replay measures), and the front door's time before the request actor and from its
-/// first token to the first event written. Sent before `[DONE]`, only when the request carried
-/// timing_header.
-std::string timing_comment(int64_t actor_ttft_us, int64_t door_in_us, int64_t door_out_us);
+/// A completed stream's times inside the server, as steady-clock readings in nanoseconds
+/// (CLOCK_MONOTONIC on Linux: one clock for every process of the machine, so a client on the same
+/// machine can set them beside its own).
 struct server_timing {
-  int64_t actor_ttft_us = 0;
-  int64_t door_in_us = 0;
-  int64_t door_out_us = 0; // -1: not known
+  int64_t handler_ns = 0;     // the HTTP handler started
+  int64_t arrival_ns = 0;     // the request actor's arrival (where an in-process replay starts)
+  int64_t first_token_ns = 0; // the request actor's first token
+  int64_t first_event_ns = 0; // the first server-sent event written; -1: not known
 };
+/// The server-sent comment (": ...", which clients skip) that carries them. Sent before
+/// `[DONE]`, only when the request carried timing_header.
+std::string timing_comment(const server_timing& t);
 /// timing_comment's values read back from its line (without the blank line after it); nothing
 /// when the line is not one.
 std::optional<server_timing> parse_timing_comment(std::string_view line);

@@ -179,16 +179,18 @@ TEST(openai, answers_have_openais_shapes) {
 }
 
 TEST(openai, a_timing_comment_reads_back_and_other_lines_do_not) {
-  const auto line = timing_comment(2500, 140, -1);
+  const auto line = timing_comment({1'000'000'000'000, 1'000'000'140'000, 1'000'002'640'000, -1});
   ASSERT_TRUE(line.starts_with(": ")) << line; // a server-sent comment: clients skip it
   ASSERT_TRUE(line.ends_with("\n\n")) << line;
   auto t = parse_timing_comment(std::string_view{line}.substr(0, line.size() - 2));
   ASSERT_TRUE(t);
-  EXPECT_EQ(t->actor_ttft_us, 2500);
-  EXPECT_EQ(t->door_in_us, 140);
-  EXPECT_EQ(t->door_out_us, -1);
-  for (const char* other : {"", ": keep-alive", "data: [DONE]", ": crescent-timing actor_ttft_us=1",
-                            ": crescent-timing actor_ttft_us=x door_in_us=1 door_out_us=1"})
+  EXPECT_EQ(t->handler_ns, 1'000'000'000'000);
+  EXPECT_EQ(t->arrival_ns, 1'000'000'140'000);
+  EXPECT_EQ(t->first_token_ns, 1'000'002'640'000);
+  EXPECT_EQ(t->first_event_ns, -1);
+  for (const char* other : {"", ": keep-alive", "data: [DONE]", ": crescent-timing handler_ns=1",
+                            ": crescent-timing handler_ns=x arrival_ns=1 first_token_ns=1 "
+                            "first_event_ns=1"})
     EXPECT_FALSE(parse_timing_comment(other)) << other;
 }
 
