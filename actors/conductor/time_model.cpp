@@ -217,7 +217,9 @@ time_model::handoff_estimate time_model::handoff(uint32_t prompt_tokens, uint64_
     const double first_batch =
         load_blocks == 0
             ? 1.0
-            : static_cast<double>(ceil_div(load_blocks, stream_load_batches_)) / load_blocks;
+            : static_cast<double>(std::min<uint64_t>(ceil_div(load_blocks, stream_load_batches_),
+                                                     stream_load_batch_blocks_)) /
+                  load_blocks;
     const double overlap_s =
         (static_cast<double>(compute_ns) + static_cast<double>(load_ns) * (1 - first_batch)) / 1e9;
     const double last_step_s = last_pages * page_s * stream_step_share_;
@@ -230,10 +232,11 @@ time_model::handoff_estimate time_model::handoff(uint32_t prompt_tokens, uint64_
 }
 
 void time_model::set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers,
-                               uint32_t load_batches) {
-  assert(step_layers >= 1 && layers >= 1 && load_batches >= 1);
+                               uint32_t load_batches, uint64_t load_batch_blocks) {
+  assert(step_layers >= 1 && layers >= 1 && load_batches >= 1 && load_batch_blocks >= 1);
   stream_min_tokens_ = min_tokens;
   stream_load_batches_ = load_batches;
+  stream_load_batch_blocks_ = load_batch_blocks;
   stream_step_share_ = static_cast<double>(std::min(step_layers, layers)) / layers;
 }
 

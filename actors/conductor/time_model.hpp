@@ -93,10 +93,11 @@ class time_model {
   handoff_estimate handoff(uint32_t prompt_tokens, uint64_t compute_ns = 0, uint64_t load_ns = 0,
                            uint32_t load_blocks = 0) const;
   /// Prompts of at least `min_tokens` stream `step_layers` of the model's `layers` a step, and
-  /// read their prefix in up to `load_batches` batches (the prefill worker's stream_min_tokens,
-  /// stream_layers and prefill_prefix_load_batches). Not called: none stream.
+  /// read their prefix in up to `load_batches` batches of at most `load_batch_blocks` blocks
+  /// (the prefill worker's stream_min_tokens, stream_layers, prefill_prefix_load_batches and
+  /// prefill_load_blocks_max). Not called: none stream.
   void set_streaming(uint32_t min_tokens, uint32_t step_layers, uint32_t layers,
-                     uint32_t load_batches);
+                     uint32_t load_batches, uint64_t load_batch_blocks = UINT64_MAX);
   /// Prefill instances work in groups of `stages` (CPP): a prompt's chunks go through the
   /// stages in a pipeline, so its compute is about 1/stages of the chunks' sum plus the last
   /// chunk's time through the other stages (prefill_ns). 1: none.
@@ -141,6 +142,7 @@ class time_model {
   uint32_t stream_min_tokens_ = UINT32_MAX;
   double stream_step_share_ = 1; // of a chunk's KV, what one step sends
   uint32_t stream_load_batches_ = 1;
+  uint64_t stream_load_batch_blocks_ = UINT64_MAX;
   uint32_t stages_ = 1; // of a prefill group
 };
 

@@ -181,14 +181,24 @@ bool is_batch_end(prefill_ptr self, job_slot slot, uint64_t request_id, const ch
 }
 
 void finish_loading(prefill_ptr self);
+void submit_loads(prefill_ptr self);
 
 // Reads, for every block up to the first that has no replica left to try, the next replica of
 // each that is not verified yet. A streaming job reads in up to prefill_prefix_load_batches
-// batches, in prompt order, so that the first pages can go to decode while the rest load (the
-// modeled links run a node's operations FIFO, so the batches end one after another there).
+// batches, in prompt order, so that the first pages can go to decode while the rest load; a
+// batch holds at most prefill_load_batch_bytes_max of KV (at least one block). A round that
+// reads from other nodes has no more than that in flight: the next batch goes once the ones
+// before leave room, so that a long pull shares the holder's NIC with what else the holder sends
+// (its own prefill's hand-off) batch by batch instead of holding it whole (the modeled links run
+// a node's operations FIFO, transport/modeled_links.hpp). A small model's loads, and reads from
+// this node's own DRAM, all go at once.
 void load_round(prefill_ptr self) {
   auto& job = *self->state.current;
   job.loading.clear();
+  job.load_ops.clear();
+  job.load_submitted_ns.clear();
+  job.next_load = 0;
+  job.round_started_ns = clock_ns(self);
   job.round_remote_ns = 0;
   auto round = job.loads->next_round();
   auto& ops = round.ops;
@@ -198,22 +208,39 @@ void load_round(prefill_ptr self) {
     return;
   }
   const size_t batches = streams(self->state, job) ? prefill_prefix_load_batches : 1;
-  const size_t per_batch = (ops.size() + batches - 1) / batches;
+  const uint64_t blocks_max =
+      prefill_load_blocks_max(self->state.parts.engine->config().page_bytes());
+  const size_t per_batch = std::min<size_t>((ops.size() + batches - 1) / batches, blocks_max);
   for (size_t first = 0; first < ops.size(); first += per_batch) {
     const size_t end = std::min(ops.size(), first + per_batch);
     job.loading.emplace_back(loading.begin() + static_cast<ptrdiff_t>(first),
                              loading.begin() + static_cast<ptrdiff_t>(end));
+    job.load_ops.emplace_back(ops.begin() + static_cast<ptrdiff_t>(first),
+                              ops.begin() + static_cast<ptrdiff_t>(end));
   }
-  // Every batch is counted in flight before any is submitted: one that cannot start ends at
-  // once, and must not end the round.
-  job.loads_in_flight = static_cast<uint32_t>(job.loading.size());
+  // Reads from other nodes hold their NICs: at most blocks_max of them in flight. Reads from
+  // this node's DRAM cross only its own link, and all go at once.
+  const auto node = self->state.options.node;
+  const bool pulls = std::any_of(ops.begin(), ops.end(), [&](const transport::transfer_op& op) {
+    return op.remote.node != node;
+  });
+  job.load_window = pulls ? static_cast<uint32_t>(std::max<uint64_t>(blocks_max / per_batch, 1))
+                          : static_cast<uint32_t>(job.load_ops.size());
+  job.load_submitted_ns.assign(job.load_ops.size(), 0);
+  submit_loads(self);
+}
+
+// Submits the round's next batches of reads, as many as its window leaves room for. Each is
+// counted in flight before it is submitted: one that cannot start ends at once (a message to
+// come), and must not end the round meanwhile.
+void submit_loads(prefill_ptr self) {
+  auto& job = *self->state.current;
   const auto id = job.request_id;
-  for (size_t b = 0, first = 0; first < ops.size(); ++b, first += per_batch) {
-    const size_t end = std::min(ops.size(), first + per_batch);
-    submit_batch(self, id,
-                 std::vector<transport::transfer_op>(ops.begin() + static_cast<ptrdiff_t>(first),
-                                                     ops.begin() + static_cast<ptrdiff_t>(end)),
-                 loaded_atom::value, static_cast<uint32_t>(b));
+  while (job.next_load < job.load_ops.size() && job.loads_in_flight < job.load_window) {
+    const auto b = job.next_load++;
+    ++job.loads_in_flight;
+    job.load_submitted_ns[b] = clock_ns(self);
+    submit_batch(self, id, std::exchange(job.load_ops[b], {}), loaded_atom::value, b);
   }
 }
 
@@ -370,7 +397,11 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
   --job.loads_in_flight;
   if (end_if_cancelled(self)) // the batch has ended: it reads into its pages no more
     return;
-  job.round_remote_ns = std::max(job.round_remote_ns, remote_ns); // the batches run together
+  if (remote_ns > 0)
+    job.round_remote_ns =
+        std::max(job.round_remote_ns, static_cast<uint64_t>(std::max<int64_t>(
+                                          job.load_submitted_ns[batch] - job.round_started_ns, 0)) +
+                                          remote_ns);
   // The pool's checksum covers the stored bytes; a block the codec does not know (another
   // format, codec or calibration) is a miss, never data.
   pool_batches::accept_fn decode;
@@ -389,8 +420,9 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
     if (!self->state.current || self->state.current->request_id != id || end_if_cancelled(self))
       return;
   }
+  submit_loads(self); // the round's next batches, as far as its window allows
   if (job.loads_in_flight > 0)
-    return;                                   // the round's other batches
+    return;
   job.pull_modeled_ns += job.round_remote_ns; // rounds run one after another
   load_round(self);
 }

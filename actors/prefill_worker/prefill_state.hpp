@@ -96,7 +96,14 @@ struct prefill_job {
   // Per batch of the current round of reads: the blocks it reads (emptied when it ends). A
   // streaming job reads in several batches, so that its pages go to decode as they land.
   std::vector<std::vector<size_t>> loading;
-  uint64_t round_remote_ns = 0;       // the longest of this round's reads from other nodes
+  // The round's reads, batch by batch, submitted at most load_window batches at a time, so that
+  // a load holds a node's links for a bounded time (pool_io.cpp, load_round).
+  std::vector<std::vector<transport::transfer_op>> load_ops;
+  std::vector<int64_t> load_submitted_ns; // when each batch was submitted
+  uint32_t next_load = 0;                 // the next batch of load_ops to submit
+  uint32_t load_window = 1;               // batches in flight at once
+  int64_t round_started_ns = 0;
+  uint64_t round_remote_ns = 0; // the round's start to the end of its last read from another node
   std::optional<block_store> storing; // the new blocks' writes in flight
   std::vector<size_t> pulled;         // copied here last: reused blocks read from other nodes, and
                                       // computed ones the pool holds only on SSD

@@ -18,6 +18,8 @@
 
 #include <caf/actor_system.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 
 namespace crescent {
@@ -25,6 +27,14 @@ namespace crescent {
 /// A streaming job reads its cached prefix in up to this many batches, in prompt order, so
 /// that its first pages go to decode while the rest load (pool_io.cpp).
 inline constexpr uint32_t prefill_prefix_load_batches = 8;
+/// At most this much KV read at once by a load (at least one block; pool_io.cpp): 2.7 ms of an
+/// 800 Gbps NIC, so that a pull holds the holder's NIC no longer than that before what else the
+/// holder sends can go.
+inline constexpr uint64_t prefill_load_batch_bytes_max = uint64_t{256} << 20;
+/// The blocks of pages of `page_bytes` that prefill_load_batch_bytes_max holds (at least one).
+inline uint64_t prefill_load_blocks_max(uint64_t page_bytes) {
+  return std::max<uint64_t>(1, prefill_load_batch_bytes_max / std::max<uint64_t>(1, page_bytes));
+}
 
 /// Requests whose jobs a worker remembers, to refuse a second copy of one (recent_ids): the
 /// last 16,384, some seconds of jobs at the most a worker takes.

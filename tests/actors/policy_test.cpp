@@ -183,6 +183,18 @@ TEST(time_model, a_streamed_hand_off_hides_behind_the_prefix_load_after_its_firs
   EXPECT_EQ(m.handoff_ns(15, compute, load, 1), remote_block_ns);
 }
 
+TEST(time_model, a_first_batch_bounded_in_blocks_lets_the_hand_off_start_sooner) {
+  auto m = simple_model();
+  m.set_streaming(16, 1, 2, 8, 2); // batches of at most 2 blocks
+  // As above, but the hand-off waits for a first batch of 2 of the 48 blocks, not 6.
+  const uint64_t send = 64 * remote_block_ns;
+  const uint64_t load = 48 * local_block_ns;
+  const uint64_t compute = m.prefill_ns(1024, 768);
+  EXPECT_EQ(m.handoff_ns(1024, compute, load, 48), send - compute - load * 46 / 48);
+  m.set_streaming(16, 1, 2, 8, 6); // a bound the 8 batches stay under: as without one
+  EXPECT_EQ(m.handoff_ns(1024, compute, load, 48), send - compute - load * 42 / 48);
+}
+
 TEST(time_model, a_hand_off_crowds_the_nic_at_its_end_for_its_last_step_unless_the_link_holds_it) {
   auto m = simple_model();
   m.set_streaming(16, 1, 2, 8);

@@ -3,6 +3,7 @@
 #include "actors/cluster/cluster.hpp"
 #include "actors/common/actor_system_setup.hpp"
 #include "actors/conductor/policy.hpp"
+#include "actors/prefill_worker/prefill_worker.hpp"
 #include "apps/analyze/hitrate.hpp"
 #include "apps/replay/trace.hpp"
 #include "apps/replay/workload.hpp"
@@ -290,6 +291,42 @@ TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
   // The conductor knows: within 1%.
   EXPECT_NEAR(static_cast<double>(y.predicted_ttft_ns), static_cast<double>(ttft(y)),
               0.01 * static_cast<double>(ttft(y)));
+}
+
+TEST(sim, a_long_prefix_loads_in_bounded_batches) {
+  // The second of two prompts of 32 trace blocks (16,384 tokens of LLaMA3-70B KV) finds all of
+  // it in its node's DRAM: a streaming job reads it in batches of at most
+  // prefill_load_batch_bytes_max, which end one after another, each in its modeled time.
+  std::vector<replay::trace_record> records(2);
+  for (uint64_t i = 0; i < 2; ++i) {
+    auto& r = records[i];
+    r.line = i + 1;
+    r.timestamp_ms = 60'000 * i;
+    r.input_tokens = 32 * replay::trace_block_tokens;
+    r.output_tokens = 4;
+    for (uint64_t b = 0; b < 32; ++b)
+      r.hash_ids.push_back(b);
+  }
+  const auto cfg = paper();
+  const auto pages = 32 * replay::trace_block_tokens / cfg.model.block_tokens;
+  const auto per_batch = prefill_load_blocks_max(cfg.model.page_bytes());
+  ASSERT_LT(per_batch * prefill_prefix_load_batches, pages) << "the bound makes more batches";
+  std::vector<int64_t> loaded_ns;
+  simulate_options watched;
+  watched.watch = [&](const sim_system& sim, const delivered_message& m, const envelope*) {
+    if (sim.types()[m.type] == "loaded")
+      loaded_ns.push_back(m.time_ns);
+  };
+  auto s = run(cfg, records, watched);
+  ASSERT_EQ(s.report.summary.completed, 2u);
+  ASSERT_EQ(s.report.results[1].computed_tokens, 1u) << "found whole: the last token only";
+  ASSERT_EQ(loaded_ns.size(), (pages + per_batch - 1) / per_batch);
+  const auto links = link_profile_of(cfg);
+  const auto batch_ns = static_cast<int64_t>(
+      (per_batch * cfg.model.page_bytes() * 1'000'000'000 + links.local_bytes_per_s - 1) /
+      links.local_bytes_per_s);
+  for (size_t i = 1; i + 1 < loaded_ns.size(); ++i)
+    EXPECT_EQ(loaded_ns[i] - loaded_ns[i - 1], batch_ns) << "batch " << i;
 }
 
 TEST(sim, the_next_job_computes_while_the_last_one_stores_its_blocks) {
