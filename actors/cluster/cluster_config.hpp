@@ -47,6 +47,8 @@ struct node_config {
 
 /// CUDA devices a node may list (nodes[i].devices).
 inline constexpr size_t node_devices_max = 16;
+/// prefill.load_batch_bytes_max at most: 1 TiB.
+inline constexpr uint64_t prefill_load_batch_bytes_limit = uint64_t{1} << 40;
 
 /// The KV pool: replicas, placement, eviction, leases (see docs/kv_pool.md).
 struct pool_config {
@@ -78,6 +80,10 @@ struct prefill_config {
   // Chunked pipeline parallelism: consecutive groups of this many prefill instances share the
   // model's layers and take jobs as one (docs/prefill.md). 1: none.
   uint32_t group_instances = 1;
+  // A load reads at most this much KV a batch, and has no more than this in flight when it reads
+  // from other nodes, so that a long pull holds the holder's NIC for one batch at a time
+  // (docs/prefill.md). At least one block. 256 MiB: 2.7 ms of an 800 Gbps NIC.
+  uint64_t load_batch_bytes_max = uint64_t{256} << 20;
 };
 
 struct decode_config {

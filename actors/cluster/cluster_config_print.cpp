@@ -101,9 +101,11 @@ void print_pool(std::string& out, const cluster_config& c) {
 void print_workers(std::string& out, const cluster_config& c) {
   fmt::format_to(std::back_inserter(out),
                  "prefill:\n  chunk_tokens: {}\n  queue_jobs_max: {}\n  stream_min_tokens: {}\n"
-                 "  stream_layers: {}\n  overlap_store: {}\n  group_instances: {}\n",
+                 "  stream_layers: {}\n  overlap_store: {}\n  group_instances: {}\n"
+                 "  load_batch_bytes_max: {}\n",
                  c.prefill.chunk_tokens, c.prefill.queue_jobs_max, c.prefill.stream_min_tokens,
-                 c.prefill.stream_layers, c.prefill.overlap_store, c.prefill.group_instances);
+                 c.prefill.stream_layers, c.prefill.overlap_store, c.prefill.group_instances,
+                 c.prefill.load_batch_bytes_max);
   out += "decode:\n";
   if (c.decode.kv_tokens != 0)
     fmt::format_to(std::back_inserter(out), "  kv_tokens: {}\n", c.decode.kv_tokens);

@@ -293,8 +293,13 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
                 }},
                {"overlap_store",
                 [&](auto& x, auto& f) { return r.read_bool(x, f, c.prefill.overlap_store); }},
-               {"group_instances", [&](auto& x, auto& f) {
+               {"group_instances",
+                [&](auto& x, auto& f) {
                   return r.read_uint(x, f, c.prefill.group_instances, 1, gpu::model_layers_max);
+                }},
+               {"load_batch_bytes_max", [&](auto& x, auto& f) {
+                  return r.read_uint(x, f, c.prefill.load_batch_bytes_max, 1,
+                                     prefill_load_batch_bytes_limit);
                 }}});
         }},
        {"decode",

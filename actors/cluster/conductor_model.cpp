@@ -64,8 +64,10 @@ caf::expected<std::shared_ptr<const time_model>> conductor_time_model(const clus
   auto m = time_model::fit(std::move(*src), cfg.model, cfg.prefill.chunk_tokens);
   if (!m)
     return std::move(m.error());
-  m->set_streaming(cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers,
-                   prefill_prefix_load_batches, prefill_load_blocks_max(cfg.model.page_bytes()));
+  m->set_streaming(
+      cfg.prefill.stream_min_tokens, cfg.prefill.stream_layers, cfg.model.layers,
+      prefill_prefix_load_batches,
+      prefill_load_blocks_max(cfg.model.page_bytes(), cfg.prefill.load_batch_bytes_max));
   m->set_pipeline(cfg.prefill.group_instances);
   auto codec = block_codec_of(cfg);
   if (!codec)

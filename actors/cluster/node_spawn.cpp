@@ -315,6 +315,7 @@ spawn_prefill_instance(caf::actor_system& sys, const cluster_config& cfg, uint32
                              cfg.prefill.stream_layers,
                              cfg.prefill.overlap_store,
                              cfg.prefill.group_instances,
+                             cfg.prefill.load_batch_bytes_max,
                              own_threads(cfg)};
   std::shared_ptr<storage::dram_pool> streams;
   if (cfg.prefill.group_instances > 1) {

@@ -186,7 +186,7 @@ void submit_loads(prefill_ptr self);
 // Reads, for every block up to the first that has no replica left to try, the next replica of
 // each that is not verified yet. A streaming job reads in up to prefill_prefix_load_batches
 // batches, in prompt order, so that the first pages can go to decode while the rest load; a
-// batch holds at most prefill_load_batch_bytes_max of KV (at least one block). A round that
+// batch holds at most options.load_batch_bytes_max of KV (at least one block). A round that
 // reads from other nodes has no more than that in flight: the next batch goes once the ones
 // before leave room, so that a long pull shares the holder's NIC with what else the holder sends
 // (its own prefill's hand-off) batch by batch instead of holding it whole (the modeled links run
@@ -208,8 +208,8 @@ void load_round(prefill_ptr self) {
     return;
   }
   const size_t batches = streams(self->state, job) ? prefill_prefix_load_batches : 1;
-  const uint64_t blocks_max =
-      prefill_load_blocks_max(self->state.parts.engine->config().page_bytes());
+  const uint64_t blocks_max = prefill_load_blocks_max(
+      self->state.parts.engine->config().page_bytes(), self->state.options.load_batch_bytes_max);
   const size_t per_batch = std::min<size_t>((ops.size() + batches - 1) / batches, blocks_max);
   for (size_t first = 0; first < ops.size(); first += per_batch) {
     const size_t end = std::min(ops.size(), first + per_batch);

@@ -27,13 +27,10 @@ namespace crescent {
 /// A streaming job reads its cached prefix in up to this many batches, in prompt order, so
 /// that its first pages go to decode while the rest load (pool_io.cpp).
 inline constexpr uint32_t prefill_prefix_load_batches = 8;
-/// At most this much KV read at once by a load (at least one block; pool_io.cpp): 2.7 ms of an
-/// 800 Gbps NIC, so that a pull holds the holder's NIC no longer than that before what else the
-/// holder sends can go.
-inline constexpr uint64_t prefill_load_batch_bytes_max = uint64_t{256} << 20;
-/// The blocks of pages of `page_bytes` that prefill_load_batch_bytes_max holds (at least one).
-inline uint64_t prefill_load_blocks_max(uint64_t page_bytes) {
-  return std::max<uint64_t>(1, prefill_load_batch_bytes_max / std::max<uint64_t>(1, page_bytes));
+/// The blocks of pages of `page_bytes` that a load's batch of at most `batch_bytes_max` holds
+/// (at least one; prefill_worker_options::load_batch_bytes_max).
+inline uint64_t prefill_load_blocks_max(uint64_t page_bytes, uint64_t batch_bytes_max) {
+  return std::max<uint64_t>(1, batch_bytes_max / std::max<uint64_t>(1, page_bytes));
 }
 
 /// Requests whose jobs a worker remembers, to refuse a second copy of one (recent_ids): the
@@ -60,6 +57,9 @@ struct prefill_worker_options {
   /// Chunked pipeline parallelism: consecutive groups of this many instances share the model's
   /// layers (stage.cpp); the first of a group takes its jobs. 1: no groups.
   uint32_t group_instances = 1;
+  /// At most this much KV in a batch of a load, and in flight at once when it reads from other
+  /// nodes (pool_io.cpp, load_round; prefill_config::load_batch_bytes_max).
+  uint64_t load_batch_bytes_max = uint64_t{256} << 20;
   /// A thread of its own (actors/common/spawn_placement.hpp): real time only.
   bool own_thread = false;
 };

@@ -32,7 +32,7 @@ engine: {timing: modeled, modeled_flops_per_s: 1e9}
 nodes:
   - {prefill: 2, pool_mib: 8}
   - {decode: 1, pool_mib: 8}
-prefill: {chunk_tokens: 32, queue_jobs_max: 10}
+prefill: {chunk_tokens: 32, queue_jobs_max: 10, load_batch_bytes_max: 4096}
 decode: {kv_mib: 8, batch_max: 4, request_tokens_max: 512}
 conductor: {heartbeat_timeout_ms: 900}
 store: {db_path: /tmp/x, sync_commits: false}
@@ -49,6 +49,7 @@ access_key_seed: 5
   EXPECT_EQ(cfg->nodes[0].prefill_instances, 2u);
   EXPECT_EQ(cfg->nodes[1].pool_bytes, 8ull << 20);
   EXPECT_EQ(cfg->decode.batch_max, 4u);
+  EXPECT_EQ(cfg->prefill.load_batch_bytes_max, 4096u);
   EXPECT_FALSE(cfg->store.sync_commits);
   EXPECT_TRUE(cfg->simulated_time);
 }
@@ -61,6 +62,11 @@ TEST(cluster_config, errors_name_the_field_and_line) {
   e = error_of("prefill:\n  chunk_tokens: -5\n");
   EXPECT_NE(e.find("prefill.chunk_tokens"), std::string::npos) << e;
   EXPECT_NE(e.find("c.yaml:2"), std::string::npos) << e;
+
+  for (const char* bytes : {"0", "1099511627777"}) { // at least 1, at most 1 TiB
+    e = error_of(std::string{"prefill: {load_batch_bytes_max: "} + bytes + "}\n");
+    EXPECT_NE(e.find("prefill.load_batch_bytes_max"), std::string::npos) << e;
+  }
 
   e = error_of("decode: {batch_max: lots}\n");
   EXPECT_NE(e.find("decode.batch_max: expected an integer"), std::string::npos) << e;
@@ -405,6 +411,7 @@ TEST(cluster_config, the_documented_example_is_the_default) {
   EXPECT_EQ(cfg->model.fingerprint(), defaults.model.fingerprint());
   EXPECT_EQ(cfg->decode.kv_bytes, defaults.decode.kv_bytes);
   EXPECT_EQ(cfg->prefill.chunk_tokens, defaults.prefill.chunk_tokens);
+  EXPECT_EQ(cfg->prefill.load_batch_bytes_max, defaults.prefill.load_batch_bytes_max);
   EXPECT_EQ(cfg->engine.modeled_flops_per_s, defaults.engine.modeled_flops_per_s);
   EXPECT_EQ(cfg->pool.promotion_reserve, defaults.pool.promotion_reserve);
   EXPECT_EQ(cfg->pool.copy_pulled, defaults.pool.copy_pulled);

@@ -249,23 +249,30 @@ TEST(sim, each_twin_sends_its_kv_as_its_request_says_whatever_the_cluster_file_s
   EXPECT_GE(by_id[1]->computed_tokens, 8192u) << "the first record's twin computes its prompt";
 }
 
-TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
-  // A prompt of 32 blocks, then (a minute later, alone) the same 32 blocks and 100 new
-  // tokens: the second loads 32 blocks from its node's DRAM and computes 100 tokens, less time
-  // than its 16k tokens of KV take over the NIC. Sent as they load, the pages overlap the load
-  // as well as the compute.
+// A prompt of 32 trace blocks, then a minute later (alone) the same 32 blocks and
+// `extra_tokens` more (a block of their own).
+std::vector<replay::trace_record> a_prefix_twice(uint64_t extra_tokens) {
   std::vector<replay::trace_record> records(2);
   for (uint64_t i = 0; i < 2; ++i) {
     auto& r = records[i];
     r.line = i + 1;
     r.timestamp_ms = 60'000 * i;
-    r.input_tokens = 32 * replay::trace_block_tokens + (i == 0 ? 0 : 100);
+    r.input_tokens = 32 * replay::trace_block_tokens + (i == 0 ? 0 : extra_tokens);
     r.output_tokens = 4;
     for (uint64_t b = 0; b < 32; ++b)
       r.hash_ids.push_back(b);
-    if (i == 1)
+    if (i == 1 && extra_tokens > 0)
       r.hash_ids.push_back(1000);
   }
+  return records;
+}
+
+TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
+  // A prompt of 32 blocks, then (a minute later, alone) the same 32 blocks and 100 new
+  // tokens: the second loads 32 blocks from its node's DRAM and computes 100 tokens, less time
+  // than its 16k tokens of KV take over the NIC. Sent as they load, the pages overlap the load
+  // as well as the compute.
+  const auto records = a_prefix_twice(100);
   auto after = paper();
   after.prefill.stream_min_tokens = std::numeric_limits<uint32_t>::max();
   auto streamed = paper(); // stream_min_tokens 1024, 8 layers a step
@@ -296,20 +303,12 @@ TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
 TEST(sim, a_long_prefix_loads_in_bounded_batches) {
   // The second of two prompts of 32 trace blocks (16,384 tokens of LLaMA3-70B KV) finds all of
   // it in its node's DRAM: a streaming job reads it in batches of at most
-  // prefill_load_batch_bytes_max, which end one after another, each in its modeled time.
-  std::vector<replay::trace_record> records(2);
-  for (uint64_t i = 0; i < 2; ++i) {
-    auto& r = records[i];
-    r.line = i + 1;
-    r.timestamp_ms = 60'000 * i;
-    r.input_tokens = 32 * replay::trace_block_tokens;
-    r.output_tokens = 4;
-    for (uint64_t b = 0; b < 32; ++b)
-      r.hash_ids.push_back(b);
-  }
+  // prefill.load_batch_bytes_max, which end one after another, each in its modeled time.
+  const auto records = a_prefix_twice(0);
   const auto cfg = paper();
   const auto pages = 32 * replay::trace_block_tokens / cfg.model.block_tokens;
-  const auto per_batch = prefill_load_blocks_max(cfg.model.page_bytes());
+  const auto per_batch =
+      prefill_load_blocks_max(cfg.model.page_bytes(), cfg.prefill.load_batch_bytes_max);
   ASSERT_LT(per_batch * prefill_prefix_load_batches, pages) << "the bound makes more batches";
   std::vector<int64_t> loaded_ns;
   simulate_options watched;
