@@ -385,8 +385,8 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
   if (!is_batch_end(self, computing, request_id, "a prefix load"))
     return;
   auto& job = *self->state.current;
-  // A batch ends once: its reads are then forgotten.
-  if (!job.loads || batch >= job.loading.size() || results.size() != job.loading[batch].size() ||
+  // A batch ends once, after it was submitted: its reads are then forgotten.
+  if (!job.loads || batch >= job.next_load || results.size() != job.loading[batch].size() ||
       results.empty()) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "a load's results do not match"));
