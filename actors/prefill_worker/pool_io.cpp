@@ -195,8 +195,6 @@ void submit_loads(prefill_ptr self);
 void load_round(prefill_ptr self) {
   auto& job = *self->state.current;
   job.loading.clear();
-  job.load_ops.clear();
-  job.load_submitted_ns.clear();
   job.next_load = 0;
   job.round_started_ns = clock_ns(self);
   job.round_remote_ns = 0;
@@ -213,10 +211,11 @@ void load_round(prefill_ptr self) {
   const size_t per_batch = std::min<size_t>((ops.size() + batches - 1) / batches, blocks_max);
   for (size_t first = 0; first < ops.size(); first += per_batch) {
     const size_t end = std::min(ops.size(), first + per_batch);
-    job.loading.emplace_back(loading.begin() + static_cast<ptrdiff_t>(first),
-                             loading.begin() + static_cast<ptrdiff_t>(end));
-    job.load_ops.emplace_back(ops.begin() + static_cast<ptrdiff_t>(first),
-                              ops.begin() + static_cast<ptrdiff_t>(end));
+    job.loading.push_back(
+        {{loading.begin() + static_cast<ptrdiff_t>(first),
+          loading.begin() + static_cast<ptrdiff_t>(end)},
+         {ops.begin() + static_cast<ptrdiff_t>(first), ops.begin() + static_cast<ptrdiff_t>(end)},
+         0});
   }
   // Reads from other nodes hold their NICs: at most blocks_max of them in flight. Reads from
   // this node's DRAM cross only its own link, and all go at once.
@@ -225,8 +224,7 @@ void load_round(prefill_ptr self) {
     return op.remote.node != node;
   });
   job.load_window = pulls ? static_cast<uint32_t>(std::max<uint64_t>(blocks_max / per_batch, 1))
-                          : static_cast<uint32_t>(job.load_ops.size());
-  job.load_submitted_ns.assign(job.load_ops.size(), 0);
+                          : static_cast<uint32_t>(job.loading.size());
   submit_loads(self);
 }
 
@@ -236,11 +234,11 @@ void load_round(prefill_ptr self) {
 void submit_loads(prefill_ptr self) {
   auto& job = *self->state.current;
   const auto id = job.request_id;
-  while (job.next_load < job.load_ops.size() && job.loads_in_flight < job.load_window) {
+  while (job.next_load < job.loading.size() && job.loads_in_flight < job.load_window) {
     const auto b = job.next_load++;
     ++job.loads_in_flight;
-    job.load_submitted_ns[b] = clock_ns(self);
-    submit_batch(self, id, std::exchange(job.load_ops[b], {}), loaded_atom::value, b);
+    job.loading[b].submitted_ns = clock_ns(self);
+    submit_batch(self, id, std::exchange(job.loading[b].ops, {}), loaded_atom::value, b);
   }
 }
 
@@ -386,22 +384,22 @@ void on_loaded(prefill_ptr self, uint64_t request_id, uint32_t batch,
     return;
   auto& job = *self->state.current;
   // A batch ends once, after it was submitted: its reads are then forgotten.
-  if (!job.loads || batch >= job.next_load || results.size() != job.loading[batch].size() ||
+  if (!job.loads || batch >= job.next_load || results.size() != job.loading[batch].blocks.size() ||
       results.empty()) {
     self->state.bad.refuse(self->state.name,
                            make_error(errc::invalid_argument, "a load's results do not match"));
     return;
   }
-  const auto loading = std::exchange(job.loading[batch], {});
+  const auto loading = std::exchange(job.loading[batch].blocks, {});
   assert(job.loads_in_flight > 0);
   --job.loads_in_flight;
   if (end_if_cancelled(self)) // the batch has ended: it reads into its pages no more
     return;
   if (remote_ns > 0)
-    job.round_remote_ns =
-        std::max(job.round_remote_ns, static_cast<uint64_t>(std::max<int64_t>(
-                                          job.load_submitted_ns[batch] - job.round_started_ns, 0)) +
-                                          remote_ns);
+    job.round_remote_ns = std::max(job.round_remote_ns,
+                                   static_cast<uint64_t>(std::max<int64_t>(
+                                       job.loading[batch].submitted_ns - job.round_started_ns, 0)) +
+                                       remote_ns);
   // The pool's checksum covers the stored bytes; a block the codec does not know (another
   // format, codec or calibration) is a miss, never data.
   pool_batches::accept_fn decode;

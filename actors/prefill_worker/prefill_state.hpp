@@ -93,15 +93,17 @@ struct prefill_job {
   std::vector<transport::region_handle> pages; // local KV pages
   std::vector<std::byte*> page_ptrs;
   std::optional<pool_batches::replica_reads> loads; // the cached prefix, while it loads
-  // Per batch of the current round of reads: the blocks it reads (emptied when it ends). A
-  // streaming job reads in several batches, so that its pages go to decode as they land.
-  std::vector<std::vector<size_t>> loading;
-  // The round's reads, batch by batch, submitted at most load_window batches at a time, so that
-  // a load holds a node's links for a bounded time (pool_io.cpp, load_round).
-  std::vector<std::vector<transport::transfer_op>> load_ops;
-  std::vector<int64_t> load_submitted_ns; // when each batch was submitted
-  uint32_t next_load = 0;                 // the next batch of load_ops to submit
-  uint32_t load_window = 1;               // batches in flight at once
+  // The current round of reads, batch by batch: a streaming job reads in several batches, so
+  // that its pages go to decode as they land; at most load_window of them are in flight at once,
+  // so that a load holds a node's links for a bounded time (pool_io.cpp, load_round).
+  struct load_batch {
+    std::vector<size_t> blocks;              // what it reads (emptied when it ends)
+    std::vector<transport::transfer_op> ops; // its reads (emptied when it is submitted)
+    int64_t submitted_ns = 0;
+  };
+  std::vector<load_batch> loading;
+  uint32_t next_load = 0;   // the next batch of `loading` to submit
+  uint32_t load_window = 1; // batches in flight at once
   int64_t round_started_ns = 0;
   uint64_t round_remote_ns = 0; // the round's start to the end of its last read from another node
   std::optional<block_store> storing; // the new blocks' writes in flight
