@@ -81,8 +81,10 @@ struct prefill_config {
   // model's layers and take jobs as one (docs/prefill.md). 1: none.
   uint32_t group_instances = 1;
   // A load reads at most this much KV a batch, and has no more than this in flight when it reads
-  // from other nodes, so that a long pull holds the holder's NIC for one batch at a time
-  // (docs/prefill.md). At least one block. 256 MiB: 2.7 ms of an 800 Gbps NIC.
+  // from other nodes, so that a long pull holds the holder's NIC for one batch at a time; and the
+  // cached prefix goes to decode in batches of at most this much, two in flight, so that it
+  // holds the decode instance's NIC for two batches at a time (docs/prefill.md). At least one
+  // block. 256 MiB: 2.7 ms of an 800 Gbps NIC.
   uint64_t load_batch_bytes_max = uint64_t{256} << 20;
 };
 

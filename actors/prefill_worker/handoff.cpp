@@ -148,6 +148,27 @@ void all_submitted(prefill_ptr self) {
   signal_decode_when_ready(self);
 }
 
+// The queued prefix, a bounded batch at a time while the job has room in its window. A prompt
+// found (almost) whole would otherwise put its whole prefix before the decode instance's link
+// at once, and every other prompt's KV to that instance would wait behind all of it (the modeled
+// links are FIFO); in batches, another prompt's last layers wait for two of this one's at most.
+void send_queued_prefix(prefill_ptr self) {
+  auto& st = self->state;
+  auto& job = *st.current;
+  const auto id = job.request_id;
+  const uint64_t pages_max = prefill_load_blocks_max(st.parts.engine->config().page_bytes(),
+                                                     st.options.load_batch_bytes_max);
+  while (job.prefix_next < job.prefix_end && job.batches_in_flight < prefill_handoff_window &&
+         !job.cancelled) {
+    const uint32_t first = job.prefix_next;
+    const auto end = static_cast<uint32_t>(std::min<uint64_t>(job.prefix_end, first + pages_max));
+    job.prefix_next = end;
+    submit_pages(self, first, end, {0, st.parts.engine->config().layers});
+    if (!st.current || st.current->request_id != id)
+      return;
+  }
+}
+
 } // namespace
 
 caf::error make_staging_slots(prefill_ptr self) {
@@ -212,9 +233,10 @@ void send_cached_prefix(prefill_ptr self, uint32_t verified) {
   const uint32_t end = std::min(verified, prompt == 0 ? 0 : (prompt - 1) / cfg.block_tokens);
   if (end <= job.pages_sent)
     return;
-  const uint32_t first = job.pages_sent;
-  job.pages_sent = end;
-  submit_pages(self, first, end, {0, cfg.layers});
+  assert(job.prefix_end == job.pages_sent); // the prefix is queued before any computed KV
+  job.pages_sent = end;                     // queued: the computed KV's pages come after
+  job.prefix_end = end;
+  send_queued_prefix(self);
 }
 
 void stream_computed(prefill_ptr self) {
@@ -257,6 +279,9 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const 
     fail_when_idle(self, "KV hand-off to decode failed: " + describe(err));
     return;
   }
+  send_queued_prefix(self); // the window has room again: may fail the job
+  if (!st.current || st.current->request_id != request_id)
+    return;
   signal_decode_when_ready(self);
 }
 
@@ -264,7 +289,8 @@ void signal_decode_when_ready(prefill_ptr self) {
   if (end_if_cancelled(self))
     return;
   auto& job = *self->state.current;
-  if (!job.all_sent || job.batches_in_flight > 0 || job.signalled)
+  if (!job.all_sent || job.batches_in_flight > 0 || job.prefix_next < job.prefix_end ||
+      job.signalled)
     return;
   if (job.grouped) {
     if (!stages_finished(job))

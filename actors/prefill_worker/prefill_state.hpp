@@ -144,8 +144,12 @@ struct prefill_job {
   uint32_t layer = 0;            // the next layer of the current chunk to compute
   gpu::layer_range unsent{};     // computed, not submitted yet (count() 0: none)
   uint32_t unsent_pages_end = 0; // the pages those layers wrote that may go (complete ones)
-  uint32_t pages_sent = 0;       // pages before it have every layer submitted
-  std::vector<float> stream;     // the chunk's residual stream between ranges of layers
+  uint32_t pages_sent = 0;       // pages before it have every layer submitted or queued
+  // The cached prefix's pages queued to go, [prefix_next, prefix_end): they go in batches of at
+  // most options.load_batch_bytes_max, prefill_handoff_window of the job's batches in flight.
+  uint32_t prefix_next = 0;
+  uint32_t prefix_end = 0;
+  std::vector<float> stream; // the chunk's residual stream between ranges of layers
   uint32_t batches_in_flight = 0;
   bool all_sent = false;                   // every batch is submitted
   std::vector<int64_t> batch_submitted_ns; // per batch, on the actor's clock

@@ -27,6 +27,10 @@ namespace crescent {
 /// A streaming job reads its cached prefix in up to this many batches, in prompt order, so
 /// that its first pages go to decode while the rest load (pool_io.cpp).
 inline constexpr uint32_t prefill_prefix_load_batches = 8;
+/// A streaming job's cached prefix goes to decode in batches of at most
+/// prefill_worker_options::load_batch_bytes_max, while fewer than this many of the job's
+/// batches are in flight (handoff.cpp): two, so that the link never waits for the next.
+inline constexpr uint32_t prefill_handoff_window = 2;
 /// The blocks of pages of `page_bytes` that a load's batch of at most `batch_bytes_max` holds
 /// (at least one; prefill_worker_options::load_batch_bytes_max).
 inline uint64_t prefill_load_blocks_max(uint64_t page_bytes, uint64_t batch_bytes_max) {
@@ -58,7 +62,8 @@ struct prefill_worker_options {
   /// layers (stage.cpp); the first of a group takes its jobs. 1: no groups.
   uint32_t group_instances = 1;
   /// At most this much KV in a batch of a load, and in flight at once when it reads from other
-  /// nodes (pool_io.cpp, load_round; prefill_config::load_batch_bytes_max).
+  /// nodes (pool_io.cpp, load_round); and in a batch of the cached prefix's hand-off
+  /// (handoff.cpp). prefill_config::load_batch_bytes_max.
   uint64_t load_batch_bytes_max = uint64_t{256} << 20;
   /// A thread of its own (actors/common/spawn_placement.hpp): real time only.
   bool own_thread = false;

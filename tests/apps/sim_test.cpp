@@ -328,6 +328,52 @@ TEST(sim, a_long_prefix_loads_in_bounded_batches) {
     EXPECT_EQ(loaded_ns[i] - loaded_ns[i - 1], batch_ns) << "batch " << i;
 }
 
+TEST(sim, another_prompts_kv_waits_for_two_batches_of_a_found_prefix_at_most) {
+  // One decode instance. A prompt of 32 trace blocks, then a minute later the same 32 blocks
+  // (found whole in its node's DRAM, which it reads faster than the NIC sends) and, on another
+  // prefill instance, a short new prompt whose single page goes to decode while the found
+  // prefix still does. The prefix goes in batches of at most prefill.load_batch_bytes_max, two
+  // in flight: the new page waits for two of them at most (4.8 ms of tail with its own page),
+  // not for all that the load had made ready (13.2 ms when each batch went as it loaded).
+  auto cfg = paper();
+  for (size_t n = 0; n < cfg.nodes.size(); ++n)
+    cfg.nodes[n].decode_instances = cfg.nodes[n].decode_instances > 0 && n == 8 ? 1 : 0;
+  auto records = a_prefix_twice(0);
+  replay::trace_record fresh;
+  fresh.line = 3;
+  fresh.input_tokens = 128;
+  fresh.output_tokens = 4;
+  fresh.hash_ids = {2000};
+  // Its compute, alone, to place its hand-off 40 ms into the found prefix's (whose load from
+  // DRAM takes 42 ms, while its hand-off takes 54).
+  fresh.timestamp_ms = 60'000;
+  auto alone = run(cfg, {records[0], fresh});
+  ASSERT_EQ(alone.report.summary.completed, 2u);
+  const auto compute_ms = alone.report.results[1].prefill_compute_ns / 1'000'000;
+  ASSERT_LT(compute_ms, 30u);
+  fresh.timestamp_ms = 60'040 - compute_ms;
+  records.push_back(fresh);
+  auto s = run(cfg, records);
+  ASSERT_EQ(s.report.summary.completed, 3u);
+  const auto& found = s.report.results[1];
+  const auto& late = s.report.results[2];
+  ASSERT_EQ(found.remote_reused_tokens, 0u) << "read from its own node's DRAM";
+  ASSERT_EQ(found.computed_tokens, 1u) << "found whole";
+  ASSERT_NE(found.prefill_instance, late.prefill_instance);
+  ASSERT_EQ(found.decode_instance, late.decode_instance);
+  const auto links = link_profile_of(cfg);
+  const auto page_ns = static_cast<double>(cfg.model.page_bytes()) * 1e9 /
+                       static_cast<double>(links.nic_bytes_per_s);
+  const auto per_batch =
+      prefill_load_blocks_max(cfg.model.page_bytes(), cfg.prefill.load_batch_bytes_max);
+  // Two batches ahead of it, then its own page, each a latency.
+  EXPECT_LE(static_cast<double>(late.kv_tail_ns),
+            (2.0 * static_cast<double>(per_batch) + 1.0) * page_ns +
+                3.0 * static_cast<double>(links.nic_latency_ns))
+      << "it waited behind more of the found prefix than the window holds";
+  EXPECT_GT(found.kv_tail_ns, 0u) << "the found prefix was still going when it came";
+}
+
 TEST(sim, the_next_job_computes_while_the_last_one_stores_its_blocks) {
   // Two prompts of 32 new blocks each, 1 ms apart, on the only prefill instance: the second
   // waits for the first's compute and hand-off, and (overlap off) for its store phase too.
