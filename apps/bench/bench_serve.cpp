@@ -14,6 +14,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -106,14 +107,15 @@ struct server {
   }
 };
 
-std::string completion_request(int port, const nlohmann::json& prompt, uint32_t max_tokens) {
+std::string completion_request(int port, const nlohmann::json& prompt, uint32_t max_tokens,
+                               bool keep_alive = false) {
   nlohmann::json body = {{"model", "crescent-reference"},
                          {"prompt", prompt},
                          {"max_tokens", max_tokens},
                          {"stream", true}};
   // The server's own times for each request come back as a comment at the stream's end.
   return http_post("127.0.0.1", port, "/v1/completions", body.dump(),
-                   fmt::format("{}: 1\r\n", serve::timing_header));
+                   fmt::format("{}: 1\r\n", serve::timing_header), keep_alive);
 }
 
 double ms(int64_t ns) {
@@ -209,11 +211,11 @@ side http_side(const std::vector<http_answer>& answers,
 }
 
 std::vector<http_job> jobs_for(const std::vector<replay::synthetic_request>& requests, int port,
-                               double rate_factor) {
+                               double rate_factor, bool keep_alive = false) {
   std::vector<http_job> jobs;
   for (const auto& r : requests)
     jobs.push_back({static_cast<uint64_t>(static_cast<double>(r.arrival_ns) / rate_factor),
-                    completion_request(port, r.tokens, r.max_new_tokens)});
+                    completion_request(port, r.tokens, r.max_new_tokens, keep_alive)});
   return jobs;
 }
 
@@ -262,25 +264,29 @@ void print_paired(const side& remote) {
   part("the first event written to the client's read of it", remote.to_client_ms);
 }
 
-int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
-                 const std::vector<replay::synthetic_request>& requests) {
-  fmt::print("replay        {} requests at the trace's times x{}, streamed; in process, then "
-             "over HTTP\n",
-             requests.size(), opt.speedup);
-  std::fflush(stdout);
-  auto run = replay::replay_in_real_time(cfg, requests, nullptr,
-                                         [](cluster&) { std::this_thread::sleep_for(settle); });
-  if (!run)
-    return fail("in-process replay: " + describe(run.error()));
-  const auto local = in_process_side(*run);
-
-  auto srv = server::start(opt.config_path, log_path("replay"));
+// The HTTP side of the replay on a fresh server (so that neither side finds the other's KV
+// cached): a connection per request, or kept-alive connections (each request on one an earlier
+// answer left open where one is idle, as clients with a connection pool send). Prints its
+// figures against the in-process side's; 0 if every request ended and the server stopped cleanly.
+int replay_over_http(const bench_serve_options& opt,
+                     const std::vector<replay::synthetic_request>& requests, const side& local,
+                     bool keep_alive) {
+  auto srv = server::start(opt.config_path, log_path(keep_alive ? "replay-keep-alive" : "replay"));
   if (!srv)
     return fail(describe(srv.error()));
-  const auto answers =
-      run_http_load(jobs_for(requests, srv->port, 1.0), {"127.0.0.1", srv->port, {}});
+  http_load_options load{"127.0.0.1", srv->port, {}};
+  load.keep_alive = keep_alive;
+  const auto answers = run_http_load(jobs_for(requests, srv->port, 1.0, keep_alive), load);
   const bool stopped = srv->stop();
   const auto remote = http_side(answers, requests);
+  const auto reused =
+      std::count_if(answers.begin(), answers.end(), [](const http_answer& a) { return a.reused; });
+  if (keep_alive)
+    fmt::print("over HTTP     kept-alive connections: {} of {} requests sent on a connection an "
+               "earlier answer left open\n",
+               reused, answers.size());
+  else
+    fmt::print("over HTTP     a connection per request (Connection: close)\n");
 
   auto ttft_local = local.ttft_ms, ttft_http = remote.ttft_ms;
   auto tbt_local = local.tbt_ms, tbt_http = remote.tbt_ms;
@@ -305,14 +311,31 @@ int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
   fmt::print("              (HTTP TBT: between server-sent events, which may carry several "
              "tokens)\n");
   print_paired(remote);
-  for (const auto* s : {&local, &remote})
-    if (!s->first_failure.empty())
-      fmt::print(stderr, "  a failed request: {}\n", s->first_failure);
+  if (!remote.first_failure.empty())
+    fmt::print(stderr, "  a failed request: {}\n", remote.first_failure);
   std::fflush(stdout);
   if (!stopped)
     fmt::print(stderr, "crescent bench serve: the server did not stop cleanly (log {})\n",
                srv->log);
-  return local.failed + remote.failed == 0 && stopped ? 0 : 1;
+  return remote.failed == 0 && stopped ? 0 : 1;
+}
+
+int replay_phase(const bench_serve_options& opt, const cluster_config& cfg,
+                 const std::vector<replay::synthetic_request>& requests) {
+  fmt::print("replay        {} requests at the trace's times x{}, streamed; in process, then "
+             "over HTTP twice: a connection per request, then kept-alive connections\n",
+             requests.size(), opt.speedup);
+  std::fflush(stdout);
+  auto run = replay::replay_in_real_time(cfg, requests, nullptr,
+                                         [](cluster&) { std::this_thread::sleep_for(settle); });
+  if (!run)
+    return fail("in-process replay: " + describe(run.error()));
+  const auto local = in_process_side(*run);
+  if (!local.first_failure.empty())
+    fmt::print(stderr, "  a failed request in process: {}\n", local.first_failure);
+  const int closed = replay_over_http(opt, requests, local, false);
+  const int kept = replay_over_http(opt, requests, local, true);
+  return local.failed == 0 && closed == 0 && kept == 0 ? 0 : 1;
 }
 
 int clients_phase(const bench_serve_options& opt) {

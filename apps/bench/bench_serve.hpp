@@ -10,7 +10,9 @@
 //     Also paired: the server sends each stream's own times (docs/serve.md, X-Crescent-Timing),
 //     so the same two figures come again against the same requests' request actors inside the
 //     server, with what the HTTP layer added to each request, free of the spread between two
-//     runs of the cluster.
+//     runs of the cluster. The HTTP side runs twice, each on a fresh server: a connection per
+//     request (Connection: close), then kept-alive connections, each request sent on one an
+//     earlier answer left open where one is idle (as clients with a connection pool send).
 //  2. clients: N streaming clients connected to one fresh server (2 ms apart) and held open
 //     until each has its first token, then for --hold-s; the growth of the server's VmRSS from
 //     before the first connects to its highest sample while they are held. Target < 200 MiB.

@@ -29,6 +29,7 @@ struct connection {
   size_t chunk_at = 0;  // chunked: the next chunk's size line in `in`
   size_t events_at = 0; // the next event in the answer's body
   bool complete = false;
+  bool close_after = false; // the server's head said Connection: close
 };
 
 // "Transfer-Encoding: chunked", "Content-Length: N" and the status of a whole head.
@@ -39,6 +40,7 @@ void parse_head(connection& c, http_answer& a, size_t head_end) {
   for (auto& ch : lower)
     ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   c.chunked = lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+  c.close_after = lower.find("\r\nconnection: close") != std::string::npos;
   if (auto at = lower.find("\r\ncontent-length:"); at != std::string::npos)
     c.content_length = std::atoll(lower.c_str() + at + 17);
   c.body_at = head_end + 4;
@@ -90,7 +92,9 @@ void take_body(connection& c, http_answer& a, int64_t now) {
         break;
       const auto size = std::strtoull(c.in.c_str() + c.chunk_at, nullptr, 16);
       if (size == 0) {
-        c.complete = true;
+        // Whole with the last chunk's closing CRLF (no trailers): a kept-alive connection's
+        // next answer starts after it.
+        c.complete = c.in.size() >= line_end + 4;
         break;
       }
       if (c.in.size() < line_end + 2 + size + 2)
@@ -109,11 +113,23 @@ void take_body(connection& c, http_answer& a, int64_t now) {
 } // namespace
 
 std::string http_post(const std::string& host, int port, const std::string& path,
-                      const std::string& json_body, const std::string& headers) {
+                      const std::string& json_body, const std::string& headers, bool keep_alive) {
   return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
-                     "Content-Length: {}\r\n{}Connection: close\r\n\r\n{}",
-                     path, host, port, json_body.size(), headers, json_body);
+                     "Content-Length: {}\r\n{}Connection: {}\r\n\r\n{}",
+                     path, host, port, json_body.size(), headers,
+                     keep_alive ? "keep-alive" : "close", json_body);
 }
+
+namespace {
+
+// An idle kept-alive connection the server has not closed (nothing to read, no end seen).
+bool still_open(int fd) {
+  char byte = 0;
+  const auto r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+} // namespace
 
 std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
                                        const http_load_options& opt) {
@@ -127,7 +143,8 @@ std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
   if (ep < 0)
     throw std::runtime_error(fmt::format("epoll_create1: {}", std::strerror(errno)));
   std::vector<connection> conns(jobs.size());
-  size_t next = 0, open = 0;
+  size_t next = 0, open = 0; // open: connections a job is using
+  std::vector<int> idle;     // keep_alive: connections whose last answer was whole
   const auto start = clock_type::now();
   for (auto& a : answers)
     a.start_clock_ns =
@@ -139,7 +156,10 @@ std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
     auto& a = answers[c.job];
     if (c.fd >= 0) {
       epoll_ctl(ep, EPOLL_CTL_DEL, c.fd, nullptr);
-      close(c.fd);
+      if (opt.keep_alive && error.empty() && c.complete && !c.close_after)
+        idle.push_back(c.fd);
+      else
+        close(c.fd);
       c.fd = -1;
       --open;
     }
@@ -147,10 +167,32 @@ std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
     if (!error.empty() && a.error.empty())
       a.error = std::move(error);
   };
+  // A connection an answer left open: watched again, now for job j.
+  auto reuse = [&](size_t j) {
+    while (!idle.empty()) {
+      const int fd = idle.back();
+      idle.pop_back();
+      if (!still_open(fd)) {
+        close(fd);
+        continue;
+      }
+      conns[j].fd = fd;
+      answers[j].reused = true;
+      ++open;
+      epoll_event ev{};
+      ev.events = EPOLLOUT | EPOLLIN | EPOLLRDHUP;
+      ev.data.u64 = j;
+      epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+      return true;
+    }
+    return false;
+  };
   auto start_job = [&](size_t j) {
     auto& c = conns[j];
     c.job = j;
     answers[j].sent_ns = elapsed();
+    if (opt.keep_alive && reuse(j))
+      return;
     c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (c.fd < 0) {
       answers[j].end_ns = answers[j].sent_ns;
@@ -240,6 +282,8 @@ std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
                       : std::string{});
     }
   }
+  for (const int fd : idle)
+    close(fd);
   close(ep);
   return answers;
 }

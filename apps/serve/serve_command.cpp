@@ -118,6 +118,9 @@ int serve_command(const serve_options& opt) {
     const auto threads = opt.connections_max;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server.set_tcp_nodelay(true);
+    // Clients with a connection pool (OpenAI's SDKs) send request after request on one
+    // connection; cpp-httplib's default closes it after 5.
+    server.set_keep_alive_max_count(serve_options::keep_alive_requests_max);
     door.install(server);
     int port = where->port;
     const bool bound = port == 0 ? (port = server.bind_to_any_port(where->host)) > 0

@@ -15,6 +15,9 @@ struct serve_options {
   std::string listen = "127.0.0.1:8000"; // HOST:PORT; port 0: any free port
   serve::door_options door;
   uint32_t connections_max = 1024; // HTTP connections served at once (one thread each)
+  /// Requests on one kept-alive connection before the server closes it (the last answer says
+  /// Connection: close); an idle one is closed after 5 s (cpp-httplib's default).
+  static constexpr size_t keep_alive_requests_max = 1000;
   // Start the config's node processes (those with an address) as crescent up does, their logs
   // in a directory of their own (printed), and stop them when serving ends.
   bool launch = false;

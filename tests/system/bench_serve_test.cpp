@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -42,9 +43,18 @@ TEST(bench_serve, runs_every_phase_with_tiny_sizes_and_prints_the_ratio_lines) {
         "20 streaming clients of 400 tokens: at most ", " held open at once",
         "(target < 200 MiB: ", "429 latency   ", "admitted TTFT ", "server RSS    peak "})
     EXPECT_NE(out.find(expected), std::string::npos) << expected << "\nin\n" << out;
-  // Every request of the replay completed on both sides.
-  EXPECT_NE(out.find("  completed                         20          20\n"), std::string::npos)
+  // Every request of the replay completed on both sides, over HTTP twice: a connection each,
+  // then kept-alive connections, of which later requests took some (the first ones connect).
+  const std::string completed = "  completed                         20          20\n";
+  const auto first = out.find(completed);
+  ASSERT_NE(first, std::string::npos) << out;
+  EXPECT_NE(out.find(completed, first + 1), std::string::npos) << out;
+  EXPECT_NE(out.find("over HTTP     a connection per request (Connection: close)"),
+            std::string::npos)
       << out;
+  const auto kept = out.find("over HTTP     kept-alive connections: ");
+  ASSERT_NE(kept, std::string::npos) << out;
+  EXPECT_GT(std::atoi(out.c_str() + kept + 38), 0) << "no request reused a connection\n" << out;
 }
 
 TEST(bench_serve, a_bad_flag_is_refused_with_the_reason) {

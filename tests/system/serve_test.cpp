@@ -250,6 +250,41 @@ TEST_F(serve, a_client_that_hangs_up_cancels_its_request_and_frees_its_decode_me
             true);
 }
 
+TEST_F(serve, a_kept_alive_connection_carries_one_streamed_completion_after_another) {
+  // As a client with a connection pool sends: more requests on one connection than
+  // cpp-httplib's default of 5 before it closes, each answer whole and none saying close.
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  timeval limit{30, 0}; // a server that stops answering fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(shared->port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  const auto body = completion_body("Once upon a time", 2, true).dump();
+  const auto request = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                       "application/json\r\nConnection: keep-alive\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()))
+        << "request " << i;
+    std::string got;
+    char buf[4096];
+    while (got.find("\r\n0\r\n\r\n") == std::string::npos) { // the last chunk
+      const auto n = read(fd, buf, sizeof(buf));
+      ASSERT_GT(n, 0) << "request " << i << ": " << got;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+    EXPECT_NE(got.find("data: [DONE]"), std::string::npos) << got;
+    std::string head = got.substr(0, got.find("\r\n\r\n"));
+    std::transform(head.begin(), head.end(), head.begin(), ::tolower);
+    EXPECT_EQ(head.find("connection: close"), std::string::npos) << "request " << i << ": " << head;
+  }
+  close(fd);
+}
+
 TEST_F(serve, metrics_pass_promtool) {
   auto r = shared->client().Get("/metrics");
   ASSERT_TRUE(r);
