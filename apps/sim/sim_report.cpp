@@ -68,8 +68,15 @@ void measure(sim_report& r, std::vector<request_result> results) {
     r.kv_tail_ms_mean += static_cast<double>(x.kv_tail_ns) / 1e6;
     if (x.prompt_tokens >= sim_report::long_prompt_tokens) {
       ++r.long_prompts;
-      r.long_hidden_min = std::min(r.long_hidden_min, x.kv_hidden());
-      r.long_hidden_mean += x.kv_hidden();
+      const double hidden = x.kv_hidden();
+      r.long_hidden_min = std::min(r.long_hidden_min, hidden);
+      r.long_hidden_mean += hidden;
+      r.long_hidden_90 += hidden >= 0.9 ? 1 : 0;
+      if (x.computed_tokens >= sim_report::long_prompt_tokens) {
+        ++r.long_computing;
+        r.long_computing_hidden_90 += hidden >= 0.9 ? 1 : 0;
+        r.long_computing_hidden_min = std::min(r.long_computing_hidden_min, hidden);
+      }
     }
     const bool ttft_ok = ttft_ms(x) <= r.slo.ttft_ms;
     r.ttft_met += ttft_ok ? 1 : 0;
@@ -124,11 +131,15 @@ std::string format_text(const sim_report& r, const sim_wall& wall) {
   if (r.coupled)
     out += "KV hand-off   none: coupled instances decode where they prefill\n";
   else
-    out +=
-        fmt::format("KV hand-off   {:.2f} ms mean after compute; of prompts >= {} tokens ({}), "
-                    "{:.1f}% of the transfer hidden behind compute (least {:.1f}%)\n",
-                    r.kv_tail_ms_mean, sim_report::long_prompt_tokens, r.long_prompts,
-                    100 * r.long_hidden_mean, 100 * (r.long_prompts == 0 ? 0 : r.long_hidden_min));
+    out += fmt::format(
+        "KV hand-off   {:.2f} ms mean after compute; of prompts >= {} tokens ({}), "
+        "{:.1f}% of the transfer hidden behind compute (least {:.1f}%), {} at 90% or "
+        "more; of those computing >= {} tokens ({}), {} at 90% or more (least "
+        "{:.1f}%)\n",
+        r.kv_tail_ms_mean, sim_report::long_prompt_tokens, r.long_prompts, 100 * r.long_hidden_mean,
+        100 * (r.long_prompts == 0 ? 0 : r.long_hidden_min), r.long_hidden_90,
+        sim_report::long_prompt_tokens, r.long_computing, r.long_computing_hidden_90,
+        100 * (r.long_computing == 0 ? 0 : r.long_computing_hidden_min));
   out += fmt::format("pulls         {} requests read cached blocks from another node; {} "
                      "blocks copied to the nodes that pulled them\n",
                      r.pulls, r.replicas_added);
@@ -237,11 +248,16 @@ std::string format_json(const sim_report& r) {
                  {"load_misses", s.load_misses},
                  {"hit_rate", s.hit_rate()}};
   j["prefill_gpu_s_mean"] = r.prefill_gpu_s_mean;
-  j["kv_handoff"] = {{"tail_ms_mean", r.kv_tail_ms_mean},
-                     {"long_prompt_tokens", sim_report::long_prompt_tokens},
-                     {"long_prompts", r.long_prompts},
-                     {"long_hidden_mean", r.long_hidden_mean},
-                     {"long_hidden_min", r.long_prompts == 0 ? 0.0 : r.long_hidden_min}};
+  j["kv_handoff"] = {
+      {"tail_ms_mean", r.kv_tail_ms_mean},
+      {"long_prompt_tokens", sim_report::long_prompt_tokens},
+      {"long_prompts", r.long_prompts},
+      {"long_hidden_mean", r.long_hidden_mean},
+      {"long_hidden_min", r.long_prompts == 0 ? 0.0 : r.long_hidden_min},
+      {"long_hidden_90", r.long_hidden_90},
+      {"long_computing", r.long_computing},
+      {"long_computing_hidden_90", r.long_computing_hidden_90},
+      {"long_computing_hidden_min", r.long_computing == 0 ? 0.0 : r.long_computing_hidden_min}};
   j["predictions"] = {{"requests", s.predicted},
                       {"ttft_mape", s.ttft_mape},
                       {"ttft_p90_abs_error_ms", s.ttft_p90_abs_error_ms},

@@ -57,6 +57,11 @@ struct sim_report {
   static constexpr uint32_t long_prompt_tokens = 8192;
   size_t long_prompts = 0;
   double long_hidden_min = 1, long_hidden_mean = 0;
+  size_t long_hidden_90 = 0; // of them, those with at least 90% hidden (issue 17's target)
+  // Of them, those that computed long_prompt_tokens or more: their transfer has compute to hide
+  // behind (one found (almost) whole in the pool sends more than its load and compute take).
+  size_t long_computing = 0, long_computing_hidden_90 = 0;
+  double long_computing_hidden_min = 1;
   double kv_tail_ms_mean = 0;
   std::map<std::string, size_t> rejected, failed; // by reason
   double trace_span_s = 0;  // from the first arrival to the last (after the speedup)

@@ -11,6 +11,7 @@
 #include "apps/sim/bench_conductor.hpp"
 #include "apps/sim/paper_cluster.hpp"
 #include "apps/sim/replay_command.hpp"
+#include "apps/sim/sim_report.hpp"
 #include "apps/sim/sim_system.hpp"
 #include "gpu/modeled_engine.hpp"
 #include "messages/envelope.hpp"
@@ -20,11 +21,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/local_actor.hpp>
 #include <gtest/gtest.h>
-
-#include <map>
+#include <nlohmann/json.hpp>
 
 #include <limits>
-
+#include <map>
 #include <string>
 #include <vector>
 
@@ -298,6 +298,34 @@ TEST(sim, a_streamed_prompt_sends_its_cached_prefix_to_decode_as_it_loads) {
   // The conductor knows: within 1%.
   EXPECT_NEAR(static_cast<double>(y.predicted_ttft_ns), static_cast<double>(ttft(y)),
               0.01 * static_cast<double>(ttft(y)));
+}
+
+TEST(sim, the_report_counts_long_prompts_at_90_percent_hidden_and_those_that_computed) {
+  // The first of the twins computes its 16,384 tokens (streamed: hidden behind its compute);
+  // the second finds them whole and computes one (its transfer has nothing to hide behind).
+  auto s = run(paper(), a_prefix_twice(0));
+  ASSERT_EQ(s.report.summary.completed, 2u);
+  const auto& r = s.report;
+  const auto& computed = r.results[0];
+  const auto& found = r.results[1];
+  ASSERT_EQ(computed.computed_tokens, 32 * replay::trace_block_tokens);
+  ASSERT_EQ(found.computed_tokens, 1u);
+  EXPECT_EQ(r.long_prompts, 2u);
+  EXPECT_EQ(r.long_computing, 1u);
+  EXPECT_GE(computed.kv_hidden(), 0.9);
+  EXPECT_LT(found.kv_hidden(), 0.9);
+  EXPECT_EQ(r.long_hidden_90, 1u);
+  EXPECT_EQ(r.long_computing_hidden_90, 1u);
+  EXPECT_DOUBLE_EQ(r.long_computing_hidden_min, computed.kv_hidden());
+  EXPECT_DOUBLE_EQ(r.long_hidden_min, found.kv_hidden());
+  const auto text = format_text(r, {});
+  EXPECT_NE(text.find("1 at 90% or more; of those computing >= 8192 tokens (1), 1 at 90% or more"),
+            std::string::npos)
+      << text;
+  const auto json = nlohmann::json::parse(format_json(r));
+  EXPECT_EQ(json["kv_handoff"]["long_hidden_90"], 1);
+  EXPECT_EQ(json["kv_handoff"]["long_computing"], 1);
+  EXPECT_EQ(json["kv_handoff"]["long_computing_hidden_90"], 1);
 }
 
 TEST(sim, a_long_prefix_loads_in_bounded_batches) {
