@@ -206,8 +206,9 @@ TEST(chaos, a_hand_off_that_fails_while_its_prefix_still_loads_ends_after_the_lo
   // On the paper cluster, a prompt of 32 cached blocks (stored by the one a minute before) and
   // 100 new tokens streams its prefix to decode as it loads, over about 40 ms. Its decode node
   // dies 10 ms in: the hand-off's batches fail at once while reads still land in the job's
-  // pages. The job fails once they have; the next one, queued
-  // behind it, then runs, and every page is free at the end (the audit).
+  // pages (and loaded pages of the prefix still queued for the hand-off's window of two batches
+  // are then never sent: handoff.cpp). The job fails once the reads have landed; the next one,
+  // queued behind it, then runs, and every page is free at the end (the audit).
   std::vector<replay::trace_record> records(3);
   for (uint64_t i = 0; i < records.size(); ++i) {
     auto& r = records[i];
