@@ -156,8 +156,7 @@ void send_queued_prefix(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
   const auto id = job.request_id;
-  const uint64_t pages_max = prefill_load_blocks_max(st.parts.engine->config().page_bytes(),
-                                                     st.options.load_batch_bytes_max);
+  const uint64_t pages_max = prefix_batch_pages_max(st);
   while (job.prefix_next < job.prefix_end && job.batches_in_flight < prefill_handoff_window &&
          !job.cancelled) {
     const uint32_t first = job.prefix_next;

@@ -206,8 +206,7 @@ void load_round(prefill_ptr self) {
     return;
   }
   const size_t batches = streams(self->state, job) ? prefill_prefix_load_batches : 1;
-  const uint64_t blocks_max = prefill_load_blocks_max(
-      self->state.parts.engine->config().page_bytes(), self->state.options.load_batch_bytes_max);
+  const uint64_t blocks_max = prefix_batch_pages_max(self->state);
   const size_t per_batch = std::min<size_t>((ops.size() + batches - 1) / batches, blocks_max);
   for (size_t first = 0; first < ops.size(); first += per_batch) {
     const size_t end = std::min(ops.size(), first + per_batch);

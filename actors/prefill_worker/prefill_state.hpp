@@ -315,6 +315,13 @@ void signal_decode_when_ready(prefill_ptr self);
 void hand_off(prefill_ptr self);
 /// Whether the current job streams its KV (decided before its prefix loads).
 bool streams(const prefill_state& st, const prefill_job& job);
+
+/// The pages a batch of the cached prefix holds at most, read (pool_io.cpp) or handed off
+/// (handoff.cpp): options.load_batch_bytes_max of KV, at least one page.
+inline uint64_t prefix_batch_pages_max(const prefill_state& st) {
+  return prefill_load_blocks_max(st.parts.engine->config().page_bytes(),
+                                 st.options.load_batch_bytes_max);
+}
 /// Sends the whole pages of the cached prefix that are loaded and not sent (streaming jobs):
 /// the first `verified` pages are in the local pages, verified.
 void send_cached_prefix(prefill_ptr self, uint32_t verified);

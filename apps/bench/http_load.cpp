@@ -110,6 +110,13 @@ void take_body(connection& c, http_answer& a, int64_t now) {
   scan_events(c, a, now);
 }
 
+// An idle kept-alive connection the server has not closed (nothing to read, no end seen).
+bool still_open(int fd) {
+  char byte = 0;
+  const auto r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
 } // namespace
 
 std::string http_post(const std::string& host, int port, const std::string& path,
@@ -119,17 +126,6 @@ std::string http_post(const std::string& host, int port, const std::string& path
                      path, host, port, json_body.size(), headers,
                      keep_alive ? "keep-alive" : "close", json_body);
 }
-
-namespace {
-
-// An idle kept-alive connection the server has not closed (nothing to read, no end seen).
-bool still_open(int fd) {
-  char byte = 0;
-  const auto r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-} // namespace
 
 std::vector<http_answer> run_http_load(const std::vector<http_job>& jobs,
                                        const http_load_options& opt) {
