@@ -257,92 +257,82 @@ caf::error read_coupled(yaml_reader& r, const YAML::Node& n, coupled_config& c) 
        {"prefix_caching", [&](auto& v, auto& f) { return r.read_bool(v, f, c.prefix_caching); }}});
 }
 
+caf::error read_prefill(yaml_reader& r, const YAML::Node& n, prefill_config& p) {
+  return r.visit(
+      n, "prefill",
+      {{"chunk_tokens",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, p.chunk_tokens, 1, gpu::model_context_tokens_max);
+        }},
+       {"queue_jobs_max",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, p.queue_jobs_max, 1, 65536); }},
+       {"stream_min_tokens",
+        [&](auto& v, auto& f) {
+          // Any count: one above every prompt (4294967295) streams none.
+          return r.read_uint(v, f, p.stream_min_tokens, 0, std::numeric_limits<uint32_t>::max());
+        }},
+       {"stream_layers",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, p.stream_layers, 1, gpu::model_layers_max);
+        }},
+       {"overlap_store", [&](auto& v, auto& f) { return r.read_bool(v, f, p.overlap_store); }},
+       {"group_instances",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, p.group_instances, 1, gpu::model_layers_max);
+        }},
+       {"load_batch_bytes_max", [&](auto& v, auto& f) {
+          return r.read_uint(v, f, p.load_batch_bytes_max, 1, prefill_load_batch_bytes_limit);
+        }}});
+}
+
+caf::error read_decode(yaml_reader& r, const YAML::Node& n, decode_config& d) {
+  return r.visit(
+      n, "decode",
+      {{"kv_mib", [&](auto& v, auto& f) { return r.read_size(v, f, d.kv_bytes, 20, 1, 1u << 20); }},
+       {"kv_tokens",
+        [&](auto& v, auto& f) { return r.read_uint(v, f, d.kv_tokens, 1, uint64_t{1} << 40); }},
+       {"batch_max", [&](auto& v, auto& f) { return r.read_uint(v, f, d.batch_max, 1, 4096); }},
+       {"request_tokens_max", [&](auto& v, auto& f) {
+          return r.read_uint(v, f, d.request_tokens_max, 2, gpu::model_context_tokens_max);
+        }}});
+}
+
+caf::error read_store(yaml_reader& r, const YAML::Node& n, store_config& s) {
+  return r.visit(
+      n, "store",
+      {{"db_path", [&](auto& v, auto& f) { return r.read_string(v, f, s.db_path); }},
+       {"sync_commits", [&](auto& v, auto& f) { return r.read_bool(v, f, s.sync_commits); }},
+       {"ssd_dir", [&](auto& v, auto& f) { return r.read_string(v, f, s.ssd_dir); }}});
+}
+
+caf::error read_codec_kind(yaml_reader& r, const YAML::Node& n, const std::string& field,
+                           gpu::block_codec_options& c) {
+  std::string s;
+  if (auto e = r.read_string(n, field, s))
+    return e;
+  auto kind = storage::codec::parse_codec_kind(s);
+  if (!kind)
+    return r.error_at(n, field,
+                      "expected none, int8, kivi2, kivi4, kvquant3 or kvquant4, got '" + s + "'");
+  c.kind = *kind;
+  return caf::none;
+}
+
 caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config& c,
                          given_keys& model_keys, engine_keys& engine) {
-  auto mib = [&](uint64_t& out) {
-    return [&r, &out](auto& v, auto& f) { return r.read_size(v, f, out, 20, 1, 1u << 20); };
-  };
   return r.visit(
       root, "",
       {{"model", [&](auto& v, auto&) { return read_model(r, v, c.model, model_keys); }},
        {"engine", [&](auto& v, auto&) { return read_engine(r, v, c.engine, engine); }},
        {"nodes", [&](auto& v, auto&) { return read_nodes(r, v, c.nodes); }},
        {"pool", [&](auto& v, auto&) { return read_pool(r, v, c.pool); }},
-       {"prefill",
-        [&](auto& v, auto&) {
-          return r.visit(
-              v, "prefill",
-              {{"chunk_tokens",
-                [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.prefill.chunk_tokens, 1,
-                                     gpu::model_context_tokens_max);
-                }},
-               {"queue_jobs_max",
-                [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.prefill.queue_jobs_max, 1, 65536);
-                }},
-               {"stream_min_tokens",
-                [&](auto& x, auto& f) {
-                  // Any count: one above every prompt (4294967295) streams none.
-                  return r.read_uint(x, f, c.prefill.stream_min_tokens, 0,
-                                     std::numeric_limits<uint32_t>::max());
-                }},
-               {"stream_layers",
-                [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.prefill.stream_layers, 1, gpu::model_layers_max);
-                }},
-               {"overlap_store",
-                [&](auto& x, auto& f) { return r.read_bool(x, f, c.prefill.overlap_store); }},
-               {"group_instances",
-                [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.prefill.group_instances, 1, gpu::model_layers_max);
-                }},
-               {"load_batch_bytes_max", [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.prefill.load_batch_bytes_max, 1,
-                                     prefill_load_batch_bytes_limit);
-                }}});
-        }},
-       {"decode",
-        [&](auto& v, auto&) {
-          return r.visit(
-              v, "decode",
-              {{"kv_mib", mib(c.decode.kv_bytes)},
-               {"kv_tokens",
-                [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.decode.kv_tokens, 1, uint64_t{1} << 40);
-                }},
-               {"batch_max",
-                [&](auto& x, auto& f) { return r.read_uint(x, f, c.decode.batch_max, 1, 4096); }},
-               {"request_tokens_max", [&](auto& x, auto& f) {
-                  return r.read_uint(x, f, c.decode.request_tokens_max, 2,
-                                     gpu::model_context_tokens_max);
-                }}});
-        }},
+       {"prefill", [&](auto& v, auto&) { return read_prefill(r, v, c.prefill); }},
+       {"decode", [&](auto& v, auto&) { return read_decode(r, v, c.decode); }},
        {"coupled", [&](auto& v, auto&) { return read_coupled(r, v, c.coupled); }},
        {"conductor", [&](auto& v, auto&) { return read_conductor(r, v, c.conductor); }},
-       {"store",
-        [&](auto& v, auto&) {
-          return r.visit(
-              v, "store",
-              {{"db_path", [&](auto& x, auto& f) { return r.read_string(x, f, c.store.db_path); }},
-               {"sync_commits",
-                [&](auto& x, auto& f) { return r.read_bool(x, f, c.store.sync_commits); }},
-               {"ssd_dir",
-                [&](auto& x, auto& f) { return r.read_string(x, f, c.store.ssd_dir); }}});
-        }},
+       {"store", [&](auto& v, auto&) { return read_store(r, v, c.store); }},
        {"transfer", [&](auto& v, auto&) { return read_transfer(r, v, c.transfer); }},
-       {"kv_codec",
-        [&](auto& v, auto& f) -> caf::error {
-          std::string s;
-          if (auto e = r.read_string(v, f, s))
-            return e;
-          auto kind = storage::codec::parse_codec_kind(s);
-          if (!kind)
-            return r.error_at(
-                v, f, "expected none, int8, kivi2, kivi4, kvquant3 or kvquant4, got '" + s + "'");
-          c.codec.kind = *kind;
-          return caf::none;
-        }},
+       {"kv_codec", [&](auto& v, auto& f) { return read_codec_kind(r, v, f, c.codec); }},
        {"codec", [&](auto& v, auto&) { return read_codec(r, v, c.codec); }},
        {"trace_block_tokens",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.trace_block_tokens, 0, 4096); }},
