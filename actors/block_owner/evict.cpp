@@ -4,6 +4,7 @@
 // cannot hold eviction up, and nothing is written to disk for a refusal. The order learns of uses
 // from the master's touches (reads are one-sided: the owner never sees them).
 #include "actors/block_owner/owner_state.hpp"
+#include "actors/common/code_probe.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/store_master/pool_protocol.hpp"
 #include "messages/checked_read.hpp"
@@ -66,6 +67,7 @@ bool offload(owner_ptr self, block_key key, owned_block& b) {
 // A refused victim steps aside: 0.5 s, then twice as long at each refusal in a row (at most a
 // minute), so that the next round asks for the blocks after it.
 void step_aside(owner_ptr self, owned_block& b) {
+  CRESCENT_PROBE("owner.victim_steps_aside");
   auto& st = self->state;
   const auto wait = std::min<std::chrono::milliseconds>(
       refusal_backoff_max, refusal_backoff_min * (int64_t{1} << std::min<uint32_t>(b.refusals, 7)));

@@ -1,4 +1,5 @@
 // The continuous batch: requests join when their KV arrives and leave after their last token.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/continuous_batch.hpp"
 #include "actors/common/next_step.hpp"
 #include "actors/common/spawn_placement.hpp"
@@ -76,9 +77,11 @@ caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvRead
     return st.bad.refuse(
         st.name, make_error(errc::access_denied, "kv_ready comes only from a prefill worker"));
   auto i = st.reservations.find(a->request_id);
-  if (i == st.reservations.end())
+  if (i == st.reservations.end()) {
+    CRESCENT_PROBE("decode.kv_ready_unreserved");
     return make_error(errc::not_found,
                       "no reservation for request " + std::to_string(a->request_id));
+  }
   auto& r = i->second;
   // ... and, of them, only the one the request was placed on.
   if (auto err = refuse_unless_sent_by(self, st.parts.dir->prefill[r.prefill_instance].address(),

@@ -1,5 +1,6 @@
 // The job loop: one job at a time; its chunks are separate steps so that the mailbox (new jobs,
 // stats) is served between them, and so that simulated time can advance by each chunk's cost.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/next_step.hpp"
 #include "actors/common/spawn_placement.hpp"
 #include "actors/common/timeouts.hpp"
@@ -246,6 +247,7 @@ void fail_when_idle(prefill_ptr self, const std::string& reason) {
     fail_job(self, reason);
     return;
   }
+  CRESCENT_PROBE("prefill.fail_waits_for_reads");
   // Reads still land in its pages: freed now, they could be another job's by then. And a step
   // on its way would run the next job's compute before that job's prefix had loaded (chaos seed
   // 91082 of docs/chaos/extreme.budget.yaml on the stream cluster: a one-page prompt, computed

@@ -16,6 +16,7 @@
 // after the batch's modeled time). A batch to a process that is gone ends when its connection
 // attempts fail (refused at once; unanswered after the engine's connect timeout per attempt),
 // at most at kv_handoff_timeout.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
@@ -275,6 +276,7 @@ void on_handed_off(prefill_ptr self, uint64_t request_id, uint32_t batch, const 
   // A failed write means the reservation is gone (the request ended, and the decode worker
   // revoked the handles) or the decode worker's process is: the request needs no other answer.
   if (err) {
+    CRESCENT_PROBE("prefill.handoff_failed");
     fail_when_idle(self, "KV hand-off to decode failed: " + describe(err));
     return;
   }

@@ -13,6 +13,7 @@
 // (its pages still written by them) until each has answered a StageAbort; a stage or a head that
 // stops ends the job (monitors). Messages between stages are taken only from the instance
 // entitled to send them: the head, the stage before, the stage after.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/next_step.hpp"
 #include "actors/common/spawn_placement.hpp"
@@ -320,6 +321,7 @@ void end_stage(prefill_ptr self, prefill_job& job, uint32_t k, bool ok, const st
     return;
   }
   if (!ok) {
+    CRESCENT_PROBE("prefill.stage_failed");
     fail_when_idle(self, "prefill stage " + std::to_string(k) + " failed: " + why);
     return;
   }

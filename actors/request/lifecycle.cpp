@@ -1,4 +1,5 @@
 // The life of a request: placement, reservation, prefill submission, and its one ending.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/request/request_state.hpp"
 #include "messages/checked_read.hpp"
@@ -132,8 +133,10 @@ void reserve(request_ptr self) {
               submit_prefill(self, std::move(*pages));
           },
           [=](caf::error& err) {
-            if (is(err, errc::no_space) && try_next_decode(self))
+            if (is(err, errc::no_space) && try_next_decode(self)) {
+              CRESCENT_PROBE("request.decode_elsewhere");
               return;
+            }
             // No KV memory for it on any decode instance: that is admission, not failure.
             finish(self, request_status::rejected, "decode reservation: " + describe(err));
           });

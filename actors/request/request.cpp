@@ -1,5 +1,6 @@
 #include "actors/request/request.hpp"
 
+#include "actors/common/code_probe.hpp"
 #include "actors/request/request_state.hpp"
 #include "messages/schema/request.capnp.h"
 
@@ -57,6 +58,7 @@ request_actor::behavior_type request(request_ptr self, request_options options, 
       [=](deadline_atom) {
         if (refuse_unless_self_sent(self, "deadline"))
           return;
+        CRESCENT_PROBE("request.deadline");
         auto& st = self->state;
         finish(self, request_status::failed,
                "deadline passed after " + std::to_string((now_ns(self) - st.arrival_ns) / 1000000) +

@@ -1,5 +1,6 @@
 #include "actors/store_master/pool_batches.hpp"
 
+#include "actors/common/code_probe.hpp"
 #include "messages/errors.hpp"
 #include "storage/checksum.hpp"
 
@@ -68,11 +69,13 @@ std::vector<corrupt_replica> replica_reads::settle(std::span<const size_t> block
     assert(!b.verified && b.next < b.replicas.size());
     const auto& h = b.replicas[b.next];
     if (results[k]) {
+      CRESCENT_PROBE("pool.read_failed_next_replica");
       b.last_error = results[k];
       ++b.next;
       continue;
     }
     if (storage::block_checksum(out_[i].first(h.length)) != b.checksum) {
+      CRESCENT_PROBE("pool.read_corrupt_replica");
       corrupt.push_back({b.key, h.node});
       b.last_error = make_error(errc::checksum_mismatch, "block " + to_string(b.key));
       ++b.next;

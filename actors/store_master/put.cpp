@@ -1,6 +1,7 @@
 // Puts: put_start picks `replica_count` distinct live nodes per new block, has their owners
 // allocate space and records the blocks pending; the writer writes every replica through the
 // transfer engine; put_commit makes them readable, acknowledged once synced.
+#include "actors/common/code_probe.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/store_master/master_state.hpp"
 #include "messages/checked_read.hpp"
@@ -258,6 +259,8 @@ void abandon_allocations(master_ptr self, uint32_t node) {
     owed.push_back(std::move(i->second.done));
     i = pending.erase(i);
   }
+  if (!owed.empty())
+    CRESCENT_PROBE("master.allocation_abandoned");
   for (auto& done : owed) // after the map is consistent: a done may finish a round
     done({});
 }

@@ -1,6 +1,7 @@
 #include "apps/chaos/chaos_command.hpp"
 
 #include "actors/cluster/cluster.hpp"
+#include "actors/common/code_probe.hpp"
 #include "apps/sim/replay_command.hpp"
 #include "apps/sim/sim_system.hpp"
 #include "apps/up/settled_audit.hpp"
@@ -9,6 +10,7 @@
 
 #include <caf/event_based_actor.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -19,7 +21,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
+#include <sstream>
 
 namespace crescent::chaos {
 
@@ -185,6 +189,7 @@ seed_result run_plan(campaign& c, const up::fault_plan& plan, uint64_t seed,
   seed_result r;
   r.seed = seed;
   r.plan = plan;
+  const auto probes_before = probe_hits();
   sim::simulate_options opt;
   opt.speedup = c.options.speedup;
   opt.faults = r.plan;
@@ -209,6 +214,9 @@ seed_result run_plan(campaign& c, const up::fault_plan& plan, uint64_t seed,
   r.violations = std::move(inv.violations);
   r.requests_violated = std::move(inv.requests_violated);
   r.violations.insert(r.violations.end(), audit.begin(), audit.end());
+  const auto probes_after = probe_hits();
+  for (size_t i = 0; i < probes_after.size(); ++i)
+    r.probes.push_back(probes_after[i] > probes_before[i]);
   return r;
 }
 
@@ -262,7 +270,27 @@ namespace {
 
 struct tally {
   uint64_t seeds = 0, faults = 0, failing = 0;
+  std::vector<uint64_t> probe_seeds = std::vector<uint64_t>(std::size(code_probes)); // reaching
+  void add(const tally& t) {
+    seeds += t.seeds;
+    faults += t.faults;
+    failing += t.failing;
+    for (size_t i = 0; i < probe_seeds.size(); ++i)
+      probe_seeds[i] += t.probe_seeds[i];
+  }
 };
+
+// The rare paths a campaign reached, probe by probe; those it did not are named as such.
+void print_probes(const tally& t) {
+  const auto reached =
+      std::count_if(t.probe_seeds.begin(), t.probe_seeds.end(), [](uint64_t n) { return n > 0; });
+  fmt::print("probes        {} of {} rare paths reached (actors/common/code_probe.hpp), in so "
+             "many seeds:\n",
+             reached, t.probe_seeds.size());
+  for (size_t i = 0; i < t.probe_seeds.size(); ++i)
+    fmt::print("  {:<32} {:>6}{}\n", code_probes[i].name, t.probe_seeds[i],
+               t.probe_seeds[i] == 0 ? "  never" : "");
+}
 
 // Seeds first, first + stride, ... below end, each reported as it ends.
 tally run_seeds(campaign& c, uint64_t first, uint64_t end, uint64_t stride) {
@@ -273,6 +301,8 @@ tally run_seeds(campaign& c, uint64_t first, uint64_t end, uint64_t stride) {
     auto r = run_seed(c, seed, "");
     ++t.seeds;
     t.faults += r.plan.faults.size();
+    for (size_t i = 0; i < r.probes.size() && i < t.probe_seeds.size(); ++i)
+      t.probe_seeds[i] += r.probes[i] ? 1 : 0;
     if (opt.verbose) {
       fmt::print("seed {}: {} faults, {} completed, {} rejected, {} failed, {} messages, hash "
                  "{:016x}: {}\n",
@@ -291,6 +321,19 @@ tally run_seeds(campaign& c, uint64_t first, uint64_t end, uint64_t stride) {
 }
 
 constexpr const char* job_tally_tag = "#chaos-job ";
+
+// A job's tally as its child printed it: seeds, faults, failing seeds, then the seeds that
+// reached each code probe.
+std::optional<tally> read_job_tally(const std::string& line) {
+  std::istringstream in{line};
+  tally t;
+  if (!(in >> t.seeds >> t.faults >> t.failing))
+    return std::nullopt;
+  for (auto& n : t.probe_seeds)
+    if (!(in >> n))
+      return std::nullopt;
+  return t;
+}
 
 // --jobs N: child k runs seeds first + k, first + k + N, ...; its report goes to a file of its
 // own, which the parent prints in job order once all have ended. Processes, not threads: every
@@ -316,7 +359,8 @@ tally run_in_children(campaign& c, std::vector<std::string>& crashed) {
       ::dup2(fd, STDOUT_FILENO);
       ::close(fd);
       auto t = run_seeds(c, opt.first + k, end, opt.jobs);
-      fmt::print("{}{} {} {}\n", job_tally_tag, t.seeds, t.faults, t.failing);
+      fmt::print("{}{} {} {} {}\n", job_tally_tag, t.seeds, t.faults, t.failing,
+                 fmt::join(t.probe_seeds, " "));
       std::fflush(stdout);
       ::_exit(0);
     }
@@ -337,12 +381,8 @@ tally run_in_children(campaign& c, std::vector<std::string>& crashed) {
         fmt::print("{}\n", line);
         continue;
       }
-      tally t;
-      if (std::sscanf(line.c_str() + std::strlen(job_tally_tag), "%lu %lu %lu", &t.seeds, &t.faults,
-                      &t.failing) == 3) {
-        total.seeds += t.seeds;
-        total.faults += t.faults;
-        total.failing += t.failing;
+      if (auto t = read_job_tally(line.substr(std::strlen(job_tally_tag)))) {
+        total.add(*t);
         tallied = true;
       }
     }
@@ -384,6 +424,7 @@ int chaos_command(const chaos_options& opt) {
   fmt::print("chaos         {} seeds, {} faults injected: {} seeds violated an invariant; {:.1f} "
              "s wall ({:.2f} s a seed)\n",
              t.seeds, t.faults, t.failing, wall, wall / double(std::max<uint64_t>(t.seeds, 1)));
+  print_probes(t);
   return t.failing == 0 && crashed.empty() && t.seeds == opt.seeds ? 0 : 1;
 }
 

@@ -6,7 +6,9 @@
 //   - no decode reservation outlives its request once the cluster settled;
 //   - after the faults stopped, the conductor counts every node that was not killed as live.
 // A failing seed prints its plan, its violations, the one command that runs it again, and the
-// message trace of that run's end (written out in full as chaos-seed-S.messages).
+// message trace of that run's end (written out in full as chaos-seed-S.messages). The campaign
+// ends with the rare paths its seeds reached: for each code probe of the sources
+// (actors/common/code_probe.hpp), in how many seeds, so that a path none reached is named.
 #pragma once
 
 #include "actors/cluster/cluster_config.hpp"
@@ -75,6 +77,8 @@ struct seed_result {
   std::string faults_log;
   std::vector<uint64_t> faults_taken;          // by plan index
   std::vector<replay::request_result> results; // by id
+  // Whether the run reached each code probe (actors/common/code_probe.hpp), by its index.
+  std::vector<bool> probes;
   bool held() const { return violations.empty(); }
 };
 

@@ -2,6 +2,7 @@
 // grants: which replica each round reads, what verifies, what is reported, what counts as
 // written. The bytes "on the owners" are vectors here; every op of a round is carried out by
 // copying them, as an engine would.
+#include "actors/common/code_probe.hpp"
 #include "actors/store_master/pool_batches.hpp"
 #include "messages/errors.hpp"
 #include "storage/checksum.hpp"
@@ -85,7 +86,10 @@ TEST(replica_reads, tries_each_blocks_next_replica_until_one_verifies_and_report
                       read_extent::all};
   auto first = reads.next_round();
   ASSERT_EQ(first.blocks, (std::vector<size_t>{0, 1, 2}));
+  reset_probes();
   auto corrupt = reads.settle(first.blocks, t.pool.run(first.ops));
+  EXPECT_EQ(probe_hits("pool.read_corrupt_replica"), 1u) << "a rare path, marked";
+  EXPECT_EQ(probe_hits("pool.read_failed_next_replica"), 1u);
   ASSERT_EQ(corrupt.size(), 1u);
   EXPECT_EQ(corrupt[0].key, 2_key);
   EXPECT_EQ(corrupt[0].node, 4u);
