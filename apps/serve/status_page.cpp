@@ -110,22 +110,9 @@ std::string requests_section(const door_numbers& d) {
   return out;
 }
 
-std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c) {
-  std::string out = "<section id=\"cluster\"><h2>Cluster</h2>";
-  if (c.conductor)
-    out += fmt::format(
-        "<table><tr><th>nodes</th><th>live nodes</th><th>placed</th><th>rejected</th></tr>"
-        "<tr><td class=\"n\">{}</td>{}{}{}</tr></table>\n",
-        cfg.nodes.size(), count_cell("crescent_live_nodes", {}, c.conductor->live_nodes),
-        count_cell("crescent_conductor_placed_total", {}, double(c.conductor->placed)),
-        count_cell("crescent_conductor_rejected_total", {}, double(c.conductor->rejected)));
-  else
-    out += "<p class=\"warn\">The conductor did not answer in time.</p>\n";
-  if (c.unanswered > 0)
-    out += fmt::format("<p class=\"warn\">{} actors did not answer in time; their numbers are "
-                       "missing.</p>\n",
-                       c.unanswered);
-
+// One row a node: where it runs, its instances, its pool's DRAM (its block owner's numbers).
+std::string nodes_table(const cluster_config& cfg, const cluster_numbers& c) {
+  std::string out;
   out += "<h2>Nodes</h2><table><tr><th>node</th><th>where</th><th>instances</th>"
          "<th>pool DRAM used</th><th>pool DRAM capacity</th><th>blocks</th><th>evictions</th>"
          "</tr>\n";
@@ -157,7 +144,12 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
     out += "</tr>\n";
   }
   out += "</table>\n";
+  return out;
+}
 
+// One row an instance: its own numbers beside what the conductor believes of it.
+std::string instances_table(const cluster_numbers& c) {
+  std::string out;
   out += "<h2>Instances</h2><table><tr><th>role</th><th>instance</th><th>node</th>"
          "<th>queued jobs</th><th>active requests</th><th>conductor's count</th>"
          "<th>predicted queue</th>"
@@ -192,7 +184,26 @@ std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c)
     out += count_cell("crescent_instance_codec_errors_total", l, double(w.codec_errors));
     out += "</tr>\n";
   }
-  out += "</table></section>\n";
+  out += "</table>";
+  return out;
+}
+
+std::string cluster_section(const cluster_config& cfg, const cluster_numbers& c) {
+  std::string out = "<section id=\"cluster\"><h2>Cluster</h2>";
+  if (c.conductor)
+    out += fmt::format(
+        "<table><tr><th>nodes</th><th>live nodes</th><th>placed</th><th>rejected</th></tr>"
+        "<tr><td class=\"n\">{}</td>{}{}{}</tr></table>\n",
+        cfg.nodes.size(), count_cell("crescent_live_nodes", {}, c.conductor->live_nodes),
+        count_cell("crescent_conductor_placed_total", {}, double(c.conductor->placed)),
+        count_cell("crescent_conductor_rejected_total", {}, double(c.conductor->rejected)));
+  else
+    out += "<p class=\"warn\">The conductor did not answer in time.</p>\n";
+  if (c.unanswered > 0)
+    out += fmt::format("<p class=\"warn\">{} actors did not answer in time; their numbers are "
+                       "missing.</p>\n",
+                       c.unanswered);
+  out += nodes_table(cfg, c) + instances_table(c) + "</section>\n";
   return out;
 }
 
