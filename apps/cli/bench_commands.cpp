@@ -12,7 +12,6 @@
 #include "apps/sim/bench_sim.hpp"
 #include "apps/up/bench_faults.hpp"
 
-#include <memory>
 #include <string>
 
 namespace crescent::cli {
@@ -20,10 +19,8 @@ namespace crescent::cli {
 namespace {
 
 void add_transfer_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench::bench_transfer_options>();
-  auto& transfer = *options;
-  auto* transfer_cmd = bench_cmd->add_subcommand(
-      "transfer",
+  auto [transfer_cmd, transfer] = add_command<bench::bench_transfer_options>(
+      *bench_cmd, out, bench::bench_transfer, "transfer",
       "Transfer engine between two processes (shm, tcp, cuda) vs memcpy, a TCP stream and "
       "cudaMemcpy");
   transfer_cmd->add_option("--trials", transfer.trials, "Trials per case (rows report medians)")
@@ -71,15 +68,13 @@ void add_transfer_bench(CLI::App* bench_cmd, commands& out) {
                    "The engine's slice size on the TCP path")
       ->capture_default_str()
       ->check(CLI::Range(4, 16384));
-  out.push_back({transfer_cmd, [options] { return bench::bench_transfer(*options); }});
 }
 
 void add_faults_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench_faults_options>();
-  auto& faults_bench = *options;
-  auto* faults_cmd = bench_cmd->add_subcommand(
-      "faults", "Real-mode faults (kill, SIGSTOP, partition, 5% packet loss) on 4 node processes "
-                "in network namespaces, each run's p99 TTFT against one with no faults (root)");
+  auto [faults_cmd, faults_bench] = add_command<bench_faults_options>(
+      *bench_cmd, out, bench_faults, "faults",
+      "Real-mode faults (kill, SIGSTOP, partition, 5% packet loss) on 4 node processes "
+      "in network namespaces, each run's p99 TTFT against one with no faults (root)");
   faults_cmd->add_option("--trace", faults_bench.trace_path, "The trace")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
@@ -90,43 +85,38 @@ void add_faults_bench(CLI::App* bench_cmd, commands& out) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   faults_cmd->add_option("--out", faults_bench.out_dir, "Where the runs' directories go");
-  out.push_back({faults_cmd, [options] { return bench_faults(*options); }});
 }
 
 void add_sim_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<sim::bench_sim_options>();
-  auto& bench_sim = *options;
-  auto* sim_cmd = bench_cmd->add_subcommand(
-      "sim", "Simulated time on the paper cluster vs real time: the synthetic trace twice "
-             "(speed, determinism) and an hour-long tiled trace (apps/sim/bench_sim.hpp)");
+  auto [sim_cmd, bench_sim] = add_command<sim::bench_sim_options>(
+      *bench_cmd, out, sim::bench_sim, "sim",
+      "Simulated time on the paper cluster vs real time: the synthetic trace twice "
+      "(speed, determinism) and an hour-long tiled trace (apps/sim/bench_sim.hpp)");
   sim_cmd->add_option("--trace", bench_sim.trace_path, "The trace (and the tiles' source)")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
   sim_cmd->add_option("--hour-copies", bench_sim.hour_copies, "Copies tiled into the hour")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
-  out.push_back({sim_cmd, [options] { return sim::bench_sim(*options); }});
 }
 
 void add_agreement_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<std::string>("data/synthetic_trace.jsonl");
-  auto& agreement_trace = *options;
-  auto* agreement_cmd = bench_cmd->add_subcommand(
-      "agreement", "The replay's hit rate on one pool node, one request at a time, against "
-                   "crescent analyze hitrate and the reference table, at 4 capacities");
+  auto [agreement_cmd, agreement_trace] = add_command<std::string>(
+      *bench_cmd, out, sim::bench_agreement, "agreement",
+      "The replay's hit rate on one pool node, one request at a time, against "
+      "crescent analyze hitrate and the reference table, at 4 capacities");
+  agreement_trace = "data/synthetic_trace.jsonl";
   agreement_cmd->add_option("--trace", agreement_trace, "The trace")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
-  out.push_back({agreement_cmd, [options] { return sim::bench_agreement(*options); }});
 }
 
 void add_fidelity_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<sim::bench_fidelity_options>();
-  auto& fidelity = *options;
-  auto* fidelity_cmd = bench_cmd->add_subcommand(
-      "fidelity", "A simulated run against a real one: the head of a trace on the embedded "
-                  "cluster for real, then in simulated time with a profile of the reference "
-                  "engine (apps/sim/bench_fidelity.hpp)");
+  auto [fidelity_cmd, fidelity] = add_command<sim::bench_fidelity_options>(
+      *bench_cmd, out, sim::bench_fidelity, "fidelity",
+      "A simulated run against a real one: the head of a trace on the embedded "
+      "cluster for real, then in simulated time with a profile of the reference "
+      "engine (apps/sim/bench_fidelity.hpp)");
   fidelity_cmd->add_option("--trace", fidelity.trace_path, "The trace")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
@@ -145,16 +135,14 @@ void add_fidelity_bench(CLI::App* bench_cmd, commands& out) {
                            "measured first");
   fidelity_cmd->add_flag("--no-warmup{false}", fidelity.warmup,
                          "The profile measured first leaves out the warm-up after idle");
-  out.push_back({fidelity_cmd, [options] { return sim::bench_fidelity(*options); }});
 }
 
 void add_conductor_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<sim::bench_conductor_options>();
-  auto& conductor_bench = *options;
-  auto* conductor_cmd = bench_cmd->add_subcommand(
-      "conductor", "Conductor decisions per second and their latency, the policy alone and "
-                   "through the actor, at 64 + 64 instances and 1M indexed blocks "
-                   "(apps/sim/bench_conductor.hpp)");
+  auto [conductor_cmd, conductor_bench] = add_command<sim::bench_conductor_options>(
+      *bench_cmd, out, sim::bench_conductor, "conductor",
+      "Conductor decisions per second and their latency, the policy alone and "
+      "through the actor, at 64 + 64 instances and 1M indexed blocks "
+      "(apps/sim/bench_conductor.hpp)");
   conductor_cmd->add_option("--trace", conductor_bench.trace_path, "The prompts' trace")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
@@ -174,16 +162,14 @@ void add_conductor_bench(CLI::App* bench_cmd, commands& out) {
                    "Requests through the actor, per phase")
       ->capture_default_str()
       ->check(CLI::Range(1u, 10'000'000u));
-  out.push_back({conductor_cmd, [options] { return sim::bench_conductor(*options); }});
 }
 
 void add_admission_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<sim::bench_admission_options>();
-  auto& admission_bench = *options;
-  auto* admission_cmd = bench_cmd->add_subcommand(
-      "admission", "Early rejection at twice the load the cluster sustains: admission none, "
-                   "current_load and predicted_load in simulated time "
-                   "(apps/sim/bench_admission.hpp)");
+  auto [admission_cmd, admission_bench] = add_command<sim::bench_admission_options>(
+      *bench_cmd, out, sim::bench_admission, "admission",
+      "Early rejection at twice the load the cluster sustains: admission none, "
+      "current_load and predicted_load in simulated time "
+      "(apps/sim/bench_admission.hpp)");
   admission_cmd->add_option("--trace", admission_bench.trace_path, "The trace")
       ->capture_default_str()
       ->check(CLI::ExistingFile);
@@ -199,14 +185,12 @@ void add_admission_bench(CLI::App* bench_cmd, commands& out) {
       ->add_option("--sustained", admission_bench.sustained_speedup,
                    "The speedup the cluster sustains, instead of searching for it")
       ->check(CLI::Range(1e-3, 1e3));
-  out.push_back({admission_cmd, [options] { return sim::bench_admission(*options); }});
 }
 
 void add_store_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench::bench_store_options>();
-  auto& store = *options;
-  auto* store_cmd = bench_cmd->add_subcommand(
-      "store", "KV pool (master and nodes on loopback) vs memcached and redis-server");
+  auto [store_cmd, store] = add_command<bench::bench_store_options>(
+      *bench_cmd, out, bench::bench_store, "store",
+      "KV pool (master and nodes on loopback) vs memcached and redis-server");
   store_cmd->add_option("--clients", store.clients, "Concurrent clients")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -234,16 +218,14 @@ void add_store_bench(CLI::App* bench_cmd, commands& out) {
                       "Each pool client sends its gets to the master alone");
   store_cmd->add_option("--only", store.only, "The pool alone, no baselines")
       ->check(CLI::IsMember({"crescent"}));
-  out.push_back({store_cmd, [options] { return bench::bench_store(*options); }});
 }
 
 void add_kv_codec_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench::bench_kv_codec_options>();
-  auto& kv_codec = *options;
-  auto* kv_codec_cmd = bench_cmd->add_subcommand(
-      "kv-codec", "KV codecs (int8, kivi2/4, kvquant3/4) vs full-precision KV on the reference "
-                  "engine in the same run: token agreement, KL, attention error, size vs fp16, "
-                  "encode/decode GB/s vs memcpy (apps/bench/bench_kv_codec.hpp)");
+  auto [kv_codec_cmd, kv_codec] = add_command<bench::bench_kv_codec_options>(
+      *bench_cmd, out, bench::bench_kv_codec, "kv-codec",
+      "KV codecs (int8, kivi2/4, kvquant3/4) vs full-precision KV on the reference "
+      "engine in the same run: token agreement, KL, attention error, size vs fp16, "
+      "encode/decode GB/s vs memcpy (apps/bench/bench_kv_codec.hpp)");
   kv_codec_cmd->add_option("--prompts", kv_codec.prompts, "Prompts of the quality runs")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
@@ -277,16 +259,14 @@ void add_kv_codec_bench(CLI::App* bench_cmd, commands& out) {
                    "Timing per codec and direction (medians of rounds)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 60.0));
-  out.push_back({kv_codec_cmd, [options] { return bench::bench_kv_codec(*options); }});
 }
 
 void add_gpu_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench::bench_gpu_options>();
-  auto& gpu_bench = *options;
-  auto* gpu_cmd = bench_cmd->add_subcommand(
-      "gpu", "The device engine (CUDA) vs the CPU reference engine in the same run: prefill and "
-             "decode tokens/s, tokens and KV bytes equal; KV page gather/scatter GB/s vs a copy "
-             "within the device (apps/bench/bench_gpu.hpp)");
+  auto [gpu_cmd, gpu_bench] = add_command<bench::bench_gpu_options>(
+      *bench_cmd, out, bench::bench_gpu, "gpu",
+      "The device engine (CUDA) vs the CPU reference engine in the same run: prefill and "
+      "decode tokens/s, tokens and KV bytes equal; KV page gather/scatter GB/s vs a copy "
+      "within the device (apps/bench/bench_gpu.hpp)");
   gpu_cmd->add_option("--device", gpu_bench.device, "CUDA device index")
       ->capture_default_str()
       ->check(CLI::Range(0, 63));
@@ -319,16 +299,14 @@ void add_gpu_bench(CLI::App* bench_cmd, commands& out) {
   gpu_cmd->add_option("--block-tokens", gpu_bench.block_tokens, "Tokens per KV page")
       ->capture_default_str();
   gpu_cmd->add_option("--seed", gpu_bench.seed, "Weights and prompts")->capture_default_str();
-  out.push_back({gpu_cmd, [options] { return bench::bench_gpu(*options); }});
 }
 
 void add_serve_bench(CLI::App* bench_cmd, commands& out) {
-  auto options = std::make_shared<bench::bench_serve_options>();
-  auto& serve_bench = *options;
-  auto* serve_bench_cmd = bench_cmd->add_subcommand(
-      "serve", "crescent serve's HTTP front door: a trace replayed over HTTP against the same "
-               "requests in process (TTFT ratio), N streaming clients held open (server RSS), "
-               "overload (429 latency, admitted TTFT) (apps/bench/bench_serve.hpp)");
+  auto [serve_bench_cmd, serve_bench] = add_command<bench::bench_serve_options>(
+      *bench_cmd, out, bench::bench_serve, "serve",
+      "crescent serve's HTTP front door: a trace replayed over HTTP against the same "
+      "requests in process (TTFT ratio), N streaming clients held open (server RSS), "
+      "overload (429 latency, admitted TTFT) (apps/bench/bench_serve.hpp)");
   serve_bench_cmd->add_option("--trace", serve_bench.trace_path, "Mooncake trace (JSONL)")
       ->capture_default_str();
   serve_bench_cmd
@@ -372,7 +350,6 @@ void add_serve_bench(CLI::App* bench_cmd, commands& out) {
       ->check(CLI::Range(1u, 1u << 20));
   serve_bench_cmd->add_option("--only", serve_bench.only, "One phase alone")
       ->check(CLI::IsMember({"replay", "clients", "overload"}));
-  out.push_back({serve_bench_cmd, [options] { return bench::bench_serve(*options); }});
 }
 
 } // namespace

@@ -9,8 +9,6 @@
 #include "apps/up/netns.hpp"
 #include "apps/up/up_command.hpp"
 
-#include <memory>
-
 namespace crescent::cli {
 
 namespace {
@@ -38,10 +36,9 @@ void add_replay_options(CLI::App* cmd, run_options& run, const char* kv_send_hel
 } // namespace
 
 void add_run(CLI::App& app, commands& out) {
-  auto options = std::make_shared<run_options>();
-  auto& run = *options;
-  auto* run_cmd = app.add_subcommand(
-      "run", "Bring up the embedded one-process cluster and replay the head of a trace");
+  auto [run_cmd, run] = add_command<run_options>(
+      app, out, run_command, "run",
+      "Bring up the embedded one-process cluster and replay the head of a trace");
   run_cmd->add_option("--config", run.config_path, "Cluster config (YAML); default: built in")
       ->check(CLI::ExistingFile);
   add_replay_options(run_cmd, run,
@@ -49,16 +46,14 @@ void add_run(CLI::App& app, commands& out) {
                      "while prefill runs), after (once prefill ends), ab (after and stream "
                      "alternating, twice each, and the ratio of their mean TTFTs), or pairs (one "
                      "run: each request and a twin of it, one sent after and one streamed)");
-  out.push_back({run_cmd, [options] { return run_command(*options); }});
 }
 
 void add_up(CLI::App& app, commands& out) {
-  auto options = std::make_shared<up_options>();
-  auto& up = *options;
-  auto* up_cmd = app.add_subcommand(
-      "up", "Bring up a cluster that spans processes from one file: start a `crescent node` for "
-            "every node with an address, replay the head of a trace, carry out a fault plan, "
-            "check the invariants, tear everything down (docs/faults.md)");
+  auto [up_cmd, up] = add_command<up_options>(
+      app, out, [](const up_options& o) { return up_command(o); }, "up",
+      "Bring up a cluster that spans processes from one file: start a `crescent node` for "
+      "every node with an address, replay the head of a trace, carry out a fault plan, "
+      "check the invariants, tear everything down (docs/faults.md)");
   up_cmd->add_option("cluster", up.cluster_path, "Cluster file (YAML)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -85,15 +80,13 @@ void add_up(CLI::App& app, commands& out) {
                      "and stream alternating, twice each, each a bring-up of its own, and the "
                      "ratio of their mean TTFTs), or pairs (one bring-up: each request and a twin "
                      "of it, one sent after and one streamed)");
-  out.push_back({up_cmd, [options] { return up_command(*options); }});
 }
 
 void add_serve(CLI::App& app, commands& out) {
-  auto options = std::make_shared<serve_options>();
-  auto& serve = *options;
-  auto* serve_cmd = app.add_subcommand(
-      "serve", "Bring up the cluster behind an OpenAI-compatible HTTP API: /v1/completions, "
-               "/v1/chat/completions (streaming too), /v1/models, /metrics (docs/serve.md)");
+  auto [serve_cmd, serve] = add_command<serve_options>(
+      app, out, serve_command, "serve",
+      "Bring up the cluster behind an OpenAI-compatible HTTP API: /v1/completions, "
+      "/v1/chat/completions (streaming too), /v1/models, /metrics (docs/serve.md)");
   serve_cmd->add_option("--config", serve.config_path, "Cluster config (YAML); default: built in")
       ->check(CLI::ExistingFile);
   serve_cmd->add_option("--listen", serve.listen, "HOST:PORT to listen on (port 0: any free one)")
@@ -119,14 +112,12 @@ void add_serve(CLI::App& app, commands& out) {
                       "Start a crescent node process for each node of --config with an address "
                       "(through its launcher, as crescent up does), and stop them at the end");
   serve_cmd->add_flag("--verbose", serve.verbose, "Log actor warnings");
-  out.push_back({serve_cmd, [options] { return serve_command(*options); }});
 }
 
 void add_transfer_peer(CLI::App& app, commands& out) {
-  auto options = std::make_shared<bench::transfer_peer_options>();
-  auto& peer = *options;
-  auto* peer_cmd = app.add_subcommand(
-      "transfer-peer", "Helper process of the transfer benchmark and tests: serves one region");
+  auto [peer_cmd, peer] = add_command<bench::transfer_peer_options>(
+      app, out, bench::run_transfer_peer, "transfer-peer",
+      "Helper process of the transfer benchmark and tests: serves one region");
   peer_cmd->add_option("--node", peer.node, "Node id of this process")->capture_default_str();
   peer_cmd->add_option("--region-mib", peer.region_mib, "Size of the served region")
       ->capture_default_str()
@@ -137,14 +128,12 @@ void add_transfer_peer(CLI::App& app, commands& out) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65536));
   peer_cmd->add_option("--cpus", peer.cpus, "Run on these CPUs only (0-3,8)");
-  out.push_back({peer_cmd, [options] { return bench::run_transfer_peer(*options); }});
 }
 
 void add_pool_master(CLI::App& app, commands& out) {
-  auto options = std::make_shared<pool::master_process_options>();
-  auto& pool_master = *options;
-  auto* master_cmd = app.add_subcommand(
-      "pool-master", "Run the KV pool's store master as its own process (published on a port)");
+  auto [master_cmd, pool_master] = add_command<pool::master_process_options>(
+      app, out, pool::run_master_process, "pool-master",
+      "Run the KV pool's store master as its own process (published on a port)");
   master_cmd->add_option("--nodes", pool_master.nodes, "Node slots")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -158,14 +147,12 @@ void add_pool_master(CLI::App& app, commands& out) {
       ->add_option("--ssd-grace-ms", pool_master.ssd_grace_ms,
                    "How long a lost node's SSD blocks wait for it to come back (0: not at all)")
       ->capture_default_str();
-  out.push_back({master_cmd, [options] { return pool::run_master_process(*options); }});
 }
 
 void add_pool_node(CLI::App& app, commands& out) {
-  auto options = std::make_shared<pool::node_process_options>();
-  auto& pool_node = *options;
-  auto* node_cmd = app.add_subcommand(
-      "pool-node", "Run one node's block owner as its own process, joined to a pool master");
+  auto [node_cmd, pool_node] = add_command<pool::node_process_options>(
+      app, out, pool::run_node_process, "pool-node",
+      "Run one node's block owner as its own process, joined to a pool master");
   node_cmd->add_option("--node", pool_node.node, "Node id")->required();
   node_cmd->add_option("--master-host", pool_node.master_host)->capture_default_str();
   node_cmd->add_option("--master-port", pool_node.master_port)->required();
@@ -180,15 +167,13 @@ void add_pool_node(CLI::App& app, commands& out) {
                    "Bytes no file of this process may grow past (RLIMIT_FSIZE; writes beyond "
                    "fail like a full disk): to break a node on purpose")
       ->check(CLI::Range(uint64_t{1} << 20, uint64_t{1} << 50));
-  out.push_back({node_cmd, [options] { return pool::run_node_process(*options); }});
 }
 
 void add_node(CLI::App& app, commands& out) {
-  auto options = std::make_shared<node_options>();
-  auto& node = *options;
-  auto* host_cmd = app.add_subcommand(
-      "node", "Host one node of a cluster that spans processes (its block owner, decode "
-              "instances and node agent); the cluster's `crescent run` joins it");
+  auto [host_cmd, node] = add_command<node_options>(
+      app, out, node_command, "node",
+      "Host one node of a cluster that spans processes (its block owner, decode "
+      "instances and node agent); the cluster's `crescent run` joins it");
   host_cmd->add_option("--config", node.config_path, "Cluster config (YAML), as the main process's")
       ->required()
       ->check(CLI::ExistingFile);
@@ -207,7 +192,6 @@ void add_node(CLI::App& app, commands& out) {
                        "slice's remote end or 'any')");
   host_cmd->add_option("--fault-seed", node.fault_seed, "Seed of the transfer faults' draws")
       ->capture_default_str();
-  out.push_back({host_cmd, [options] { return node_command(*options); }});
 }
 
 void add_info(CLI::App& app, commands& out) {

@@ -1,11 +1,15 @@
 // The `crescent` command line, one function per command: each adds its subcommand to `app`, with
 // its options bound to an options struct that the command owns, and appends the command (its
-// subcommand and what runs it) to `out`. main parses once and runs the one command chosen.
+// subcommand and what runs it) to `out` (add_command). main parses once and runs the one command
+// chosen.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace crescent::cli {
@@ -16,6 +20,18 @@ struct command {
 };
 
 using commands = std::vector<command>;
+
+/// Adds the subcommand `name` to `parent`, with options of its own that `run` is called with
+/// when it is the one chosen (appended to `out`). Returns the subcommand, to add the options to,
+/// and the options, which live as long as the command line (CLI11 binds options by address).
+template <class Options, class Run>
+std::pair<CLI::App*, Options&> add_command(CLI::App& parent, commands& out, Run run,
+                                           std::string name, std::string description) {
+  auto options = std::make_shared<Options>();
+  auto* cmd = parent.add_subcommand(std::move(name), std::move(description));
+  out.push_back({cmd, [options, run] { return run(*options); }});
+  return {cmd, *options};
+}
 
 // In the order `crescent --help` lists them.
 // apps/cli/cluster_commands.cpp: clusters in real time, and the processes they start.

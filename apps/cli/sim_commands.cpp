@@ -8,19 +8,17 @@
 #include "apps/run_command.hpp"
 #include "apps/sim/replay_command.hpp"
 
-#include <memory>
 #include <string>
 
 namespace crescent::cli {
 
 void add_chaos(CLI::App& app, commands& out) {
-  auto options = std::make_shared<chaos::chaos_options>();
-  auto& chaos = *options;
+  auto [chaos_cmd, chaos] = add_command<chaos::chaos_options>(
+      app, out, chaos::chaos_command, "chaos",
+      "Seeded fault campaigns in simulated time: per seed, a fault plan drawn from a "
+      "budget, a replay on a small reference-engine cluster, and the invariants "
+      "checked; a failing seed prints the command that runs it again (docs/faults.md)");
   chaos.trace_path = default_trace_path;
-  auto* chaos_cmd = app.add_subcommand(
-      "chaos", "Seeded fault campaigns in simulated time: per seed, a fault plan drawn from a "
-               "budget, a replay on a small reference-engine cluster, and the invariants "
-               "checked; a failing seed prints the command that runs it again (docs/faults.md)");
   chaos_cmd->add_option("--seeds", chaos.seeds, "How many seeds")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
@@ -50,16 +48,14 @@ void add_chaos(CLI::App& app, commands& out) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
   chaos_cmd->add_flag("--verbose", chaos.verbose, "A line per seed, with its plan");
-  out.push_back({chaos_cmd, [options] { return chaos::chaos_command(*options); }});
 }
 
 void add_replay(CLI::App& app, commands& out) {
-  auto options = std::make_shared<sim::replay_options>();
-  auto& replay = *options;
-  auto* replay_cmd = app.add_subcommand(
-      "replay", "Replay a trace through the cluster's real actors in simulated time, as fast as "
-                "the CPU allows, on the built-in paper cluster (16 x 8 A800 nodes, LLaMA3-70B, "
-                "modeled) or a cluster file (docs/simulation.md)");
+  auto [replay_cmd, replay] = add_command<sim::replay_options>(
+      app, out, sim::replay_command, "replay",
+      "Replay a trace through the cluster's real actors in simulated time, as fast as "
+      "the CPU allows, on the built-in paper cluster (16 x 8 A800 nodes, LLaMA3-70B, "
+      "modeled) or a cluster file (docs/simulation.md)");
   replay_cmd->add_option("trace", replay.trace_path, "Mooncake trace (JSONL)");
   replay_cmd->add_flag("--sim", replay.sim, "Simulated time (required: the only mode of replay)");
   replay_cmd
@@ -103,16 +99,14 @@ void add_replay(CLI::App& app, commands& out) {
   replay_cmd->add_flag("--print-cluster", replay.print_cluster,
                        "Print the cluster (the built-in one, or --cluster's) as a cluster file, "
                        "every field, and exit");
-  out.push_back({replay_cmd, [options] { return sim::replay_command(*options); }});
 }
 
 void add_experiment(CLI::App& app, commands& out) {
-  auto options = std::make_shared<experiment::experiment_options>();
-  auto& experiment = *options;
-  auto* experiment_cmd = app.add_subcommand(
-      "experiment", "Re-run one of the paper's figures (or all) in simulated time on the "
-                    "built-in paper cluster: writes NAME.json, NAME.md and NAME.png into the out "
-                    "dir (docs/experiments.md)");
+  auto [experiment_cmd, experiment] = add_command<experiment::experiment_options>(
+      app, out, experiment::experiment_command, "experiment",
+      "Re-run one of the paper's figures (or all) in simulated time on the "
+      "built-in paper cluster: writes NAME.json, NAME.md and NAME.png into the out "
+      "dir (docs/experiments.md)");
   experiment_cmd->add_option("name", experiment.name, "An experiment below, or all")->required();
   experiment_cmd->add_option("--trace", experiment.trace_path, "Mooncake trace (JSONL)")
       ->capture_default_str();
@@ -130,14 +124,11 @@ void add_experiment(CLI::App& app, commands& out) {
   experiment_cmd->add_flag("--no-plots{false}", experiment.plots,
                            "Write no PNG (no python3 with matplotlib here)");
   experiment_cmd->footer(experiment::experiment_list());
-  out.push_back({experiment_cmd, [options] { return experiment::experiment_command(*options); }});
 }
 
 void add_profile(CLI::App& app, commands& out) {
-  auto options = std::make_shared<profile_options>();
-  auto& profile = *options;
-  auto* profile_cmd = app.add_subcommand(
-      "profile",
+  auto [profile_cmd, profile] = add_command<profile_options>(
+      app, out, profile_command, "profile",
       "Measure the reference engine on this machine and write a profile the modeled "
       "engine reads (a fit of prefill and decode times; apps/profile/profile_command.hpp)");
   profile_cmd
@@ -153,16 +144,13 @@ void add_profile(CLI::App& app, commands& out) {
   profile_cmd->add_flag("--no-warmup{false}", profile.warmup,
                         "Leave out the warm-up after idle (the `warmup:` section, "
                         "docs/simulation.md)");
-  out.push_back({profile_cmd, [options] { return profile_command(*options); }});
 }
 
 void add_analyze(CLI::App& app, commands& out) {
   auto* analyze_cmd = app.add_subcommand("analyze", "Analyses of a trace that need no cluster");
   analyze_cmd->require_subcommand(1);
-  auto options = std::make_shared<hitrate_options>();
-  auto& hitrate = *options;
-  auto* hitrate_cmd = analyze_cmd->add_subcommand(
-      "hitrate",
+  auto [hitrate_cmd, hitrate] = add_command<hitrate_options>(
+      *analyze_cmd, out, hitrate_command, "hitrate",
       "Prefix hit rate of one global LRU cache, requests in file order, time ignored (the "
       "paper's Fig. 9 method; a check for the replay): a request reuses the longest cached "
       "prefix of its chained block keys, min(k x B, input_length) tokens, then all its blocks "
@@ -188,7 +176,6 @@ void add_analyze(CLI::App& app, commands& out) {
                    "block becomes ceil(rest / B) of them")
       ->capture_default_str();
   hitrate_cmd->add_flag("--json", hitrate.json, "Print one JSON object instead of the table");
-  out.push_back({hitrate_cmd, [options] { return hitrate_command(*options); }});
 }
 
 } // namespace crescent::cli
