@@ -15,15 +15,21 @@ std::array<std::atomic<uint64_t>, probe_count>& counters() {
   return hits;
 }
 
+// The probe's index in code_probes; probe_count for a name it does not list.
+size_t index_of(std::string_view name) {
+  size_t i = 0;
+  while (i < probe_count && code_probes[i].name != name)
+    ++i;
+  return i;
+}
+
 } // namespace
 
 void hit_probe(std::string_view name) {
-  for (size_t i = 0; i < probe_count; ++i)
-    if (code_probes[i].name == name) {
-      counters()[i].fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-  assert(!"a probe that code_probes does not list");
+  const size_t i = index_of(name);
+  assert(i < probe_count && "a probe that code_probes does not list");
+  if (i < probe_count)
+    counters()[i].fetch_add(1, std::memory_order_relaxed);
 }
 
 std::vector<uint64_t> probe_hits() {
@@ -35,10 +41,8 @@ std::vector<uint64_t> probe_hits() {
 }
 
 uint64_t probe_hits(std::string_view name) {
-  for (size_t i = 0; i < probe_count; ++i)
-    if (code_probes[i].name == name)
-      return counters()[i].load(std::memory_order_relaxed);
-  return 0;
+  const size_t i = index_of(name);
+  return i < probe_count ? counters()[i].load(std::memory_order_relaxed) : 0;
 }
 
 void reset_probes() {
