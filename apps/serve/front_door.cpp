@@ -181,7 +181,10 @@ void front_door::install(httplib::Server& server) {
       e.message = fmt::format("HTTP {}", res.status);
     res.set_content(error_json(e), "application/json");
   });
-  server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted once the answer's status is final (after the error handler) and before its first
+  // byte is written, so that a client that has its answer finds it in /metrics (the logger runs
+  // after the write: a scrape right after an answer could miss it).
+  server.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     metrics_.http_answer(route_label(req.path), res.status);
   });
 }
