@@ -89,4 +89,13 @@ auto to_vector(List list) {
   return out;
 }
 
+/// The other way: fills a list builder of primitives, initialised by the caller to
+/// values.size() (e.g. `copy_to(out.initTokens(n), tokens)`).
+template <class ListBuilder, class Values>
+void copy_to(ListBuilder list, const Values& values) {
+  unsigned i = 0;
+  for (const auto& v : values)
+    list.set(i++, v);
+}
+
 } // namespace crescent

@@ -304,6 +304,7 @@ request_options cluster::request_defaults() const {
   opt.context_tokens_max = cfg_.model.context_tokens_max;
   opt.root_key = cfg_.model.key_root();
   opt.default_deadline_ms = cfg_.request_deadline_ms;
+  opt.retries_max = cfg_.request_retries_max;
   return opt;
 }
 

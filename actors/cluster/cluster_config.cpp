@@ -330,6 +330,9 @@ caf::error validate(const cluster_config& cfg) {
                                "node_timeout_ms above sweep_ms");
   if (cfg.request_deadline_ms == 0)
     return field_error("request_deadline_ms", "must be positive");
+  if (cfg.request_retries_max > request_retries_limit)
+    return field_error("request_retries_max",
+                       "must be at most " + std::to_string(request_retries_limit));
   if (!(cfg.conductor.kvcache_balancing_threshold >= 1 &&
         cfg.conductor.kvcache_balancing_threshold <= 1e6))
     return field_error("conductor.kvcache_balancing_threshold", "must be in [1, 1e6]");

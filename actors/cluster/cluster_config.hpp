@@ -153,6 +153,10 @@ struct transfer_config {
 /// The longest connection_timeout_ms (and connection_heartbeat_ms): an hour.
 inline constexpr uint32_t connection_timeout_ms_max = 3'600'000;
 
+/// The most request_retries_max may be: a request's attempts are numbered in the top byte of
+/// the ids its messages carry, and each one holds an instance of each kind out of the next.
+inline constexpr uint32_t request_retries_limit = 8;
+
 struct cluster_config {
   gpu::model_config model;
   gpu::engine_options engine;
@@ -194,6 +198,11 @@ struct cluster_config {
   uint32_t connection_heartbeat_ms = 1000;
   uint32_t connection_timeout_ms = 30000;
   uint32_t request_deadline_ms = 300000;
+  /// A request whose attempt fails for a reason not its own (an instance stopped or went
+  /// silent, a job or its KV lost on the way), before its first token, is placed again on other
+  /// instances, at most this many times within its deadline (0: it fails at once). Attempts
+  /// after a token are not made: a decode that stops mid-stream fails its requests.
+  uint32_t request_retries_max = 0;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
   /// simulated time (`crescent replay --sim`, and tests on the deterministic scheduler), off in
   /// real time, where `crescent run` and `crescent node` refuse it.

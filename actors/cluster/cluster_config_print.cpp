@@ -179,11 +179,12 @@ std::string format_cluster_config(const cluster_config& c) {
       "trace_block_tokens: {}\nlauncher: {}\njoin_timeout_ms: {}\nrejoin_interval_ms: {}\n"
       "rejoin_wait_ms: {}\n"
       "heartbeat_interval_ms: {}\nconnection_heartbeat_ms: {}\n"
-      "connection_timeout_ms: {}\nrequest_deadline_ms: {}\nsimulated_time: {}\nown_threads: {}\n"
-      "access_key_seed: {}\n",
+      "connection_timeout_ms: {}\nrequest_deadline_ms: {}\nrequest_retries_max: {}\n"
+      "simulated_time: {}\nown_threads: {}\naccess_key_seed: {}\n",
       c.trace_block_tokens, quoted(c.launcher), c.join_timeout_ms, c.rejoin_interval_ms,
       c.rejoin_wait_ms, c.heartbeat_interval_ms, c.connection_heartbeat_ms, c.connection_timeout_ms,
-      c.request_deadline_ms, to_text(c.simulated_time), to_text(c.own_threads), c.access_key_seed);
+      c.request_deadline_ms, c.request_retries_max, to_text(c.simulated_time),
+      to_text(c.own_threads), c.access_key_seed);
   return out;
 }
 

@@ -359,6 +359,10 @@ caf::error read_sections(yaml_reader& r, const YAML::Node& root, cluster_config&
         }},
        {"request_deadline_ms",
         [&](auto& v, auto& f) { return r.read_uint(v, f, c.request_deadline_ms, 1, u32_max); }},
+       {"request_retries_max",
+        [&](auto& v, auto& f) {
+          return r.read_uint(v, f, c.request_retries_max, 0, request_retries_limit);
+        }},
        {"simulated_time", [&](auto& v, auto& f) { return r.read_bool(v, f, c.simulated_time); }},
        {"own_threads", [&](auto& v, auto& f) { return r.read_bool(v, f, c.own_threads); }},
        {"access_key_seed",

@@ -5,6 +5,7 @@
 #include "messages/schema/conductor.capnp.h"
 
 #include <caf/stateful_actor.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 
@@ -13,12 +14,15 @@ namespace crescent {
 namespace {
 
 constexpr size_t schedule_keys_max = 1u << 16;
+constexpr size_t avoid_instances_max = 64;
 
 struct schedule_args {
   uint64_t request_id = 0;
   uint32_t prompt_tokens = 0;
   uint32_t max_new_tokens = 0;
   std::vector<block_key> keys;
+  std::vector<uint32_t> avoid_prefill; // a failed attempt's instances: placed elsewhere
+  std::vector<uint32_t> avoid_decode;
 };
 
 typed_envelope<wire::ScheduleReply> reply_rejected(uint64_t id, const std::string& reason,
@@ -50,9 +54,28 @@ caf::expected<schedule_args> read_args(const typed_envelope<wire::ScheduleReques
     if (keys.size() > schedule_keys_max)
       return caf::expected<schedule_args>{
           make_error(errc::limit_exceeded, "schedule request with over 65536 block keys")};
-    return caf::expected<schedule_args>{schedule_args{in.getRequestId(), in.getPromptTokens(),
-                                                      in.getMaxNewTokens(), to_keys(keys)}};
+    if (in.getAvoidPrefill().size() > avoid_instances_max ||
+        in.getAvoidDecode().size() > avoid_instances_max)
+      return caf::expected<schedule_args>{make_error(
+          errc::limit_exceeded, "schedule request avoiding over 64 instances of a kind")};
+    return caf::expected<schedule_args>{
+        schedule_args{in.getRequestId(), in.getPromptTokens(), in.getMaxNewTokens(), to_keys(keys),
+                      to_vector(in.getAvoidPrefill()), to_vector(in.getAvoidDecode())}};
   });
+}
+
+// The instances a failed attempt used take no part in this placement: they count as down.
+template <class View>
+caf::error avoid(const std::vector<uint32_t>& instances, std::vector<View>& views,
+                 const char* kind) {
+  for (auto i : instances) {
+    if (i >= views.size())
+      return make_error(
+          errc::invalid_argument,
+          fmt::format("schedule request avoids {} instance {} of {}", kind, i, views.size()));
+    views[i].alive = false;
+  }
+  return {};
 }
 
 // The view the policy decides on (its spans point into `prefill`, `decode` and the state).
@@ -186,6 +209,10 @@ on_schedule(conductor_ptr self, const typed_envelope<wire::ScheduleRequest>& msg
   decode.reserve(st.decode.size());
   std::vector<uint64_t> backlog;
   const auto v = make_view(self, prefill, decode, backlog);
+  for (auto err : {avoid(args->avoid_prefill, prefill, "prefill"),
+                   avoid(args->avoid_decode, decode, "decode")})
+    if (err)
+      return st.bad.refuse(st.name, std::move(err));
   const auto d = st.policy->place(v, {args->prompt_tokens, args->max_new_tokens, args->keys});
   if (!d.placed) {
     ++st.rejected;

@@ -11,6 +11,8 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+
 namespace crescent {
 
 namespace {
@@ -27,6 +29,10 @@ caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
                               const request_options& opt) {
   return read_as<wire::RequestSpec>(msg, [&](wire::RequestSpec::Reader in) {
     auto tokens = in.getTokens();
+    if (in.getRequestId() > client_id_max)
+      return caf::expected<spec>{make_error(
+          errc::invalid_argument, "request id " + std::to_string(in.getRequestId()) +
+                                      " is above 2^56 - 1 (the top byte numbers its attempts)")};
     if (tokens.size() == 0 || tokens.size() > opt.context_tokens_max)
       return caf::expected<spec>{
           make_error(errc::limit_exceeded, "prompt of " + std::to_string(tokens.size()) +
@@ -49,12 +55,25 @@ caf::expected<spec> read_spec(const typed_envelope<wire::RequestSpec>& msg,
   });
 }
 
+// An answer to one of this request's asks that comes after its attempt failed: the attempt
+// let go of all it holds, and its answers are not the current attempt's.
+bool from_earlier_attempt(request_ptr self, uint32_t attempt) {
+  return self->state.attempt != attempt;
+}
+
+// What an earlier attempt was given after it let go (a reservation, a coupled job taken) is
+// given back at once, under that attempt's id, rather than held until the request ends.
+template <class Worker>
+void give_back(request_ptr self, const Worker& worker, uint64_t attempt_id) {
+  auto msg = make_envelope<wire::ReleaseRequest>(
+      [&](wire::ReleaseRequest::Builder out) { out.setRequestId(attempt_id); });
+  self->send(worker, release_atom::value, msg);
+}
+
 // The prompt and its block keys, as a job to a prefill or coupled instance carries them.
 template <class Builder>
 void write_prompt(const request_state& st, Builder out) {
-  auto tokens = out.initTokens(static_cast<unsigned>(st.tokens.size()));
-  for (unsigned i = 0; i < st.tokens.size(); ++i)
-    tokens.set(i, st.tokens[i]);
+  copy_to(out.initTokens(static_cast<unsigned>(st.tokens.size())), st.tokens);
   write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
 }
 
@@ -77,13 +96,19 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
       transport::to_wire(pages[i], list[i]);
   });
   self->monitor(st.dir->prefill[st.prefill_instance]);
+  const uint32_t attempt = st.attempt;
   self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
       .then([](const typed_envelope<wire::PrefillAccepted>&) {},
             [=](caf::error& err) {
-              // A full queue is overload, which is admission's to answer; anything else failed.
-              finish(self,
-                     is(err, errc::no_space) ? request_status::rejected : request_status::failed,
-                     "prefill refused the job: " + describe(err));
+              if (from_earlier_attempt(self, attempt))
+                return;
+              // A full queue is overload, which is admission's to answer; anything else failed
+              // (the job or its answer lost on the way, say), and another instance may take it.
+              const auto reason = "prefill refused the job: " + describe(err);
+              if (is(err, errc::no_space))
+                finish(self, request_status::rejected, reason);
+              else
+                fail_or_retry(self, failed_part::prefill, request_status::failed, reason);
             });
 }
 
@@ -95,14 +120,28 @@ void submit_coupled(request_ptr self) {
     write_prompt(st, out);
     out.setMaxNewTokens(st.max_new_tokens);
   });
-  self->request(st.dir->coupled[st.prefill_instance], control_timeout, prefill_atom::value, msg)
-      .then([=](const typed_envelope<wire::PrefillAccepted>&) { self->state.reserved = true; },
-            [=](caf::error& err) {
-              // A full queue, or a request larger than the instance's memory, is admission's.
-              const bool load = is(err, errc::no_space) || is(err, errc::limit_exceeded);
-              finish(self, load ? request_status::rejected : request_status::failed,
-                     "coupled instance refused the job: " + describe(err));
-            });
+  const uint32_t attempt = st.attempt;
+  const uint64_t id = st.id;
+  const auto instance = st.dir->coupled[st.prefill_instance];
+  self->request(instance, control_timeout, prefill_atom::value, msg)
+      .then(
+          [=](const typed_envelope<wire::PrefillAccepted>&) {
+            if (from_earlier_attempt(self, attempt))
+              give_back(self, instance, id);
+            else
+              self->state.reserved = true;
+          },
+          [=](caf::error& err) {
+            if (from_earlier_attempt(self, attempt))
+              return;
+            // A full queue, or a request larger than the instance's memory, is admission's.
+            const bool load = is(err, errc::no_space) || is(err, errc::limit_exceeded);
+            const auto reason = "coupled instance refused the job: " + describe(err);
+            if (load)
+              finish(self, request_status::rejected, reason);
+            else
+              fail_or_retry(self, failed_part::prefill, request_status::failed, reason);
+          });
 }
 
 bool try_next_decode(request_ptr self);
@@ -115,9 +154,16 @@ void reserve(request_ptr self) {
     out.setMaxNewTokens(st.max_new_tokens);
     out.setPrefillInstance(st.prefill_instance);
   });
-  self->request(st.dir->decode[st.decode_instance], control_timeout, reserve_atom::value, msg)
+  const uint32_t attempt = st.attempt;
+  const uint64_t id = st.id;
+  const auto instance = st.dir->decode[st.decode_instance];
+  self->request(instance, control_timeout, reserve_atom::value, msg)
       .then(
           [=](const typed_envelope<wire::ReserveReply>& reply) {
+            if (from_earlier_attempt(self, attempt)) {
+              give_back(self, instance, id);
+              return;
+            }
             auto pages = read_as<wire::ReserveReply>(reply, [](wire::ReserveReply::Reader in) {
               std::vector<transport::region_handle> out;
               for (auto p : in.getPages())
@@ -133,12 +179,19 @@ void reserve(request_ptr self) {
               submit_prefill(self, std::move(*pages));
           },
           [=](caf::error& err) {
+            if (from_earlier_attempt(self, attempt))
+              return;
             if (is(err, errc::no_space) && try_next_decode(self)) {
               CRESCENT_PROBE("request.decode_elsewhere");
               return;
             }
-            // No KV memory for it on any decode instance: that is admission, not failure.
-            finish(self, request_status::rejected, "decode reservation: " + describe(err));
+            // No KV memory for it on any decode instance: that is admission, not failure. Any
+            // other refusal (no answer in time, say) may find another decode instance.
+            const auto reason = "decode reservation: " + describe(err);
+            if (is(err, errc::no_space))
+              finish(self, request_status::rejected, reason);
+            else
+              fail_or_retry(self, failed_part::decode, request_status::rejected, reason);
           });
 }
 
@@ -190,7 +243,10 @@ void on_schedule_reply(request_ptr self, const typed_envelope<wire::ScheduleRepl
   }
   if (!r->placed) {
     st.retry_after_ms = r->retry_after_ms;
-    finish(self, request_status::rejected, r->reason);
+    if (st.attempt > 0) // placed before: what failed it is the news, not this refusal
+      finish(self, request_status::failed, st.retry_reason + " (placed again: " + r->reason + ")");
+    else
+      finish(self, request_status::rejected, r->reason);
     return;
   }
   const bool coupled = !st.dir->coupled.empty();
@@ -223,6 +279,8 @@ void schedule(request_ptr self) {
     out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
     out.setMaxNewTokens(st.max_new_tokens);
     write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
+    copy_to(out.initAvoidPrefill(static_cast<unsigned>(st.avoid_prefill.size())), st.avoid_prefill);
+    copy_to(out.initAvoidDecode(static_cast<unsigned>(st.avoid_decode.size())), st.avoid_decode);
   });
   self->request(st.dir->conductor, control_timeout, schedule_atom::value, msg)
       .then(
@@ -244,6 +302,7 @@ on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg) {
     return std::move(s.error());
   st.running = true;
   st.client_addr = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  st.client_id = s->id;
   st.id = s->id;
   st.tokens = std::move(s->tokens);
   st.max_new_tokens = s->max_new_tokens;
@@ -272,19 +331,76 @@ on_stream(request_ptr self, const typed_envelope<wire::RequestSpec>& msg, caf::a
   return result;
 }
 
-void on_cancel(request_ptr self) {
+namespace {
+
+// Its prefill job, queued or running, stops and frees its pages (sent as this actor: the worker
+// checks that the request that sent the job cancels it). Not once the first token came: the KV
+// is with decode then, and the job only stores its blocks.
+void cancel_prefill(request_ptr self) {
   auto& st = self->state;
-  if (refuse_unless_sent_by(self, st.client_addr, "a cancel", "the client that ran the request"))
-    return;
-  // Its prefill job, queued or running, stops and frees its pages (sent as this actor: the
-  // worker checks that the request that sent the job cancels it). Not once the first token
-  // came: the KV is with decode then, and the job only stores its blocks.
   if (st.reserved && !st.coupled && !st.done && !st.first_token_seen) {
     auto msg = make_envelope<wire::ReleaseRequest>(
         [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
     self->send(st.dir->prefill[st.prefill_instance], cancel_atom::value, msg);
   }
+}
+
+void avoid_next_time(std::vector<uint32_t>& avoid, uint32_t instance) {
+  if (std::find(avoid.begin(), avoid.end(), instance) == avoid.end())
+    avoid.push_back(instance);
+}
+
+} // namespace
+
+void on_cancel(request_ptr self) {
+  auto& st = self->state;
+  if (refuse_unless_sent_by(self, st.client_addr, "a cancel", "the client that ran the request"))
+    return;
+  cancel_prefill(self);
   finish(self, request_status::failed, "cancelled by the client");
+}
+
+bool earlier_attempt(const request_state& st, uint64_t id) {
+  return st.attempt > 0 && (id & client_id_max) == st.client_id &&
+         (id >> attempt_id_shift) < st.attempt;
+}
+
+void fail_or_retry(request_ptr self, failed_part part, request_status status,
+                   const std::string& reason) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  // After a token the client has part of the answer: a new attempt would have to continue it.
+  if (!st.placed || st.first_token_seen || !st.output.empty() ||
+      st.attempt >= st.options.retries_max) {
+    finish(self, status, reason);
+    return;
+  }
+  // The attempt lets go of all it holds, as an ending does (its job, its reservation, its
+  // place in the conductor's count); what its workers still send names its id and is dropped.
+  cancel_prefill(self);
+  end_attempt(self, request_status::failed);
+  if (st.coupled) {
+    self->demonitor(st.dir->coupled[st.prefill_instance].address());
+    avoid_next_time(st.avoid_prefill, st.prefill_instance);
+  } else {
+    self->demonitor(st.dir->prefill[st.prefill_instance].address());
+    self->demonitor(st.dir->decode[st.decode_instance].address());
+    if (part != failed_part::decode)
+      avoid_next_time(st.avoid_prefill, st.prefill_instance);
+    if (part != failed_part::prefill)
+      avoid_next_time(st.avoid_decode, st.decode_instance);
+  }
+  st.placed = st.reserved = st.coupled = st.pull = false;
+  st.decode_tries = 0;
+  st.predicted_ttft_ns = 0;
+  st.decode_heard = st.final_seen = false;
+  st.early_tokens.clear();
+  st.later_batches.clear();
+  st.retry_reason = reason;
+  ++st.attempt;
+  st.id = st.client_id | uint64_t{st.attempt} << attempt_id_shift;
+  schedule(self);
 }
 
 } // namespace crescent

@@ -33,16 +33,13 @@ typed_envelope<wire::RequestOutcome> make_outcome(request_ptr self, request_stat
                                                   const std::string& reason) {
   auto& st = self->state;
   return make_envelope<wire::RequestOutcome>([&](wire::RequestOutcome::Builder out) {
-    out.setRequestId(st.id);
+    out.setRequestId(st.client_id);
     out.setStatus(to_wire(status));
     out.setReason(reason);
     out.setArrivalNs(st.arrival_ns);
-    auto times = out.initTokenTimesNs(static_cast<unsigned>(st.token_times_ns.size()));
-    for (unsigned i = 0; i < st.token_times_ns.size(); ++i)
-      times.set(i, st.token_times_ns[i]);
-    auto tokens = out.initTokens(static_cast<unsigned>(st.output.size()));
-    for (unsigned i = 0; i < st.output.size(); ++i)
-      tokens.set(i, st.output[i]);
+    copy_to(out.initTokenTimesNs(static_cast<unsigned>(st.token_times_ns.size())),
+            st.token_times_ns);
+    copy_to(out.initTokens(static_cast<unsigned>(st.output.size())), st.output);
     out.setComputedTokens(st.computed_tokens);
     out.setReusedTokens(st.reused_tokens);
     out.setLoadMisses(st.load_misses);
@@ -52,16 +49,14 @@ typed_envelope<wire::RequestOutcome> make_outcome(request_ptr self, request_stat
     out.setKvTailNs(st.kv_tail_ns);
     out.setKvBusyNs(st.kv_busy_ns);
     out.setPrefillQueueNs(st.prefill_queue_ns);
-    auto stages = out.initStageComputeNs(static_cast<unsigned>(st.stage_compute_ns.size()));
-    for (unsigned k = 0; k < st.stage_compute_ns.size(); ++k)
-      stages.set(k, st.stage_compute_ns[k]);
+    copy_to(out.initStageComputeNs(static_cast<unsigned>(st.stage_compute_ns.size())),
+            st.stage_compute_ns);
     out.setRemoteReusedTokens(st.remote_reused_tokens);
     out.setSsdReusedTokens(st.ssd_reused_tokens);
-    auto pulled = out.initPulledFrom(static_cast<unsigned>(st.pulled_from.size()));
-    for (unsigned k = 0; k < st.pulled_from.size(); ++k)
-      pulled.set(k, st.pulled_from[k]);
+    copy_to(out.initPulledFrom(static_cast<unsigned>(st.pulled_from.size())), st.pulled_from);
     out.setPredictedTtftNs(st.predicted_ttft_ns);
     out.setRetryAfterMs(st.retry_after_ms);
+    out.setRetries(st.attempt);
   });
 }
 
@@ -76,7 +71,7 @@ void append_tokens(request_ptr self, const std::vector<uint32_t>& tokens) {
     st.token_times_ns.push_back(t);
   }
   if (st.listener && st.output.size() > before)
-    send_token_batch(self, st.listener, st.id, std::span{st.output}.subspan(before),
+    send_token_batch(self, st.listener, st.client_id, std::span{st.output}.subspan(before),
                      st.output.size() >= st.max_new_tokens, static_cast<uint32_t>(before));
 }
 
@@ -128,7 +123,9 @@ void heard_token(request_ptr self) {
 void on_quiet(request_ptr self) {
   auto& st = self->state;
   st.quiet_watch = false;
-  if (st.done || (st.first_token_seen && st.final_seen))
+  // Nothing heard in this attempt (an earlier one armed the watch): the next token arms it.
+  if (st.done || (st.first_token_seen && st.final_seen) ||
+      !(st.first_token_seen || st.decode_heard))
     return;
   const auto quiet = std::chrono::nanoseconds(now_ns(self) - st.last_token_ns);
   if (quiet < decode_quiet_timeout) { // tokens came meanwhile: look again when due
@@ -182,6 +179,8 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
   });
   if (!d)
     return std::move(d.error());
+  if (earlier_attempt(st, d->id))
+    return caf::unit;
   if (auto err = refuse_unless_sent_by(self, prefill_worker_of(st), "the first token",
                                        "the request's prefill instance"))
     return err;
@@ -244,6 +243,8 @@ caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBa
   });
   if (!b)
     return std::move(b.error());
+  if (earlier_attempt(st, b->id))
+    return caf::unit;
   if (auto err = refuse_unless_sent_by(self, decode_worker_of(st), "tokens",
                                        "the request's decode instance"))
     return err;
@@ -290,21 +291,20 @@ caf::result<void> on_failed(request_ptr self, const typed_envelope<wire::Request
   });
   if (!f)
     return std::move(f.error());
+  if (earlier_attempt(st, f->id))
+    return caf::unit;
   if (!sent_by(self, st.dir->conductor.address()) && !sent_by(self, decode_worker_of(st)))
     if (auto err = refuse_unless_sent_by(self, prefill_worker_of(st), "a failure",
                                          "the request's conductor, prefill or decode instance"))
       return err;
   if (!st.running || f->id != st.id)
     return make_error(errc::invalid_argument, "RequestFailed for another request");
-  finish(self, request_status::failed, f->reason);
+  fail_or_retry(self, failed_part::either, request_status::failed, f->reason);
   return caf::unit;
 }
 
-void finish(request_ptr self, request_status status, const std::string& reason) {
+void end_attempt(request_ptr self, request_status status) {
   auto& st = self->state;
-  if (st.done)
-    return;
-  st.done = true;
   if (st.reserved && status != request_status::completed) {
     auto msg = make_envelope<wire::ReleaseRequest>(
         [&](wire::ReleaseRequest::Builder out) { out.setRequestId(st.id); });
@@ -322,6 +322,14 @@ void finish(request_ptr self, request_status status, const std::string& reason) 
     // Sent with this actor as sender: the conductor takes it only from the request it placed.
     self->send(st.dir->conductor, finished_atom::value, msg);
   }
+}
+
+void finish(request_ptr self, request_status status, const std::string& reason) {
+  auto& st = self->state;
+  if (st.done)
+    return;
+  st.done = true;
+  end_attempt(self, status);
   st.client.deliver(make_outcome(self, status, reason));
   self->quit();
 }

@@ -19,22 +19,26 @@ request_actor::behavior_type request(request_ptr self, request_options options, 
   keep_serving_on_errors(self);
   self->set_down_handler([=](caf::down_msg& down) {
     auto& st = self->state;
-    if (st.done)
+    if (st.done || !st.placed)
       return;
     if (st.coupled) {
-      finish(self, request_status::failed,
-             "coupled instance " + std::to_string(st.decode_instance) +
-                 " stopped: " + caf::to_string(down.reason));
+      if (down.source != st.dir->coupled[st.decode_instance].address())
+        return; // an earlier attempt's instance
+      fail_or_retry(self, failed_part::prefill, request_status::failed,
+                    "coupled instance " + std::to_string(st.decode_instance) +
+                        " stopped: " + caf::to_string(down.reason));
       return;
     }
-    const bool decode =
-        down.source == caf::actor_cast<caf::actor_addr>(st.dir->decode[st.decode_instance]);
-    if (!decode && !prefill_owes(st))
-      return; // a down message queued before the watch ended: the prefill's part is done
-    finish(self, request_status::failed,
-           std::string{decode ? "decode" : "prefill"} + " instance " +
-               std::to_string(decode ? st.decode_instance : st.prefill_instance) +
-               " stopped: " + caf::to_string(down.reason));
+    const bool decode = down.source == st.dir->decode[st.decode_instance].address();
+    const bool prefill = down.source == st.dir->prefill[st.prefill_instance].address();
+    // Not this attempt's (a decode instance tried before, an earlier attempt's), or a down
+    // message queued before the watch ended: the prefill's part is done.
+    if (!decode && !(prefill && prefill_owes(st)))
+      return;
+    fail_or_retry(self, decode ? failed_part::decode : failed_part::prefill, request_status::failed,
+                  std::string{decode ? "decode" : "prefill"} + " instance " +
+                      std::to_string(decode ? st.decode_instance : st.prefill_instance) +
+                      " stopped: " + caf::to_string(down.reason));
   });
   return {
       [=](run_atom, const typed_envelope<wire::RequestSpec>& msg) { return on_run(self, msg); },

@@ -23,7 +23,13 @@ struct request_options {
   uint32_t context_tokens_max = 8192;
   block_key root_key; // the model's key_root(): root of the block-key chain
   uint32_t default_deadline_ms = 300000;
+  uint32_t retries_max = 0; // request_retries_max: attempts placed again after a failure
 };
+
+/// A request's attempts are told apart by the top byte of the id their messages carry: attempt
+/// k of request r is r | k << 56, so a client's ids are below 2^56.
+inline constexpr unsigned attempt_id_shift = 56;
+inline constexpr uint64_t client_id_max = (uint64_t{1} << attempt_id_shift) - 1;
 
 request_actor spawn_request_actor(caf::actor_system& sys, request_options options,
                                   directory_ref dir);

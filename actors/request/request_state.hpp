@@ -27,11 +27,18 @@ struct request_state {
   bool running = false;
   bool done = false;
   // The request.
-  uint64_t id = 0;
+  uint64_t client_id = 0; // the client's id
+  uint64_t id = 0;        // the current attempt's: client_id | attempt << attempt_id_shift
   std::vector<uint32_t> tokens;
   std::vector<block_key> keys;
   uint32_t max_new_tokens = 0;
-  // Its life.
+  // Its attempts: one, and as many more as request_retries_max allows after failures that were
+  // not its own. Each gets a placement that avoids the instances of the ones before.
+  uint32_t attempt = 0;
+  std::vector<uint32_t> avoid_prefill;
+  std::vector<uint32_t> avoid_decode;
+  std::string retry_reason; // why the last attempt failed
+  // Its life (the current attempt's).
   bool placed = false;
   bool reserved = false; // decode memory reserved, or a coupled instance took the job
   bool coupled = false;  // placed on a coupled instance: prefill_instance = decode_instance
@@ -81,6 +88,19 @@ caf::result<typed_envelope<wire::RequestOutcome>>
 on_stream(request_ptr self, const typed_envelope<wire::RequestSpec>& msg, caf::actor listener);
 void on_cancel(request_ptr self);
 void finish(request_ptr self, request_status status, const std::string& reason);
+/// Lets go of what the current attempt holds: its decode reservation (unless it completed) and
+/// its place in the conductor's count.
+void end_attempt(request_ptr self, request_status status);
+/// Which of an attempt's instances failed it, as far as the request can tell: the next attempt's
+/// placement avoids that one (a coupled instance is its prefill), or both where it cannot tell.
+enum class failed_part { prefill, decode, either };
+/// The current attempt failed for a reason not the request's own: it is placed again if it may
+/// (no token yet, request_retries_max not spent), else it ends with `status` and the reason.
+void fail_or_retry(request_ptr self, failed_part part, request_status status,
+                   const std::string& reason);
+/// Whether `id` is one of this request's earlier attempts: what their workers still send is
+/// dropped without a word.
+bool earlier_attempt(const request_state& st, uint64_t id);
 // progress.cpp
 caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::PrefillDone>& msg);
 caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBatch>& msg);

@@ -115,6 +115,7 @@ request_result decode_outcome(const typed_envelope<wire::RequestOutcome>& msg, u
     out.pulled_from = to_vector(in.getPulledFrom());
     out.predicted_ttft_ns = in.getPredictedTtftNs();
     out.retry_after_ms = in.getRetryAfterMs();
+    out.retries = in.getRetries();
     return out;
   });
   if (!r) {
@@ -154,6 +155,10 @@ replay_summary summarize(const std::vector<request_result>& results) {
       ++s.failed;
       break;
     }
+    if (r.retries > 0) {
+      ++s.retried;
+      s.retried_completed += r.status == outcome_status::completed ? 1 : 0;
+    }
     if (r.status != outcome_status::completed)
       continue;
     s.prompt_tokens += r.prompt_tokens;
@@ -177,6 +182,10 @@ std::string format_summary(const replay_summary& s) {
   std::string out;
   out += fmt::format("requests      completed {}  rejected {}  failed {}\n", s.completed,
                      s.rejected, s.failed);
+  if (s.retried > 0)
+    out += fmt::format("retried       {} requests placed again after a failed attempt, {} of "
+                       "them completed (request_retries_max)\n",
+                       s.retried, s.retried_completed);
   out += fmt::format("TTFT ms       p50 {:.2f}  p90 {:.2f}  p99 {:.2f}   ({} requests)\n",
                      s.ttft_ms.p50, s.ttft_ms.p90, s.ttft_ms.p99, s.ttft_ms.count);
   out += fmt::format("TBT ms        p50 {:.2f}  p90 {:.2f}  p99 {:.2f}   (per request: mean of "

@@ -43,6 +43,7 @@ struct request_result {
   }
   uint64_t predicted_ttft_ns = 0; // the conductor's prediction at placement (0: not placed)
   uint64_t retry_after_ms = 0;    // rejected by the conductor: its retry estimate
+  uint32_t retries = 0;           // attempts placed again after a failure (request_retries_max)
 };
 
 struct percentiles {
@@ -52,6 +53,7 @@ struct percentiles {
 
 struct replay_summary {
   size_t completed = 0, rejected = 0, failed = 0;
+  size_t retried = 0, retried_completed = 0; // requests placed again after a failed attempt
   percentiles ttft_ms;
   percentiles tbt_ms; // per request: mean of its longest 10% of token intervals
   uint64_t prompt_tokens = 0;

@@ -185,6 +185,8 @@ nlohmann::ordered_json request_json(const request_result& x) {
   j["predicted_ttft_ns"] = x.predicted_ttft_ns;
   if (x.retry_after_ms != 0)
     j["retry_after_ms"] = x.retry_after_ms;
+  if (x.retries != 0)
+    j["retries"] = x.retries;
   j["tbt_ms"] = replay::request_tbt_ms(x.token_times_ns);
   j["end_ns"] = x.token_times_ns.empty() ? -1 : x.token_times_ns.back() - x.arrival_ns;
   j["prefill_instance"] = x.prefill_instance;
@@ -227,10 +229,9 @@ std::string format_json(const sim_report& r) {
   else
     j["shuffle_seed"] = nullptr;
   j["speedup"] = r.speedup;
-  j["requests"] = {{"total", r.requests},
-                   {"completed", s.completed},
-                   {"rejected", s.rejected},
-                   {"failed", s.failed}};
+  j["requests"] = {{"total", r.requests},    {"completed", s.completed},
+                   {"rejected", s.rejected}, {"failed", s.failed},
+                   {"retried", s.retried},   {"retried_completed", s.retried_completed}};
   j["ttft_ms"] = percentiles_json(s.ttft_ms);
   j["tbt_ms"] = percentiles_json(s.tbt_ms);
   nlohmann::ordered_json slo;

@@ -12,6 +12,11 @@ struct ScheduleRequest {
   promptTokens @1 :UInt32;        # at most the model's context limit
   maxNewTokens @2 :UInt32;
   blockKeys @3 :List(Common.BlockKey);     # chained keys of the prompt's full blocks, in order
+  # A request placed again after a failed attempt (request_retries_max) names the instances
+  # that attempt used, so that this placement takes others where there are (each below the
+  # conductor's instance count, at most 64 each).
+  avoidPrefill @4 :List(UInt32);
+  avoidDecode @5 :List(UInt32);
 }
 
 struct Placement {

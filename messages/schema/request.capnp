@@ -8,7 +8,7 @@ using Common = import "common.capnp";
 
 # client -> request actor.
 struct RequestSpec {
-  requestId @0 :UInt64;
+  requestId @0 :UInt64;         # below 2^56: the top byte numbers a request's attempts
   tokens @1 :List(UInt32);
   blockKeys @2 :List(Common.BlockKey);
   maxNewTokens @3 :UInt32;
@@ -82,4 +82,5 @@ struct RequestOutcome {
   stageComputeNs @18 :List(UInt64); # a prefill group's job: each stage's busy time (else empty)
   ssdReusedTokens @19 :UInt32;    # of reusedTokens, those read back from an SSD tier for it
   pulledFrom @20 :List(UInt32);   # the other nodes its reused blocks were read from (PrefillDone)
+  retries @21 :UInt32;            # attempts placed again after a failure (request_retries_max)
 }

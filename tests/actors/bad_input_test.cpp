@@ -203,6 +203,12 @@ TEST(bad_input, request_actor_refuses_bad_specs_and_then_serves) {
   EXPECT_TRUE(is(unknown_way.error(), errc::invalid_argument));
   EXPECT_NE(describe(unknown_way.error()).find("kvSend"), std::string::npos)
       << describe(unknown_way.error());
+  // The top byte of an id numbers a request's attempts (request_retries_max): not the client's.
+  auto too_high = h.ask(req, run_atom::value, make_request_spec(client_id_max + 1, prompt, 1));
+  ASSERT_FALSE(too_high);
+  EXPECT_TRUE(is(too_high.error(), errc::invalid_argument));
+  EXPECT_NE(describe(too_high.error()).find("request id"), std::string::npos)
+      << describe(too_high.error());
   // Streamed alike, and with no listener at all; a cancel before it runs is refused.
   auto listener = h.sys.spawn([]() -> caf::behavior {
     return {[](tokens_atom, const typed_envelope<wire::TokenBatch>&) {}};

@@ -84,16 +84,25 @@ class conductor_harness : public deterministic_system {
   // A 64-token prompt of 4 uncached blocks; its predicted TTFT (0: not placed).
   uint64_t schedule(uint64_t id) { return place(id).ttft_ns; }
 
-  placement place(uint64_t id) {
-    auto msg = make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
+  // Its ScheduleRequest, avoiding the instances a failed attempt used.
+  static typed_envelope<wire::ScheduleRequest>
+  schedule_msg(uint64_t id, const std::vector<uint32_t>& avoid_prefill = {},
+               const std::vector<uint32_t>& avoid_decode = {}) {
+    return make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
       out.setRequestId(id);
       out.setPromptTokens(64);
       out.setMaxNewTokens(8);
       auto keys = out.initBlockKeys(4);
       for (unsigned i = 0; i < 4; ++i)
         write_key(keys[i], block_key{0, 100 * id + i});
+      copy_to(out.initAvoidPrefill(static_cast<unsigned>(avoid_prefill.size())), avoid_prefill);
+      copy_to(out.initAvoidDecode(static_cast<unsigned>(avoid_decode.size())), avoid_decode);
     });
-    auto reply = ask(client, schedule_atom::value, msg);
+  }
+
+  placement place(uint64_t id, std::vector<uint32_t> avoid_prefill = {},
+                  std::vector<uint32_t> avoid_decode = {}) {
+    auto reply = ask(client, schedule_atom::value, schedule_msg(id, avoid_prefill, avoid_decode));
     EXPECT_TRUE(reply);
     if (!reply)
       return {};
@@ -222,6 +231,32 @@ TEST(conductor, a_copy_of_a_placement_places_nothing) {
   EXPECT_TRUE(is(again.error(), errc::already_exists)) << describe(again.error());
   EXPECT_EQ(h.predicted_queue_ns(), 0u) << "after it ended: no job that nobody reports";
   EXPECT_GT(h.schedule(2), 0u) << "another request is placed as before";
+}
+
+// A request placed again after a failed attempt (request_retries_max) names that attempt's
+// instances: the placement takes others, refuses when none is left, and refuses a name that is
+// no instance as a bad message.
+TEST(conductor, a_request_placed_again_avoids_the_instances_of_its_failed_attempt) {
+  conductor_harness h(true);
+  for (uint32_t p = 0; p < 2; ++p)
+    for (uint32_t d = 0; d < 2; ++d) {
+      const uint64_t id = 10 + 2 * p + d;
+      const auto placed = h.place(id, {p}, {d});
+      ASSERT_GT(placed.ttft_ns, 0u) << "avoiding prefill " << p << ", decode " << d;
+      EXPECT_EQ(placed.prefill, 1 - p);
+      EXPECT_EQ(placed.decode, 1 - d);
+      h.report_job(id, 0, 64'000, placed.prefill, placed.prefill == 0 ? 0 : 2);
+      h.end(id);
+    }
+  EXPECT_EQ(h.place(20, {0, 1}).ttft_ns, 0u) << "no prefill instance left";
+  EXPECT_EQ(h.place(21, {}, {1, 0}).ttft_ns, 0u) << "no decode instance left";
+  for (const auto& [prefill, decode] :
+       {std::pair<std::vector<uint32_t>, std::vector<uint32_t>>{{2}, {}}, {{}, {7}}}) {
+    auto r = h.ask(h.client, schedule_atom::value, h.schedule_msg(22, prefill, decode));
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(is(r.error(), errc::invalid_argument)) << describe(r.error());
+  }
+  EXPECT_GT(h.place(23).ttft_ns, 0u) << "and places as before";
 }
 
 TEST(conductor, its_stats_give_each_prefill_instance_s_predicted_queue_time) {

@@ -83,6 +83,76 @@ TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
   EXPECT_EQ(failed_with(r, "request_timeout"), 20u) << r.results.at(0).reason;
 }
 
+// request_retries_max: an attempt that fails before the request's first token for a reason not
+// its own is placed again, on instances other than the failed attempt's.
+TEST(chaos, with_retries_a_request_whose_prefill_job_is_lost_is_placed_again_elsewhere) {
+  auto c = prepared(20);
+  c.cfg.request_retries_max = 1;
+  // Every job to prefill instance 0 (node 0) is lost: its requests' asks time out after 30 s,
+  // and each is placed again, on instance 1, where it completes with the reference tokens
+  // (held checks them).
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill, node: 0}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.completed, 20u);
+  size_t retried = 0;
+  for (const auto& x : r.results) {
+    if (x.retries == 0)
+      continue;
+    ++retried;
+    EXPECT_EQ(x.retries, 1u);
+    EXPECT_EQ(x.prefill_instance, 1u) << "request " << x.id;
+    EXPECT_GE(x.token_times_ns.at(0) - x.arrival_ns, int64_t{30'000'000'000})
+        << "request " << x.id << ": after its first attempt's 30 s";
+  }
+  EXPECT_GT(retried, 0u);
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{retried}) << "one lost job each";
+}
+
+TEST(chaos, with_retries_a_request_that_fails_on_every_instance_ends_with_the_reason) {
+  auto c = prepared(20);
+  c.cfg.request_retries_max = 3;
+  // Every job to every prefill instance is lost: each request's second attempt fails as its
+  // first did, and the third finds no instance its failures left (2 prefill instances).
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.failed, 20u);
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{40}) << "two lost jobs each";
+  for (const auto& x : r.results) {
+    EXPECT_EQ(x.retries, 2u) << "request " << x.id;
+    EXPECT_NE(x.reason.find("request_timeout"), std::string::npos) << x.reason;
+    EXPECT_NE(x.reason.find("placed again"), std::string::npos) << x.reason;
+  }
+}
+
+// Seed 21 of the default campaign: node 1 (prefill instance 1) paused, node 3 (decode instance
+// 1) cut off, then node 2 (decode instance 0) killed. Without retries the requests that decode
+// instance 0 held failed with it; with them, each that had no token yet is placed again.
+TEST(chaos, with_retries_seed_21_s_requests_on_a_killed_decode_node_are_placed_again) {
+  auto c = prepared(200);
+  auto without = run_seed(c, 21);
+  EXPECT_TRUE(without.held()) << violations_of(without);
+  const size_t killed_without = failed_with(without, "decode instance 0 stopped");
+  EXPECT_GT(killed_without, 50u);
+  c.cfg.request_retries_max = 2;
+  auto with = run_seed(c, 21);
+  EXPECT_TRUE(with.held()) << violations_of(with); // the retried ones decoded the right tokens
+  size_t retried = 0, completed = 0;
+  for (const auto& x : with.results) {
+    if (x.retries == 0)
+      continue;
+    ++retried;
+    completed += x.status == replay::outcome_status::completed;
+    // Not completed: its retries spent (an attempt placed on decode instance 0 before the
+    // conductor knew it dead fails at once), or no instance left that its failures allow.
+    EXPECT_TRUE(x.status == replay::outcome_status::completed || x.retries == 2 ||
+                x.reason.find("placed again") != std::string::npos)
+        << "request " << x.id << ": " << x.reason;
+  }
+  EXPECT_GE(retried, killed_without);
+  EXPECT_GT(completed, killed_without * 9 / 10);
+  EXPECT_GT(with.completed, without.completed + killed_without * 9 / 10);
+}
+
 TEST(chaos, a_request_whose_token_batches_are_lost_fails_when_decode_goes_quiet) {
   auto c = prepared(20);
   // Each request has its first token (from prefill); every batch from decode is lost. Each
