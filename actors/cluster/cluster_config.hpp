@@ -199,9 +199,9 @@ struct cluster_config {
   uint32_t connection_timeout_ms = 30000;
   uint32_t request_deadline_ms = 300000;
   /// A request whose attempt fails for a reason not its own (an instance stopped or went
-  /// silent, a job or its KV lost on the way), before its first token, is placed again on other
-  /// instances, at most this many times within its deadline (0: it fails at once). Attempts
-  /// after a token are not made: a decode that stops mid-stream fails its requests.
+  /// silent, a job or its KV lost on the way) is placed again on other instances, at most this
+  /// many times within its deadline (0: it fails at once); past its first token the new attempt
+  /// continues the output (docs/design.md, "Retries").
   uint32_t request_retries_max = 0;
   /// Workers advance CAF's clock by each step's compute time instead of spending it: set for
   /// simulated time (`crescent replay --sim`, and tests on the deterministic scheduler), off in

@@ -118,7 +118,7 @@ void submit_coupled(request_ptr self) {
   auto msg = make_envelope<wire::CoupledJob>([&](wire::CoupledJob::Builder out) {
     out.setRequestId(st.id);
     write_prompt(st, out);
-    out.setMaxNewTokens(st.max_new_tokens);
+    out.setMaxNewTokens(attempt_max_new(st));
   });
   const uint32_t attempt = st.attempt;
   const uint64_t id = st.id;
@@ -151,7 +151,7 @@ void reserve(request_ptr self) {
   auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(st.id);
     out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
-    out.setMaxNewTokens(st.max_new_tokens);
+    out.setMaxNewTokens(attempt_max_new(st));
     out.setPrefillInstance(st.prefill_instance);
   });
   const uint32_t attempt = st.attempt;
@@ -277,7 +277,7 @@ void schedule(request_ptr self) {
   auto msg = make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
     out.setRequestId(st.id);
     out.setPromptTokens(static_cast<uint32_t>(st.tokens.size()));
-    out.setMaxNewTokens(st.max_new_tokens);
+    out.setMaxNewTokens(attempt_max_new(st));
     write_keys(out.initBlockKeys(static_cast<unsigned>(st.keys.size())), st.keys);
     copy_to(out.initAvoidPrefill(static_cast<unsigned>(st.avoid_prefill.size())), st.avoid_prefill);
     copy_to(out.initAvoidDecode(static_cast<unsigned>(st.avoid_decode.size())), st.avoid_decode);
@@ -306,6 +306,7 @@ on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg) {
   st.id = s->id;
   st.tokens = std::move(s->tokens);
   st.max_new_tokens = s->max_new_tokens;
+  st.prompt_tokens = static_cast<uint32_t>(st.tokens.size());
   st.kv_send = s->kv_send;
   st.keys = storage::chain_block_keys(st.tokens, st.options.block_tokens, st.options.root_key);
   st.arrival_ns = now_ns(self);
@@ -370,9 +371,11 @@ void fail_or_retry(request_ptr self, failed_part part, request_status status,
   auto& st = self->state;
   if (st.done)
     return;
-  // After a token the client has part of the answer: a new attempt would have to continue it.
-  if (!st.placed || st.first_token_seen || !st.output.empty() ||
-      st.attempt >= st.options.retries_max) {
+  if (st.output.size() >= st.max_new_tokens) { // every token is in; only the word "final" is not
+    finish(self, request_status::completed, "");
+    return;
+  }
+  if (!st.placed || st.attempt >= st.options.retries_max) {
     finish(self, status, reason);
     return;
   }
@@ -391,10 +394,19 @@ void fail_or_retry(request_ptr self, failed_part part, request_status status,
     if (part != failed_part::prefill)
       avoid_next_time(st.avoid_decode, st.decode_instance);
   }
+  // Past its first token the next attempt continues the output: the prompt and the tokens so
+  // far are its prompt (greedy decoding makes the same next token from a prefill of them as
+  // from a decode step: the reference engine's tests check it bit for bit).
+  if (!st.output.empty()) {
+    st.resumed_at = static_cast<uint32_t>(st.output.size());
+    st.tokens.resize(st.prompt_tokens);
+    st.tokens.insert(st.tokens.end(), st.output.begin(), st.output.end());
+    st.keys = storage::chain_block_keys(st.tokens, st.options.block_tokens, st.options.root_key);
+  }
   st.placed = st.reserved = st.coupled = st.pull = false;
   st.decode_tries = 0;
   st.predicted_ttft_ns = 0;
-  st.decode_heard = st.final_seen = false;
+  st.first_token_seen = st.decode_heard = st.final_seen = false;
   st.early_tokens.clear();
   st.later_batches.clear();
   st.retry_reason = reason;

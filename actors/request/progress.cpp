@@ -133,9 +133,9 @@ void on_quiet(request_ptr self) {
     self->delayed_send(self, decode_quiet_timeout - quiet, quiet_atom::value);
     return;
   }
-  finish(self, request_status::failed,
-         "decode instance " + std::to_string(st.decode_instance) + " sent no token for " +
-             std::to_string(decode_quiet_timeout.count()) + " s");
+  fail_or_retry(self, failed_part::decode, request_status::failed,
+                "decode instance " + std::to_string(st.decode_instance) + " sent no token for " +
+                    std::to_string(decode_quiet_timeout.count()) + " s");
 }
 
 bool prefill_owes(const request_state& st) {
@@ -148,35 +148,57 @@ int64_t now_ns(request_ptr self) {
       .count();
 }
 
+namespace {
+
+// What a PrefillDone says.
+struct prefill_done {
+  uint64_t id;
+  uint32_t first, computed, reused, remote, ssd, misses;
+  uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
+  std::vector<uint64_t> stages;
+  std::vector<uint32_t> pulled_from;
+};
+
+// The prefill's figures for the request's report.
+void take_prefill_figures(request_state& st, prefill_done& d) {
+  st.computed_tokens = d.computed;
+  st.reused_tokens = d.reused;
+  st.remote_reused_tokens = std::min(d.remote, d.reused);
+  st.ssd_reused_tokens = std::min(d.ssd, d.reused - st.remote_reused_tokens);
+  st.load_misses = d.misses;
+  st.prefill_compute_ns = d.compute_ns;
+  st.kv_tail_ns = d.kv_tail_ns;
+  st.kv_busy_ns = d.kv_busy_ns;
+  st.prefill_queue_ns = d.queue_ns;
+  st.stage_compute_ns = std::move(d.stages);
+  st.pulled_from = std::move(d.pulled_from);
+}
+
+} // namespace
+
 caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::PrefillDone>& msg) {
   auto& st = self->state;
-  struct done {
-    uint64_t id;
-    uint32_t first, computed, reused, remote, ssd, misses;
-    uint64_t compute_ns, kv_tail_ns, kv_busy_ns, queue_ns;
-    std::vector<uint64_t> stages;
-    std::vector<uint32_t> pulled_from;
-  };
-  auto d = read_as<wire::PrefillDone>(msg, [](wire::PrefillDone::Reader in) -> caf::expected<done> {
-    if (in.getStageComputeNs().size() > gpu::model_layers_max)
-      return make_error(errc::limit_exceeded, "a PrefillDone of more stages than layers");
-    if (in.getPulledFrom().size() > node_set::capacity)
-      return make_error(errc::limit_exceeded,
-                        "a PrefillDone pulled from more nodes than a cluster has");
-    return done{in.getRequestId(),
-                in.getFirstToken(),
-                in.getComputedTokens(),
-                in.getReusedTokens(),
-                in.getRemoteReusedTokens(),
-                in.getSsdReusedTokens(),
-                in.getLoadMisses(),
-                in.getComputeNs(),
-                in.getKvTailNs(),
-                in.getKvBusyNs(),
-                in.getQueueNs(),
-                to_vector(in.getStageComputeNs()),
-                to_vector(in.getPulledFrom())};
-  });
+  auto d = read_as<wire::PrefillDone>(
+      msg, [](wire::PrefillDone::Reader in) -> caf::expected<prefill_done> {
+        if (in.getStageComputeNs().size() > gpu::model_layers_max)
+          return make_error(errc::limit_exceeded, "a PrefillDone of more stages than layers");
+        if (in.getPulledFrom().size() > node_set::capacity)
+          return make_error(errc::limit_exceeded,
+                            "a PrefillDone pulled from more nodes than a cluster has");
+        return prefill_done{in.getRequestId(),
+                            in.getFirstToken(),
+                            in.getComputedTokens(),
+                            in.getReusedTokens(),
+                            in.getRemoteReusedTokens(),
+                            in.getSsdReusedTokens(),
+                            in.getLoadMisses(),
+                            in.getComputeNs(),
+                            in.getKvTailNs(),
+                            in.getKvBusyNs(),
+                            in.getQueueNs(),
+                            to_vector(in.getStageComputeNs()),
+                            to_vector(in.getPulledFrom())};
+      });
   if (!d)
     return std::move(d.error());
   if (earlier_attempt(st, d->id))
@@ -188,17 +210,8 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
     return make_error(errc::invalid_argument, "unexpected PrefillDone");
   st.first_token_seen = true;
   stop_watching_prefill(self);
-  st.computed_tokens = d->computed;
-  st.reused_tokens = d->reused;
-  st.remote_reused_tokens = std::min(d->remote, d->reused);
-  st.ssd_reused_tokens = std::min(d->ssd, d->reused - st.remote_reused_tokens);
-  st.load_misses = d->misses;
-  st.prefill_compute_ns = d->compute_ns;
-  st.kv_tail_ns = d->kv_tail_ns;
-  st.kv_busy_ns = d->kv_busy_ns;
-  st.prefill_queue_ns = d->queue_ns;
-  st.stage_compute_ns = std::move(d->stages);
-  st.pulled_from = std::move(d->pulled_from);
+  if (st.resumed_at == 0) // a resumed attempt's prefill is not the prompt's: its figures stay
+    take_prefill_figures(st, *d);
   append_tokens(self, {d->first});
   heard_token(self);
   append_tokens(self, st.early_tokens);
@@ -209,10 +222,12 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
 
 namespace {
 
-// The output index the next decoded token has: after the first token (index 0, from prefill)
-// and the decoded ones already in.
+// The index in the current attempt's output that its next decoded token has: after its first
+// token (index 0, from prefill) and the decoded ones already in. A resumed attempt's output
+// starts after the tokens of the attempts before it.
 uint32_t next_index(const request_state& st) {
-  return static_cast<uint32_t>(st.first_token_seen ? st.output.size() : 1 + st.early_tokens.size());
+  return static_cast<uint32_t>(st.first_token_seen ? st.output.size() - st.resumed_at
+                                                   : 1 + st.early_tokens.size());
 }
 
 // Takes a batch whose first token is the next one.
@@ -249,7 +264,7 @@ caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBa
                                        "the request's decode instance"))
     return err;
   if (!st.running || st.done || b->id != st.id || b->first == 0 ||
-      uint64_t{b->first} + b->tokens.size() > st.max_new_tokens)
+      uint64_t{b->first} + b->tokens.size() > attempt_max_new(st))
     return make_error(errc::invalid_argument, "unexpected TokenBatch");
   st.decode_heard = true;
   stop_watching_prefill(self);

@@ -27,17 +27,21 @@ struct request_state {
   bool running = false;
   bool done = false;
   // The request.
-  uint64_t client_id = 0; // the client's id
-  uint64_t id = 0;        // the current attempt's: client_id | attempt << attempt_id_shift
-  std::vector<uint32_t> tokens;
-  std::vector<block_key> keys;
+  uint64_t client_id = 0;       // the client's id
+  uint64_t id = 0;              // the current attempt's: client_id | attempt << attempt_id_shift
+  std::vector<uint32_t> tokens; // the current attempt's prompt: the client's, or it and the output
+  std::vector<block_key> keys;  // their chained block keys
+  uint32_t prompt_tokens = 0;   // the client's prompt: the first of `tokens`
   uint32_t max_new_tokens = 0;
   // Its attempts: one, and as many more as request_retries_max allows after failures that were
-  // not its own. Each gets a placement that avoids the instances of the ones before.
+  // not its own. Each gets a placement that avoids the instances that failed the ones before.
   uint32_t attempt = 0;
   std::vector<uint32_t> avoid_prefill;
   std::vector<uint32_t> avoid_decode;
   std::string retry_reason; // why the last attempt failed
+  // The output the client had before the current attempt, which continues after it (it takes
+  // the prompt and that output as its prompt); 0: the attempt makes the first token.
+  uint32_t resumed_at = 0;
   // Its life (the current attempt's).
   bool placed = false;
   bool reserved = false; // decode memory reserved, or a coupled instance took the job
@@ -94,10 +98,15 @@ void end_attempt(request_ptr self, request_status status);
 /// Which of an attempt's instances failed it, as far as the request can tell: the next attempt's
 /// placement avoids that one (a coupled instance is its prefill), or both where it cannot tell.
 enum class failed_part { prefill, decode, either };
-/// The current attempt failed for a reason not the request's own: it is placed again if it may
-/// (no token yet, request_retries_max not spent), else it ends with `status` and the reason.
+/// The current attempt failed for a reason not the request's own: it is placed again while
+/// request_retries_max allows (continuing its output past the first token), else it ends with
+/// `status` and the reason. With every token in (only the final flag lost) it completes.
 void fail_or_retry(request_ptr self, failed_part part, request_status status,
                    const std::string& reason);
+/// The tokens the current attempt is to make: those asked for, less what earlier ones made.
+inline uint32_t attempt_max_new(const request_state& st) {
+  return st.max_new_tokens - st.resumed_at;
+}
 /// Whether `id` is one of this request's earlier attempts: what their workers still send is
 /// dropped without a word.
 bool earlier_attempt(const request_state& st, uint64_t id);

@@ -153,6 +153,32 @@ TEST(chaos, with_retries_seed_21_s_requests_on_a_killed_decode_node_are_placed_a
   EXPECT_GT(with.completed, without.completed + killed_without * 9 / 10);
 }
 
+// Past the first token a new attempt continues the output: the prompt and the tokens so far are
+// its prompt, and the client's tokens still equal the reference engine's (held checks them).
+TEST(chaos, with_retries_a_request_whose_decode_goes_quiet_mid_stream_continues_elsewhere) {
+  auto c = prepared(20);
+  c.cfg.request_retries_max = 1;
+  // A third of the token batches from node 2 (decode instance 0) are lost: a request that
+  // lost one waits for it in vain (its later batches wait behind the gap), hears nothing new
+  // for 30 s (decode_quiet_timeout) and continues on decode instance 1 from where it stopped.
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 0.3, type: tokens, to: request, node: 2}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.completed, 20u);
+  size_t retried = 0, mid_stream = 0;
+  for (const auto& x : r.results) {
+    if (x.retries == 0)
+      continue;
+    ++retried;
+    EXPECT_EQ(x.decode_instance, 1u) << "request " << x.id;
+    // Where its output stopped for 30 s: after its first token, or further on.
+    const auto& t = x.token_times_ns;
+    for (size_t i = 2; i < t.size(); ++i)
+      mid_stream += t[i] - t[i - 1] >= int64_t{30'000'000'000};
+  }
+  EXPECT_GT(retried, 0u);
+  EXPECT_GT(mid_stream, 0u) << "some had decoded tokens before theirs stopped";
+}
+
 TEST(chaos, a_request_whose_token_batches_are_lost_fails_when_decode_goes_quiet) {
   auto c = prepared(20);
   // Each request has its first token (from prefill); every batch from decode is lost. Each

@@ -328,6 +328,37 @@ TEST_F(up, requests_on_a_silent_node_fail_within_the_heartbeat_timeout_and_it_se
     EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
 }
 
+TEST_F(up, with_retries_the_requests_of_a_silent_node_continue_elsewhere_and_none_fails) {
+  run_dir = dir / "run";
+  // As above, with request_retries_max: what node 2 held when it went silent is placed again
+  // (past its first token, continuing its output) on decode instance 1 instead of failing.
+  std::ofstream{cluster, std::ios::app} << "heartbeat_interval_ms: 100\n"
+                                           "conductor: {heartbeat_timeout_ms: 600}\n"
+                                           "request_retries_max: 2\n";
+  std::ofstream{dir / "plan.yaml"} << "faults:\n  - {at_ms: 200, pause: 2, for_ms: 3000}\n";
+  auto p = start({"--requests", "160", "--speedup", "8", "--faults", (dir / "plan.yaml").string()});
+  ASSERT_TRUE(p) << describe(p.error());
+  auto status = p->wait_exit(std::chrono::seconds(120));
+  ASSERT_TRUE(status) << describe(status.error());
+  const auto report = read_file(run_dir / "report.txt");
+  EXPECT_NE(report.find("invariants    held: 160 of 160"), std::string::npos) << report;
+  EXPECT_NE(report.find("  failed 0\n"), std::string::npos) << report;
+  const auto retried = report.find("retried       ");
+  ASSERT_NE(retried, std::string::npos) << report;
+  // "retried       N requests placed again after a failed attempt, N of them completed"
+  std::istringstream line{report.substr(retried + 14)};
+  size_t placed_again = 0, completed = 0;
+  std::string words;
+  line >> placed_again;
+  for (int i = 0; i < 7; ++i)
+    line >> words;
+  line >> completed;
+  EXPECT_GT(placed_again, 0u) << report;
+  EXPECT_EQ(completed, placed_again) << report;
+  for (auto pid : pids_of(run_dir))
+    EXPECT_TRUE(gone(pid)) << "process " << pid << " is still there";
+}
+
 TEST_F(up, a_killed_node_process_started_again_rejoins_and_serves_again) {
   run_dir = dir / "run";
   // Decode node 2 is killed at 200 ms and a new process starts at its address 800 ms later;
