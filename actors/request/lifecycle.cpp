@@ -11,8 +11,6 @@
 
 #include <caf/stateful_actor.hpp>
 
-#include <algorithm>
-
 namespace crescent {
 
 namespace {
@@ -346,11 +344,6 @@ void cancel_prefill(request_ptr self) {
   }
 }
 
-void avoid_next_time(std::vector<uint32_t>& avoid, uint32_t instance) {
-  if (std::find(avoid.begin(), avoid.end(), instance) == avoid.end())
-    avoid.push_back(instance);
-}
-
 } // namespace
 
 void on_cancel(request_ptr self) {
@@ -383,16 +376,20 @@ void fail_or_retry(request_ptr self, failed_part part, request_status status,
   // place in the conductor's count); what its workers still send names its id and is dropped.
   cancel_prefill(self);
   end_attempt(self, request_status::failed);
+  // Only the last attempt's: whether an instance is down for good is the conductor's to know
+  // (heartbeats); one that failed an earlier attempt may have been cut off for a while.
+  st.avoid_prefill.clear();
+  st.avoid_decode.clear();
   if (st.coupled) {
     self->demonitor(st.dir->coupled[st.prefill_instance].address());
-    avoid_next_time(st.avoid_prefill, st.prefill_instance);
+    st.avoid_prefill.push_back(st.prefill_instance);
   } else {
     self->demonitor(st.dir->prefill[st.prefill_instance].address());
     self->demonitor(st.dir->decode[st.decode_instance].address());
     if (part != failed_part::decode)
-      avoid_next_time(st.avoid_prefill, st.prefill_instance);
+      st.avoid_prefill.push_back(st.prefill_instance);
     if (part != failed_part::prefill)
-      avoid_next_time(st.avoid_decode, st.decode_instance);
+      st.avoid_decode.push_back(st.decode_instance);
   }
   // Past its first token the next attempt continues the output: the prompt and the tokens so
   // far are its prompt (greedy decoding makes the same next token from a prefill of them as

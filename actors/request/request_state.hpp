@@ -34,7 +34,7 @@ struct request_state {
   uint32_t prompt_tokens = 0;   // the client's prompt: the first of `tokens`
   uint32_t max_new_tokens = 0;
   // Its attempts: one, and as many more as request_retries_max allows after failures that were
-  // not its own. Each gets a placement that avoids the instances that failed the ones before.
+  // not its own. Each gets a placement that avoids the instances that failed the one before.
   uint32_t attempt = 0;
   std::vector<uint32_t> avoid_prefill;
   std::vector<uint32_t> avoid_decode;

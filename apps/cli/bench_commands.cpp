@@ -1,5 +1,6 @@
 // `crescent bench ...`: each benchmark against a baseline measured in the same run
 // (apps/cli/commands.hpp).
+#include "actors/cluster/cluster_config.hpp"
 #include "apps/bench/bench_gpu.hpp"
 #include "apps/bench/bench_kv_codec.hpp"
 #include "apps/bench/bench_serve.hpp"
@@ -84,6 +85,11 @@ void add_faults_bench(CLI::App* bench_cmd, commands& out) {
   faults_cmd->add_option("--speedup", faults_bench.speedup, "Arrivals this many times faster")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  faults_cmd
+      ->add_option("--retries", faults_bench.retries,
+                   "request_retries_max of the runs' cluster: failed attempts placed again")
+      ->capture_default_str()
+      ->check(CLI::Range(uint32_t{0}, request_retries_limit));
   faults_cmd->add_option("--out", faults_bench.out_dir, "Where the runs' directories go");
 }
 

@@ -66,10 +66,11 @@ int bench_faults(const bench_faults_options& opt) {
           : opt.out_dir;
   std::error_code ec;
   fs::create_directories(dir, ec);
-  std::ofstream{dir + "/cluster.yaml"} << cluster_yaml;
+  std::ofstream{dir + "/cluster.yaml"} << cluster_yaml << "request_retries_max: " << opt.retries
+                                       << "\n";
   fmt::print("crescent bench faults: {} requests of {} at x{}, 4 node processes in network "
-             "namespaces (crescent up --netns); runs in {}\n\n",
-             opt.requests, opt.trace_path, opt.speedup, dir);
+             "namespaces (crescent up --netns), request_retries_max {}; runs in {}\n\n",
+             opt.requests, opt.trace_path, opt.speedup, opt.retries, dir);
   struct row {
     std::string name, failures;
     replay::replay_summary summary;
@@ -107,14 +108,14 @@ int bench_faults(const bench_faults_options& opt) {
     fmt::print("\n");
   }
   const double base_p99 = rows.front().summary.ttft_ms.p99;
-  fmt::print("{:<38} {:>9} {:>8} {:>6} {:>10} {:>10} {:>12}  {:<10}  {}\n", "run", "completed",
-             "rejected", "failed", "TTFT p50", "TTFT p99", "added p99", "invariants",
-             "failures by reason");
+  fmt::print("{:<38} {:>9} {:>8} {:>6} {:>7} {:>10} {:>10} {:>12}  {:<10}  {}\n", "run",
+             "completed", "rejected", "failed", "retried", "TTFT p50", "TTFT p99", "added p99",
+             "invariants", "failures by reason");
   bool all_held = true;
   for (const auto& r : rows) {
     all_held = all_held && r.violations == 0;
-    fmt::print("{:<38} {:>9} {:>8} {:>6} {:>7.1f} ms {:>7.1f} ms {:>+9.1f} ms  {:<10}  {}\n",
-               r.name, r.summary.completed, r.summary.rejected, r.summary.failed,
+    fmt::print("{:<38} {:>9} {:>8} {:>6} {:>7} {:>7.1f} ms {:>7.1f} ms {:>+9.1f} ms  {:<10}  {}\n",
+               r.name, r.summary.completed, r.summary.rejected, r.summary.failed, r.summary.retried,
                r.summary.ttft_ms.p50, r.summary.ttft_ms.p99, r.summary.ttft_ms.p99 - base_p99,
                r.violations == 0 ? "held" : fmt::format("{} broken", r.violations), r.failures);
   }

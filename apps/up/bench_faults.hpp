@@ -17,7 +17,8 @@ struct bench_faults_options {
   std::string trace_path = "data/synthetic_trace.jsonl";
   size_t requests = 200;
   double speedup = 4.0;
-  std::string out_dir; // runs' directories; empty: a new one under the temporary directory
+  uint32_t retries = 0; // request_retries_max of the runs' cluster
+  std::string out_dir;  // runs' directories; empty: a new one under the temporary directory
 };
 
 /// 0 when every run ended every request and held its invariants, 1 otherwise, 2 when the runs

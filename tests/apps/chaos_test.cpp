@@ -108,19 +108,31 @@ TEST(chaos, with_retries_a_request_whose_prefill_job_is_lost_is_placed_again_els
   EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{retried}) << "one lost job each";
 }
 
-TEST(chaos, with_retries_a_request_that_fails_on_every_instance_ends_with_the_reason) {
+TEST(chaos, with_retries_a_request_that_fails_on_every_instance_ends_with_the_last_reason) {
   auto c = prepared(20);
   c.cfg.request_retries_max = 3;
-  // Every job to every prefill instance is lost: each request's second attempt fails as its
-  // first did, and the third finds no instance its failures left (2 prefill instances).
+  // Every job to every prefill instance is lost: each attempt fails as the one before, on the
+  // instance the one before did not use, until the retries are spent.
   auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.failed, 20u);
-  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{40}) << "two lost jobs each";
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{80}) << "four lost jobs each";
   for (const auto& x : r.results) {
-    EXPECT_EQ(x.retries, 2u) << "request " << x.id;
+    EXPECT_EQ(x.retries, 3u) << "request " << x.id;
     EXPECT_NE(x.reason.find("request_timeout"), std::string::npos) << x.reason;
-    EXPECT_NE(x.reason.find("placed again"), std::string::npos) << x.reason;
+  }
+  // A placement that finds no instance but the ones that failed the attempt before fails the
+  // request with both reasons: with one prefill instance of each group of two (instance 1 is
+  // the second stage of a group, no instance of its own), every retry finds none.
+  c.cfg.prefill.group_instances = 2;
+  c.cfg.request_retries_max = 1;
+  r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.failed, 20u);
+  for (const auto& x : r.results) {
+    EXPECT_EQ(x.retries, 1u) << "request " << x.id;
+    EXPECT_NE(x.reason.find("request_timeout"), std::string::npos) << x.reason;
+    EXPECT_NE(x.reason.find("(placed again: "), std::string::npos) << x.reason;
   }
 }
 
