@@ -11,6 +11,9 @@
 
 #include <caf/stateful_actor.hpp>
 
+#include <algorithm>
+#include <chrono>
+
 namespace crescent {
 
 namespace {
@@ -193,6 +196,10 @@ void reserve(request_ptr self) {
           });
 }
 
+// A retried request that no instance took waits at least this long before it asks again (the
+// conductor's retry-after may be 0): the instances it waits for are busy or just failed.
+constexpr auto place_again_wait_min = std::chrono::milliseconds(100);
+
 // The placed decode instance has no KV memory for the request: the next one in turn is asked,
 // until each has been; true if one is. The conductor still counts the request on the one it
 // chose until the request ends (its decode load view is off by one request meanwhile).
@@ -241,10 +248,23 @@ void on_schedule_reply(request_ptr self, const typed_envelope<wire::ScheduleRepl
   }
   if (!r->placed) {
     st.retry_after_ms = r->retry_after_ms;
-    if (st.attempt > 0) // placed before: what failed it is the news, not this refusal
-      finish(self, request_status::failed, st.retry_reason + " (placed again: " + r->reason + ")");
-    else
+    if (st.attempt == 0) {
       finish(self, request_status::rejected, r->reason);
+      return;
+    }
+    // Placed before, and failed: no instance takes it now (the one left is full, say, with the
+    // requests of the one that failed). It asks again when the conductor says, as a new attempt,
+    // while its retries last; the refusal placed nothing under the old id.
+    if (st.attempt < st.options.retries_max) {
+      ++st.attempt;
+      st.id = st.client_id | uint64_t{st.attempt} << attempt_id_shift;
+      const auto wait =
+          std::max(std::chrono::milliseconds(r->retry_after_ms), place_again_wait_min);
+      self->delayed_send(self, wait, schedule_atom::value);
+      return;
+    }
+    // What failed it is the news, not this refusal.
+    finish(self, request_status::failed, st.retry_reason + " (placed again: " + r->reason + ")");
     return;
   }
   const bool coupled = !st.dir->coupled.empty();
@@ -270,6 +290,8 @@ void on_schedule_reply(request_ptr self, const typed_envelope<wire::ScheduleRepl
   reserve(self);
 }
 
+} // namespace
+
 void schedule(request_ptr self) {
   auto& st = self->state;
   auto msg = make_envelope<wire::ScheduleRequest>([&](wire::ScheduleRequest::Builder out) {
@@ -287,8 +309,6 @@ void schedule(request_ptr self) {
             finish(self, request_status::failed, "conductor: " + describe(err));
           });
 }
-
-} // namespace
 
 caf::result<typed_envelope<wire::RequestOutcome>>
 on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg) {

@@ -55,6 +55,12 @@ request_actor::behavior_type request(request_ptr self, request_options options, 
       [=](failed_atom, const typed_envelope<wire::RequestFailed>& msg) {
         return on_failed(self, msg);
       },
+      [=](schedule_atom) { // a retried request that no instance took asks again
+        if (refuse_unless_self_sent(self, "schedule"))
+          return;
+        if (!self->state.done)
+          schedule(self);
+      },
       [=](quiet_atom) {
         if (!refuse_unless_self_sent(self, "quiet"))
           on_quiet(self);

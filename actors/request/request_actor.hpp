@@ -36,6 +36,8 @@ using request_actor = caf::typed_actor<
     caf::replies_to<failed_atom, typed_envelope<wire::RequestFailed>>::with<void>,
     // internal: the request's deadline passed
     caf::reacts_to<deadline_atom>,
+    // internal: a retried request that no instance took asks for its placement again
+    caf::reacts_to<schedule_atom>,
     // internal: time to see whether its decode instance still sends tokens
     caf::reacts_to<quiet_atom>>;
 

@@ -86,6 +86,9 @@ struct request_state {
 using request_ptr = request_actor::stateful_pointer<request_state>;
 
 // lifecycle.cpp
+/// Asks the conductor to place the request's current attempt (avoiding the instances that
+/// failed the one before, if any).
+void schedule(request_ptr self);
 caf::result<typed_envelope<wire::RequestOutcome>>
 on_run(request_ptr self, const typed_envelope<wire::RequestSpec>& msg);
 caf::result<typed_envelope<wire::RequestOutcome>>
