@@ -28,7 +28,8 @@ using stage_inbox_atom = caf::atom_constant<caf::atom("st_inbox")>;
 using stage_chunk_atom = caf::atom_constant<caf::atom("st_chunk")>;
 using stage_done_atom = caf::atom_constant<caf::atom("st_done")>;
 using stage_abort_atom = caf::atom_constant<caf::atom("st_abort")>;
-using stage_io_atom = caf::atom_constant<caf::atom("st_io")>; // a stage's transfer ended
+using stage_watch_atom = caf::atom_constant<caf::atom("st_watch")>; // a group head's stages late?
+using stage_io_atom = caf::atom_constant<caf::atom("st_io")>;       // a stage's transfer ended
 // request
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using prefill_done_atom = caf::atom_constant<caf::atom("pf_done")>;

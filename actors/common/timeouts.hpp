@@ -21,6 +21,12 @@ inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);
 /// Coupled instances are not watched: their decodes pause while whole prompts prefill.
 inline constexpr auto decode_quiet_timeout = std::chrono::seconds(30);
 
+/// A prefill group's head whose own part of a job has ended waits this long for the other stages
+/// to say they are done (StageDone) before it fails the job: a lost StageDone would otherwise
+/// hold the group, and every job queued behind it, until the requests' deadlines. A stage ends
+/// a few chunks' compute after the head at most.
+inline constexpr auto stage_quiet_timeout = std::chrono::seconds(30);
+
 /// A batch of reads of cached blocks, or of writes of new ones, between a prefill worker and the
 /// pool: one that has not ended by then counts its blocks as misses (or leaves them unstored).
 inline constexpr auto pool_io_timeout = std::chrono::seconds(30);

@@ -294,8 +294,10 @@ void signal_decode_when_ready(prefill_ptr self) {
       job.signalled)
     return;
   if (job.grouped) {
-    if (!stages_finished(job))
-      return; // the other stages' KV is still coming
+    if (!stages_finished(job)) {
+      watch_stages(self, job); // the other stages' KV is still coming
+      return;
+    }
     // A group's compute is its pipeline's: from its first chunk to the end of its last stage's
     // compute (its KV's tail after that is the hand-off's, as for one instance).
     job.stage_compute_ns[0] = job.compute_ns; // its own, summed chunk by chunk

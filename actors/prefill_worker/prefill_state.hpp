@@ -134,6 +134,7 @@ struct prefill_job {
   std::string failure;          // with cancelled: why it fails, once nothing is in flight
   bool signalling = false;      // KV written, kv_ready sent to the decode worker, no answer yet
   bool signalled = false;       // kv_ready was sent (once)
+  bool stage_watch = false;     // a group head's watch on its stages is armed (stage.cpp)
   bool awaiting_store = false;  // handed off, waiting for the store slot
   int64_t store_started_ns = 0; // when it left the compute slot for the store slot
   int64_t accepted_ns = 0;      // queued
@@ -289,7 +290,11 @@ void start_stages(prefill_ptr self); // head: asks the other stages (begin_compu
 void forward_stream(prefill_ptr self, stream_out& out, uint64_t request_id, uint32_t chunk,
                     std::span<const float> stream);
 bool stages_finished(const prefill_job& job); // every other stage answered ok
-bool abort_stages(prefill_ptr self);          // head, failing: false when none runs
+/// Head, its own part ended: a stage that has not said it is done within stage_quiet_timeout
+/// fails the job (its StageDone lost, say), rather than hold the group's queue for good.
+void watch_stages(prefill_ptr self, prefill_job& job);
+void on_stage_watch(prefill_ptr self, uint64_t request_id);
+bool abort_stages(prefill_ptr self); // head, failing: false when none runs
 caf::result<typed_envelope<wire::StageAccepted>>
 on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg);
 void on_stage_inbox(prefill_ptr self, const typed_envelope<wire::StageInbox>& msg);

@@ -70,6 +70,10 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       [=](cancel_atom, const typed_envelope<wire::ReleaseRequest>& msg) {
         on_cancel_job(self, msg);
       },
+      [=](stage_watch_atom, uint64_t request_id) {
+        if (!refuse_unless_self_sent(self, "stage watch"))
+          on_stage_watch(self, request_id);
+      },
       [=](step_atom) {
         if (refuse_unless_self_sent(self, "step"))
           return;

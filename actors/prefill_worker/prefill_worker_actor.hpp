@@ -40,6 +40,8 @@ using prefill_worker_actor = caf::typed_actor<
     caf::reacts_to<stage_io_atom, uint64_t, uint32_t, uint32_t, caf::error>,
     // internal: run the next step of the current job
     caf::reacts_to<step_atom>,
+    // internal: a group head's job whose own part ended this long ago still waits for a stage
+    caf::reacts_to<stage_watch_atom, uint64_t>,
     // internal: batch n of the KV writes of this request's hand-off ended (none: all written)
     caf::reacts_to<handed_off_atom, uint64_t, uint32_t, caf::error>,
     // internal: batch n of the reads of cached blocks into this request's pages ended (one

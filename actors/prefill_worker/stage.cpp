@@ -425,6 +425,27 @@ bool stages_finished(const prefill_job& job) {
                      [](uint8_t s) { return s == stage_ok; });
 }
 
+void watch_stages(prefill_ptr self, prefill_job& job) {
+  if (job.stage_watch)
+    return;
+  job.stage_watch = true;
+  self->delayed_send(self, stage_quiet_timeout, stage_watch_atom::value, job.request_id);
+}
+
+void on_stage_watch(prefill_ptr self, uint64_t request_id) {
+  auto& st = self->state;
+  if (!st.current || st.current->request_id != request_id || st.current->cancelled)
+    return; // ended, or failing already
+  const auto& job = *st.current;
+  for (uint32_t k = 1; k < job.stage_state.size(); ++k)
+    if (job.stage_state[k] == stage_waiting) {
+      // Its abort is answered whether it still runs the job or not (on_stage_abort).
+      fail_when_idle(self, "prefill stage " + std::to_string(k) + " said nothing of its end " +
+                               std::to_string(stage_quiet_timeout.count()) + " s after the head's");
+      return;
+    }
+}
+
 bool abort_stages(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;

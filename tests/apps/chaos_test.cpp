@@ -236,6 +236,23 @@ TEST(chaos, a_prefill_job_delivered_twice_runs_once_and_fails_no_request) {
     expect_all_20_completed(run_yaml(c, yaml), yaml);
 }
 
+// Found by seed 66 on docs/chaos/cpp.cluster.yaml (one StageDone lost between the two stages of
+// a group): the head waited for it for good, and every request queued behind that job failed at
+// its 300 s deadline (158 of 200). The head now fails the job once its own part has ended and a
+// stage has said nothing for stage_quiet_timeout, and takes the next.
+TEST(chaos, a_lost_stage_done_fails_its_job_and_the_group_serves_on) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  ASSERT_EQ(r.faults_taken.size(), 1u);
+  EXPECT_GT(r.faults_taken[0], 0u);
+  EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(failed_with(r, "deadline"), 0u);
+  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+}
+
 TEST(chaos, a_stage_job_delivered_twice_runs_once_in_a_prefill_group) {
   // A second copy of a StageJob that came after the first had ended ran as a new stage job,
   // waited for a head that had moved on, and held its stage for good: every later job of the
