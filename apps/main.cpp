@@ -13,7 +13,13 @@ int main(int argc, char** argv) {
         &cli::add_experiment, &cli::add_profile, &cli::add_info, &cli::add_analyze, &cli::add_bench,
         &cli::add_transfer_peer, &cli::add_pool_master, &cli::add_pool_node, &cli::add_node})
     add(app, commands);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version end here with 0; a bad flag is a run that could not start: 2, as
+    // README says (CLI11's own codes, 105 to 114, name nothing a script can rely on).
+    return app.exit(e) == 0 ? 0 : 2;
+  }
   for (const auto& c : commands)
     if (c.app->parsed())
       return c.run();

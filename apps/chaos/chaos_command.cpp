@@ -310,6 +310,8 @@ tally run_seeds(campaign& c, uint64_t first, uint64_t end, uint64_t stride) {
                  r.message_hash, r.held() ? "invariants held" : "VIOLATED");
       for (const auto& f : r.plan.faults)
         fmt::print("    {}\n", up::describe(f));
+      if (opt.faults_log)
+        fmt::print("{}", r.faults_log);
       for (const auto& [n, reason] : failures_by_reason(r.results))
         fmt::print("    failed: {} x {}\n", n, reason);
     }

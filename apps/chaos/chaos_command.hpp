@@ -44,6 +44,7 @@ struct chaos_options {
   double speedup = 4.0;
   std::string out_dir = "."; // where a failing seed's message trace goes
   bool verbose = false;      // a line per seed
+  bool faults_log = false;   // each seed's fault log: what each fault took, when
   uint32_t jobs = 1;         // processes running seeds side by side
 };
 

@@ -47,7 +47,12 @@ void add_chaos(CLI::App& app, commands& out) {
   chaos_cmd->add_option("--jobs", chaos.jobs, "Processes running seeds side by side")
       ->capture_default_str()
       ->check(CLI::Range(1u, 256u));
-  chaos_cmd->add_flag("--verbose", chaos.verbose, "A line per seed, with its plan");
+  auto* verbose = chaos_cmd->add_flag("--verbose", chaos.verbose, "A line per seed, with its plan");
+  chaos_cmd
+      ->add_flag("--faults-log", chaos.faults_log,
+                 "With --verbose: each seed's fault log, every message and KV slice a fault took, "
+                 "with its time")
+      ->needs(verbose);
 }
 
 void add_replay(CLI::App& app, commands& out) {

@@ -52,9 +52,11 @@ TEST(cli, bad_config_names_the_field) {
 }
 
 TEST(cli, bad_flags_are_refused) {
-  EXPECT_NE(run("run --requests 0").status, 0);
-  EXPECT_NE(run("run --speedup nope").status, 0);
-  EXPECT_NE(run("frobnicate").status, 0);
+  // A bad flag is a run that could not start: 2, whatever CLI11 found wrong with it.
+  EXPECT_EQ(run("run --requests 0").status, 2);
+  EXPECT_EQ(run("run --speedup nope").status, 2);
+  EXPECT_EQ(run("frobnicate").status, 2);
+  EXPECT_EQ(run("run --help").status, 0);
   EXPECT_NE(run("run --trace /nonexistent.jsonl --no-progress").status, 0);
 }
 
@@ -490,8 +492,11 @@ TEST(cli, chaos_runs_seeds_and_refuses_bad_budgets_plans_and_flags) {
             std::string::npos)
       << r.output;
   r = run("chaos --seeds 0" + head);
-  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("--seeds"), std::string::npos) << r.output;
+  r = run("chaos --seeds 1 --faults-log" + head);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--faults-log requires --verbose"), std::string::npos) << r.output;
   auto modeled = write_file("cli_chaos_modeled.yaml",
                             "engine: {kind: modeled, profile: llama3-70b-8xa800}\n"
                             "model: {block_tokens: 256, context_tokens_max: 262144}\n"
