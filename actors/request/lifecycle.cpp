@@ -62,6 +62,23 @@ bool from_earlier_attempt(request_ptr self, uint32_t attempt) {
   return self->state.attempt != attempt;
 }
 
+// A worker refused an ask of the current attempt: for load (a full queue, no memory) that is
+// admission's answer; anything else (the ask or its answer lost on the way, say) failed the
+// attempt, and another instance may take it.
+void refused(request_ptr self, bool load, failed_part part, request_status status,
+             const std::string& reason) {
+  if (load)
+    finish(self, request_status::rejected, reason);
+  else
+    fail_or_retry(self, part, status, reason);
+}
+
+// The next attempt: its number, and the id its messages carry.
+void next_attempt(request_state& st) {
+  ++st.attempt;
+  st.id = st.client_id | uint64_t{st.attempt} << attempt_id_shift;
+}
+
 // What an earlier attempt was given after it let go (a reservation, a coupled job taken) is
 // given back at once, under that attempt's id, rather than held until the request ends.
 template <class Worker>
@@ -103,13 +120,9 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
             [=](caf::error& err) {
               if (from_earlier_attempt(self, attempt))
                 return;
-              // A full queue is overload, which is admission's to answer; anything else failed
-              // (the job or its answer lost on the way, say), and another instance may take it.
-              const auto reason = "prefill refused the job: " + describe(err);
-              if (is(err, errc::no_space))
-                finish(self, request_status::rejected, reason);
-              else
-                fail_or_retry(self, failed_part::prefill, request_status::failed, reason);
+              // A full queue is overload.
+              refused(self, is(err, errc::no_space), failed_part::prefill, request_status::failed,
+                      "prefill refused the job: " + describe(err));
             });
 }
 
@@ -135,13 +148,10 @@ void submit_coupled(request_ptr self) {
           [=](caf::error& err) {
             if (from_earlier_attempt(self, attempt))
               return;
-            // A full queue, or a request larger than the instance's memory, is admission's.
-            const bool load = is(err, errc::no_space) || is(err, errc::limit_exceeded);
-            const auto reason = "coupled instance refused the job: " + describe(err);
-            if (load)
-              finish(self, request_status::rejected, reason);
-            else
-              fail_or_retry(self, failed_part::prefill, request_status::failed, reason);
+            // A full queue, or a request larger than the instance's memory, is load.
+            refused(self, is(err, errc::no_space) || is(err, errc::limit_exceeded),
+                    failed_part::prefill, request_status::failed,
+                    "coupled instance refused the job: " + describe(err));
           });
 }
 
@@ -186,13 +196,9 @@ void reserve(request_ptr self) {
               CRESCENT_PROBE("request.decode_elsewhere");
               return;
             }
-            // No KV memory for it on any decode instance: that is admission, not failure. Any
-            // other refusal (no answer in time, say) may find another decode instance.
-            const auto reason = "decode reservation: " + describe(err);
-            if (is(err, errc::no_space))
-              finish(self, request_status::rejected, reason);
-            else
-              fail_or_retry(self, failed_part::decode, request_status::rejected, reason);
+            // No KV memory for it on any decode instance is load.
+            refused(self, is(err, errc::no_space), failed_part::decode, request_status::rejected,
+                    "decode reservation: " + describe(err));
           });
 }
 
@@ -256,8 +262,7 @@ void on_schedule_reply(request_ptr self, const typed_envelope<wire::ScheduleRepl
     // requests of the one that failed). It asks again when the conductor says, as a new attempt,
     // while its retries last; the refusal placed nothing under the old id.
     if (st.attempt < st.options.retries_max) {
-      ++st.attempt;
-      st.id = st.client_id | uint64_t{st.attempt} << attempt_id_shift;
+      next_attempt(st);
       const auto wait =
           std::max(std::chrono::milliseconds(r->retry_after_ms), place_again_wait_min);
       self->delayed_send(self, wait, schedule_atom::value);
@@ -427,8 +432,7 @@ void fail_or_retry(request_ptr self, failed_part part, request_status status,
   st.early_tokens.clear();
   st.later_batches.clear();
   st.retry_reason = reason;
-  ++st.attempt;
-  st.id = st.client_id | uint64_t{st.attempt} << attempt_id_shift;
+  next_attempt(st);
   schedule(self);
 }
 
