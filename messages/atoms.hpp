@@ -39,6 +39,7 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using stream_atom = caf::atom_constant<caf::atom("stream")>; // run, each token to a listener
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>; // the client gave up
 using quiet_atom = caf::atom_constant<caf::atom("quiet")>;   // has decode gone quiet?
+using probe_atom = caf::atom_constant<caf::atom("probe")>;   // does the instance hold my job?
 // store master and block owners
 using put_start_atom = caf::atom_constant<caf::atom("put_start")>;
 using put_commit_atom = caf::atom_constant<caf::atom("put_commit")>;

@@ -41,8 +41,9 @@ using envelope_schemas = schema_list<
     wire::RequestOutcome,
     // workers
     wire::ReserveRequest, wire::ReserveReply, wire::ReleaseRequest, wire::PrefillJob,
-    wire::CoupledJob, wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::StageJob,
-    wire::StageAccepted, wire::StageInbox, wire::StageChunk, wire::StageDone, wire::StageAbort,
+    wire::CoupledJob, wire::JobProbe, wire::JobProbeReply, wire::PrefillAccepted, wire::KvReady,
+    wire::WorkerStats, wire::StageJob, wire::StageAccepted, wire::StageInbox, wire::StageChunk,
+    wire::StageDone, wire::StageAbort,
     // store master and block owners
     wire::PutStart, wire::PutStartReply, wire::PutCommit, wire::PutRevoke, wire::Get,
     wire::GetReply, wire::Exists, wire::ExistsReply, wire::Remove, wire::Pin, wire::Unpin,

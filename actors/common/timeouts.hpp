@@ -18,13 +18,21 @@ inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);
 /// this long fails ("sent no token for 30 s") instead of waiting for its deadline: a token batch
 /// or a kv_ready lost on the way would otherwise hold it (and its decode memory) that long.
 /// Decode steps take milliseconds; an instance rotates through more sequences than a batch takes.
-/// Coupled instances are not watched: their decodes pause while whole prompts prefill.
 inline constexpr auto decode_quiet_timeout = std::chrono::seconds(30);
+
+/// A request on a coupled instance that hears nothing from it for this long (from the job's
+/// acceptance, or its last token) asks the instance whether it still holds the job and how many
+/// tokens it sent (JobProbe). Quiet alone is no failure there: a coupled instance's queue and
+/// its whole-prompt prefills pause its decodes. A job no longer held, tokens sent that never
+/// came, or no answer (within control_timeout) fail the attempt; else the watch starts again.
+inline constexpr auto coupled_quiet_timeout = std::chrono::seconds(30);
 
 /// A prefill group's head whose own part of a job has ended waits this long for the other stages
 /// to say they are done (StageDone) before it fails the job: a lost StageDone would otherwise
 /// hold the group, and every job queued behind it, until the requests' deadlines. A stage ends
-/// a few chunks' compute after the head at most.
+/// a few chunks' compute after the head at most. A head that failed a job asks its stages that
+/// have not answered its StageAbort again this often (the abort or its answer lost), holding the
+/// job's pages, which they may still write, until each has.
 inline constexpr auto stage_quiet_timeout = std::chrono::seconds(30);
 
 /// A batch of reads of cached blocks, or of writes of new ones, between a prefill worker and the

@@ -34,6 +34,7 @@ struct coupled_seq {
   uint64_t prefill_ns = 0; // the steps that computed part of its prompt
   uint32_t next_input = 0; // decoding: the token fed at the next step
   uint32_t generated = 0;  // output tokens so far, the first included
+  uint32_t sent = 0;       // of them, those sent to the request (JobProbeReply)
   bool prefilled = false;
 };
 
@@ -79,6 +80,8 @@ inline int64_t clock_ns(coupled_ptr self) {
 caf::result<typed_envelope<wire::PrefillAccepted>>
 on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg);
 caf::result<void> on_release(coupled_ptr self, const typed_envelope<wire::ReleaseRequest>& msg);
+caf::result<typed_envelope<wire::JobProbeReply>>
+on_probe(coupled_ptr self, const typed_envelope<wire::JobProbe>& msg);
 typed_envelope<wire::WorkerStats> make_stats(coupled_ptr self);
 /// Drops a request at any stage; its pages go back (cached ones stay cached). The caller wakes
 /// the step loop if it is not in a step (waiting requests may fit now).

@@ -58,6 +58,7 @@ coupled_worker_actor::behavior_type coupled_worker(coupled_ptr self, coupled_wor
       [=](release_atom, const typed_envelope<wire::ReleaseRequest>& msg) {
         return on_release(self, msg);
       },
+      [=](probe_atom, const typed_envelope<wire::JobProbe>& msg) { return on_probe(self, msg); },
       [=](stats_atom) { return make_stats(self); },
       [=](step_atom) {
         if (!refuse_unless_self_sent(self, "step"))

@@ -19,6 +19,10 @@ using coupled_worker_actor = caf::typed_actor<
     // then hears PrefillDone (the first token), TokenBatch and, if it fails, RequestFailed.
     caf::replies_to<prefill_atom,
                     typed_envelope<wire::CoupledJob>>::with<typed_envelope<wire::PrefillAccepted>>,
+    // JobProbe, from the request actor that sent the job (its quiet watch) -> JobProbeReply:
+    // whether the job is still here and how many output tokens went to the request
+    caf::replies_to<probe_atom,
+                    typed_envelope<wire::JobProbe>>::with<typed_envelope<wire::JobProbeReply>>,
     // ReleaseRequest, from the request actor that sent the job only: drop it and its pages
     caf::replies_to<release_atom, typed_envelope<wire::ReleaseRequest>>::with<void>,
     // -> WorkerStats

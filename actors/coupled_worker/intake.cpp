@@ -64,10 +64,14 @@ caf::error check_job(const coupled_state& st, const job_args& a) {
   return caf::none;
 }
 
-bool known(const coupled_state& st, uint64_t id) {
-  return st.running.count(id) != 0 ||
-         std::any_of(st.waiting.begin(), st.waiting.end(),
-                     [&](const coupled_seq& s) { return s.request_id == id; });
+// The request's sequence here, waiting or running; null where the instance holds none.
+const coupled_seq* find_seq(const coupled_state& st, uint64_t id) {
+  if (auto i = st.running.find(id); i != st.running.end())
+    return &i->second;
+  for (const auto& s : st.waiting)
+    if (s.request_id == id)
+      return &s;
+  return nullptr;
 }
 
 } // namespace
@@ -81,7 +85,7 @@ on_coupled_job(coupled_ptr self, const typed_envelope<wire::CoupledJob>& msg) {
   if (auto err = check_job(st, *a))
     return st.bad.refuse(st.name, std::move(err));
   // A copy of a job taken already: the network's doing, not a bad message.
-  if (known(st, a->request_id) || st.taken.contains(a->request_id))
+  if (find_seq(st, a->request_id) || st.taken.contains(a->request_id))
     return make_error(errc::already_exists, "coupled instance " +
                                                 std::to_string(st.options.instance) +
                                                 " has taken the job of request " +
@@ -119,21 +123,38 @@ caf::result<void> on_release(coupled_ptr self, const typed_envelope<wire::Releas
       msg, [](wire::ReleaseRequest::Reader in) { return in.getRequestId(); });
   if (!id)
     return st.bad.refuse(st.name, std::move(id.error()));
-  request_actor owner;
-  if (auto i = st.running.find(*id); i != st.running.end())
-    owner = i->second.requester;
-  for (const auto& s : st.waiting)
-    if (s.request_id == *id)
-      owner = s.requester;
-  if (!owner)
+  const auto* s = find_seq(st, *id);
+  if (!s)
     return caf::unit; // releasing twice, or after the end, is harmless
   // Only the request that sent the job may take it back.
-  if (auto err = refuse_unless_sent_by(
-          self, owner.address(), "the release of request " + std::to_string(*id), "its requester"))
+  if (auto err =
+          refuse_unless_sent_by(self, s->requester.address(),
+                                "the release of request " + std::to_string(*id), "its requester"))
     return err;
   drop_request(self, *id);
   wake(self); // its pages may let a waiting request in
   return caf::unit;
+}
+
+caf::result<typed_envelope<wire::JobProbeReply>>
+on_probe(coupled_ptr self, const typed_envelope<wire::JobProbe>& msg) {
+  auto& st = self->state;
+  auto id =
+      read_as<wire::JobProbe>(msg, [](wire::JobProbe::Reader in) { return in.getRequestId(); });
+  if (!id)
+    return st.bad.refuse(st.name, std::move(id.error()));
+  const auto* s = find_seq(st, *id);
+  // How far a job has got is its requester's business (a job no longer here tells nothing).
+  if (s)
+    if (auto err =
+            refuse_unless_sent_by(self, s->requester.address(),
+                                  "a probe of request " + std::to_string(*id), "its requester"))
+      return err;
+  return make_envelope<wire::JobProbeReply>([&](wire::JobProbeReply::Builder out) {
+    out.setRequestId(*id);
+    out.setHeld(s != nullptr);
+    out.setSentTokens(s ? s->sent : 0);
+  });
 }
 
 void drop_request(coupled_ptr self, uint64_t request_id) {
@@ -150,13 +171,8 @@ void drop_request(coupled_ptr self, uint64_t request_id) {
 
 void fail_request(coupled_ptr self, uint64_t request_id, const std::string& reason) {
   auto& st = self->state;
-  request_actor to;
-  if (auto i = st.running.find(request_id); i != st.running.end())
-    to = i->second.requester;
-  for (const auto& s : st.waiting)
-    if (s.request_id == request_id)
-      to = s.requester;
-  if (to) {
+  if (const auto* s = find_seq(st, request_id)) {
+    const auto to = s->requester;
     auto msg = make_envelope<wire::RequestFailed>([&](wire::RequestFailed::Builder f) {
       f.setRequestId(request_id);
       f.setReason(reason);

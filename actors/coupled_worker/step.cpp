@@ -71,6 +71,7 @@ void emit_pending(coupled_ptr self) {
     if (i == st.running.end())
       continue; // released while its token was computed
     const auto& to = i->second.requester;
+    i->second.sent = e.index + 1;
     if (e.first)
       send_first_token(self, i->second, e.token);
     else

@@ -214,10 +214,13 @@ void fail_job(prefill_ptr self, const std::string& reason) {
   });
   self->send(job.requester, failed_atom::value, msg); // as itself: the request checks who
   report_to_conductor(self, job, false, {});
-  if (job.grouped && abort_stages(self)) {
-    // Other stages may still write into its pages: they are freed once each has stopped.
+  if (job.grouped && abort_stages(self, job)) {
+    // Other stages may still write into its pages: they are freed once each has stopped, and
+    // asked again after stage_quiet_timeout where an abort or its answer was lost.
     st.draining = std::move(st.current);
     st.current.reset();
+    st.draining->stage_watch = false;
+    watch_stages(self, *st.draining);
     return;
   }
   release_pages(self, job);

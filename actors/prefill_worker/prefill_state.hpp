@@ -294,7 +294,9 @@ bool stages_finished(const prefill_job& job); // every other stage answered ok
 /// fails the job (its StageDone lost, say), rather than hold the group's queue for good.
 void watch_stages(prefill_ptr self, prefill_job& job);
 void on_stage_watch(prefill_ptr self, uint64_t request_id);
-bool abort_stages(prefill_ptr self); // head, failing: false when none runs
+/// Head, failing `job`: sends each stage still running it a StageAbort (again, when the watch
+/// finds one unanswered). False when no stage runs it and no stream of it is in flight.
+bool abort_stages(prefill_ptr self, const prefill_job& job);
 caf::result<typed_envelope<wire::StageAccepted>>
 on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg);
 void on_stage_inbox(prefill_ptr self, const typed_envelope<wire::StageInbox>& msg);

@@ -434,6 +434,16 @@ void watch_stages(prefill_ptr self, prefill_job& job) {
 
 void on_stage_watch(prefill_ptr self, uint64_t request_id) {
   auto& st = self->state;
+  if (st.draining && st.draining->request_id == request_id) {
+    // A stage that has not answered its StageAbort by now lost it, or lost its answer (the
+    // StageDone): it is asked again. Each answers whether it still runs the job or not; one that
+    // stopped ends by its monitor. Until each has answered, the job's pages stay held.
+    auto& job = *st.draining;
+    job.stage_watch = false;
+    if (abort_stages(self, job))
+      watch_stages(self, job);
+    return;
+  }
   if (!st.current || st.current->request_id != request_id || st.current->cancelled)
     return; // ended, or failing already
   const auto& job = *st.current;
@@ -446,9 +456,8 @@ void on_stage_watch(prefill_ptr self, uint64_t request_id) {
     }
 }
 
-bool abort_stages(prefill_ptr self) {
+bool abort_stages(prefill_ptr self, const prefill_job& job) {
   auto& st = self->state;
-  auto& job = *st.current;
   bool running = job.out.in_flight > 0;
   for (uint32_t k = 1; k < job.stage_state.size(); ++k) {
     if (job.stage_state[k] != stage_waiting)

@@ -140,10 +140,12 @@ void submit_coupled(request_ptr self) {
   self->request(instance, control_timeout, prefill_atom::value, msg)
       .then(
           [=](const typed_envelope<wire::PrefillAccepted>&) {
-            if (from_earlier_attempt(self, attempt))
+            if (from_earlier_attempt(self, attempt)) {
               give_back(self, instance, id);
-            else
-              self->state.reserved = true;
+              return;
+            }
+            self->state.reserved = true;
+            heard_from_worker(self); // its quiet watch starts
           },
           [=](caf::error& err) {
             if (from_earlier_attempt(self, attempt))

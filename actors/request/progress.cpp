@@ -108,29 +108,103 @@ caf::actor_addr decode_worker_of(const request_state& st) {
 
 namespace {
 
-// A token came: the quiet watch (decode_quiet_timeout) starts again from now.
-void heard_token(request_ptr self) {
+std::chrono::nanoseconds quiet_timeout_of(const request_state& st) {
+  return st.coupled ? coupled_quiet_timeout : decode_quiet_timeout;
+}
+
+void arm_quiet_watch(request_ptr self, std::chrono::nanoseconds after) {
   auto& st = self->state;
-  st.last_token_ns = now_ns(self);
-  if (st.coupled || st.quiet_watch)
+  if (st.quiet_watch)
     return;
   st.quiet_watch = true;
-  self->delayed_send(self, decode_quiet_timeout, quiet_atom::value);
+  self->delayed_send(self, after, quiet_atom::value);
+}
+
+// The tokens of the current attempt in hand, in order from its first: a coupled instance that
+// sent more lost them on the way.
+uint32_t attempt_tokens_in(const request_state& st) {
+  return st.first_token_seen ? static_cast<uint32_t>(st.output.size() - st.resumed_at) : 0;
+}
+
+void on_probe_reply(request_ptr self, const typed_envelope<wire::JobProbeReply>& msg) {
+  auto& st = self->state;
+  struct probe_reply {
+    uint64_t id;
+    bool held;
+    uint32_t sent;
+  };
+  auto r = read_as<wire::JobProbeReply>(msg, [](wire::JobProbeReply::Reader in) {
+    return probe_reply{in.getRequestId(), in.getHeld(), in.getSentTokens()};
+  });
+  const std::string who = "coupled instance " + std::to_string(st.decode_instance);
+  if (!r || r->id != st.id) {
+    fail_or_retry(self, failed_part::prefill, request_status::failed,
+                  who + " answered a probe of the request wrongly");
+    return;
+  }
+  const uint32_t in = attempt_tokens_in(st);
+  if (!r->held)
+    fail_or_retry(self, failed_part::prefill, request_status::failed,
+                  who + " no longer holds the request, " + std::to_string(in) +
+                      " of its tokens came, none for " +
+                      std::to_string(coupled_quiet_timeout.count()) + " s");
+  else if (r->sent > in)
+    fail_or_retry(self, failed_part::prefill, request_status::failed,
+                  who + " sent " + std::to_string(r->sent) + " tokens, " + std::to_string(in) +
+                      " of them came, none for " + std::to_string(coupled_quiet_timeout.count()) +
+                      " s");
+  else // busy with others (a queue, whole-prompt prefills): look again later
+    arm_quiet_watch(self, coupled_quiet_timeout);
+}
+
+// A coupled instance quiet for coupled_quiet_timeout is asked where the job stands.
+void probe_coupled(request_ptr self) {
+  auto& st = self->state;
+  auto msg =
+      make_envelope<wire::JobProbe>([&](wire::JobProbe::Builder out) { out.setRequestId(st.id); });
+  const uint32_t attempt = st.attempt;
+  const uint32_t instance = st.decode_instance;
+  self->request(st.dir->coupled[instance], control_timeout, probe_atom::value, msg)
+      .then(
+          [=](const typed_envelope<wire::JobProbeReply>& reply) {
+            if (self->state.attempt == attempt && !self->state.done)
+              on_probe_reply(self, reply);
+          },
+          [=](caf::error& err) {
+            if (self->state.attempt != attempt || self->state.done)
+              return;
+            fail_or_retry(self, failed_part::prefill, request_status::failed,
+                          "coupled instance " + std::to_string(instance) + " sent nothing for " +
+                              std::to_string(coupled_quiet_timeout.count()) +
+                              " s and did not answer a probe: " + describe(err));
+          });
 }
 
 } // namespace
 
+void heard_from_worker(request_ptr self) {
+  auto& st = self->state;
+  st.last_token_ns = now_ns(self);
+  arm_quiet_watch(self, quiet_timeout_of(st));
+}
+
 void on_quiet(request_ptr self) {
   auto& st = self->state;
   st.quiet_watch = false;
-  // Nothing heard in this attempt (an earlier one armed the watch): the next token arms it.
-  if (st.done || (st.first_token_seen && st.final_seen) ||
-      !(st.first_token_seen || st.decode_heard))
+  if (st.done || (st.first_token_seen && st.final_seen))
     return;
+  // Nothing heard in this attempt (an earlier one armed the watch): the next token (or a
+  // coupled instance's acceptance) arms it.
+  if (!(st.coupled ? st.reserved : st.first_token_seen || st.decode_heard))
+    return;
+  const auto timeout = quiet_timeout_of(st);
   const auto quiet = std::chrono::nanoseconds(now_ns(self) - st.last_token_ns);
-  if (quiet < decode_quiet_timeout) { // tokens came meanwhile: look again when due
-    st.quiet_watch = true;
-    self->delayed_send(self, decode_quiet_timeout - quiet, quiet_atom::value);
+  if (quiet < timeout) { // tokens came meanwhile: look again when due
+    arm_quiet_watch(self, timeout - quiet);
+    return;
+  }
+  if (st.coupled) {
+    probe_coupled(self);
     return;
   }
   fail_or_retry(self, failed_part::decode, request_status::failed,
@@ -213,7 +287,7 @@ caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::P
   if (st.resumed_at == 0) // a resumed attempt's prefill is not the prompt's: its figures stay
     take_prefill_figures(st, *d);
   append_tokens(self, {d->first});
-  heard_token(self);
+  heard_from_worker(self);
   append_tokens(self, st.early_tokens);
   st.early_tokens.clear();
   maybe_complete(self);
@@ -234,7 +308,7 @@ uint32_t next_index(const request_state& st) {
 void take_in_order(request_ptr self, const std::vector<uint32_t>& tokens, bool final) {
   auto& st = self->state;
   if (!tokens.empty() || final)
-    heard_token(self);
+    heard_from_worker(self);
   if (st.first_token_seen)
     append_tokens(self, tokens);
   else // decode overtook the prefill's report (possible across processes): keep the order

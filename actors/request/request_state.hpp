@@ -65,7 +65,8 @@ struct request_state {
   };
   std::map<uint32_t, later_batch> later_batches;
   uint64_t duplicate_batches = 0; // batches (or parts) already had: dropped
-  int64_t last_token_ns = 0;      // when the last token came (decode_quiet_timeout)
+  int64_t last_token_ns = 0;      // when the last token came (decode_quiet_timeout), or a
+                                  // coupled instance took the job (coupled_quiet_timeout)
   bool quiet_watch = false;       // a quiet_atom is on its way
   bool first_token_seen = false;
   bool decode_heard = false; // a TokenBatch came: the decode worker has the KV
@@ -116,6 +117,8 @@ bool earlier_attempt(const request_state& st, uint64_t id);
 // progress.cpp
 caf::result<void> on_prefill_done(request_ptr self, const typed_envelope<wire::PrefillDone>& msg);
 caf::result<void> on_tokens(request_ptr self, const typed_envelope<wire::TokenBatch>& msg);
+/// A token came, or a coupled instance took the job: the quiet watch starts again from now.
+void heard_from_worker(request_ptr self);
 void on_quiet(request_ptr self);
 caf::result<void> on_failed(request_ptr self, const typed_envelope<wire::RequestFailed>& msg);
 int64_t now_ns(request_ptr self);

@@ -41,9 +41,9 @@ std::string schema_name(uint64_t schema_id) {
       wire::PromoteReply, wire::Touch, wire::OwnerHeartbeat, wire::EvictRequest, wire::EvictReply,
       wire::OwnerBlock, wire::OwnerReport, wire::PoolPeers, wire::OwnerReportReply,
       wire::OwnerStats, wire::Replica, wire::ObjectRecord, wire::ReserveRequest, wire::ReserveReply,
-      wire::ReleaseRequest, wire::PrefillJob, wire::CoupledJob, wire::PrefillAccepted,
-      wire::KvReady, wire::WorkerStats, wire::StageJob, wire::StageAccepted, wire::StageInbox,
-      wire::StageChunk, wire::StageDone, wire::StageAbort>();
+      wire::ReleaseRequest, wire::PrefillJob, wire::CoupledJob, wire::JobProbe, wire::JobProbeReply,
+      wire::PrefillAccepted, wire::KvReady, wire::WorkerStats, wire::StageJob, wire::StageAccepted,
+      wire::StageInbox, wire::StageChunk, wire::StageDone, wire::StageAbort>();
   auto i = names.find(schema_id);
   return i != names.end() ? i->second : fmt::format("{:#x}", schema_id);
 }

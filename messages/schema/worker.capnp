@@ -47,6 +47,20 @@ struct CoupledJob {
   maxNewTokens @3 :UInt32;
 }
 
+# request -> coupled instance, when the request has heard nothing from it for a while (its quiet
+# watch, coupled_quiet_timeout): does the instance still hold the job, and how far has it got?
+struct JobProbe {
+  requestId @0 :UInt64;
+}
+
+# coupled instance -> request: the answer. Tokens it sent that never came are lost for good (an
+# instance keeps no copy), so the request fails them or continues elsewhere.
+struct JobProbeReply {
+  requestId @0 :UInt64;
+  held @1 :Bool;         # waiting or running there: more is to come; false: ended, or never taken
+  sentTokens @2 :UInt32; # output tokens sent to the request so far, the first included
+}
+
 # prefill worker (or coupled instance) -> request, on admission to its queue.
 struct PrefillAccepted {
   requestId @0 :UInt64;

@@ -26,10 +26,13 @@ campaign found_with_nine_kinds(campaign c) {
   return c;
 }
 
-campaign prepared(uint32_t requests) {
+// A campaign on the embedded default cluster, or on docs/chaos/CLUSTER.cluster.yaml.
+campaign prepared(uint32_t requests, const std::string& cluster = "") {
   chaos_options opt;
   opt.requests = requests;
   opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
+  if (!cluster.empty())
+    opt.cluster_path = CRESCENT_DOCS_DIR "/chaos/" + cluster + ".cluster.yaml";
   auto c = prepare_campaign(opt);
   EXPECT_TRUE(c) << describe(c.error());
   return c ? std::move(*c) : campaign{};
@@ -201,6 +204,55 @@ TEST(chaos, a_request_whose_token_batches_are_lost_fails_when_decode_goes_quiet)
   EXPECT_EQ(failed_with(r, "sent no token for 30 s"), 20u) << r.results.at(0).reason;
 }
 
+// A coupled instance's decodes pause while whole prompts prefill, so quiet alone fails nothing
+// there: after 30 s of it (coupled_quiet_timeout) the request asks the instance where its job
+// stands (JobProbe), and fails when the instance sent tokens that never came, or ended the job.
+TEST(chaos, a_request_whose_coupled_instance_s_tokens_are_lost_fails_when_its_probe_says_so) {
+  auto c = prepared(20, "coupled");
+  // Every request has its first token (PrefillDone); every later batch is lost.
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: tokens, to: request}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.failed, 20u);
+  const size_t lost = failed_with(r, "of them came, none for 30 s");
+  const size_t ended = failed_with(r, "no longer holds the request, 1 of its tokens came");
+  EXPECT_EQ(lost + ended, 20u) << r.results.at(0).reason;
+}
+
+TEST(chaos, with_retries_a_request_whose_coupled_instance_s_tokens_are_lost_continues_elsewhere) {
+  auto c = prepared(20, "coupled");
+  c.cfg.request_retries_max = 1;
+  // A third of the token batches from node 1 (coupled instance 1) are lost.
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 0.3, type: tokens, to: request, node: 1}]");
+  EXPECT_TRUE(r.held()) << violations_of(r); // the reference tokens, continued output included
+  EXPECT_EQ(r.completed, 20u);
+  size_t retried = 0;
+  for (const auto& x : r.results)
+    if (x.retries != 0) {
+      ++retried;
+      EXPECT_NE(x.decode_instance, 1u) << "request " << x.id;
+    }
+  EXPECT_GT(retried, 0u);
+}
+
+TEST(chaos, a_coupled_instance_paused_past_its_quiet_watch_fails_none_of_its_requests) {
+  auto c = prepared(20, "coupled");
+  // Its node is not judged silent: this is about the requests' own watch.
+  c.cfg.conductor.heartbeat_timeout_ms = 120'000;
+  // Request 13 (arrives at 806 ms, 675 tokens) decodes on instance 0 when node 0 pauses for
+  // 40 s: it hears nothing for 30 s and probes the instance; the answer comes when the pause
+  // ends (within the probe's 30 s), says the job is held and all it sent came, and it goes on.
+  auto r = run_yaml(c, "faults: [{at_ms: 807, pause: 0, for_ms: 40000}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(failed_with(r, "coupled instance 0 sent"), 0u);
+  EXPECT_EQ(failed_with(r, "no longer holds"), 0u);
+  const auto& x = r.results.at(13);
+  EXPECT_EQ(x.status, replay::outcome_status::completed) << x.reason;
+  EXPECT_EQ(x.decode_instance, 0u);
+  ASSERT_FALSE(x.token_times_ns.empty());
+  EXPECT_LT(x.token_times_ns.front() - x.arrival_ns, int64_t{1'000'000}) << "before the pause";
+  EXPECT_GE(x.token_times_ns.back() - x.arrival_ns, int64_t{39'000'000'000}) << "it waited";
+}
+
 TEST(chaos, duplicated_and_reordered_token_batches_still_give_the_reference_tokens) {
   // Found by seeds 3 and 10 (below): a request took a duplicated or a late batch as new tokens.
   auto c = prepared(20);
@@ -249,6 +301,25 @@ TEST(chaos, a_lost_stage_done_fails_its_job_and_the_group_serves_on) {
   EXPECT_GT(r.faults_taken[0], 0u);
   EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
   EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(failed_with(r, "deadline"), 0u);
+  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+}
+
+// The head that failed such a job sends the stage a StageAbort and holds the job's pages until
+// it answers: a lost abort (or answer) held the group for good. Unanswered after
+// stage_quiet_timeout, the abort is sent again.
+TEST(chaos, a_lost_stage_abort_is_sent_again_and_the_group_serves_on) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  // The first aborts go out 30 s after the lost StageDones, inside the second fault's 40 s.
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300},\n"
+                       "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 40000}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  ASSERT_EQ(r.faults_taken.size(), 2u);
+  EXPECT_GT(r.faults_taken[0], 0u);
+  EXPECT_GT(r.faults_taken[1], 0u) << "an abort was lost";
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
   EXPECT_EQ(failed_with(r, "deadline"), 0u);
   EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
 }
