@@ -646,11 +646,12 @@ TEST(chaos, a_step_of_a_failed_job_does_not_compute_the_next_one) {
 }
 
 // The other clusters campaigns run on (docs/chaos/*.cluster.yaml: prefill groups with their stage
-// streams, layer-wise streaming, loads a block at a time, coupled instances, SSD tiers) load and
+// streams, layer-wise streaming, loads a block at a time, coupled instances, SSD tiers, retries,
+// a 10 s deadline) load and
 // hold a few seeds of the default budget; 150 seeds each of the default and the heavier budget
 // held on 2026-12-07.
 TEST(chaos, the_documented_clusters_hold) {
-  for (const char* name : {"cpp", "stream", "pulls", "coupled", "ssd"}) {
+  for (const char* name : {"cpp", "stream", "pulls", "coupled", "ssd", "retries", "deadline"}) {
     chaos_options opt;
     opt.requests = 60;
     opt.trace_path = CRESCENT_DATA_DIR "/synthetic_trace.jsonl";
