@@ -169,8 +169,8 @@ struct cluster_config {
   pool_config pool;
   transfer_config transfer;
   // How pool blocks are stored (issue 23, docs/kv_compression.md): kv_codec none keeps the
-  // engine's pages as they are; another codec stores them compressed in DRAM and on SSD, and
-  // pool reads carry them compressed (the prefill-to-decode hand-off does not yet).
+  // engine's pages as they are; another codec stores them compressed in DRAM and on SSD, pool
+  // reads carry them compressed, and so does the prefill-to-decode hand-off (codec.handoff).
   gpu::block_codec_options codec;
   // How a replayed trace becomes prompts: the tokens one 512-token trace block becomes. 0: one
   // model block (model.block_tokens; the scaled prompts of the small reference model); 512: the

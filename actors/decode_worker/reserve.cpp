@@ -66,6 +66,17 @@ caf::expected<reservation> make_reservation(decode_ptr self, const reserve_args&
   return r;
 }
 
+typed_envelope<wire::ReserveReply> reply_of(decode_ptr self, const reservation& r) {
+  const uint32_t block = self->state.parts.engine->config().block_tokens;
+  return make_envelope<wire::ReserveReply>([&](wire::ReserveReply::Builder out) {
+    out.setRequestId(r.request_id);
+    out.setBlockTokens(block);
+    auto pages = out.initPages(static_cast<unsigned>(r.grants.size()));
+    for (unsigned i = 0; i < r.grants.size(); ++i)
+      transport::to_wire(r.grants[i], pages[i]);
+  });
+}
+
 } // namespace
 
 decode_state::~decode_state() {
@@ -108,7 +119,13 @@ on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg) {
                                 std::to_string(uint64_t{a->prompt_tokens} + a->max_new_tokens) +
                                 " tokens exceeds the per-request budget of " +
                                 std::to_string(st.options.request_tokens_max)));
-  // A copy of a reservation that is made or was: the network's doing, not a bad message.
+  // A copy of a reservation its request still waits on (the answer to the first was lost on
+  // the way) gets the same answer: the same pages, nothing allocated twice.
+  if (auto i = st.reservations.find(a->request_id); i != st.reservations.end() &&
+                                                    !i->second.active &&
+                                                    sent_by(self, i->second.requester.address()))
+    return reply_of(self, i->second);
+  // Any other copy of a reservation that is made or was: the network's doing, not a bad message.
   if (st.reservations.count(a->request_id) != 0 || st.reserved.contains(a->request_id))
     return make_error(errc::already_exists, "decode instance " +
                                                 std::to_string(st.options.instance) +
@@ -125,14 +142,7 @@ on_reserve(decode_ptr self, const typed_envelope<wire::ReserveRequest>& msg) {
   // A request that ends without releasing (it crashed, its process died) must not hold memory.
   self->monitor(requester);
   r->requester = std::move(requester);
-  const uint32_t block = st.parts.engine->config().block_tokens;
-  auto reply = make_envelope<wire::ReserveReply>([&](wire::ReserveReply::Builder out) {
-    out.setRequestId(a->request_id);
-    out.setBlockTokens(block);
-    auto pages = out.initPages(static_cast<unsigned>(r->grants.size()));
-    for (unsigned i = 0; i < r->grants.size(); ++i)
-      transport::to_wire(r->grants[i], pages[i]);
-  });
+  auto reply = reply_of(self, *r);
   st.reservations.emplace(a->request_id, std::move(*r));
   return reply;
 }

@@ -390,6 +390,9 @@ void start_stages(prefill_ptr self) {
     self->request(stage, control_timeout, stage_atom::value, msg)
         .then([](const typed_envelope<wire::StageAccepted>&) {},
               [=](caf::error& err) {
+                // A copy that came after the job, whose answer was lost: the stage has it.
+                if (is(err, errc::already_exists))
+                  return;
                 if (auto* j = head_job(self->state, id))
                   end_stage(self, *j, k, false, "refused the job: " + describe(err));
               });

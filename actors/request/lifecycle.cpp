@@ -118,7 +118,9 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
   self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
       .then([](const typed_envelope<wire::PrefillAccepted>&) {},
             [=](caf::error& err) {
-              if (from_earlier_attempt(self, attempt))
+              // already_exists: a copy of the job reached the instance after the job, whose
+              // answer was lost; the instance has it (its own messages tell the rest).
+              if (from_earlier_attempt(self, attempt) || is(err, errc::already_exists))
                 return;
               // A full queue is overload.
               refused(self, is(err, errc::no_space), failed_part::prefill, request_status::failed,
@@ -137,24 +139,30 @@ void submit_coupled(request_ptr self) {
   const uint32_t attempt = st.attempt;
   const uint64_t id = st.id;
   const auto instance = st.dir->coupled[st.prefill_instance];
+  auto taken = [=] {
+    if (from_earlier_attempt(self, attempt)) {
+      give_back(self, instance, id);
+      return;
+    }
+    self->state.reserved = true;
+    heard_from_worker(self); // its quiet watch starts
+  };
   self->request(instance, control_timeout, prefill_atom::value, msg)
-      .then(
-          [=](const typed_envelope<wire::PrefillAccepted>&) {
-            if (from_earlier_attempt(self, attempt)) {
-              give_back(self, instance, id);
-              return;
-            }
-            self->state.reserved = true;
-            heard_from_worker(self); // its quiet watch starts
-          },
-          [=](caf::error& err) {
-            if (from_earlier_attempt(self, attempt))
-              return;
-            // A full queue, or a request larger than the instance's memory, is load.
-            refused(self, is(err, errc::no_space) || is(err, errc::limit_exceeded),
-                    failed_part::prefill, request_status::failed,
-                    "coupled instance refused the job: " + describe(err));
-          });
+      .then([=](const typed_envelope<wire::PrefillAccepted>&) { taken(); },
+            [=](caf::error& err) {
+              // A copy of the job reached the instance after the job, whose answer was lost: the
+              // instance has it, or had it (then the quiet watch's probe finds it gone).
+              if (is(err, errc::already_exists)) {
+                taken();
+                return;
+              }
+              if (from_earlier_attempt(self, attempt))
+                return;
+              // A full queue, or a request larger than the instance's memory, is load.
+              refused(self, is(err, errc::no_space) || is(err, errc::limit_exceeded),
+                      failed_part::prefill, request_status::failed,
+                      "coupled instance refused the job: " + describe(err));
+            });
 }
 
 bool try_next_decode(request_ptr self);

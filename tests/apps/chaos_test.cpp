@@ -288,6 +288,25 @@ TEST(chaos, a_prefill_job_delivered_twice_runs_once_and_fails_no_request) {
     expect_all_20_completed(run_yaml(c, yaml), yaml);
 }
 
+// Found by the extreme budget on the coupled cluster (seeds 95000 on): a job or reservation
+// delivered twice whose first answer was lost got "already_exists" as its answer, and its
+// request failed while the instance ran its job. A copy of a job is now taken as its answer,
+// and a copy of a reservation still waited on gets the same pages again.
+TEST(chaos, a_copy_whose_first_answer_was_lost_answers_for_it) {
+  for (const char* cluster : {"", "coupled", "cpp"}) {
+    auto c = prepared(20, cluster);
+    // Every job, stage job and reservation sent twice at once; half their answers lost: where the
+    // first is lost and the second is not, the second answers. Where both are, the ask times out.
+    auto r = run_yaml(c, "faults: [{at_ms: 0, duplicate: 1, type: prefill},\n"
+                         "         {at_ms: 0, duplicate: 1, type: stage},\n"
+                         "         {at_ms: 0, duplicate: 1, type: reserve},\n"
+                         "         {at_ms: 0, drop: 0.5, type: reply}]");
+    EXPECT_TRUE(r.held()) << cluster << "\n" << violations_of(r);
+    EXPECT_EQ(failed_with(r, "already"), 0u) << cluster;
+    EXPECT_GT(r.completed, 0u) << cluster;
+  }
+}
+
 // Found by seed 66 on docs/chaos/cpp.cluster.yaml (one StageDone lost between the two stages of
 // a group): the head waited for it for good, and every request queued behind that job failed at
 // its 300 s deadline (158 of 200). The head now fails the job once its own part has ended and a
