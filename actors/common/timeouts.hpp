@@ -35,6 +35,13 @@ inline constexpr auto coupled_quiet_timeout = std::chrono::seconds(30);
 /// job's pages, which they may still write, until each has.
 inline constexpr auto stage_quiet_timeout = std::chrono::seconds(30);
 
+/// A stage of a prefill group that hears nothing of its job (no chunk from the stage before it)
+/// for this long fails it, and tells its head: the head may have failed the job without reaching
+/// it (its StageJob's answer lost, the StageAbort too), or the job is a late copy the head no
+/// longer runs, and the stage would otherwise refuse every later job as busy. Twice the head's
+/// watch: the head may wait for its prefix loads (pool_io_timeout) before the first chunk.
+inline constexpr auto stage_job_quiet_timeout = std::chrono::seconds(60);
+
 /// A batch of reads of cached blocks, or of writes of new ones, between a prefill worker and the
 /// pool: one that has not ended by then counts its blocks as misses (or leaves them unstored).
 inline constexpr auto pool_io_timeout = std::chrono::seconds(30);

@@ -78,6 +78,8 @@ struct stage_job {
   uint32_t first_token = 0;
   uint64_t compute_ns = 0;
   int64_t computed_ns = 0; // when its last chunk was computed
+  int64_t heard_ns = 0;    // when it last heard of the job: its acceptance, a chunk's arrival
+  bool watch = false;      // its quiet watch (stage_job_quiet_timeout) is armed
 };
 
 struct prefill_job {

@@ -393,6 +393,12 @@ void start_stages(prefill_ptr self) {
                 // A copy that came after the job, whose answer was lost: the stage has it.
                 if (is(err, errc::already_exists))
                   return;
+                // Unanswered: the stage may run it all the same; told to stop, it says nothing
+                // back that the head still waits for (it stops on its own if this is lost).
+                if (err == caf::sec::request_timeout)
+                  self->send(stage, stage_abort_atom::value,
+                             make_envelope<wire::StageAbort>(
+                                 [&](wire::StageAbort::Builder out) { out.setRequestId(id); }));
                 if (auto* j = head_job(self->state, id))
                   end_stage(self, *j, k, false, "refused the job: " + describe(err));
               });
@@ -435,8 +441,43 @@ void watch_stages(prefill_ptr self, prefill_job& job) {
   self->delayed_send(self, stage_quiet_timeout, stage_watch_atom::value, job.request_id);
 }
 
+namespace {
+
+// A stage heard of its job: its quiet watch starts again from now.
+void heard_of_stage_job(prefill_ptr self, stage_job& job) {
+  job.heard_ns = clock_ns(self);
+  if (job.watch)
+    return;
+  job.watch = true;
+  self->delayed_send(self, stage_job_quiet_timeout, stage_watch_atom::value, job.request_id);
+}
+
+void on_stage_job_watch(prefill_ptr self) {
+  auto& job = *self->state.stage;
+  job.watch = false;
+  if (job.failure || job.chunk == job.chunks)
+    return; // ending: what it sends ends by its own timeouts
+  const auto quiet = std::chrono::nanoseconds(clock_ns(self) - job.heard_ns);
+  if (quiet < stage_job_quiet_timeout) {
+    job.watch = true;
+    self->delayed_send(self, stage_job_quiet_timeout - quiet, stage_watch_atom::value,
+                       job.request_id);
+    return;
+  }
+  CRESCENT_PROBE("prefill.stage_job_quiet");
+  fail_stage(self,
+             make_error(errc::timeout, "heard nothing of the job for " +
+                                           std::to_string(stage_job_quiet_timeout.count()) + " s"));
+}
+
+} // namespace
+
 void on_stage_watch(prefill_ptr self, uint64_t request_id) {
   auto& st = self->state;
+  if (st.stage && st.stage->request_id == request_id) {
+    on_stage_job_watch(self);
+    return;
+  }
   if (st.draining && st.draining->request_id == request_id) {
     // A stage that has not answered its StageAbort by now lost it, or lost its answer (the
     // StageDone): it is asked again. Each answers whether it still runs the job or not; one that
@@ -518,6 +559,7 @@ on_stage_job(prefill_ptr self, const typed_envelope<wire::StageJob>& msg) {
   st.early_inbox.reset();
   st.recent_jobs.insert(id);
   st.stage = std::move(*job);
+  heard_of_stage_job(self, *st.stage);
   self->monitor(st.parts.dir->prefill[group_head(st)]);
   send_inbox(self, *st.stage);
   read_prefix(self);
@@ -600,6 +642,7 @@ void on_stage_chunk(prefill_ptr self, const typed_envelope<wire::StageChunk>& ms
     return;
   }
   st.stage->arrived[read->second] = true;
+  heard_of_stage_job(self, *st.stage);
   compute_stage(self);
 }
 

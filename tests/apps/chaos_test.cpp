@@ -343,6 +343,44 @@ TEST(chaos, a_lost_stage_abort_is_sent_again_and_the_group_serves_on) {
   EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
 }
 
+// A stage whose job's chunks are lost, and every abort of it too, waited for them for good, and
+// refused each later job as busy. It now fails a job it has heard nothing of for 60 s
+// (stage_job_quiet_timeout) and tells its head, whose draining job then ends: the requests
+// queued behind it run then, not after the aborts get through (400 s, past their deadline).
+TEST(chaos, a_stage_that_hears_nothing_of_its_job_fails_it_and_the_group_serves_on) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_chunk, for_ms: 300},\n"
+                       "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 400000}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  ASSERT_EQ(r.faults_taken.size(), 2u);
+  EXPECT_GT(r.faults_taken[0], 0u);
+  EXPECT_GT(r.faults_taken[1], 0u);
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(failed_with(r, "deadline"), 0u);
+  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+  EXPECT_EQ(r.completed + r.failed + r.rejected, 20u);
+}
+
+// A stage job whose answer is lost times out at the head, which fails the job and no longer
+// waits for that stage: it tells the stage to stop, which would otherwise wait for chunks that
+// never come until its own watch (60 s), refusing the group's next jobs as busy.
+TEST(chaos, a_stage_job_whose_answer_is_lost_is_aborted_when_it_times_out) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: reply, from: prefill, to: prefill,"
+                       " for_ms: 300},\n"
+                       "         {at_ms: 0, drop: 1, type: st_chunk, for_ms: 300}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_EQ(r.failed, failed_with(r, "refused the job: system_error(request_timeout)"));
+  EXPECT_GT(r.failed, 0u);
+  // Request 1 waited behind request 0's job: its first token comes soon after the 30 s timeout.
+  const auto& x = r.results.at(1);
+  EXPECT_EQ(x.status, replay::outcome_status::completed) << x.reason;
+  ASSERT_FALSE(x.token_times_ns.empty());
+  EXPECT_LT(x.token_times_ns.front() - x.arrival_ns, int64_t{40'000'000'000});
+}
+
 TEST(chaos, a_stage_job_delivered_twice_runs_once_in_a_prefill_group) {
   // A second copy of a StageJob that came after the first had ended ran as a new stage job,
   // waited for a head that had moved on, and held its stage for good: every later job of the
