@@ -702,7 +702,10 @@ void on_stage_abort(prefill_ptr self, const typed_envelope<wire::StageAbort>& ms
     return;
   }
   if (!st.stage || st.stage->request_id != *id) {
-    // Refused or ended already: say so, so that the head stops waiting.
+    // Refused or ended already: say so, so that the head stops waiting. Or not come yet (the
+    // abort overtook it on the way): it is refused when it comes, as a copy of a job taken is,
+    // for the head has moved on and nothing would send its chunks.
+    st.recent_jobs.insert(*id);
     stage_job gone;
     gone.request_id = *id;
     gone.failure = make_error(errc::invalid_argument, "not running");

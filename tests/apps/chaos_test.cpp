@@ -381,6 +381,23 @@ TEST(chaos, a_stage_job_whose_answer_is_lost_is_aborted_when_it_times_out) {
   EXPECT_LT(x.token_times_ns.front() - x.arrival_ns, int64_t{40'000'000'000});
 }
 
+// Found by the extreme budget on docs/chaos/cpp.cluster.yaml (seed 95115, reordered messages):
+// the head failed a job and its StageAbort overtook the StageJob on the way; the stage said it
+// did not run it, the head moved on, and the StageJob, coming then, held the stage for good
+// ("busy with request 39" to 107 requests). A job that comes after its abort is now refused.
+TEST(chaos, a_stage_job_that_comes_after_its_abort_is_refused) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  // The first jobs' StageJobs held 500 ms; their KV writes fail, so their heads fail them first.
+  auto r = run_yaml(c, "faults: [{at_ms: 0, delay: 1, delay_ms: 500, type: stage, for_ms: 100},\n"
+                       "         {at_ms: 0, fail_transfer: 1, for_ms: 100}]");
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  EXPECT_GT(r.faults_taken.at(0), 0u);
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(failed_with(r, "busy"), 0u);
+  EXPECT_GT(r.completed, 10u);
+}
+
 TEST(chaos, a_stage_job_delivered_twice_runs_once_in_a_prefill_group) {
   // A second copy of a StageJob that came after the first had ended ran as a new stage job,
   // waited for a head that had moved on, and held its stage for good: every later job of the
