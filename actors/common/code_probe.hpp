@@ -23,8 +23,6 @@ inline constexpr code_probe code_probes[] = {
     {"prefill.fail_waits_for_reads", "a failing prefill job waits for its reads or step in flight"},
     {"prefill.handoff_failed", "a batch of a KV hand-off to decode failed"},
     {"prefill.stage_failed", "a stage of a prefill group failed a chunk"},
-    {"prefill.stage_job_quiet", "a stage of a prefill group heard nothing of its job for 60 s "
-                                "and failed it"},
     {"request.decode_elsewhere", "a decode reservation refused for lack of memory went to the "
                                  "next decode instance"},
     {"request.deadline", "a request failed at its deadline"},

@@ -360,6 +360,16 @@ caf::error make_stream_slots(prefill_ptr self) {
   return map_slots(*st.parts.streams, st.stream_slots, st.stream_ptrs);
 }
 
+namespace {
+
+void send_stage_abort(prefill_ptr self, const prefill_worker_actor& stage, uint64_t request_id) {
+  auto msg = make_envelope<wire::StageAbort>(
+      [&](wire::StageAbort::Builder out) { out.setRequestId(request_id); });
+  self->send(stage, stage_abort_atom::value, msg);
+}
+
+} // namespace
+
 void start_stages(prefill_ptr self) {
   auto& st = self->state;
   auto& job = *st.current;
@@ -396,9 +406,7 @@ void start_stages(prefill_ptr self) {
                 // Unanswered: the stage may run it all the same; told to stop, it says nothing
                 // back that the head still waits for (it stops on its own if this is lost).
                 if (err == caf::sec::request_timeout)
-                  self->send(stage, stage_abort_atom::value,
-                             make_envelope<wire::StageAbort>(
-                                 [&](wire::StageAbort::Builder out) { out.setRequestId(id); }));
+                  send_stage_abort(self, stage, id);
                 if (auto* j = head_job(self->state, id))
                   end_stage(self, *j, k, false, "refused the job: " + describe(err));
               });
@@ -443,13 +451,17 @@ void watch_stages(prefill_ptr self, prefill_job& job) {
 
 namespace {
 
-// A stage heard of its job: its quiet watch starts again from now.
-void heard_of_stage_job(prefill_ptr self, stage_job& job) {
-  job.heard_ns = clock_ns(self);
+void arm_stage_job_watch(prefill_ptr self, stage_job& job, std::chrono::nanoseconds after) {
   if (job.watch)
     return;
   job.watch = true;
-  self->delayed_send(self, stage_job_quiet_timeout, stage_watch_atom::value, job.request_id);
+  self->delayed_send(self, after, stage_watch_atom::value, job.request_id);
+}
+
+// A stage heard of its job: its quiet watch starts again from now.
+void heard_of_stage_job(prefill_ptr self, stage_job& job) {
+  job.heard_ns = clock_ns(self);
+  arm_stage_job_watch(self, job, stage_job_quiet_timeout);
 }
 
 void on_stage_job_watch(prefill_ptr self) {
@@ -459,12 +471,9 @@ void on_stage_job_watch(prefill_ptr self) {
     return; // ending: what it sends ends by its own timeouts
   const auto quiet = std::chrono::nanoseconds(clock_ns(self) - job.heard_ns);
   if (quiet < stage_job_quiet_timeout) {
-    job.watch = true;
-    self->delayed_send(self, stage_job_quiet_timeout - quiet, stage_watch_atom::value,
-                       job.request_id);
+    arm_stage_job_watch(self, job, stage_job_quiet_timeout - quiet);
     return;
   }
-  CRESCENT_PROBE("prefill.stage_job_quiet");
   fail_stage(self,
              make_error(errc::timeout, "heard nothing of the job for " +
                                            std::to_string(stage_job_quiet_timeout.count()) + " s"));
@@ -507,9 +516,7 @@ bool abort_stages(prefill_ptr self, const prefill_job& job) {
     if (job.stage_state[k] != stage_waiting)
       continue;
     running = true;
-    auto msg = make_envelope<wire::StageAbort>(
-        [&](wire::StageAbort::Builder out) { out.setRequestId(job.request_id); });
-    self->send(st.parts.dir->prefill[group_head(st) + k], stage_abort_atom::value, msg);
+    send_stage_abort(self, st.parts.dir->prefill[group_head(st) + k], job.request_id);
   }
   return running;
 }

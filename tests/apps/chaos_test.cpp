@@ -66,6 +66,27 @@ size_t failed_with(const seed_result& r, const std::string& words) {
   return n;
 }
 
+// Runs a plan on 20 requests of the default cluster with its two prefill instances as one group.
+seed_result run_on_a_group(const std::string& yaml) {
+  auto c = prepared(20);
+  c.cfg.prefill.group_instances = 2;
+  return run_yaml(c, yaml);
+}
+
+// Each of the plan's `faults` took something.
+void expect_each_fault_took(const seed_result& r, size_t faults) {
+  ASSERT_EQ(r.faults_taken.size(), faults);
+  for (size_t i = 0; i < faults; ++i)
+    EXPECT_GT(r.faults_taken[i], 0u) << "fault " << i;
+}
+
+// A group that lost a message of one job failed it, none at the deadline, and ran the next.
+void expect_the_group_served_on(const seed_result& r) {
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(failed_with(r, "deadline"), 0u);
+  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+}
+
 TEST(chaos, without_faults_every_request_completes_with_the_reference_tokens) {
   auto c = prepared(20);
   auto r = run_plan(c, {}, 1);
@@ -312,35 +333,25 @@ TEST(chaos, a_copy_whose_first_answer_was_lost_answers_for_it) {
 // its 300 s deadline (158 of 200). The head now fails the job once its own part has ended and a
 // stage has said nothing for stage_quiet_timeout, and takes the next.
 TEST(chaos, a_lost_stage_done_fails_its_job_and_the_group_serves_on) {
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
-  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300}]");
+  auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
-  ASSERT_EQ(r.faults_taken.size(), 1u);
-  EXPECT_GT(r.faults_taken[0], 0u);
+  expect_each_fault_took(r, 1);
   EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
-  EXPECT_GT(r.failed, 0u);
-  EXPECT_EQ(failed_with(r, "deadline"), 0u);
-  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+  expect_the_group_served_on(r);
 }
 
 // The head that failed such a job sends the stage a StageAbort and holds the job's pages until
 // it answers: a lost abort (or answer) held the group for good. Unanswered after
 // stage_quiet_timeout, the abort is sent again.
 TEST(chaos, a_lost_stage_abort_is_sent_again_and_the_group_serves_on) {
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
-  // The first aborts go out 30 s after the lost StageDones, inside the second fault's 40 s.
-  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300},\n"
-                       "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 40000}]");
+  // The first aborts go out 30 s after the lost StageDones, inside the second fault's 40 s (so
+  // an abort was lost).
+  auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300},\n"
+                          "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 40000}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
-  ASSERT_EQ(r.faults_taken.size(), 2u);
-  EXPECT_GT(r.faults_taken[0], 0u);
-  EXPECT_GT(r.faults_taken[1], 0u) << "an abort was lost";
-  EXPECT_GT(r.failed, 0u);
+  expect_each_fault_took(r, 2);
   EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
-  EXPECT_EQ(failed_with(r, "deadline"), 0u);
-  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+  expect_the_group_served_on(r);
 }
 
 // A stage whose job's chunks are lost, and every abort of it too, waited for them for good, and
@@ -348,17 +359,11 @@ TEST(chaos, a_lost_stage_abort_is_sent_again_and_the_group_serves_on) {
 // (stage_job_quiet_timeout) and tells its head, whose draining job then ends: the requests
 // queued behind it run then, not after the aborts get through (400 s, past their deadline).
 TEST(chaos, a_stage_that_hears_nothing_of_its_job_fails_it_and_the_group_serves_on) {
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
-  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: st_chunk, for_ms: 300},\n"
-                       "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 400000}]");
+  auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: st_chunk, for_ms: 300},\n"
+                          "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 400000}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
-  ASSERT_EQ(r.faults_taken.size(), 2u);
-  EXPECT_GT(r.faults_taken[0], 0u);
-  EXPECT_GT(r.faults_taken[1], 0u);
-  EXPECT_GT(r.failed, 0u);
-  EXPECT_EQ(failed_with(r, "deadline"), 0u);
-  EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
+  expect_each_fault_took(r, 2);
+  expect_the_group_served_on(r);
   EXPECT_EQ(r.completed + r.failed + r.rejected, 20u);
 }
 
@@ -366,11 +371,9 @@ TEST(chaos, a_stage_that_hears_nothing_of_its_job_fails_it_and_the_group_serves_
 // waits for that stage: it tells the stage to stop, which would otherwise wait for chunks that
 // never come until its own watch (60 s), refusing the group's next jobs as busy.
 TEST(chaos, a_stage_job_whose_answer_is_lost_is_aborted_when_it_times_out) {
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
-  auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: reply, from: prefill, to: prefill,"
-                       " for_ms: 300},\n"
-                       "         {at_ms: 0, drop: 1, type: st_chunk, for_ms: 300}]");
+  auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: reply, from: prefill, to: prefill,"
+                          " for_ms: 300},\n"
+                          "         {at_ms: 0, drop: 1, type: st_chunk, for_ms: 300}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.failed, failed_with(r, "refused the job: system_error(request_timeout)"));
   EXPECT_GT(r.failed, 0u);
@@ -386,11 +389,10 @@ TEST(chaos, a_stage_job_whose_answer_is_lost_is_aborted_when_it_times_out) {
 // did not run it, the head moved on, and the StageJob, coming then, held the stage for good
 // ("busy with request 39" to 107 requests). A job that comes after its abort is now refused.
 TEST(chaos, a_stage_job_that_comes_after_its_abort_is_refused) {
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
   // The first jobs' StageJobs held 500 ms; their KV writes fail, so their heads fail them first.
-  auto r = run_yaml(c, "faults: [{at_ms: 0, delay: 1, delay_ms: 500, type: stage, for_ms: 100},\n"
-                       "         {at_ms: 0, fail_transfer: 1, for_ms: 100}]");
+  auto r =
+      run_on_a_group("faults: [{at_ms: 0, delay: 1, delay_ms: 500, type: stage, for_ms: 100},\n"
+                     "         {at_ms: 0, fail_transfer: 1, for_ms: 100}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_GT(r.faults_taken.at(0), 0u);
   EXPECT_GT(r.failed, 0u);
@@ -402,10 +404,8 @@ TEST(chaos, a_stage_job_delivered_twice_runs_once_in_a_prefill_group) {
   // A second copy of a StageJob that came after the first had ended ran as a new stage job,
   // waited for a head that had moved on, and held its stage for good: every later job of the
   // group failed ("prefill stage 1 is busy with request 0").
-  auto c = prepared(20);
-  c.cfg.prefill.group_instances = 2;
   const std::string plan = "faults: [{at_ms: 0, duplicate: 1, delay_ms: 300, type: stage}]";
-  expect_all_20_completed(run_yaml(c, plan), plan);
+  expect_all_20_completed(run_on_a_group(plan), plan);
 }
 
 TEST(chaos, a_delay_moves_each_token_by_exactly_its_length) {
