@@ -6,6 +6,7 @@
 #include "transport/region_table.hpp"
 #include "transport/transfer_engine.hpp"
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -211,8 +212,22 @@ void complete_slice(slice_record& s, caf::error err);
 /// An injected `corrupt` (s.fault) changes bytes on the way, before the check.
 caf::error copy_slice(slice_record& s, std::byte* remote);
 
+/// Where an injected `corrupt` changes a slice of `length` bytes: 8 bytes at its middle (fewer
+/// in a shorter slice).
+struct corrupt_window {
+  uint64_t at = 0, length = 0;
+};
+corrupt_window corrupt_window_of(uint64_t length);
+
 /// What an injected `corrupt` does to a slice's bytes.
 void corrupt_bytes(std::byte* bytes, uint64_t length);
+
+/// The window's bytes of a slice's source (`length` bytes at `source`, in `where`) as
+/// corrupt_bytes would leave them, for the paths that send a changed copy of them in place of
+/// the source's own (TCP and RDMA writes: a fault must not change the sender's memory). GPU
+/// memory is read through the host (the error is the copy's).
+caf::expected<std::array<std::byte, 8>> corrupted_window(const std::byte* source, uint64_t length,
+                                                         memory_location where);
 
 /// corrupt_bytes on bytes that have landed at `where`: host memory directly, GPU memory through
 /// a copy of the 8 bytes to the host and back (the error is the copy's). For the paths that

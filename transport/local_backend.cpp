@@ -53,18 +53,6 @@ caf::error copy_slice(slice_record& s, std::byte* remote) {
 
 namespace {
 
-// What corrupt_bytes changes: eight bytes at the middle (fewer in a shorter slice). Whatever the
-// element type, some value changes a lot (a float's exponent byte among them), as a corrupted
-// packet would.
-struct corrupt_window {
-  uint64_t at = 0, length = 0;
-};
-
-corrupt_window window_of(uint64_t length) {
-  const uint64_t at = length / 2;
-  return {at, std::min<uint64_t>(8, length - at)};
-}
-
 void flip(std::byte* bytes, uint64_t length) {
   for (uint64_t k = 0; k < length; ++k)
     bytes[k] ^= std::byte{0x5a};
@@ -72,9 +60,29 @@ void flip(std::byte* bytes, uint64_t length) {
 
 } // namespace
 
+// Whatever the element type, some value changes a lot (a float's exponent byte among them), as
+// a corrupted packet would.
+corrupt_window corrupt_window_of(uint64_t length) {
+  const uint64_t at = length / 2;
+  return {at, std::min<uint64_t>(8, length - at)};
+}
+
 void corrupt_bytes(std::byte* bytes, uint64_t length) {
-  const auto w = window_of(length);
+  const auto w = corrupt_window_of(length);
   flip(bytes + w.at, w.length);
+}
+
+caf::expected<std::array<std::byte, 8>> corrupted_window(const std::byte* source, uint64_t length,
+                                                         memory_location where) {
+  const auto w = corrupt_window_of(length);
+  std::array<std::byte, 8> bytes{};
+  if (!where.is_gpu())
+    std::memcpy(bytes.data(), source + w.at, w.length);
+  else if (w.length > 0)
+    if (auto err = copy_and_wait(bytes.data(), source + w.at, w.length, where.device))
+      return err;
+  flip(bytes.data(), w.length);
+  return bytes;
 }
 
 caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location where) {
@@ -83,7 +91,7 @@ caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location whe
     return caf::none;
   }
   // GPU memory: the same bytes, through the host (the cuda path and GPUDirect RDMA reads only).
-  const auto w = window_of(length);
+  const auto w = corrupt_window_of(length);
   std::array<std::byte, 8> host{};
   if (w.length == 0)
     return caf::none;

@@ -120,9 +120,8 @@ using batch_callback = std::function<void(std::vector<op_result>)>;
 enum class slice_fault : uint8_t {
   none,
   fail,    // the slice fails (io_error), as a lost connection mid-transfer would end it
-  corrupt, // 8 bytes of the destination change on the way: a slice with a checksum fails
-           // with checksum_mismatch; one without arrives changed, except a write over TCP
-           // or RDMA, which arrives intact (those paths cannot change it on the way)
+  corrupt, // 8 bytes of the destination change on the way (the source's do not): a slice
+           // with a checksum fails with checksum_mismatch; one without arrives changed
   delay,   // the slice starts slice_verdict::delay later, as over a congested link
 };
 
@@ -215,11 +214,12 @@ class transfer_engine {
   /// Live grants of this engine (regions' grants that are not yet revoked).
   uint32_t grant_count() const;
 
-  /// Consults `hook` before every slice of the in-process, shared-memory and TCP paths (the
-  /// RDMA and CUDA paths do not take it yet); empty: none. On TCP a `corrupt` changes a read's
-  /// bytes as they arrive, and makes a checksummed write fail its check at the receiver; a
-  /// write without a checksum arrives intact there (its payload is sent from the caller's
-  /// memory, which a fault must not change).
+  /// Consults `hook` before every slice of every path (in-process, shared memory, TCP, RDMA,
+  /// CUDA); empty: none. A `corrupt` changes the destination's window (8 bytes at the slice's
+  /// middle) and never the source: the in-process, shared-memory and CUDA paths change the bytes
+  /// once copied, a TCP or RDMA read once landed, and a TCP or RDMA write sends a changed copy
+  /// of the window in place of the source's (so a checksummed TCP write fails the receiver's
+  /// check). The RDMA and CUDA paths have not run on hardware.
   ///
   /// A `delay` (at most slice_delay_max) is carried out as `delays` says, and always as
   /// `modeled` on an engine with modeled links (create_modeled), whose time is its actors'

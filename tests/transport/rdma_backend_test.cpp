@@ -197,6 +197,46 @@ TEST_F(rdma_engines, unregistered_buffers_and_checksums_take_tcp) {
   EXPECT_EQ(0, std::memcmp(remote_memory.data() + 200000, checked.data(), checked.size()));
 }
 
+TEST_F(rdma_engines, injected_faults_fail_slices_or_change_what_lands_and_never_the_source) {
+  // What crescent chaos injects, as on the other paths (paths_test.cpp): a corrupted WRITE is
+  // gathered with a changed copy of its window, a corrupted READ changes once landed.
+  auto src = local(0, 200000);
+  fill_random(src.data(), src.size(), 21);
+  const std::vector<std::byte> sent(src.begin(), src.end());
+  std::memset(remote_memory.data(), 0, src.size());
+  auto run = [&](op_kind kind, std::span<std::byte> buf) {
+    std::vector<transfer_op> ops{{kind, buf, region, 0, false}};
+    auto id = initiator->submit(ops, clock_type::now() + 30s);
+    auto results = initiator->wait(*id);
+    return results ? (*results)[0] : op_result{};
+  };
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::fail; });
+  auto r = run(op_kind::write, src);
+  EXPECT_EQ(r.state, op_state::failed);
+  EXPECT_NE(describe(r.reason).find("injected fault"), std::string::npos) << describe(r.reason);
+
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  r = run(op_kind::write, src);
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_EQ(0, std::memcmp(src.data(), sent.data(), sent.size())) << "the source stays";
+  size_t changed = 0;
+  for (size_t i = 0; i < sent.size(); ++i)
+    changed += remote_memory.data()[i] != sent[i] ? 1 : 0;
+  EXPECT_GT(changed, 0u) << "a corrupted write lands changed";
+  EXPECT_EQ(changed % 8, 0u) << "8 bytes of each slice";
+
+  initiator->set_fault_hook({});
+  ASSERT_FALSE(initiator->write(region, 0, src));
+  initiator->set_fault_hook([](const slice_view&) { return slice_fault::corrupt; });
+  auto back = local(300000, sent.size());
+  r = run(op_kind::read, back);
+  initiator->set_fault_hook({});
+  EXPECT_EQ(r.state, op_state::completed) << describe(r.reason);
+  EXPECT_NE(0, std::memcmp(back.data(), sent.data(), sent.size())) << "a read changes on arrival";
+  EXPECT_EQ(0, std::memcmp(remote_memory.data(), sent.data(), sent.size())) << "its source not";
+  EXPECT_GT(bytes_on("rdma"), 0u);
+}
+
 TEST_F(rdma_engines, refusals_are_explicit_and_write_nothing) {
   std::memset(remote_memory.data(), 0, 1 << 20);
   auto src = local(0, 100);

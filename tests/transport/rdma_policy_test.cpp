@@ -216,6 +216,31 @@ TEST(rdma_links, only_infiniband_transport_devices_are_kept) {
   EXPECT_NE(unsupported_transport(-1).find("unknown"), std::string::npos);
 }
 
+// -- a WRITE that a fault corrupts ---------------------------------------------------------------
+
+TEST(rdma_corrupted_write, the_changed_window_is_gathered_between_the_source_s_bytes) {
+  // A 100-byte slice at 0x1000 (key 7) whose window [50, 58) comes from 0x9000 (key 9).
+  auto g = gather_around(0x1000, 100, 7, 50, 8, 0x9000, 9);
+  ASSERT_EQ(g.count, 3u);
+  EXPECT_EQ(g.parts[0], (gather_part{0x1000, 50, 7}));
+  EXPECT_EQ(g.parts[1], (gather_part{0x9000, 8, 9}));
+  EXPECT_EQ(g.parts[2], (gather_part{0x1000 + 58, 42, 7}));
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < g.count; ++i)
+    bytes += g.parts[i].length;
+  EXPECT_EQ(bytes, 100u) << "as many bytes as the slice, to the same remote address";
+}
+
+TEST(rdma_corrupted_write, parts_of_no_bytes_are_left_out) {
+  auto one = gather_around(0x1000, 1, 7, 0, 1, 0x9000, 9); // the window is the whole slice
+  ASSERT_EQ(one.count, 1u);
+  EXPECT_EQ(one.parts[0], (gather_part{0x9000, 1, 9}));
+  auto tail = gather_around(0x1000, 16, 7, 8, 8, 0x9000, 9); // the window ends the slice
+  ASSERT_EQ(tail.count, 2u);
+  EXPECT_EQ(tail.parts[0], (gather_part{0x1000, 8, 7}));
+  EXPECT_EQ(tail.parts[1], (gather_part{0x9000, 8, 9}));
+}
+
 #ifdef CRESCENT_HAVE_RDMA
 
 TEST(rdma_verbs_mapping, work_completion_statuses) {

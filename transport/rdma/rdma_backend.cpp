@@ -130,8 +130,8 @@ class rdma_backend final : public backend, public rdma::responder, public rdma::
     if (s.checksum)
       return refuse("RDMA cannot verify a checksum: no code runs at the owner");
     // Injected faults: a failed or held slice ends or waits here; a corrupted READ changes once
-    // landed (end_work). A corrupted WRITE arrives intact: its bytes go from the sender's memory
-    // to the owner's through the NICs, and neither may be changed for it.
+    // landed (end_work); a corrupted WRITE gathers a changed copy of its window in place of the
+    // source's (queue_pair::gather_locked), as neither end's memory may be changed for it.
     if (injected_failure(s))
       return;
     auto p = find(s.remote.node);
@@ -149,7 +149,18 @@ class rdma_backend final : public backend, public rdma::responder, public rdma::
       engine_.table->unpin(*local);
       return refuse(why);
     }
-    p->submit(work{&s, *local, std::move(reg)});
+    work w;
+    w.slice = &s;
+    w.local_region = *local;
+    w.local = std::move(reg);
+    if (s.kind == op_kind::write && s.fault == slice_fault::corrupt) { // injected
+      auto bytes = corrupted_window(s.local, s.length, s.local_location);
+      if (!bytes)
+        return rdma::end_work(*engine_.table, w, std::move(bytes.error()));
+      w.changed = std::make_unique<rdma::changed_window>();
+      w.changed->bytes = *bytes;
+    }
+    p->submit(std::move(w));
   }
 
   void expire(batch_state& b) override {

@@ -146,4 +146,20 @@ std::string unsupported_transport(int transport_type) {
   }
 }
 
+// -- a WRITE that a fault corrupts --------------------------------------------------------------
+
+gather_list gather_around(uint64_t source, uint64_t length, uint32_t lkey, uint64_t at,
+                          uint64_t window, uint64_t changed, uint32_t changed_lkey) {
+  assert(at <= length && window <= length - at && length <= UINT32_MAX);
+  gather_list g;
+  auto add = [&](uint64_t address, uint64_t bytes, uint32_t key) {
+    if (bytes > 0)
+      g.parts[g.count++] = {address, static_cast<uint32_t>(bytes), key};
+  };
+  add(source, at, lkey);
+  add(changed, window, changed_lkey);
+  add(source + at + window, length - at - window, lkey);
+  return g;
+}
+
 } // namespace crescent::transport::rdma

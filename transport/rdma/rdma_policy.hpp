@@ -1,7 +1,8 @@
 // Decisions of the RDMA path that need no device, so that they are tested everywhere: how long
 // a device pair that failed is left alone, what a work completion means for its slice, when a
 // queue pair that stopped completing its work is reset or destroyed, how many queue pairs one
-// control connection may hold at an owner, and which service level a link can carry.
+// control connection may hold at an owner, which service level a link can carry, and how a
+// corrupted WRITE is gathered.
 #pragma once
 
 #include "messages/errors.hpp"
@@ -9,6 +10,7 @@
 
 #include <caf/error.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -165,5 +167,27 @@ inline constexpr int transport_iwarp = 1;       // = IBV_TRANSPORT_IWARP
 inline constexpr int transport_usnic = 2;       // = IBV_TRANSPORT_USNIC
 inline constexpr int transport_usnic_udp = 3;   // = IBV_TRANSPORT_USNIC_UDP
 inline constexpr int transport_unspecified = 4; // = IBV_TRANSPORT_UNSPECIFIED
+
+// -- a WRITE that a fault corrupts --------------------------------------------------------------
+
+/// One gather entry of a work request (an ibv_sge): its address, bytes and local key.
+struct gather_part {
+  uint64_t address = 0;
+  uint32_t length = 0;
+  uint32_t lkey = 0;
+  bool operator==(const gather_part&) const = default;
+};
+struct gather_list {
+  std::array<gather_part, 3> parts{};
+  uint32_t count = 0;
+};
+
+/// The gather list of a WRITE of `length` bytes at `source` (key `lkey`) whose bytes
+/// [at, at + window) go out from `changed` (key `changed_lkey`) instead: the source before
+/// them, the changed bytes, the source after them, parts of no bytes left out. So the NIC
+/// sends the changed bytes where the source's would go, and the source is not touched.
+/// Requires at + window <= length <= 2^32 - 1 (a slice fits one work request).
+gather_list gather_around(uint64_t source, uint64_t length, uint32_t lkey, uint64_t at,
+                          uint64_t window, uint64_t changed, uint32_t changed_lkey);
 
 } // namespace crescent::transport::rdma

@@ -26,7 +26,7 @@ ibv_qp* create_rc_qp(device& d, uint32_t send_depth) {
   init.sq_sig_all = 0; // every request is posted signaled, explicitly
   init.cap.max_send_wr = send_depth;
   init.cap.max_recv_wr = 1; // receives are never posted; some providers refuse 0
-  init.cap.max_send_sge = 1;
+  init.cap.max_send_sge = send_sge_max;
   init.cap.max_recv_sge = 1;
   return ibv_create_qp(d.pd(), &init);
 }

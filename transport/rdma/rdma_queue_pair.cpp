@@ -136,7 +136,7 @@ void queue_pair::post_locked(endings& out) {
 // Posts up to post_burst_max waiting requests as one chain; returns how many were posted.
 size_t queue_pair::post_burst_locked(endings& out) {
   std::array<ibv_send_wr, post_burst_max> wrs{};
-  std::array<ibv_sge, post_burst_max> sges{};
+  std::array<std::array<ibv_sge, send_sge_max>, post_burst_max> sges{};
   std::array<uint32_t, post_burst_max> used{};
   size_t n = 0;
   while (n < post_burst_max && !waiting_.empty() && !free_.empty()) {
@@ -151,15 +151,21 @@ size_t queue_pair::post_burst_locked(endings& out) {
       out.emplace_back(std::move(w), make_error(errc::cancelled, "cancelled before it was sent"));
       continue;
     }
+    const auto& s = *w.slice;
+    const int parts = gather_locked(w, sges[n]);
+    if (parts == 0) {
+      out.emplace_back(std::move(w), make_error(errc::unavailable,
+                                                "cannot register the bytes of an injected "
+                                                "corruption with " +
+                                                    dev_.name() + ": " + std::strerror(errno)));
+      continue;
+    }
     const uint32_t slot = free_.back();
     free_.pop_back();
-    const auto& s = *w.slice;
-    sges[n] =
-        ibv_sge{reinterpret_cast<uintptr_t>(s.local), static_cast<uint32_t>(s.length), w.lkey};
     auto& wr = wrs[n];
     wr.wr_id = wr_id(slot);
-    wr.sg_list = &sges[n];
-    wr.num_sge = 1;
+    wr.sg_list = sges[n].data();
+    wr.num_sge = parts;
     wr.opcode = s.kind == op_kind::read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = w.remote_addr;
@@ -187,6 +193,34 @@ size_t queue_pair::post_burst_locked(endings& out) {
   }
   break_locked(make_error(errc::io_error, "a queue pair on " + dev_.name() + " refused work"), out);
   return posted;
+}
+
+// The gather list of the work's request: the slice, or for a WRITE that a fault corrupts the
+// source around its changed window (registered here, with this queue pair's device). 0 if that
+// registration fails (errno says why).
+int queue_pair::gather_locked(work& w, std::array<ibv_sge, send_sge_max>& sge) {
+  const auto& s = *w.slice;
+  const auto source = reinterpret_cast<uintptr_t>(s.local);
+  if (!w.changed) {
+    sge[0] = ibv_sge{source, static_cast<uint32_t>(s.length), w.lkey};
+    return 1;
+  }
+  auto& c = *w.changed;
+  errno = 0;
+  if (c.mr == nullptr) // local read access only: the NIC gathers from it
+    c.mr = ibv_reg_mr(dev_.pd(), c.bytes.data(), c.bytes.size(), 0);
+  if (c.mr == nullptr) {
+    if (errno == 0)
+      errno = EINVAL;
+    return 0;
+  }
+  const auto win = corrupt_window_of(s.length);
+  const auto g = gather_around(source, s.length, w.lkey, win.at, win.length,
+                               reinterpret_cast<uintptr_t>(c.bytes.data()), c.mr->lkey);
+  static_assert(std::tuple_size_v<decltype(g.parts)> <= send_sge_max);
+  for (uint32_t i = 0; i < g.count; ++i)
+    sge[i] = ibv_sge{g.parts[i].address, g.parts[i].length, g.parts[i].lkey};
+  return static_cast<int>(g.count);
 }
 
 std::string queue_pair::context_locked(const work& w, const ibv_wc& wc) const {

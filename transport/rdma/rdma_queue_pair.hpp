@@ -22,7 +22,10 @@
 #include "transport/rdma/rdma_device.hpp"
 #include "transport/rdma/rdma_memory.hpp"
 #include "transport/rdma/rdma_policy.hpp"
+#include "transport/rdma/rdma_qp_setup.hpp"
 
+#include <array>
+#include <cstddef>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -33,6 +36,23 @@
 
 namespace crescent::transport::rdma {
 
+/// An injected corruption of a WRITE (slice_fault::corrupt): the bytes that go out in place of
+/// the source's window (corrupted_window), gathered from memory of their own so that the
+/// source stays as it is. Registered with the device of the queue pair that posts it, and
+/// deregistered as it goes, which is after the work's completion.
+struct changed_window {
+  std::array<std::byte, 8> bytes{};
+  ibv_mr* mr = nullptr;
+
+  changed_window() = default;
+  changed_window(const changed_window&) = delete;
+  changed_window& operator=(const changed_window&) = delete;
+  ~changed_window() {
+    if (mr != nullptr)
+      ibv_dereg_mr(mr);
+  }
+};
+
 /// A slice on the RDMA path, from start() until it ends. Its local buffer's region stays
 /// pinned in the engine's table meanwhile, so the region (and its registration) outlives it.
 struct work {
@@ -42,6 +62,7 @@ struct work {
   uint32_t lkey = 0; // the rest is set once a device pair is chosen
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
+  std::unique_ptr<changed_window> changed; // a corrupted WRITE only
 };
 
 /// Work that ended without a completion of its own, with the reason.
@@ -156,6 +177,7 @@ class queue_pair {
   void destroy_locked(const caf::error& reason, endings& out);
   uint64_t wr_id(uint32_t slot) const { return (uint64_t{instance_} << 32) | slot; }
   std::string context_locked(const work& w, const ibv_wc& wc) const;
+  int gather_locked(work& w, std::array<ibv_sge, send_sge_max>& sge);
 
   device& dev_;
   const uint32_t depth_;

@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
+#include <cassert>
 
 namespace crescent::transport::tcp {
 
@@ -102,11 +104,42 @@ void connection::take_burst(burst_t& burst, bool reads_only) {
   }
 }
 
+namespace {
+
+// A write's payload as it goes out: the source's bytes, or (an injected corruption) the
+// source's bytes around a changed copy of its window, so that what arrives is changed and the
+// source is not. A checksummed write then fails its check at the receiver, which hashes what
+// arrived against the source's hash, as it would for a packet changed on the wire.
+struct write_payload {
+  std::array<iovec, 3> parts{};
+  size_t count = 0;
+  std::array<std::byte, 8> changed{};
+};
+
+// In place: a part may point into `p` itself.
+void fill_payload(write_payload& p, const slice_record& s) {
+  auto add = [&](const std::byte* bytes, uint64_t length) {
+    if (length > 0)
+      p.parts[p.count++] = {const_cast<std::byte*>(bytes), static_cast<size_t>(length)};
+  };
+  if (s.fault != slice_fault::corrupt)
+    return add(s.local, s.length);
+  const auto w = corrupt_window_of(s.length);
+  auto changed = corrupted_window(s.local, s.length, s.local_location);
+  assert(changed); // host memory: TCP carries no other
+  p.changed = *changed;
+  add(s.local, w.at);
+  add(p.changed.data(), w.length);
+  add(s.local + w.at + w.length, s.length - w.at - w.length);
+}
+
+} // namespace
+
 connection::late_slices connection::send_burst(const burst_t& burst, bool from_caller) {
   // Everything the write needs is taken from the slices now: once in flight, a slice may
   // complete (and its record go) at any moment, before the write below even starts.
   std::vector<request_header> headers(burst.size());
-  std::vector<iovec> payloads(burst.size());
+  std::vector<write_payload> payloads(burst.size());
   for (size_t i = 0; i < burst.size(); ++i) {
     auto& s = *burst[i].slice;
     auto& req = headers[i];
@@ -121,16 +154,12 @@ connection::late_slices connection::send_burst(const burst_t& burst, bool from_c
     req.length = s.length;
     if (s.checksum && s.kind == op_kind::write)
       req.checksum = s.known_checksum ? *s.known_checksum : xxh3_64(s.local, s.length);
-    // An injected corruption: the receiver finds the payload does not match (the source's
-    // bytes stay as they are; a write without a checksum arrives intact on this path).
-    if (s.checksum && s.kind == op_kind::write && s.fault == slice_fault::corrupt)
-      req.checksum ^= 0x5a;
     if (s.kind == op_kind::write)
-      payloads[i] = {s.local, static_cast<size_t>(s.length)};
+      fill_payload(payloads[i], s);
   }
   late_slices late; // ended by the caller, once it no longer holds the socket
   std::vector<iovec> iov;
-  iov.reserve(2 * burst.size());
+  iov.reserve(4 * burst.size());
   {
     std::lock_guard guard{mutex_};
     const bool lost = broken_ || stopping_; // fail_all ran while these were off the queue
@@ -152,7 +181,8 @@ connection::late_slices connection::send_burst(const burst_t& burst, bool from_c
           test_hooks::acks_requested.fetch_add(1, std::memory_order_relaxed);
         iov.push_back({&headers[i], sizeof(request_header)});
         if (headers[i].kind == kind_write)
-          iov.push_back(payloads[i]);
+          for (size_t k = 0; k < payloads[i].count; ++k)
+            iov.push_back(payloads[i].parts[k]);
       }
     }
     window_full_ = in_flight_.size() >= window_slices;
