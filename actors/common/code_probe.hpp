@@ -23,6 +23,10 @@ inline constexpr code_probe code_probes[] = {
     {"prefill.fail_waits_for_reads", "a failing prefill job waits for its reads or step in flight"},
     {"prefill.handoff_failed", "a batch of a KV hand-off to decode failed"},
     {"prefill.stage_failed", "a stage of a prefill group failed a chunk"},
+    {"prefill.requester_gone", "the request of the running prefill job ended (its actor is "
+                               "gone) and the job stopped"},
+    {"prefill.job_after_its_cancel", "a prefill job came after its request's cancel and was "
+                                     "refused"},
     {"request.decode_elsewhere", "a decode reservation refused for lack of memory went to the "
                                  "next decode instance"},
     {"request.deadline", "a request failed at its deadline"},

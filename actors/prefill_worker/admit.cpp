@@ -1,5 +1,6 @@
 // Admission of prefill jobs: decode, check every field against the model and the limits, queue;
 // and their cancellation, when their request ends early (its client went away).
+#include "actors/common/code_probe.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/checked_read.hpp"
 #include "messages/schema/worker.capnp.h"
@@ -68,6 +69,33 @@ caf::error refuse_if_taken(const prefill_state& st, uint64_t request_id, const c
                         " has taken the job of request " + std::to_string(request_id) + " already");
 }
 
+void remember_early_cancel(prefill_state& st, uint64_t request_id, caf::actor_addr from) {
+  for (const auto& c : st.early_cancels)
+    if (c.request_id == request_id && c.from == from)
+      return; // a copy
+  if (st.early_cancels.size() >= prefill_early_cancels_max)
+    st.early_cancels.pop_front();
+  st.early_cancels.push_back({request_id, std::move(from)});
+}
+
+caf::error refuse_if_cancelled(prefill_ptr self, uint64_t request_id,
+                               const caf::actor_addr& requester) {
+  auto& st = self->state;
+  // Only the job's requester or the conductor may have cancelled it (as on_cancel_job checks
+  // for a job it holds): anyone else's cancel is not a reason to refuse.
+  auto it = std::find_if(st.early_cancels.begin(), st.early_cancels.end(), [&](const auto& c) {
+    return c.request_id == request_id &&
+           (c.from == requester || c.from == st.parts.dir->conductor.address());
+  });
+  if (it == st.early_cancels.end())
+    return caf::none;
+  st.early_cancels.erase(it);
+  st.recent_jobs.insert(request_id); // a later copy is refused as taken
+  CRESCENT_PROBE("prefill.job_after_its_cancel");
+  return make_error(errc::cancelled, "request " + std::to_string(request_id) +
+                                         " cancelled its prefill job before the job came");
+}
+
 caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,
                         uint32_t decode_instance,
                         const std::vector<transport::region_handle>& pages) {
@@ -106,6 +134,8 @@ on_prefill_job(prefill_ptr self, const typed_envelope<wire::PrefillJob>& msg) {
                                              "a prefill job needs a requester to report to"));
   // The refusal answers a request that has the first copy's answer already: dropped there.
   if (auto err = refuse_if_taken(st, job->request_id, "instance"))
+    return err;
+  if (auto err = refuse_if_cancelled(self, job->request_id, job->requester.address()))
     return err;
   if (st.queue.size() >= st.options.queue_jobs_max)
     return make_error(errc::no_space, "prefill queue of instance " +
@@ -150,13 +180,23 @@ void on_cancel_job(prefill_ptr self, const typed_envelope<wire::ReleaseRequest>&
     st.queue.erase(queued); // it holds nothing yet
     return;
   }
-  if (!st.current || st.current->request_id != *id)
-    return; // ended already, or storing: its KV is with decode and its blocks go to the pool
+  if (!st.current || st.current->request_id != *id) {
+    // Ended already, or storing (its KV is with decode and its blocks go to the pool); or
+    // not come yet, and remembered in case it comes.
+    if (!st.recent_jobs.contains(*id))
+      remember_early_cancel(st, *id, caf::actor_cast<caf::actor_addr>(self->current_sender()));
+    return;
+  }
   if (!entitled(*st.current))
     return refuse();
-  if (st.current->signalled)
+  cancel_current_job(self);
+}
+
+void cancel_current_job(prefill_ptr self) {
+  auto& job = *self->state.current;
+  if (job.signalled)
     return; // its KV is with decode: it goes on to store its blocks
-  st.current->cancelled = true;
+  job.cancelled = true;
   // Ends now if nothing that uses its pages is in flight (it waits for the store master's
   // answer, which is then dropped), else where the last of those comes back.
   end_if_cancelled(self);

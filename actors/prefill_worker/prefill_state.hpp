@@ -197,6 +197,14 @@ struct prefill_state {
   // The requests of the last jobs taken: a second copy of a PrefillJob (a message delivered
   // twice) is refused, not run again after the first handed its KV off.
   recent_ids recent_jobs{prefill_recent_jobs_max};
+  // Cancels that came before their jobs, with who sent each: such a job, if it comes after all
+  // and its requester (or the conductor) sent the cancel, is refused rather than run in vain.
+  // The oldest go first past prefill_early_cancels_max.
+  struct early_cancel {
+    uint64_t request_id = 0;
+    caf::actor_addr from;
+  };
+  std::deque<early_cancel> early_cancels;
   std::vector<std::byte> codec_scratch; // a page: what is encoded or decoded in place goes here
   // The hand-off's staging (parts.staging): slot i for page i of the current job, slot
   // staging_pages + i for page i of a group stage's job.
@@ -249,6 +257,16 @@ caf::error map_slots(storage::dram_pool& pool, const std::vector<transport::regi
 /// a second copy of a message, which it refuses without counting it as bad input (a copy is the
 /// network's doing, not the sender's). `role`: "instance" or "stage", for the reason.
 caf::error refuse_if_taken(const prefill_state& st, uint64_t request_id, const char* role);
+/// Stops the current job for a request that ended (its cancel came, or its actor is gone),
+/// unless its KV is with decode already: then it goes on to store its blocks.
+void cancel_current_job(prefill_ptr self);
+/// A cancel of a job this worker has not taken (yet): remembered (early_cancels), with its
+/// sender, in case the job comes after all.
+void remember_early_cancel(prefill_state& st, uint64_t request_id, caf::actor_addr from);
+/// cancelled if the job of `request_id` from `requester` was cancelled before it came, by that
+/// requester or the conductor: refused rather than run for a request that moved on.
+caf::error refuse_if_cancelled(prefill_ptr self, uint64_t request_id,
+                               const caf::actor_addr& requester);
 /// The checks every job takes, a group stage's too: token ids in the vocabulary, a decode
 /// instance that exists, pages of one KV page each.
 caf::error check_prompt(const prefill_state& st, const std::vector<uint32_t>& tokens,

@@ -1,5 +1,6 @@
 #include "actors/prefill_worker/prefill_worker.hpp"
 
+#include "actors/common/code_probe.hpp"
 #include "actors/common/spawn_placement.hpp"
 #include "actors/prefill_worker/prefill_state.hpp"
 #include "messages/schema/worker.capnp.h"
@@ -55,6 +56,13 @@ prefill_worker_actor::behavior_type prefill_worker(prefill_ptr self, prefill_wor
       fail_job(self, "decode instance " + std::to_string(cur->decode_instance) +
                          " stopped: " + caf::to_string(down.reason));
       return;
+    }
+    // A request that ended (its actor is gone, or its process unreachable) takes no first
+    // token: its job stops, queued or running (a job that came after its request ended starts
+    // before this down message comes).
+    if (cur && cur->requester.address() == down.source && !cur->cancelled && !cur->signalled) {
+      CRESCENT_PROBE("prefill.requester_gone");
+      cancel_current_job(self);
     }
     auto& q = self->state.queue;
     q.erase(

@@ -40,6 +40,9 @@ inline uint64_t prefill_load_blocks_max(uint64_t page_bytes, uint64_t batch_byte
 /// Requests whose jobs a worker remembers, to refuse a second copy of one (recent_ids): the
 /// last 16,384, some seconds of jobs at the most a worker takes.
 inline constexpr size_t prefill_recent_jobs_max = 16384;
+/// Cancels of jobs that have not come (yet) that a worker remembers, to refuse the job if it
+/// comes after all (a job delayed past its request's timeout): the last 1,024.
+inline constexpr size_t prefill_early_cancels_max = 1024;
 
 struct prefill_worker_options {
   uint32_t instance = 0;

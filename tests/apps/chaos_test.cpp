@@ -1,6 +1,7 @@
 // Faults in simulated time (apps/sim/fault_injector.hpp) and seeded campaigns (apps/chaos): each
 // fault kind with the effect it must have on the real actors, the invariants after it, the same
 // seed giving the same run, and the seeds that found bugs (the campaign: chaos_campaign_test.cpp).
+#include "actors/common/code_probe.hpp"
 #include "apps/chaos/chaos_command.hpp"
 #include "apps/chaos/fault_budget.hpp"
 #include "apps/sim/paper_cluster.hpp"
@@ -549,6 +550,50 @@ TEST(chaos, a_killed_decode_node_fails_what_it_held_and_the_rest_go_elsewhere) {
   EXPECT_TRUE(r.held()) << violations_of(r); // the conductor counts 3 live nodes after
   EXPECT_EQ(r.faults_taken.at(0), 3u) << "its block owner, node agent and decode instance 1";
   EXPECT_GT(r.completed, 0u);
+}
+
+// The jobs of the first 500 ms held 2 s on their way to prefill, and decode node 2 killed at
+// 1 s meanwhile: the requests placed on it end (or, with retries, their attempts) before their
+// jobs come.
+constexpr const char* jobs_held_past_their_requests =
+    "faults:\n"
+    "  - {at_ms: 0, delay: 1, delay_ms: 2000, type: prefill, to: prefill, for_ms: 500}\n"
+    "  - {at_ms: 1000, kill: 2}\n";
+
+bool reached(const seed_result& r, std::string_view probe) {
+  for (size_t i = 0; i < std::size(code_probes); ++i)
+    if (code_probes[i].name == probe)
+      return i < r.probes.size() && r.probes[i];
+  ADD_FAILURE() << "no probe " << probe;
+  return false;
+}
+
+TEST(chaos, a_prefill_job_that_comes_after_its_request_ended_stops) {
+  // Each such job started as it came, and ran to its KV hand-off (which failed: decode node 2
+  // was gone) for a request that no longer was; now the requester's down message stops it.
+  auto c = prepared(20);
+  auto r = run_yaml(c, jobs_held_past_their_requests);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  expect_each_fault_took(r, 2);
+  EXPECT_EQ(failed_with(r, "decode instance 0 stopped"), r.failed);
+  EXPECT_GT(r.failed, 0u);
+  EXPECT_EQ(r.completed + r.failed, 20u);
+  EXPECT_TRUE(reached(r, "prefill.requester_gone"));
+  EXPECT_FALSE(reached(r, "prefill.handoff_failed")) << "no job ran to its hand-off in vain";
+}
+
+TEST(chaos, with_retries_a_prefill_job_that_comes_after_its_cancel_is_refused) {
+  // The failed attempts cancel their jobs, and the cancels overtake them: each job, when it
+  // comes, is refused rather than run for an attempt that is over, and every request completes
+  // on its next attempt (on decode instance 1).
+  auto c = prepared(20);
+  c.cfg.request_retries_max = 1;
+  auto r = run_yaml(c, jobs_held_past_their_requests);
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  expect_each_fault_took(r, 2);
+  EXPECT_EQ(r.completed, 20u);
+  EXPECT_TRUE(reached(r, "prefill.job_after_its_cancel"));
+  EXPECT_FALSE(reached(r, "prefill.handoff_failed")) << "no job ran to its hand-off in vain";
 }
 
 TEST(chaos, a_killed_decode_node_started_again_is_placed_on_and_decodes_again) {
