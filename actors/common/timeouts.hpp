@@ -10,6 +10,15 @@ namespace crescent {
 /// may be inside a compute step when the message arrives.
 inline constexpr auto control_timeout = std::chrono::seconds(30);
 
+/// A request's asks of its workers (a decode reservation, a prefill or coupled job) that go
+/// unanswered this long are sent again, up to ask_sends_max in all, which together last
+/// control_timeout: a worker answers a copy as it answered the first (the same pages; a job
+/// taken already counts as accepted), so an ask or an answer lost on the way costs this long
+/// instead of the attempt. Workers answer these at once (a job is answered as it is queued).
+inline constexpr auto ask_resend_timeout = std::chrono::seconds(5);
+inline constexpr unsigned ask_sends_max = 6;
+static_assert(ask_resend_timeout * ask_sends_max == control_timeout);
+
 /// The KV of one prompt on its way to the decode instance (up to the context limit, through
 /// the transfer engine): a batch that has not ended by then fails the request.
 inline constexpr auto kv_handoff_timeout = std::chrono::seconds(30);

@@ -88,6 +88,24 @@ void give_back(request_ptr self, const Worker& worker, uint64_t attempt_id) {
   self->send(worker, release_atom::value, msg);
 }
 
+// Asks `worker` with `msg`, and again each ask_resend_timeout that it goes unanswered, up to
+// ask_sends_max times (the workers answer a copy as the first: timeouts.hpp). `answered` takes
+// the answer, `refused` the error: the worker's, or the last timeout. An attempt that is over
+// (or a request that ended) asks no more: `refused` then drops the error.
+template <class Worker, class Atom, class Msg, class Answered, class Refused>
+void ask(request_ptr self, const Worker& worker, Atom atom, const Msg& msg, Answered answered,
+         Refused refused, unsigned sends = 1) {
+  const uint32_t attempt = self->state.attempt;
+  self->request(worker, ask_resend_timeout, atom, msg).then(answered, [=](caf::error& err) {
+    const bool current = !from_earlier_attempt(self, attempt) && !self->state.done;
+    if (current && err == caf::sec::request_timeout && sends < ask_sends_max) {
+      ask(self, worker, atom, msg, answered, refused, sends + 1);
+      return;
+    }
+    refused(err);
+  });
+}
+
 // The prompt and its block keys, as a job to a prefill or coupled instance carries them.
 template <class Builder>
 void write_prompt(const request_state& st, Builder out) {
@@ -115,17 +133,18 @@ void submit_prefill(request_ptr self, std::vector<transport::region_handle> page
   });
   self->monitor(st.dir->prefill[st.prefill_instance]);
   const uint32_t attempt = st.attempt;
-  self->request(st.dir->prefill[st.prefill_instance], control_timeout, prefill_atom::value, msg)
-      .then([](const typed_envelope<wire::PrefillAccepted>&) {},
-            [=](caf::error& err) {
-              // already_exists: a copy of the job reached the instance after the job, whose
-              // answer was lost; the instance has it (its own messages tell the rest).
-              if (from_earlier_attempt(self, attempt) || is(err, errc::already_exists))
-                return;
-              // A full queue is overload.
-              refused(self, is(err, errc::no_space), failed_part::prefill, request_status::failed,
-                      "prefill refused the job: " + describe(err));
-            });
+  ask(
+      self, st.dir->prefill[st.prefill_instance], prefill_atom::value, msg,
+      [](const typed_envelope<wire::PrefillAccepted>&) {},
+      [=](caf::error& err) {
+        // already_exists: a copy of the job reached the instance after the job, whose
+        // answer was lost; the instance has it (its own messages tell the rest).
+        if (from_earlier_attempt(self, attempt) || is(err, errc::already_exists))
+          return;
+        // A full queue is overload.
+        refused(self, is(err, errc::no_space), failed_part::prefill, request_status::failed,
+                "prefill refused the job: " + describe(err));
+      });
 }
 
 // A coupled instance prefills and decodes the request itself: one job, no reservation.
@@ -147,22 +166,23 @@ void submit_coupled(request_ptr self) {
     self->state.reserved = true;
     heard_from_worker(self); // its quiet watch starts
   };
-  self->request(instance, control_timeout, prefill_atom::value, msg)
-      .then([=](const typed_envelope<wire::PrefillAccepted>&) { taken(); },
-            [=](caf::error& err) {
-              // A copy of the job reached the instance after the job, whose answer was lost: the
-              // instance has it, or had it (then the quiet watch's probe finds it gone).
-              if (is(err, errc::already_exists)) {
-                taken();
-                return;
-              }
-              if (from_earlier_attempt(self, attempt))
-                return;
-              // A full queue, or a request larger than the instance's memory, is load.
-              refused(self, is(err, errc::no_space) || is(err, errc::limit_exceeded),
-                      failed_part::prefill, request_status::failed,
-                      "coupled instance refused the job: " + describe(err));
-            });
+  ask(
+      self, instance, prefill_atom::value, msg,
+      [=](const typed_envelope<wire::PrefillAccepted>&) { taken(); },
+      [=](caf::error& err) {
+        // A copy of the job reached the instance after the job, whose answer was lost: the
+        // instance has it, or had it (then the quiet watch's probe finds it gone).
+        if (is(err, errc::already_exists)) {
+          taken();
+          return;
+        }
+        if (from_earlier_attempt(self, attempt))
+          return;
+        // A full queue, or a request larger than the instance's memory, is load.
+        refused(self, is(err, errc::no_space) || is(err, errc::limit_exceeded),
+                failed_part::prefill, request_status::failed,
+                "coupled instance refused the job: " + describe(err));
+      });
 }
 
 bool try_next_decode(request_ptr self);
@@ -178,38 +198,38 @@ void reserve(request_ptr self) {
   const uint32_t attempt = st.attempt;
   const uint64_t id = st.id;
   const auto instance = st.dir->decode[st.decode_instance];
-  self->request(instance, control_timeout, reserve_atom::value, msg)
-      .then(
-          [=](const typed_envelope<wire::ReserveReply>& reply) {
-            if (from_earlier_attempt(self, attempt)) {
-              give_back(self, instance, id);
-              return;
-            }
-            auto pages = read_as<wire::ReserveReply>(reply, [](wire::ReserveReply::Reader in) {
-              std::vector<transport::region_handle> out;
-              for (auto p : in.getPages())
-                out.push_back(transport::from_wire(p));
-              return out;
-            });
-            if (!pages) {
-              finish(self, request_status::failed, "bad reservation: " + describe(pages.error()));
-              return;
-            }
-            self->state.reserved = true;
-            if (!self->state.done)
-              submit_prefill(self, std::move(*pages));
-          },
-          [=](caf::error& err) {
-            if (from_earlier_attempt(self, attempt))
-              return;
-            if (is(err, errc::no_space) && try_next_decode(self)) {
-              CRESCENT_PROBE("request.decode_elsewhere");
-              return;
-            }
-            // No KV memory for it on any decode instance is load.
-            refused(self, is(err, errc::no_space), failed_part::decode, request_status::rejected,
-                    "decode reservation: " + describe(err));
-          });
+  ask(
+      self, instance, reserve_atom::value, msg,
+      [=](const typed_envelope<wire::ReserveReply>& reply) {
+        if (from_earlier_attempt(self, attempt)) {
+          give_back(self, instance, id);
+          return;
+        }
+        auto pages = read_as<wire::ReserveReply>(reply, [](wire::ReserveReply::Reader in) {
+          std::vector<transport::region_handle> out;
+          for (auto p : in.getPages())
+            out.push_back(transport::from_wire(p));
+          return out;
+        });
+        if (!pages) {
+          finish(self, request_status::failed, "bad reservation: " + describe(pages.error()));
+          return;
+        }
+        self->state.reserved = true;
+        if (!self->state.done)
+          submit_prefill(self, std::move(*pages));
+      },
+      [=](caf::error& err) {
+        if (from_earlier_attempt(self, attempt))
+          return;
+        if (is(err, errc::no_space) && try_next_decode(self)) {
+          CRESCENT_PROBE("request.decode_elsewhere");
+          return;
+        }
+        // No KV memory for it on any decode instance is load.
+        refused(self, is(err, errc::no_space), failed_part::decode, request_status::rejected,
+                "decode reservation: " + describe(err));
+      });
 }
 
 // A retried request that no instance took waits at least this long before it asks again (the

@@ -2,6 +2,7 @@
 // fault kind with the effect it must have on the real actors, the invariants after it, the same
 // seed giving the same run, and the seeds that found bugs (the campaign: chaos_campaign_test.cpp).
 #include "actors/common/code_probe.hpp"
+#include "actors/common/timeouts.hpp"
 #include "apps/chaos/chaos_command.hpp"
 #include "apps/chaos/fault_budget.hpp"
 #include "apps/sim/paper_cluster.hpp"
@@ -97,15 +98,41 @@ TEST(chaos, without_faults_every_request_completes_with_the_reference_tokens) {
 
 TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
   auto c = prepared(20);
-  // Every request's job to its prefill instance (main process to node 0 or 1) is lost: each
-  // fails when its ask times out. (A request's schedule to the conductor never crosses: both
-  // run in the main process, so no message fault takes it.)
+  // Every request's job to its prefill instance (main process to node 0 or 1) is lost, each
+  // time it is sent: each fails when its last ask times out. (A request's schedule to the
+  // conductor never crosses: both run in the main process, so no message fault takes it.)
   auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
-  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{20});
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{20 * ask_sends_max});
   EXPECT_EQ(r.completed, 0u);
   EXPECT_EQ(r.failed, 20u);
   EXPECT_EQ(failed_with(r, "request_timeout"), 20u) << r.results.at(0).reason;
+}
+
+TEST(chaos, an_ask_or_its_answer_lost_once_is_sent_again_and_its_request_completes) {
+  // What the first 100 ms of requests send (or are answered) is lost once: each ask goes again
+  // ask_resend_timeout later, and the worker answers the copy as it would have the first (a job
+  // it took counts as accepted; a reservation's copy gets the same pages). A lost acceptance of
+  // a prefill job delays nothing: the job runs, and its tokens come as they would.
+  struct lost {
+    const char* what;
+    bool waits;
+  };
+  for (auto [what, waits] :
+       {lost{"type: prefill, to: prefill", true}, lost{"type: reserve, to: decode", true},
+        lost{"type: reply, from: decode", true}, lost{"type: reply, from: prefill", false}}) {
+    SCOPED_TRACE(what);
+    auto c = prepared(20);
+    auto r = run_yaml(c, std::string{"faults: [{at_ms: 0, drop: 1, for_ms: 100, "} + what + "}]");
+    EXPECT_TRUE(r.held()) << violations_of(r);
+    EXPECT_GT(r.faults_taken.at(0), 0u);
+    EXPECT_EQ(r.completed, 20u);
+    size_t late = 0;
+    for (const auto& x : r.results)
+      late += x.token_times_ns.at(0) - x.arrival_ns >=
+              std::chrono::nanoseconds(ask_resend_timeout).count();
+    EXPECT_EQ(late > 0, waits) << late << " requests' first tokens came after the resend";
+  }
 }
 
 // request_retries_max: an attempt that fails before the request's first token for a reason not
@@ -113,9 +140,9 @@ TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
 TEST(chaos, with_retries_a_request_whose_prefill_job_is_lost_is_placed_again_elsewhere) {
   auto c = prepared(20);
   c.cfg.request_retries_max = 1;
-  // Every job to prefill instance 0 (node 0) is lost: its requests' asks time out after 30 s,
-  // and each is placed again, on instance 1, where it completes with the reference tokens
-  // (held checks them).
+  // Every job to prefill instance 0 (node 0) is lost, each time it is sent: its requests' asks
+  // time out after 30 s, and each is placed again, on instance 1, where it completes with the
+  // reference tokens (held checks them).
   auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill, node: 0}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.completed, 20u);
@@ -130,7 +157,8 @@ TEST(chaos, with_retries_a_request_whose_prefill_job_is_lost_is_placed_again_els
         << "request " << x.id << ": after its first attempt's 30 s";
   }
   EXPECT_GT(retried, 0u);
-  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{retried}) << "one lost job each";
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{retried * ask_sends_max})
+      << "one lost job each, sent ask_sends_max times";
 }
 
 TEST(chaos, with_retries_a_request_that_fails_on_every_instance_ends_with_the_last_reason) {
@@ -141,7 +169,7 @@ TEST(chaos, with_retries_a_request_that_fails_on_every_instance_ends_with_the_la
   auto r = run_yaml(c, "faults: [{at_ms: 0, drop: 1, type: prefill, to: prefill}]");
   EXPECT_TRUE(r.held()) << violations_of(r);
   EXPECT_EQ(r.failed, 20u);
-  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{80}) << "four lost jobs each";
+  EXPECT_EQ(r.faults_taken, std::vector<uint64_t>{80 * ask_sends_max}) << "four lost jobs each";
   for (const auto& x : r.results) {
     EXPECT_EQ(x.retries, 3u) << "request " << x.id;
     EXPECT_NE(x.reason.find("request_timeout"), std::string::npos) << x.reason;
