@@ -10,11 +10,12 @@ namespace crescent {
 /// may be inside a compute step when the message arrives.
 inline constexpr auto control_timeout = std::chrono::seconds(30);
 
-/// A request's asks of its workers (a decode reservation, a prefill or coupled job) that go
-/// unanswered this long are sent again, up to ask_sends_max in all, which together last
-/// control_timeout: a worker answers a copy as it answered the first (the same pages; a job
-/// taken already counts as accepted), so an ask or an answer lost on the way costs this long
-/// instead of the attempt. Workers answer these at once (a job is answered as it is queued).
+/// A request's asks of its workers (a decode reservation, a prefill or coupled job) and a
+/// prefill worker's kv_ready that go unanswered this long are sent again (ask_again.hpp), up to
+/// ask_sends_max in all, which together last control_timeout: a worker answers a copy as it
+/// answered the first (the same pages; a job taken already counts as accepted; KV already in
+/// counts as done), so an ask or an answer lost on the way costs this long instead of the
+/// attempt. Workers answer these at once (a job is answered as it is queued).
 inline constexpr auto ask_resend_timeout = std::chrono::seconds(5);
 inline constexpr unsigned ask_sends_max = 6;
 static_assert(ask_resend_timeout * ask_sends_max == control_timeout);

@@ -89,6 +89,10 @@ caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvRead
                                        "prefill instance " + std::to_string(r.prefill_instance) +
                                            ", where it was placed"))
     return err;
+  // A copy (the prefill worker sends kv_ready again while its answer does not come): the KV
+  // is in already, and the copy is answered as the first was; not bad input.
+  if (r.active && a->prompt_tokens == r.prompt_tokens)
+    return caf::unit;
   if (r.active || a->prompt_tokens != r.prompt_tokens ||
       a->first_token >= st.parts.engine->config().vocab)
     return st.bad.refuse(st.name, make_error(errc::invalid_argument,

@@ -16,6 +16,7 @@
 // after the batch's modeled time). A batch to a process that is gone ends when its connection
 // attempts fail (refused at once; unanswered after the engine's connect timeout per attempt),
 // at most at kv_handoff_timeout.
+#include "actors/common/ask_again.hpp"
 #include "actors/common/code_probe.hpp"
 #include "actors/common/modeled_delay.hpp"
 #include "actors/common/timeouts.hpp"
@@ -84,20 +85,22 @@ void signal_decode(prefill_ptr self) {
   job.signalling = true;
   job.signalled = true;
   self->monitor(decode);
-  self->request(decode, control_timeout, kv_ready_atom::value, msg)
-      .then(
-          [=]() {
-            self->demonitor(decode.address());
-            if (self->state.current && self->state.current->request_id == id) {
-              self->state.current->signalling = false;
-              begin_store(self);
-            }
-          },
-          [=](caf::error& err) {
-            self->demonitor(decode.address());
-            if (self->state.current && self->state.current->request_id == id)
-              fail_job(self, "decode worker refused the KV: " + describe(err));
-          });
+  // Sent again while unanswered: the decode worker answers a copy as the first.
+  auto wanted = [=] { return self->state.current && self->state.current->request_id == id; };
+  ask_again(
+      self, decode, kv_ready_atom::value, msg, wanted,
+      [=]() {
+        self->demonitor(decode.address());
+        if (self->state.current && self->state.current->request_id == id) {
+          self->state.current->signalling = false;
+          begin_store(self);
+        }
+      },
+      [=](caf::error& err) {
+        self->demonitor(decode.address());
+        if (self->state.current && self->state.current->request_id == id)
+          fail_job(self, "decode worker refused the KV: " + describe(err));
+      });
 }
 
 // Submits the writes of layers r of local pages [first, end) into their decode pages, as one

@@ -1,4 +1,5 @@
 // The life of a request: placement, reservation, prefill submission, and its one ending.
+#include "actors/common/ask_again.hpp"
 #include "actors/common/code_probe.hpp"
 #include "actors/common/timeouts.hpp"
 #include "actors/request/request_state.hpp"
@@ -88,22 +89,13 @@ void give_back(request_ptr self, const Worker& worker, uint64_t attempt_id) {
   self->send(worker, release_atom::value, msg);
 }
 
-// Asks `worker` with `msg`, and again each ask_resend_timeout that it goes unanswered, up to
-// ask_sends_max times (the workers answer a copy as the first: timeouts.hpp). `answered` takes
-// the answer, `refused` the error: the worker's, or the last timeout. An attempt that is over
-// (or a request that ended) asks no more: `refused` then drops the error.
+// Asks a worker for the current attempt, again while it goes unanswered (ask_again.hpp).
 template <class Worker, class Atom, class Msg, class Answered, class Refused>
 void ask(request_ptr self, const Worker& worker, Atom atom, const Msg& msg, Answered answered,
-         Refused refused, unsigned sends = 1) {
+         Refused refused) {
   const uint32_t attempt = self->state.attempt;
-  self->request(worker, ask_resend_timeout, atom, msg).then(answered, [=](caf::error& err) {
-    const bool current = !from_earlier_attempt(self, attempt) && !self->state.done;
-    if (current && err == caf::sec::request_timeout && sends < ask_sends_max) {
-      ask(self, worker, atom, msg, answered, refused, sends + 1);
-      return;
-    }
-    refused(err);
-  });
+  auto wanted = [=] { return !from_earlier_attempt(self, attempt) && !self->state.done; };
+  ask_again(self, worker, atom, msg, wanted, answered, refused);
 }
 
 // The prompt and its block keys, as a job to a prefill or coupled instance carries them.

@@ -156,6 +156,26 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
   EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready));
   EXPECT_EQ((*transfer)->grant_count(), 0u) << "the KV has landed: the prefill side's grants end";
+  // A copy (the prefill worker sends kv_ready again when the answer does not come) is answered
+  // as the first was, and is not bad input; one that names another prompt length is.
+  auto bad_messages = [&] {
+    auto stats = h.ask(*decode, stats_atom::value);
+    EXPECT_TRUE(stats);
+    auto n = read_as<wire::WorkerStats>(
+        *stats, [](wire::WorkerStats::Reader in) { return in.getBadMessages(); });
+    return n ? *n : 0;
+  };
+  const auto bad_before = bad_messages();
+  EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready)) << "a copy";
+  EXPECT_EQ(bad_messages(), bad_before);
+  auto other = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
+    out.setRequestId(5);
+    out.setPromptTokens(99);
+    out.setFirstToken(3);
+  });
+  err = h.ask_void(second, kv_ready_atom::value, other);
+  EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
+  EXPECT_EQ(bad_messages(), bad_before + 1);
   // A reservation naming an instance the cluster does not have is refused.
   auto nowhere = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(6);

@@ -112,15 +112,17 @@ TEST(chaos, a_lost_prefill_job_fails_its_request_with_the_reason) {
 TEST(chaos, an_ask_or_its_answer_lost_once_is_sent_again_and_its_request_completes) {
   // What the first 100 ms of requests send (or are answered) is lost once: each ask goes again
   // ask_resend_timeout later, and the worker answers the copy as it would have the first (a job
-  // it took counts as accepted; a reservation's copy gets the same pages). A lost acceptance of
-  // a prefill job delays nothing: the job runs, and its tokens come as they would.
+  // it took counts as accepted; a reservation's copy gets the same pages; a kv_ready's copy is
+  // answered as done). A lost acceptance of a prefill job delays nothing (the job runs, and its
+  // tokens come as they would), nor does a lost kv_ready the first token (prefill sends it).
   struct lost {
     const char* what;
     bool waits;
   };
   for (auto [what, waits] :
        {lost{"type: prefill, to: prefill", true}, lost{"type: reserve, to: decode", true},
-        lost{"type: reply, from: decode", true}, lost{"type: reply, from: prefill", false}}) {
+        lost{"type: reply, from: decode", true}, lost{"type: reply, from: prefill", false},
+        lost{"type: kv_ready, to: decode", false}}) {
     SCOPED_TRACE(what);
     auto c = prepared(20);
     auto r = run_yaml(c, std::string{"faults: [{at_ms: 0, drop: 1, for_ms: 100, "} + what + "}]");
