@@ -32,8 +32,10 @@ void emit_pending(decode_ptr self) {
       continue; // released while its token was computed
     send_token_batch(self, i->second.requester, e.request_id, std::span{&e.token, 1}, e.final,
                      e.index);
-    if (e.final)
+    if (e.final) {
+      st.decoded.insert(e.request_id);
       drop_reservation(self, e.request_id);
+    }
   }
 }
 
@@ -77,6 +79,8 @@ caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvRead
     return st.bad.refuse(
         st.name, make_error(errc::access_denied, "kv_ready comes only from a prefill worker"));
   auto i = st.reservations.find(a->request_id);
+  if (i == st.reservations.end() && st.decoded.contains(a->request_id))
+    return caf::unit; // a copy, after the decode ran to the end
   if (i == st.reservations.end()) {
     CRESCENT_PROBE("decode.kv_ready_unreserved");
     return make_error(errc::not_found,
@@ -113,6 +117,7 @@ caf::result<void> on_kv_ready(decode_ptr self, const typed_envelope<wire::KvRead
   r.generated = 1;
   if (r.generated >= r.max_new_tokens) {
     send_token_batch(self, r.requester, r.request_id, {}, true, r.generated);
+    st.decoded.insert(a->request_id);
     drop_reservation(self, a->request_id);
     return caf::unit;
   }

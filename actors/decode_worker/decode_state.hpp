@@ -54,6 +54,9 @@ struct decode_state {
   // got its KV, whose tokens the request took (crescent chaos seed 60071 of
   // docs/chaos/heavier.budget.yaml).
   recent_ids reserved{decode_recent_reservations_max};
+  // Reservations whose decode ran to the end: a copy of their kv_ready (the prefill worker sends
+  // it again when the answer was lost) is answered as the first was, not as a stranger's.
+  recent_ids decoded{decode_recent_reservations_max};
   std::vector<uint64_t> active;       // ids in join order
   size_t rotation = 0;                // where the next batch starts, when above batch_max
   std::vector<emitted_token> pending; // computed, emitted at the next step

@@ -176,6 +176,30 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   err = h.ask_void(second, kv_ready_atom::value, other);
   EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
   EXPECT_EQ(bad_messages(), bad_before + 1);
+  // So is a copy that comes after the decode ran to the end (one token: at once).
+  auto one_token = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
+    out.setRequestId(7);
+    out.setPromptTokens(100);
+    out.setMaxNewTokens(1);
+    out.setPrefillInstance(1);
+  });
+  auto reserved_7 = std::make_shared<bool>(false);
+  auto holder_7 = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->request(*decode, caf::infinite, reserve_atom::value, one_token)
+        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved_7 = true; });
+    return {[](const caf::message&) {}};
+  });
+  ASSERT_TRUE(h.run_until([&] { return *reserved_7; }));
+  auto ready_7 = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
+    out.setRequestId(7);
+    out.setPromptTokens(100);
+    out.setFirstToken(3);
+  });
+  EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready_7));
+  err = h.ask_void(second, kv_ready_atom::value, ready_7);
+  EXPECT_FALSE(err) << "a copy after the end: " << describe(err);
+  EXPECT_EQ(bad_messages(), bad_before + 1);
+  caf::anon_send_exit(holder_7, caf::exit_reason::kill);
   // A reservation naming an instance the cluster does not have is refused.
   auto nowhere = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
     out.setRequestId(6);
