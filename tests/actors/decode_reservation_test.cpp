@@ -113,6 +113,40 @@ caf::behavior kv_ready_relay(caf::event_based_actor* self,
   }};
 }
 
+// A request of `id` placed on prefill instance 1, with a prompt of 100 tokens.
+typed_envelope<wire::ReserveRequest> reserve_from_prefill_1(uint64_t id, uint32_t max_new_tokens) {
+  return make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
+    out.setRequestId(id);
+    out.setPromptTokens(100);
+    out.setMaxNewTokens(max_new_tokens);
+    out.setPrefillInstance(1);
+  });
+}
+
+typed_envelope<wire::KvReady> kv_ready_of(uint64_t id, uint32_t prompt_tokens) {
+  return make_envelope<wire::KvReady>([&](wire::KvReady::Builder out) {
+    out.setRequestId(id);
+    out.setPromptTokens(prompt_tokens);
+    out.setFirstToken(3);
+  });
+}
+
+// Stands in for a request: reserves with `msg` and holds the reservation (it takes whatever
+// comes); returns once the reservation is made, or null if it never is.
+caf::actor reserving_request(deterministic_system& h, std::shared_ptr<decode_worker_actor> decode,
+                             typed_envelope<wire::ReserveRequest> msg) {
+  auto reserved = std::make_shared<bool>(false);
+  auto holder = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
+    self->request(*decode, caf::infinite, reserve_atom::value, msg)
+        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved = true; });
+    return {[](const caf::message&) {}};
+  });
+  if (h.run_until([&] { return *reserved; }))
+    return holder;
+  caf::anon_send_exit(holder, caf::exit_reason::kill);
+  return {};
+}
+
 TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_request_names) {
   deterministic_system h;
   gpu::model_config model;
@@ -131,27 +165,12 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
       h.sys, {0, 0, 8, 1024, true, false},
       {std::move(*engine), std::move(*pages), *transfer, directory_ref::of(std::move(dir)), {}});
   // Request 5 reserves, placed on prefill instance 1.
-  auto msg = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
-    out.setRequestId(5);
-    out.setPromptTokens(100);
-    out.setMaxNewTokens(4);
-    out.setPrefillInstance(1);
-  });
-  auto reserved = std::make_shared<bool>(false);
-  auto holder = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    self->request(*decode, caf::infinite, reserve_atom::value, msg)
-        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved = true; });
-    return {[](const caf::message&) {}};
-  });
-  ASSERT_TRUE(h.run_until([&] { return *reserved; }));
+  auto holder = reserving_request(h, decode, reserve_from_prefill_1(5, 4));
+  ASSERT_TRUE(holder);
   // A grant per page, cut from the page pool's one region: nothing registered per page.
   const uint32_t pages_of_request = (100 + 4 - 1 + model.block_tokens - 1) / model.block_tokens;
   EXPECT_EQ((*transfer)->grant_count(), pages_of_request);
-  auto ready = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
-    out.setRequestId(5);
-    out.setPromptTokens(100);
-    out.setFirstToken(3);
-  });
+  auto ready = kv_ready_of(5, 100);
   auto err = h.ask_void(first, kv_ready_atom::value, ready);
   EXPECT_TRUE(is(err, errc::access_denied)) << describe(err);
   EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready));
@@ -168,33 +187,13 @@ TEST(decode_reservation, kv_ready_counts_only_from_the_prefill_instance_the_requ
   const auto bad_before = bad_messages();
   EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready)) << "a copy";
   EXPECT_EQ(bad_messages(), bad_before);
-  auto other = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
-    out.setRequestId(5);
-    out.setPromptTokens(99);
-    out.setFirstToken(3);
-  });
-  err = h.ask_void(second, kv_ready_atom::value, other);
+  err = h.ask_void(second, kv_ready_atom::value, kv_ready_of(5, 99));
   EXPECT_TRUE(is(err, errc::invalid_argument)) << describe(err);
   EXPECT_EQ(bad_messages(), bad_before + 1);
   // So is a copy that comes after the decode ran to the end (one token: at once).
-  auto one_token = make_envelope<wire::ReserveRequest>([&](wire::ReserveRequest::Builder out) {
-    out.setRequestId(7);
-    out.setPromptTokens(100);
-    out.setMaxNewTokens(1);
-    out.setPrefillInstance(1);
-  });
-  auto reserved_7 = std::make_shared<bool>(false);
-  auto holder_7 = h.sys.spawn([=](caf::event_based_actor* self) -> caf::behavior {
-    self->request(*decode, caf::infinite, reserve_atom::value, one_token)
-        .then([=](const typed_envelope<wire::ReserveReply>&) { *reserved_7 = true; });
-    return {[](const caf::message&) {}};
-  });
-  ASSERT_TRUE(h.run_until([&] { return *reserved_7; }));
-  auto ready_7 = make_envelope<wire::KvReady>([](wire::KvReady::Builder out) {
-    out.setRequestId(7);
-    out.setPromptTokens(100);
-    out.setFirstToken(3);
-  });
+  auto holder_7 = reserving_request(h, decode, reserve_from_prefill_1(7, 1));
+  ASSERT_TRUE(holder_7);
+  auto ready_7 = kv_ready_of(7, 100);
   EXPECT_FALSE(h.ask_void(second, kv_ready_atom::value, ready_7));
   err = h.ask_void(second, kv_ready_atom::value, ready_7);
   EXPECT_FALSE(err) << "a copy after the end: " << describe(err);
