@@ -92,13 +92,12 @@ caf::error corrupt_landed(std::byte* bytes, uint64_t length, memory_location whe
   }
   // GPU memory: the same bytes, through the host (the cuda path and GPUDirect RDMA reads only).
   const auto w = corrupt_window_of(length);
-  std::array<std::byte, 8> host{};
   if (w.length == 0)
     return caf::none;
-  if (auto err = copy_and_wait(host.data(), bytes + w.at, w.length, where.device))
-    return err;
-  flip(host.data(), w.length);
-  return copy_and_wait(bytes + w.at, host.data(), w.length, where.device);
+  auto changed = corrupted_window(bytes, length, where);
+  if (!changed)
+    return std::move(changed.error());
+  return copy_and_wait(bytes + w.at, changed->data(), w.length, where.device);
 }
 
 std::unique_ptr<backend> make_local_backend(transfer_engine::impl& engine) {

@@ -89,6 +89,14 @@ void expect_the_group_served_on(const seed_result& r) {
   EXPECT_GT(r.completed, 0u) << "the jobs after them ran";
 }
 
+// A group whose lost StageDones failed their jobs (and nothing else failed), and served on.
+void expect_only_the_jobs_of_lost_stage_dones_failed(const seed_result& r, size_t faults) {
+  EXPECT_TRUE(r.held()) << violations_of(r);
+  expect_each_fault_took(r, faults);
+  EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
+  expect_the_group_served_on(r);
+}
+
 TEST(chaos, without_faults_every_request_completes_with_the_reference_tokens) {
   auto c = prepared(20);
   auto r = run_plan(c, {}, 1);
@@ -365,10 +373,7 @@ TEST(chaos, a_copy_whose_first_answer_was_lost_answers_for_it) {
 // stage has said nothing for stage_quiet_timeout, and takes the next.
 TEST(chaos, a_lost_stage_done_fails_its_job_and_the_group_serves_on) {
   auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300}]");
-  EXPECT_TRUE(r.held()) << violations_of(r);
-  expect_each_fault_took(r, 1);
-  EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
-  expect_the_group_served_on(r);
+  expect_only_the_jobs_of_lost_stage_dones_failed(r, 1);
 }
 
 // The head that failed such a job sends the stage a StageAbort and holds the job's pages until
@@ -379,10 +384,7 @@ TEST(chaos, a_lost_stage_abort_is_sent_again_and_the_group_serves_on) {
   // an abort was lost).
   auto r = run_on_a_group("faults: [{at_ms: 0, drop: 1, type: st_done, for_ms: 300},\n"
                           "         {at_ms: 0, drop: 1, type: st_abort, for_ms: 40000}]");
-  EXPECT_TRUE(r.held()) << violations_of(r);
-  expect_each_fault_took(r, 2);
-  EXPECT_EQ(r.failed, failed_with(r, "said nothing of its end 30 s after the head's"));
-  expect_the_group_served_on(r);
+  expect_only_the_jobs_of_lost_stage_dones_failed(r, 2);
 }
 
 // A stage whose job's chunks are lost, and every abort of it too, waited for them for good, and
